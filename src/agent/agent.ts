@@ -1,0 +1,233 @@
+import { WebSocket } from 'ws';
+import { hostname } from 'node:os';
+import {
+  FATAL_CLOSE_CODES,
+  PROTOCOL_VERSION,
+  type AgentMessage,
+  type OrchestratorMessage,
+  type RegisterAckMessage,
+} from '../protocol/messages.js';
+import type { AgentConfig } from './config.js';
+import { hostLabels } from './host-labels.js';
+import { JobRunner } from './job-runner.js';
+
+export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
+
+/** Exit codes, so a supervisor can tell a finished agent from a refused one. */
+export const AgentExit = { ok: 0, error: 1, refused: 2, unreachable: 3 } as const;
+
+const OUTBOX_LIMIT = 20_000;
+
+/**
+ * The agent's life: connect, register, take jobs, stream their output, and (when single-use) leave
+ * after one job. Messages produced while the link is down wait in an outbox, so a reconnect after an
+ * orchestrator restart still delivers the job's result.
+ */
+export class Agent {
+  private ws: WebSocket | undefined;
+  private registered = false;
+  private runner: JobRunner | undefined;
+  private jobsDone = 0;
+  private outbox: AgentMessage[] = [];
+  private idleTimer: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private disconnectedSince: number | undefined;
+  private attempt = 0;
+  private stopping = false;
+  private finish!: (code: number) => void;
+  private readonly exited: Promise<number>;
+
+  constructor(
+    private readonly cfg: AgentConfig,
+    private readonly log: AgentLog,
+    private readonly version = '0.1.0',
+  ) {
+    this.exited = new Promise((resolve) => (this.finish = resolve));
+  }
+
+  run(): Promise<number> {
+    this.connect();
+    return this.exited;
+  }
+
+  /** SIGTERM / SIGINT: stop the job (it is reported as cancelled) and leave. */
+  async stop(reason: string): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.log('info', `stopping: ${reason}`);
+    if (this.runner) {
+      this.runner.cancel('cancel');
+      await Promise.race([this.waitForRunner(), delay(10_000)]);
+    }
+    this.exit(AgentExit.ok);
+  }
+
+  private connect(): void {
+    const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
+    this.ws = ws;
+    ws.on('open', () => {
+      const labels = [...new Set([...this.cfg.labels, ...hostLabels()])];
+      this.sendNow({
+        type: 'register',
+        protocol: PROTOCOL_VERSION,
+        agentId: this.cfg.agentId,
+        token: this.cfg.token,
+        labels,
+        version: this.version,
+        hostname: hostname(),
+        ...(this.runner ? { activeJobId: this.runner.jobId } : {}),
+      });
+    });
+    ws.on('message', (data) => {
+      let msg: OrchestratorMessage;
+      try {
+        msg = JSON.parse(String(data)) as OrchestratorMessage;
+      } catch {
+        this.log('warn', 'ignored a message that is not JSON');
+        return;
+      }
+      this.onMessage(msg);
+    });
+    ws.on('error', (err) => {
+      if (!this.registered) this.log('warn', `connection error: ${err.message}`);
+    });
+    ws.on('close', (code, reasonBuf) => this.onClose(code, String(reasonBuf)));
+  }
+
+  private onMessage(msg: OrchestratorMessage): void {
+    switch (msg.type) {
+      case 'register.ack':
+        return this.onRegistered(msg);
+      case 'register.rejected':
+        this.log('error', `registration refused: ${msg.reason}`);
+        return;
+      case 'job.assign': {
+        if (this.runner || (this.cfg.ephemeral && this.jobsDone > 0) || this.stopping) {
+          this.send({ type: 'job.rejected', jobId: msg.job.id, reason: 'agent is busy or done' });
+          return;
+        }
+        this.clearIdle();
+        void this.runJob(new JobRunner({ job: msg.job, send: (m) => this.send(m), workDir: this.cfg.workDir, keepWorkspace: this.cfg.keepWorkspace }));
+        return;
+      }
+      case 'job.cancel':
+        if (this.runner?.jobId === msg.jobId) this.runner.cancel('cancel');
+        return;
+      case 'shutdown':
+        void this.stop(`orchestrator asked: ${msg.reason}`);
+        return;
+      case 'heartbeat.ack':
+        return;
+    }
+  }
+
+  private onRegistered(ack: RegisterAckMessage): void {
+    this.registered = true;
+    this.attempt = 0;
+    this.disconnectedSince = undefined;
+    this.log('info', `registered as ${ack.agentId}`);
+    const queued = this.outbox;
+    this.outbox = [];
+    for (const m of queued) this.send(m);
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(() => this.sendNow({ type: 'heartbeat' }), ack.heartbeatIntervalMs);
+    if (this.runner) return;
+    if (this.cfg.ephemeral && this.jobsDone > 0) return this.leave();
+    if (!this.cfg.ephemeral || ack.warmPool) return;
+    // A bound agent waits for its own job a while; any other single-use agent leaves soon when idle.
+    this.armIdle(ack.pendingDispatch ? this.cfg.pendingDispatchTimeoutMs : this.cfg.idleTimeoutMs);
+  }
+
+  private async runJob(runner: JobRunner): Promise<void> {
+    this.runner = runner;
+    try {
+      const result = await runner.run();
+      this.log('info', `job ${runner.jobId} ${result}`);
+    } catch (err) {
+      this.log('error', `job ${runner.jobId} crashed the runner: ${(err as Error).message}`);
+      this.send({ type: 'job.finished', jobId: runner.jobId, result: 'failed', exitCode: null, message: 'agent error' });
+    } finally {
+      this.runner = undefined;
+      this.jobsDone++;
+    }
+    if (this.stopping) return;
+    if (this.cfg.ephemeral) this.leave();
+  }
+
+  private waitForRunner(): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => (this.runner ? setTimeout(check, 20) : resolve());
+      check();
+    });
+  }
+
+  /** Single-use agent: everything is sent once the outbox is empty and the socket drained. */
+  private leave(): void {
+    if (this.stopping) return;
+    if (!this.registered || this.outbox.length) return; // wait for reconnect to deliver results
+    this.stopping = true;
+    const ws = this.ws;
+    if (ws && ws.readyState === WebSocket.OPEN) {
+      ws.close(1000, 'job finished');
+      setTimeout(() => this.exit(AgentExit.ok), 2_000).unref();
+    } else this.exit(AgentExit.ok);
+  }
+
+  private armIdle(ms: number): void {
+    this.clearIdle();
+    this.idleTimer = setTimeout(() => {
+      this.log('info', `idle for ${ms} ms, leaving`);
+      this.leave();
+    }, ms);
+  }
+
+  private clearIdle(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+  }
+
+  private onClose(code: number, reason: string): void {
+    const wasRegistered = this.registered;
+    this.registered = false;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = undefined;
+    if (this.stopping) return this.exit(AgentExit.ok);
+    if (FATAL_CLOSE_CODES.includes(code)) {
+      this.log('error', `orchestrator refused this agent (${code}): ${reason || 'no reason given'}`);
+      return this.exit(AgentExit.refused);
+    }
+    const now = Date.now();
+    this.disconnectedSince ??= now;
+    if (wasRegistered) this.log('warn', `connection lost (${code}${reason ? `: ${reason}` : ''}); reconnecting`);
+    if (this.cfg.reconnectTimeoutMs > 0 && now - this.disconnectedSince >= this.cfg.reconnectTimeoutMs) {
+      this.log('error', `orchestrator unreachable for ${this.cfg.reconnectTimeoutMs} ms; giving up`);
+      this.runner?.cancel('cancel');
+      return this.exit(AgentExit.unreachable);
+    }
+    const wait = Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
+    this.reconnectTimer = setTimeout(() => this.connect(), wait);
+  }
+
+  private send(msg: AgentMessage): void {
+    if (this.registered && this.ws?.readyState === WebSocket.OPEN) this.sendNow(msg);
+    else if (this.outbox.length < OUTBOX_LIMIT || msg.type !== 'log') this.outbox.push(msg);
+  }
+
+  private sendNow(msg: AgentMessage): void {
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+  }
+
+  private exit(code: number): void {
+    this.clearIdle();
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.ws?.removeAllListeners('close');
+    if (this.ws && this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
+    this.finish(code);
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

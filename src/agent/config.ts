@@ -1,0 +1,52 @@
+/** Agent settings, read once from the environment (the scaler and operators both speak env). */
+export interface AgentConfig {
+  orchestratorUrl: string;
+  agentId: string;
+  token: string;
+  labels: string[];
+  /** Single-use: exit after one job (set for every scaler-spawned agent). */
+  ephemeral: boolean;
+  scalerManaged: boolean;
+  idleTimeoutMs: number;
+  pendingDispatchTimeoutMs: number;
+  /** Give up reconnecting after this long; 0 = keep trying forever. */
+  reconnectTimeoutMs: number;
+  workDir: string | undefined;
+  keepWorkspace: boolean;
+}
+
+export class AgentConfigError extends Error {}
+
+function intEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new AgentConfigError(`${name} must be a non-negative number of ms`);
+  return n;
+}
+
+export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const missing = ['KICI_ORCHESTRATOR_URL', 'KICI_AGENT_ID', 'KICI_AGENT_TOKEN'].filter((k) => !env[k]);
+  if (missing.length) throw new AgentConfigError(`missing environment: ${missing.join(', ')}`);
+  const url = env.KICI_ORCHESTRATOR_URL!;
+  if (!/^wss?:\/\//.test(url)) {
+    throw new AgentConfigError(`KICI_ORCHESTRATOR_URL must be a ws:// or wss:// URL, got "${url}"`);
+  }
+  const scalerManaged = env.KICI_SCALER_MANAGED === '1';
+  return {
+    orchestratorUrl: url,
+    agentId: env.KICI_AGENT_ID!,
+    token: env.KICI_AGENT_TOKEN!,
+    labels: (env.KICI_LABELS ?? '')
+      .split(',')
+      .map((l) => l.trim().toLowerCase())
+      .filter(Boolean),
+    ephemeral: scalerManaged || env.KICI_EPHEMERAL === '1',
+    scalerManaged,
+    idleTimeoutMs: intEnv(env, 'KICI_SCALER_IDLE_TIMEOUT', 5_000),
+    pendingDispatchTimeoutMs: intEnv(env, 'KICI_SCALER_PENDING_DISPATCH_TIMEOUT', 60_000),
+    reconnectTimeoutMs: intEnv(env, 'KICI_AGENT_RECONNECT_TIMEOUT_MS', scalerManaged ? 60_000 : 0),
+    workDir: env.KICI_WORK_DIR || undefined,
+    keepWorkspace: env.KICI_KEEP_WORKSPACE === '1',
+  };
+}

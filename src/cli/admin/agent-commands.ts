@@ -1,0 +1,55 @@
+import type { Command } from 'commander';
+import { UserError } from '../../util/errors.js';
+import { age, printJson, table } from '../output.js';
+import type { AdminClient } from './client.js';
+
+export function registerAgentCommands(program: Command, client: (c: Command) => Promise<AdminClient>): void {
+  const agent = program.command('agent').description('agents and their tokens');
+
+  agent
+    .command('list')
+    .description('connected agents')
+    .option('--json', 'machine-readable output')
+    .action(async (o: { json?: boolean }, cmd: Command) => {
+      const res = await (await client(cmd)).request<{
+        agents: { id: string; kind: string; scaler: string | null; labels: string[]; busyJobId: string | null; connectedAt: string }[];
+      }>('GET', '/api/v1/agents');
+      if (o.json) return printJson(res.agents);
+      process.stdout.write(
+        table(
+          ['AGENT', 'KIND', 'SCALER', 'JOB', 'UP', 'LABELS'],
+          res.agents.map((a) => [a.id, a.kind, a.scaler, a.busyJobId, age(a.connectedAt), a.labels.filter((l) => !l.startsWith('kici:')).join(',')]),
+        ) + '\n',
+      );
+    });
+
+  const token = agent.command('token').description('agent tokens');
+  token
+    .command('create')
+    .description('mint a long-lived token for a static agent, bound to an agent id and its labels')
+    .requiredOption('--labels <labels>', 'comma-separated labels the agent may register with')
+    .option('--id <agentId>', 'agent id (default: a generated static-<hex> id)')
+    .option('--ttl <seconds>', 'expire after this many seconds (default: never)')
+    .option('--json', 'machine-readable output')
+    .action(async (o: { labels: string; id?: string; ttl?: string; json?: boolean }, cmd: Command) => {
+      const labels = o.labels.split(',').map((l) => l.trim()).filter(Boolean);
+      if (!labels.length) throw new UserError('--labels: at least one label');
+      let ttlSeconds: number | undefined;
+      if (o.ttl !== undefined) {
+        ttlSeconds = Number(o.ttl);
+        if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0) throw new UserError('--ttl: a positive whole number of seconds');
+      }
+      const res = await (await client(cmd)).request<{ agentId: string; labels: string[]; token: string; expiresAt: string | null }>(
+        'POST',
+        '/api/v1/agents/tokens',
+        { labels, ...(o.id ? { agentId: o.id } : {}), ...(ttlSeconds ? { ttlSeconds } : {}) },
+      );
+      if (o.json) return printJson(res);
+      process.stdout.write(
+        `agent id: ${res.agentId}\nlabels:   ${res.labels.join(',')}\nexpires:  ${res.expiresAt ?? 'never'}\n\n` +
+          `Start the agent with:\n  KICI_ORCHESTRATOR_URL=<ws://host:port/ws> KICI_AGENT_ID=${res.agentId} \\\n` +
+          `  KICI_AGENT_TOKEN=${res.token} KICI_LABELS=${res.labels.join(',')} kici-agent\n\n` +
+          'The token is shown once; only its hash is stored.\n',
+      );
+    });
+}

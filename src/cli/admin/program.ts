@@ -1,0 +1,48 @@
+import { Command, CommanderError } from 'commander';
+import { UserError } from '../../util/errors.js';
+import { registerAgentCommands } from './agent-commands.js';
+import { AdminClient } from './client.js';
+import { registerJobCommands } from './job-commands.js';
+import { registerScalerApiCommands } from './scaler-commands.js';
+import { registerScalerConfigCommands } from './scaler-config-commands.js';
+
+/** The kici-admin program, built as a value so tests can run it in-process. */
+export function buildAdminProgram(): Command {
+  const program = new Command('kici-admin')
+    .description('Operate a kici orchestrator: jobs, agents and the scaler')
+    .option('--server <url>', 'orchestrator URL (default: $KICI_SERVER_URL or http://127.0.0.1:8080)')
+    .option('--token <token>', 'admin token (default: $KICI_ADMIN_TOKEN, or the data dir\'s admin-token)')
+    .option('--data-dir <dir>', 'where to find the admin token on the orchestrator host (default: $KICI_DATA_DIR or ./.kici-data)')
+    .showHelpAfterError()
+    .exitOverride();
+  const client = (cmd: Command) => {
+    const g = cmd.optsWithGlobals<{ server?: string; token?: string; dataDir?: string }>();
+    return AdminClient.create({ server: g.server, token: g.token, dataDir: g.dataDir });
+  };
+  registerJobCommands(program, client);
+  registerAgentCommands(program, client);
+  const scaler = program.command('scaler').description('the autoscaler: configuration, status, explanations');
+  registerScalerConfigCommands(scaler);
+  registerScalerApiCommands(scaler, client);
+  return program;
+}
+
+/** Run with operator-friendly failures: exit 1 for bad input, 2 for usage, no stack traces. */
+export async function runAdmin(argv: string[]): Promise<number> {
+  const program = buildAdminProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      return err.exitCode === 0 ? 0 : 2;
+    }
+    if (err instanceof UserError) {
+      process.stderr.write(`Error: ${err.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`Error: ${(err as Error).message}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,86 @@
+import type { Command } from 'commander';
+import { printJson, table } from '../output.js';
+import type { AdminClient } from './client.js';
+
+interface StatusView {
+  configured: boolean;
+  globalMaxAgents?: number;
+  globalActive?: number;
+  globalReserved?: number;
+  globalUsage?: { cpus: number; memBytes: number };
+  scalers: {
+    name: string;
+    type: string;
+    active: number;
+    spawning: number;
+    reserved: number;
+    maxAgents: number;
+    usage: { cpus: number; memBytes: number };
+    resourceCap: { maxCpu?: number; maxMemoryBytes?: number } | null;
+    backoff: { labelSet: string; consecutiveFailures: number; retryInMs: number; lastError: { kind: string; message: string } | null }[];
+    warmPool: { enabled: boolean; size: number } | null;
+  }[];
+}
+
+const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
+
+export function registerScalerApiCommands(scaler: Command, client: (c: Command) => Promise<AdminClient>): void {
+  scaler
+    .command('status')
+    .description('per scaler: agents, reservations, usage, caps, backoff and warm pool')
+    .option('--json', 'machine-readable output')
+    .action(async (o: { json?: boolean }, cmd: Command) => {
+      const s = await (await client(cmd)).request<StatusView>('GET', '/api/v1/scaler/status');
+      if (o.json) return printJson(s);
+      if (!s.configured) return void process.stdout.write('no scaler is configured\n');
+      process.stdout.write(`global: ${s.globalActive}/${s.globalMaxAgents} agents, ${s.globalReserved} reserved, ${s.globalUsage!.cpus} cpu, ${mib(s.globalUsage!.memBytes)}\n`);
+      process.stdout.write(
+        table(
+          ['SCALER', 'TYPE', 'ACTIVE', 'SPAWNING', 'RESERVED', 'MAX', 'CPU', 'MEMORY', 'CAP', 'WARM', 'BACKOFF'],
+          s.scalers.map((r) => [
+            r.name,
+            r.type,
+            r.active,
+            r.spawning,
+            r.reserved,
+            r.maxAgents,
+            r.usage.cpus,
+            mib(r.usage.memBytes),
+            r.resourceCap ? `${r.resourceCap.maxCpu ?? '∞'} cpu/${r.resourceCap.maxMemoryBytes ? mib(r.resourceCap.maxMemoryBytes) : '∞'}` : '-',
+            r.warmPool?.enabled ? String(r.warmPool.size) : '-',
+            r.backoff.length
+              ? r.backoff.map((b) => `[${b.labelSet}] ${b.consecutiveFailures}x, retry in ${Math.ceil(b.retryInMs / 1000)}s: ${b.lastError?.message ?? ''}`).join('; ')
+              : '-',
+          ]),
+        ) + '\n',
+      );
+    });
+
+  scaler
+    .command('explain <jobId>')
+    .description('why this job is or is not being scaled')
+    .option('--json', 'machine-readable output')
+    .action(async (jobId: string, o: { json?: boolean }, cmd: Command) => {
+      const r = await (await client(cmd)).request<{ jobId: string; state: string; lines: string[] }>(
+        'GET',
+        `/api/v1/scaler/explain/${encodeURIComponent(jobId)}`,
+      );
+      if (o.json) return printJson(r);
+      process.stdout.write(`job ${r.jobId} (${r.state})\n${r.lines.map((l) => `  ${l}`).join('\n')}\n`);
+    });
+
+  scaler
+    .command('reload')
+    .description('reload the scaler configuration of the running orchestrator')
+    .option('--json', 'machine-readable output')
+    .action(async (o: { json?: boolean }, cmd: Command) => {
+      const r = await (await client(cmd)).request<{ result: string; problems?: string[]; plan?: unknown }>('POST', '/api/v1/scaler/reload');
+      if (o.json) printJson(r);
+      else {
+        process.stdout.write(`${r.result}\n`);
+        for (const p of r.problems ?? []) process.stdout.write(`  ${p}\n`);
+        if (r.plan) process.stdout.write(`${JSON.stringify(r.plan, null, 2)}\n`);
+      }
+      if (r.result === 'rejected') process.exitCode = 1;
+    });
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+/**
+ * kici-agent: connects to an orchestrator and runs the jobs it is given. Kept free of heavy imports
+ * so a cold agent starts in tens of milliseconds.
+ */
+import { Agent } from '../agent/agent.js';
+import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+
+function log(level: 'info' | 'warn' | 'error', msg: string): void {
+  const line = JSON.stringify({ level, time: new Date().toISOString(), agentId: process.env.KICI_AGENT_ID, msg });
+  (level === 'info' ? process.stdout : process.stderr).write(line + '\n');
+}
+
+async function main(): Promise<number> {
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    process.stdout.write(
+      'kici-agent: runs CI jobs for a kici orchestrator.\n\n' +
+        'Environment:\n' +
+        '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (required)\n' +
+        '  KICI_AGENT_ID          this agent\'s id, as bound to its token (required)\n' +
+        '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required)\n' +
+        '  KICI_LABELS            comma-separated labels (must be within the token\'s scope)\n' +
+        '  KICI_EPHEMERAL=1       exit after one job\n',
+    );
+    return 0;
+  }
+  let cfg;
+  try {
+    cfg = readAgentConfig();
+  } catch (err) {
+    if (err instanceof AgentConfigError) {
+      process.stderr.write(`kici-agent: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const agent = new Agent(cfg, log);
+  process.once('SIGTERM', () => void agent.stop('SIGTERM'));
+  process.once('SIGINT', () => void agent.stop('SIGINT'));
+  return agent.run();
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
+    process.exit(1);
+  },
+);

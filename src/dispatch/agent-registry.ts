@@ -1,0 +1,88 @@
+import type { OrchestratorMessage } from '../protocol/messages.js';
+import type { QueuedJob } from './job-queue.js';
+
+export interface ConnectedAgent {
+  id: string;
+  kind: 'static' | 'scaler';
+  labels: ReadonlySet<string>;
+  labelList: string[];
+  /** Labels a job must carry to run here (mandatoryLabels and platform taints). */
+  gate: string[];
+  scalerName?: string;
+  /** Single-use agents take exactly one job. */
+  ephemeral: boolean;
+  jobsTaken: number;
+  busyJobId?: string;
+  draining: boolean;
+  connectedAtMs: number;
+  lastSeenMs: number;
+  send(msg: OrchestratorMessage): void;
+  close(code: number, reason: string): void;
+}
+
+export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
+
+/**
+ * Can this agent run this job? Labels ⊇ runsOn, the agent's gate ⊆ runsOn, and a container job
+ * needs an agent that reports a container runtime.
+ */
+export function canAgentRunJob(agent: Pick<ConnectedAgent, 'labels' | 'gate'>, job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
+  for (const l of job.runsOn) if (!agent.labels.has(l)) return false;
+  for (const g of agent.gate) if (!job.runsOn.includes(g)) return false;
+  const role = job.spec.role;
+  if (role === 'build' && !agent.labels.has('kici:role:builder') && agent.labels.has('kici:role:execution')) return false;
+  if (role === 'init' && !agent.labels.has('kici:role:init-runner') && agent.labels.has('kici:role:execution')) return false;
+  if (job.spec.container && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
+  return true;
+}
+
+export class AgentRegistry {
+  private readonly agents = new Map<string, ConnectedAgent>();
+
+  get size(): number {
+    return this.agents.size;
+  }
+
+  get(id: string): ConnectedAgent | undefined {
+    return this.agents.get(id);
+  }
+
+  add(agent: ConnectedAgent): void {
+    this.agents.set(agent.id, agent);
+  }
+
+  remove(id: string, agent?: ConnectedAgent): void {
+    if (!agent || this.agents.get(id) === agent) this.agents.delete(id);
+  }
+
+  isAvailable(a: ConnectedAgent): boolean {
+    return !a.busyJobId && !a.draining && !(a.ephemeral && a.jobsTaken > 0);
+  }
+
+  /** An idle agent for this job; scaler agents first would waste static capacity, so static first. */
+  findIdle(job: Pick<QueuedJob, 'runsOn' | 'spec'>): ConnectedAgent | undefined {
+    let fallback: ConnectedAgent | undefined;
+    for (const a of this.agents.values()) {
+      if (!this.isAvailable(a) || !canAgentRunJob(a, job)) continue;
+      if (a.kind === 'static') return a;
+      fallback ??= a;
+    }
+    return fallback;
+  }
+
+  /** Any connected agent, busy or not, that could ever run the job. */
+  anyCould(job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
+    for (const a of this.agents.values()) if (!a.draining && canAgentRunJob(a, job)) return true;
+    return false;
+  }
+
+  idleCount(): number {
+    let n = 0;
+    for (const a of this.agents.values()) if (this.isAvailable(a)) n++;
+    return n;
+  }
+
+  list(): ConnectedAgent[] {
+    return [...this.agents.values()];
+  }
+}

@@ -1,0 +1,326 @@
+import { randomBytes } from 'node:crypto';
+import { canonicalizeLabels, mirrorResources } from '../config/index.js';
+import type { RunSpec, JobSpec } from '../jobs/run-spec.js';
+import type { AssignedJob } from '../protocol/messages.js';
+import type { ScalerManager } from '../scaler/manager.js';
+import type { JobRow, JobState, Store } from '../store/index.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
+import { JobQueue, type QueuedJob } from './job-queue.js';
+import { LogSink } from './log-sink.js';
+
+export interface ActiveJob {
+  job: QueuedJob;
+  agentId: string;
+  state: 'dispatched' | 'running';
+  /** The agent went away; the job waits this long for it to come back before it is settled. */
+  orphanTimer?: NodeJS.Timeout;
+  timeoutTimer?: NodeJS.Timeout;
+}
+
+export interface DispatcherOptions {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  scaler?: ScalerManager | undefined;
+  /** How long a job waits for its agent to reconnect (static agents, and everyone after a restart). */
+  reconnectGraceMs?: number;
+  /** Extra time past a job's own timeout before the orchestrator settles it itself. */
+  timeoutBackstopMs?: number;
+}
+
+export const newId = (prefix: string) => `${prefix}-${randomBytes(6).toString('hex')}`;
+
+/**
+ * Offers queued jobs to idle agents, and asks the scaler for an agent when none fits. The queue and
+ * the agent registry live in memory; every state change is a conditional row update, so no job is
+ * ever assigned twice.
+ */
+export class Dispatcher {
+  readonly queue = new JobQueue();
+  readonly registry = new AgentRegistry();
+  readonly active = new Map<string, ActiveJob>();
+  readonly logs: LogSink;
+  private pumping = false;
+  private dirty = false;
+  private idle: Promise<void> = Promise.resolve();
+  private readonly startedAtMs: number;
+  private readonly log: Logger;
+  private stopped = false;
+
+  constructor(private readonly opts: DispatcherOptions) {
+    this.log = opts.logger.child({ component: 'dispatcher' });
+    this.logs = new LogSink(opts.store, this.log);
+    this.startedAtMs = opts.clock.now();
+  }
+
+  get scaler(): ScalerManager | undefined {
+    return this.opts.scaler;
+  }
+
+  private now(): Date {
+    return new Date(this.opts.clock.now());
+  }
+
+  async submit(spec: RunSpec): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
+    const runId = newId('r');
+    const jobs = Object.entries(spec.jobs).map(([name, js]) => ({
+      id: newId('j'),
+      name,
+      runsOn: canonicalizeLabels(js.runsOn),
+      spec: { ...js, resources: mirrorResources(js.resources) } as JobSpec,
+    }));
+    const rows = await this.opts.store.jobs.insertRun({ id: runId, name: spec.name ?? null }, jobs, this.now());
+    for (const row of rows) this.queue.add(toQueued(row));
+    this.log.info({ runId, jobs: rows.length }, 'run submitted');
+    this.requestPump();
+    return { runId, jobs: rows.map((r) => ({ id: r.id, name: r.name })) };
+  }
+
+  /** Coalescing: a request during a pass makes the pass run once more, never twice at once. */
+  requestPump(): Promise<void> {
+    if (this.stopped) return this.idle;
+    if (this.pumping) {
+      this.dirty = true;
+      return this.idle;
+    }
+    this.pumping = true;
+    this.idle = (async () => {
+      try {
+        do {
+          this.dirty = false;
+          await this.pass();
+        } while (this.dirty && !this.stopped);
+      } catch (err) {
+        this.log.error({ err: errorMessage(err) }, 'dispatch pass failed');
+      } finally {
+        this.pumping = false;
+      }
+    })();
+    return this.idle;
+  }
+
+  private async pass(): Promise<void> {
+    for (const group of this.queue.orderedGroups()) {
+      let scalingClosed: string | undefined;
+      for (const job of group.jobs) {
+        if (this.stopped) return;
+        if (!this.queue.has(job.id)) continue;
+        const agent = this.registry.findIdle(job);
+        if (agent) {
+          await this.assign(job, agent);
+          continue;
+        }
+        // No idle agent fits this group; the same holds for its later jobs unless scaling helps.
+        if (scalingClosed !== undefined) {
+          job.waiting = scalingClosed;
+          break;
+        }
+        const scaler = this.opts.scaler;
+        if (scaler?.isProvisioning(job.id)) continue;
+        if (!scaler) {
+          if (!this.registry.anyCould(job)) await this.settleNoBackend(job, 'no scaler is configured and no connected agent matches');
+          else job.waiting = 'waiting for a busy agent';
+          continue;
+        }
+        const r = await scaler.requestScale({
+          id: job.id,
+          runId: job.runId,
+          runsOn: job.runsOn,
+          resources: job.spec.resources,
+          container: job.spec.container,
+          role: job.spec.role,
+        });
+        if (r.action === 'spawning') job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
+        else if (r.action === 'no-backend') {
+          if (this.registry.anyCould(job)) job.waiting = 'waiting for a busy agent';
+          else await this.settleNoBackend(job, r.reason);
+        } else if (r.action === 'skipped' && r.reason === 'provision-in-flight') continue;
+        else scalingClosed = job.waiting = r.reason;
+      }
+    }
+  }
+
+  private async settleNoBackend(job: QueuedJob, reason: string): Promise<void> {
+    // Right after a restart, give operators' agents a moment to reconnect before judging old jobs.
+    if (job.createdAtMs < this.startedAtMs && this.opts.clock.now() - this.startedAtMs < 15_000) {
+      job.waiting = `waiting for agents to reconnect after restart (${reason})`;
+      return;
+    }
+    this.queue.remove(job.id);
+    await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now());
+    this.log.warn({ jobId: job.id, runsOn: job.runsOn, reason }, 'job has no backend');
+  }
+
+  /** Hand one queued job to one agent. False when the job was no longer queued. */
+  async assign(job: QueuedJob, agent: ConnectedAgent): Promise<boolean> {
+    this.queue.remove(job.id);
+    agent.busyJobId = job.id;
+    agent.jobsTaken++;
+    let ok = false;
+    try {
+      ok = await this.opts.store.jobs.claim(job.id, agent.id, this.now());
+    } catch (err) {
+      this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
+      this.queue.add(job);
+    }
+    if (!ok) {
+      agent.busyJobId = undefined;
+      agent.jobsTaken--;
+      return false;
+    }
+    const active: ActiveJob = { job, agentId: agent.id, state: 'dispatched' };
+    this.active.set(job.id, active);
+    this.armTimeout(active);
+    agent.send({ type: 'job.assign', job: toAssigned(job) });
+    this.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
+    return true;
+  }
+
+  /** A freshly registered scaler agent takes the job it was spawned for, if that job still waits. */
+  async dispatchBound(agentId: string, jobId: string): Promise<void> {
+    const agent = this.registry.get(agentId);
+    const job = this.queue.get(jobId);
+    if (agent && job && this.registry.isAvailable(agent) && canAgentRunJob(agent, job)) {
+      if (await this.assign(job, agent)) return;
+    }
+    await this.requestPump();
+  }
+
+  private armTimeout(a: ActiveJob): void {
+    const seconds = a.job.spec.timeoutSeconds;
+    if (!seconds) return;
+    a.timeoutTimer = setTimeout(() => {
+      void this.settleActive(a.job.id, 'timed-out', null, `job exceeded its ${seconds}s timeout`, true);
+    }, seconds * 1000 + (this.opts.timeoutBackstopMs ?? 30_000));
+    a.timeoutTimer.unref();
+  }
+
+  async onJobStarted(agentId: string, jobId: string): Promise<void> {
+    const a = this.active.get(jobId);
+    if (!a || a.agentId !== agentId) return;
+    a.state = 'running';
+    await this.opts.store.jobs.markRunning(jobId, agentId, this.now());
+  }
+
+  async onJobFinished(agentId: string, jobId: string, result: JobState, exitCode: number | null, message?: string) {
+    const agent = this.registry.get(agentId);
+    if (agent?.busyJobId === jobId) agent.busyJobId = undefined;
+    const a = this.active.get(jobId);
+    if (a && a.agentId === agentId) await this.settleActive(jobId, result, exitCode, message ?? null, false);
+    if (agent && this.registry.isAvailable(agent)) void this.requestPump();
+  }
+
+  /** Settle an active job once; later reports for it change nothing. */
+  async settleActive(jobId: string, state: JobState, exitCode: number | null, reason: string | null, tellAgent: boolean) {
+    const a = this.active.get(jobId);
+    if (!a) return;
+    this.active.delete(jobId);
+    if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
+    if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    await this.logs.flush();
+    const done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
+    if (done) this.log.info({ jobId, agentId: a.agentId, state, exitCode }, 'job finished');
+    if (tellAgent) this.registry.get(a.agentId)?.send({ type: 'job.cancel', jobId, reason: reason ?? state });
+  }
+
+  /** dispatched → queued again: the agent never started it. */
+  async requeue(a: ActiveJob, why: string): Promise<void> {
+    this.active.delete(a.job.id);
+    if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
+    if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    if (await this.opts.store.jobs.requeue(a.job.id, a.agentId)) {
+      a.job.waiting = why;
+      this.queue.add(a.job);
+      this.log.info({ jobId: a.job.id, agentId: a.agentId, why }, 'job requeued');
+    }
+  }
+
+  async cancel(jobId: string, reason = 'cancelled by operator'): Promise<'cancelled' | 'not-open'> {
+    if (this.queue.remove(jobId)) {
+      await this.opts.store.jobs.finish(jobId, 'cancelled', { reason }, this.now());
+      return 'cancelled';
+    }
+    if (this.active.has(jobId)) {
+      await this.settleActive(jobId, 'cancelled', null, reason, true);
+      return 'cancelled';
+    }
+    return 'not-open';
+  }
+
+  /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */
+  async recover(): Promise<{ queued: number; awaiting: number }> {
+    let queued = 0;
+    let awaiting = 0;
+    for (const row of await this.opts.store.jobs.listOpen()) {
+      const job = toQueued(row);
+      if (row.state === 'queued') {
+        this.queue.add(job);
+        queued++;
+      } else if (row.agent_id) {
+        const a: ActiveJob = { job, agentId: row.agent_id, state: row.state === 'running' ? 'running' : 'dispatched' };
+        this.active.set(job.id, a);
+        this.armTimeout(a);
+        this.orphan(a, 'orchestrator restarted');
+        awaiting++;
+      }
+    }
+    return { queued, awaiting };
+  }
+
+  /** The agent of an active job is away: wait for it, then settle without running anything twice. */
+  orphan(a: ActiveJob, why: string, graceMs = this.opts.reconnectGraceMs ?? 30_000): void {
+    if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    a.orphanTimer = setTimeout(() => void this.loseJob(a, `${why}; agent ${a.agentId} did not come back`), graceMs);
+    a.orphanTimer.unref();
+  }
+
+  async loseJob(a: ActiveJob, why: string): Promise<void> {
+    if (this.active.get(a.job.id) !== a) return;
+    if (a.state === 'dispatched') await this.requeue(a, why);
+    else await this.settleActive(a.job.id, 'failed', null, `${why}; the job was running and is not retried`, false);
+    void this.requestPump();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.idle;
+    for (const a of this.active.values()) {
+      if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
+      if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    }
+    await this.logs.flush();
+  }
+}
+
+export function toQueued(row: JobRow): QueuedJob {
+  return {
+    id: row.id,
+    runId: row.run_id,
+    name: row.name,
+    seq: Number(row.seq),
+    runsOn: row.runs_on,
+    spec: row.spec as JobSpec,
+    createdAtMs: row.created_at.getTime(),
+    ...(row.last_provisioning_error ? { waiting: row.last_provisioning_error } : {}),
+  };
+}
+
+export function toAssigned(job: QueuedJob): AssignedJob {
+  return {
+    id: job.id,
+    runId: job.runId,
+    name: job.name,
+    steps: job.spec.steps.map((s, i) => ({
+      name: s.name ?? `step ${i + 1}`,
+      run: s.run,
+      ...(s.env ? { env: s.env } : {}),
+      ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),
+    })),
+    env: job.spec.env ?? {},
+    ...(job.spec.timeoutSeconds ? { timeoutSeconds: job.spec.timeoutSeconds } : {}),
+    ...(job.spec.container ? { container: job.spec.container } : {}),
+  };
+}

@@ -1,0 +1,84 @@
+import { z } from 'zod';
+
+/**
+ * The run file (`kici-admin job submit run.yaml`) and the body of `POST /api/v1/runs`:
+ * one schema, so the CLI and the API refuse the same things with the same words.
+ */
+const envSchema = z.record(
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name (letters, digits, _)'),
+  z.string(),
+);
+
+const memorySchema = z
+  .string()
+  .regex(/^\d+(\.\d+)?\s?[kmgKMG]$/, 'a memory size like "512m", "2g" or "1024k" (binary units)');
+
+const resourceSpecSchema = z.strictObject({
+  cpus: z.number().positive().max(256).optional(),
+  memory: memorySchema.optional(),
+});
+
+export const jobResourcesSchema = z.strictObject({
+  requests: resourceSpecSchema.optional(),
+  limits: resourceSpecSchema.optional(),
+});
+
+export const stepSpecSchema = z.strictObject({
+  name: z.string().min(1).max(200).optional(),
+  run: z.string().min(1, 'a shell command'),
+  env: envSchema.optional(),
+  timeoutSeconds: z.number().int().positive().optional(),
+});
+
+export const JOB_ROLES = ['execution', 'build', 'init'] as const;
+
+export const jobSpecSchema = z.strictObject({
+  runsOn: z
+    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+    .transform((v) => (typeof v === 'string' ? [v] : v)),
+  steps: z.array(stepSpecSchema).min(1, 'at least one step'),
+  env: envSchema.optional(),
+  resources: jobResourcesSchema.optional(),
+  container: z.strictObject({ image: z.string().min(1) }).optional(),
+  timeoutSeconds: z.number().int().positive().optional(),
+  role: z.enum(JOB_ROLES).default('execution'),
+});
+
+const jobNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/, 'a job name (letters, digits, "_", "-", "."; at most 100)');
+
+export const runSpecSchema = z.strictObject({
+  name: z.string().min(1).max(200).optional(),
+  jobs: z
+    .record(jobNameSchema, jobSpecSchema)
+    .refine((jobs) => Object.keys(jobs).length > 0, 'at least one job')
+    .refine((jobs) => Object.keys(jobs).length <= 10_000, 'at most 10000 jobs in one run'),
+});
+
+export type RunSpec = z.output<typeof runSpecSchema>;
+export type JobSpec = z.output<typeof jobSpecSchema>;
+export type StepSpec = z.output<typeof stepSpecSchema>;
+export type JobResources = z.output<typeof jobResourcesSchema>;
+
+/** Format a Zod issue path the way operators read YAML: `jobs.build.steps[0].run`. */
+export function formatIssuePath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const part of path) {
+    if (typeof part === 'number') out += `[${part}]`;
+    else out += out ? `.${String(part)}` : String(part);
+  }
+  return out || '(root)';
+}
+
+export function describeRunSpecIssues(err: z.ZodError): string[] {
+  return err.issues.map((i) => `${formatIssuePath(i.path)}: ${i.message}`);
+}
+
+export type ParseResult<T> = { ok: true; value: T } | { ok: false; problems: string[] };
+
+export function parseRunSpec(input: unknown): ParseResult<RunSpec> {
+  const res = runSpecSchema.safeParse(input);
+  if (res.success) return { ok: true, value: res.data };
+  return { ok: false, problems: describeRunSpecIssues(res.error) };
+}

@@ -1,0 +1,152 @@
+/**
+ * The agent protocol: JSON messages over one WebSocket (`/ws`). Types only, so the agent can use
+ * them without loading a validation library; the server validates what it receives.
+ * See docs/protocol.md.
+ */
+export const PROTOCOL_VERSION = 1;
+
+export type JobResult = 'succeeded' | 'failed' | 'cancelled' | 'timed-out';
+export type LogStream = 'stdout' | 'stderr' | 'system';
+
+export interface AssignedStep {
+  name: string;
+  run: string;
+  env?: Record<string, string>;
+  timeoutSeconds?: number;
+}
+
+export interface AssignedJob {
+  id: string;
+  runId: string;
+  name: string;
+  steps: AssignedStep[];
+  env: Record<string, string>;
+  timeoutSeconds?: number;
+  container?: { image: string };
+}
+
+// agent -> orchestrator
+export interface RegisterMessage {
+  type: 'register';
+  protocol: number;
+  agentId: string;
+  token: string;
+  labels: string[];
+  version?: string;
+  hostname?: string;
+  /** Set when the agent reconnects while it is still running a job. */
+  activeJobId?: string;
+}
+export interface HeartbeatMessage {
+  type: 'heartbeat';
+}
+export interface JobStartedMessage {
+  type: 'job.started';
+  jobId: string;
+}
+export interface StepStartedMessage {
+  type: 'step.started';
+  jobId: string;
+  idx: number;
+  name: string;
+}
+export interface LogMessage {
+  type: 'log';
+  jobId: string;
+  idx: number | null;
+  stream: LogStream;
+  lines: string[];
+}
+export interface StepFinishedMessage {
+  type: 'step.finished';
+  jobId: string;
+  idx: number;
+  exitCode: number | null;
+  timedOut: boolean;
+  durationMs: number;
+}
+export interface JobFinishedMessage {
+  type: 'job.finished';
+  jobId: string;
+  result: JobResult;
+  exitCode: number | null;
+  message?: string;
+}
+export interface JobRejectedMessage {
+  type: 'job.rejected';
+  jobId: string;
+  reason: string;
+}
+
+export type AgentMessage =
+  | RegisterMessage
+  | HeartbeatMessage
+  | JobStartedMessage
+  | StepStartedMessage
+  | LogMessage
+  | StepFinishedMessage
+  | JobFinishedMessage
+  | JobRejectedMessage;
+
+// orchestrator -> agent
+export interface RegisterAckMessage {
+  type: 'register.ack';
+  agentId: string;
+  labels: string[];
+  scalerManaged: boolean;
+  pendingDispatch: boolean;
+  warmPool: boolean;
+  heartbeatIntervalMs: number;
+  /** The job the agent said it was running, when the orchestrator still expects it. */
+  resumeJobId?: string;
+}
+export interface RegisterRejectedMessage {
+  type: 'register.rejected';
+  code: number;
+  reason: string;
+}
+export interface JobAssignMessage {
+  type: 'job.assign';
+  job: AssignedJob;
+}
+export interface JobCancelMessage {
+  type: 'job.cancel';
+  jobId: string;
+  reason: string;
+}
+export interface HeartbeatAckMessage {
+  type: 'heartbeat.ack';
+}
+export interface ShutdownMessage {
+  type: 'shutdown';
+  reason: string;
+}
+
+export type OrchestratorMessage =
+  | RegisterAckMessage
+  | RegisterRejectedMessage
+  | JobAssignMessage
+  | JobCancelMessage
+  | HeartbeatAckMessage
+  | ShutdownMessage;
+
+/** WebSocket close codes the orchestrator uses; the agent decides from them whether to retry. */
+export const CloseCodes = {
+  badMessage: 4400,
+  unauthorized: 4401,
+  forbidden: 4403,
+  duplicate: 4409,
+  heartbeatTimeout: 4408,
+  shuttingDown: 4503,
+  internal: 1011,
+} as const;
+
+/** Codes after which retrying with the same credentials cannot succeed. */
+export const FATAL_CLOSE_CODES: readonly number[] = [
+  CloseCodes.badMessage,
+  CloseCodes.unauthorized,
+  CloseCodes.forbidden,
+];
+
+/** Labels an agent may add at registration beyond its token's scope: facts about its own host. */
+export const SELF_REPORTED_PREFIXES = ['kici:os:', 'kici:arch:', 'kici:host:', 'kici:runtime:'] as const;

@@ -1,0 +1,33 @@
+import type { ScalerType } from '../config/index.js';
+
+/** Everything the manager knows about one agent it spawned, from reservation until destroy. */
+export interface ManagedEntry {
+  agentId: string;
+  scalerName: string;
+  type: ScalerType;
+  labelSet: string[];
+  labelSetKey: string;
+  fullLabels: string[];
+  gate: string[];
+  boundJobId: string | undefined;
+  runId: string | undefined;
+  createdAtMs: number;
+  /** Set when the spawn semaphore admitted the spawn. */
+  spawnStartedAtMs?: number;
+  /** The backend's spawn() resolved. */
+  settled: boolean;
+  registered: boolean;
+  /** Recovered after a restart; waiting for the agent to reconnect. */
+  recovered: boolean;
+  backendRef?: string;
+  abort: AbortController;
+}
+
+export type AgentPhase = 'reserved' | 'spawning' | 'starting' | 'registered';
+
+export function phaseOf(e: ManagedEntry): AgentPhase {
+  if (e.registered) return 'registered';
+  if (e.settled) return 'starting';
+  if (e.spawnStartedAtMs !== undefined) return 'spawning';
+  return 'reserved';
+}

@@ -1,0 +1,215 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { access, constants } from 'node:fs/promises';
+import { isAbsolute, resolve } from 'node:path';
+import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import type { Logger } from '../../../util/logger.js';
+import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
+import type { DestroyContext, ManagedAgent, ScalerBackend, SpawnRequest, ValidationResult } from '../../types.js';
+import { buildAgentEnv } from './env.js';
+import { groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
+
+export interface BareMetalBackendOptions {
+  entry: ScalerEntry;
+  logger: Logger;
+  /** Relative `binaryPath`s are resolved against this directory (the config file's). */
+  baseDir: string;
+  hostEnv?: NodeJS.ProcessEnv;
+  /** Grace between SIGTERM and SIGKILL on destroy. */
+  stopGraceMs?: number;
+}
+
+interface Tracked {
+  agent: ManagedAgent;
+  child?: ChildProcess;
+  pgid?: number;
+  registered: boolean;
+  destroying: boolean;
+  tail: string[];
+}
+
+const TAIL_LINES = 50;
+
+/**
+ * Agents as host processes. Each agent runs in its own process group so destroy reaches everything
+ * it started. This mode has no network isolation: agents share the host's network and filesystem.
+ */
+export class BareMetalScalerBackend implements ScalerBackend {
+  readonly type = 'bare-metal' as const;
+  readonly spawnsOnLocalHost = true;
+  readonly name: string;
+  labelSets: LabelSetConfig[];
+  maxAgents: number;
+  private readonly agents = new Map<string, Tracked>();
+  private readonly log: Logger;
+
+  constructor(private readonly opts: BareMetalBackendOptions) {
+    this.name = opts.entry.name;
+    this.labelSets = opts.entry.labelSets;
+    this.maxAgents = opts.entry.maxAgents;
+    this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
+    this.log.warn(
+      'bare-metal agents run as host processes with the orchestrator user\'s filesystem and network access; use containers or micro-VMs for untrusted builds',
+    );
+  }
+
+  getActiveCount(): number {
+    return this.agents.size;
+  }
+
+  binaryPathFor(ls: LabelSetConfig): string | undefined {
+    if (!ls.binaryPath) return undefined;
+    return isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(this.opts.baseDir, ls.binaryPath);
+  }
+
+  /** Startup check: warn early about binaries that cannot run (the spawn would fail the same way). */
+  async checkBinaries(): Promise<string[]> {
+    const problems: string[] = [];
+    for (const ls of this.labelSets) {
+      const p = this.binaryPathFor(ls);
+      if (!p) continue;
+      try {
+        await access(p, constants.X_OK);
+      } catch {
+        problems.push(`scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: ${p} is not an executable file`);
+      }
+    }
+    return problems;
+  }
+
+  async spawn(req: SpawnRequest): Promise<ManagedAgent> {
+    const key = normalizeLabelSet(req.labelSet);
+    const ls = this.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
+    if (!ls) throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
+    if (this.agents.size >= this.maxAgents) {
+      throw new SpawnError('capacity', `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.maxAgents})`);
+    }
+    const binary = this.binaryPathFor(ls);
+    if (!binary) {
+      throw new DeterministicSpawnError('config', `label set [${key}] has no binaryPath (job-image mode needs a container runtime)`);
+    }
+    const agent: ManagedAgent = { id: req.agentId, labelSet: req.labelSet, backendRef: '', spawnedAt: Date.now(), state: 'spawning' };
+    const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
+    this.agents.set(req.agentId, tracked);
+    req.onEvent('scaler.provisioning', 'spawning agent process');
+    const { env, trusted } = buildAgentEnv(this.opts.hostEnv ?? process.env, ls, {
+      orchestratorUrl: req.orchestratorUrl,
+      agentId: req.agentId,
+      token: req.token,
+      fullLabels: req.fullLabels,
+    });
+    if (trusted) this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
+
+    let child: ChildProcess;
+    try {
+      child = spawn(binary, [], { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+      await new Promise<void>((ok, fail) => {
+        child.once('spawn', ok);
+        child.once('error', fail);
+      });
+    } catch (err) {
+      this.agents.delete(req.agentId);
+      const e = err as NodeJS.ErrnoException;
+      const kind = e.code === 'ENOENT' ? 'binary-missing' : e.code === 'EACCES' ? 'not-executable' : 'unknown';
+      const what =
+        kind === 'binary-missing' ? 'does not exist' : kind === 'not-executable' ? 'is not executable' : `could not start (${e.message})`;
+      const message = `agent binary ${binary} ${what}`;
+      req.onEvent('scaler.failed', message);
+      throw new DeterministicSpawnError(kind, message, { cause: err });
+    }
+    child.unref();
+    const pid = child.pid!;
+    tracked.child = child;
+    tracked.pgid = pid;
+    agent.backendRef = String(pid);
+    agent.state = 'running';
+    this.capture(tracked, child);
+    child.once('exit', (code, signal) => this.onExit(req, tracked, code, signal));
+    if (req.signal.aborted) {
+      await this.destroy(req.agentId, { reason: 'spawn-timeout' });
+      throw new SpawnError('spawn-timeout', 'spawn aborted');
+    }
+    req.onEvent('scaler.ready', `agent process started (PID ${pid})`);
+    req.onEvent('agent.connecting', 'waiting for the agent to register');
+    return agent;
+  }
+
+  private capture(t: Tracked, child: ChildProcess): void {
+    const log = this.log.child({ agentId: t.agent.id, logsSource: 'bare-metal' });
+    for (const stream of [child.stdout, child.stderr]) {
+      if (!stream) continue;
+      let buf = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk: string) => {
+        buf += chunk;
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          t.tail.push(line);
+          if (t.tail.length > TAIL_LINES) t.tail.shift();
+          log.debug({ line }, 'agent output');
+        }
+      });
+    }
+  }
+
+  private onExit(req: SpawnRequest, t: Tracked, code: number | null, signal: NodeJS.Signals | null): void {
+    if (this.agents.get(t.agent.id) === t) this.agents.delete(t.agent.id);
+    if (t.registered || t.destroying) return;
+    const how = signal ? `signal ${signal}` : `code ${code}`;
+    const tail = t.tail.slice(-10).join('\n');
+    req.onEvent('scaler.failed', `agent process exited with ${how} before it registered${tail ? `\n---\n${tail}` : ''}`);
+  }
+
+  markRegistered(agentId: string): void {
+    const t = this.agents.get(agentId);
+    if (t) t.registered = true;
+  }
+
+  async destroy(agentId: string, _ctx?: DestroyContext): Promise<void> {
+    const t = this.agents.get(agentId);
+    if (!t) return;
+    t.destroying = true;
+    t.agent.state = 'destroying';
+    this.agents.delete(agentId);
+    if (t.pgid !== undefined) await stopGroup(t.pgid, this.opts.stopGraceMs);
+  }
+
+  async adopt(agentId: string, labelSet: string[], backendRef: string): Promise<boolean> {
+    const pid = Number(backendRef);
+    if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
+    if (!(await processBelongsToAgent(pid, agentId))) return false;
+    const agent: ManagedAgent = { id: agentId, labelSet, backendRef, spawnedAt: Date.now(), state: 'running' };
+    this.agents.set(agentId, { agent, pgid: pid, registered: false, destroying: false, tail: [] });
+    return true;
+  }
+
+  async reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
+    if (this.agents.has(agentId) || !backendRef) return false;
+    const pid = Number(backendRef);
+    if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
+    if (!(await processBelongsToAgent(pid, agentId))) return false;
+    await stopGroup(pid, this.opts.stopGraceMs);
+    return true;
+  }
+
+  reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult {
+    const errors = labelSets.flatMap((ls, i) =>
+      ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
+    );
+    if (errors.length) return { valid: false, errors };
+    this.labelSets = labelSets;
+    if (opts.maxAgents !== undefined) this.maxAgents = opts.maxAgents;
+    return { valid: true };
+  }
+
+  async shutdownAll(): Promise<void> {
+    await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+  }
+
+  getScalerContext(agentId: string): Record<string, unknown> | undefined {
+    const t = this.agents.get(agentId);
+    if (!t) return undefined;
+    return { backendType: 'bare-metal', scalerName: this.name, pid: t.pgid };
+  }
+}

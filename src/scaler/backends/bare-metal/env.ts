@@ -1,0 +1,62 @@
+import type { LabelSetConfig } from '../../../config/index.js';
+
+/** Host variables a default (untrusted) agent process inherits; nothing else crosses over. */
+export const ENV_ALLOWLIST = [
+  'PATH', 'HOME', 'USER', 'SHELL', 'LANG', 'LC_ALL', 'TERM', 'TMPDIR', 'NODE_PATH', 'TZ',
+] as const;
+
+/** Never handed to an agent, even in the trusted profile. */
+const SCRUB = /^(KICI_(ADMIN_TOKEN|DATABASE_URL|AGENT_TOKEN|SCALER_CLAIM_CODE)|PG(PASSWORD|USER|HOST|DATABASE)|DATABASE_URL)$/;
+
+export const AGENT_ENV_PREFIX = 'KICI_AGENT_ENV_';
+
+/** `KICI_AGENT_ENV_<X>=v` on the orchestrator becomes `<X>=v` on every agent. */
+export function forwardedAgentEnv(hostEnv: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(hostEnv)) {
+    if (k.startsWith(AGENT_ENV_PREFIX) && k.length > AGENT_ENV_PREFIX.length && v !== undefined) {
+      out[k.slice(AGENT_ENV_PREFIX.length)] = v;
+    }
+  }
+  return out;
+}
+
+export interface AgentIdentityEnv {
+  orchestratorUrl: string;
+  agentId: string;
+  token: string;
+  fullLabels: string[];
+}
+
+/**
+ * The environment of a bare-metal agent process, built from scratch: allowlist (or, when the label
+ * set opts in with KICI_TRUSTED_ENV=true, the host env minus secrets), then forwarded variables,
+ * then the agent's identity, then the label set's own env, which wins.
+ */
+export function buildAgentEnv(
+  hostEnv: NodeJS.ProcessEnv,
+  labelSet: LabelSetConfig,
+  id: AgentIdentityEnv,
+): { env: Record<string, string>; trusted: boolean } {
+  const forwarded = forwardedAgentEnv(hostEnv);
+  const trusted = labelSet.env?.KICI_TRUSTED_ENV === 'true' || forwarded.KICI_TRUSTED_ENV === 'true';
+  const env: Record<string, string> = {};
+  if (trusted) {
+    for (const [k, v] of Object.entries(hostEnv)) if (v !== undefined && !SCRUB.test(k)) env[k] = v;
+  } else {
+    for (const k of ENV_ALLOWLIST) if (hostEnv[k] !== undefined) env[k] = hostEnv[k]!;
+  }
+  Object.assign(env, forwarded, {
+    KICI_AGENT_TOKEN: id.token,
+    KICI_ORCHESTRATOR_URL: id.orchestratorUrl,
+    KICI_AGENT_ID: id.agentId,
+    KICI_LABELS: id.fullLabels.join(','),
+    KICI_SCALER_MANAGED: '1',
+    KICI_EXECUTION_MODE: 'bare-metal',
+    KICI_PORT: '0',
+  });
+  if (labelSet.image) env.KICI_RUNTIME_IMAGE = labelSet.image;
+  if (labelSet.backpressureMode) env.KICI_BACKPRESSURE_MODE = labelSet.backpressureMode;
+  Object.assign(env, labelSet.env ?? {});
+  return { env, trusted };
+}

@@ -1,0 +1,44 @@
+import { readFile } from 'node:fs/promises';
+
+/** Is any process of this group still alive? (EPERM means it exists but is not ours to signal.) */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** SIGTERM the whole group, wait up to `graceMs`, then SIGKILL what is left. */
+export async function stopGroup(pgid: number, graceMs = 5_000): Promise<void> {
+  if (!signalGroup(pgid, 'SIGTERM')) return;
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if (!groupAlive(pgid)) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  signalGroup(pgid, 'SIGKILL');
+}
+
+function signalGroup(pgid: number, sig: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, sig);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Host-local proof that a pid is the agent we launched: its environment names the agent id.
+ * Guards against a recycled pid after a restart.
+ */
+export async function processBelongsToAgent(pid: number, agentId: string): Promise<boolean> {
+  try {
+    const environ = await readFile(`/proc/${pid}/environ`, 'utf8');
+    return environ.split('\0').includes(`KICI_AGENT_ID=${agentId}`);
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,153 @@
+import { arch as hostArch, platform as hostPlatform } from 'node:os';
+import {
+  canonicalizeLabels,
+  normalizeLabelSet,
+  platformToTaints,
+  type ScalerConfig,
+  type ScalerEntry,
+  type ScalerPlatform,
+  type ScalerType,
+} from '../../config/index.js';
+
+/**
+ * Pure routing: which label set of which scaler serves a job. Built once per config (and reload),
+ * then every decision is a scan over plain arrays and sets with no I/O.
+ */
+export interface RoutableLabelSet {
+  scalerName: string;
+  type: ScalerType;
+  index: number;
+  /** Declared labels, canonical. */
+  declared: string[];
+  key: string;
+  /** Declared labels ∪ auto labels (kici:agent, kici:scaler, roles, os/arch, platform taints). */
+  labels: ReadonlySet<string>;
+  /** Labels a job must carry to land here (mandatoryLabels ∪ platform taints). */
+  gate: string[];
+  /** Taint tokens the agent gets as labels. */
+  taints: string[];
+  roleLabels: string[];
+}
+
+export type JobRole = 'execution' | 'build' | 'init';
+
+export interface HostFacts {
+  os: NodeJS.Platform;
+  arch: string;
+}
+
+export const currentHost = (): HostFacts => ({ os: hostPlatform(), arch: hostArch() });
+
+export function roleLabelsFor(roles: ScalerEntry['roles']): string[] {
+  const list = roles === undefined ? ['builder', 'init-runner'] : roles;
+  return ['kici:role:execution', ...list.map((r) => `kici:role:${r}`)];
+}
+
+/** The label a job's role requires on the agent, if any. */
+export function roleRequirement(role: JobRole | undefined): string | undefined {
+  if (role === 'build') return 'kici:role:builder';
+  if (role === 'init') return 'kici:role:init-runner';
+  return undefined;
+}
+
+function osArchLabels(entry: ScalerEntry, host: HostFacts): string[] {
+  const p: ScalerPlatform | undefined = entry.platform;
+  const os = p?.os ?? (entry.type === 'bare-metal' ? mapOs(host.os) : 'linux');
+  const arch = p?.arch ?? mapArch(host.arch);
+  const out = [`kici:os:${os}`, `kici:arch:${arch}`];
+  if (os === 'macos') out.push('kici:os:darwin');
+  if (os === 'windows') out.push('kici:os:win32');
+  if (arch === 'x64') out.push('kici:arch:amd64');
+  return out;
+}
+
+function mapOs(os: NodeJS.Platform): string {
+  if (os === 'darwin') return 'macos';
+  if (os === 'win32') return 'windows';
+  return os;
+}
+function mapArch(a: string): string {
+  return a === 'arm64' ? 'arm64' : a;
+}
+
+/** The labels an agent of this scaler carries (and its token is bound to). */
+export function agentLabelsFor(entry: ScalerEntry, declared: string[]): string[] {
+  const taints = platformToTaints(entry.platform);
+  return canonicalizeLabels([
+    ...declared,
+    ...taints,
+    `kici:agent:${entry.type}`,
+    `kici:scaler:${entry.name}`,
+    ...roleLabelsFor(entry.roles),
+  ]);
+}
+
+export function buildRoutingTable(
+  config: Pick<ScalerConfig, 'scalers'>,
+  opts: { host?: HostFacts; exclude?: ReadonlySet<string> } = {},
+): RoutableLabelSet[] {
+  const host = opts.host ?? currentHost();
+  const table: RoutableLabelSet[] = [];
+  for (const entry of config.scalers) {
+    if (opts.exclude?.has(entry.name)) continue;
+    const taints = platformToTaints(entry.platform);
+    const gate = canonicalizeLabels([...entry.mandatoryLabels, ...taints]);
+    const auto = [
+      `kici:agent:${entry.type}`,
+      `kici:scaler:${entry.name}`,
+      ...roleLabelsFor(entry.roles),
+      ...osArchLabels(entry, host),
+      ...taints,
+    ];
+    entry.labelSets.forEach((ls, index) => {
+      const declared = canonicalizeLabels(ls.labels);
+      table.push({
+        scalerName: entry.name,
+        type: entry.type,
+        index,
+        declared,
+        key: normalizeLabelSet(declared),
+        labels: new Set([...declared, ...auto]),
+        gate,
+        taints,
+        roleLabels: roleLabelsFor(entry.roles),
+      });
+    });
+  }
+  return table;
+}
+
+export interface RouteQuery {
+  /** The job's runsOn, canonical. */
+  labels: string[];
+  role?: JobRole | undefined;
+  exclude?: readonly string[];
+}
+
+/**
+ * The most specific label set that can serve the job: every job label is in the set, every gate
+ * label is in the job, no excluded label is in the set. Smallest declared set wins; first on a tie.
+ */
+export function findLabelSet(query: RouteQuery, table: readonly RoutableLabelSet[]): RoutableLabelSet | undefined {
+  const wanted = query.labels;
+  const jobSet = new Set(wanted);
+  const roleLabel = roleRequirement(query.role);
+  let best: RoutableLabelSet | undefined;
+  for (const ls of table) {
+    if (wanted.length === 0 && ls.gate.length > 0) continue;
+    if (!ls.gate.every((g) => jobSet.has(g))) continue;
+    if (!wanted.every((l) => ls.labels.has(l))) continue;
+    if (roleLabel && !ls.labels.has(roleLabel)) continue;
+    if (query.exclude?.some((x) => ls.labels.has(x))) continue;
+    if (wanted.length === 0) return ls;
+    if (!best || ls.declared.length < best.declared.length) best = ls;
+  }
+  return best;
+}
+
+/** Human summary of what could have matched, for a no-backend reason. */
+export function describeTable(table: readonly RoutableLabelSet[], limit = 8): string {
+  if (table.length === 0) return 'no scaler is configured';
+  const shown = table.slice(0, limit).map((t) => `${t.scalerName}[${t.key}]`);
+  return `available label sets: ${shown.join(', ')}${table.length > limit ? `, … (${table.length} in all)` : ''}`;
+}

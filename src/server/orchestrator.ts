@@ -1,0 +1,260 @@
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getRequestListener } from '@hono/node-server';
+import { WebSocketServer } from 'ws';
+import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import { Dispatcher } from '../dispatch/dispatcher.js';
+import { CloseCodes } from '../protocol/messages.js';
+import { createScalerBackend } from '../scaler/backends/factory.js';
+import type { BareMetalScalerBackend } from '../scaler/backends/bare-metal/backend.js';
+import { ScalerManager } from '../scaler/manager.js';
+import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { errorMessage, UserError } from '../util/errors.js';
+import { createLogger, type Logger } from '../util/logger.js';
+import { handleAgentSocket } from './agent-socket.js';
+import { createHttpApi } from './http-api.js';
+import { loadAdminToken, loadInstanceId } from './instance.js';
+import { Metrics } from './metrics.js';
+
+export interface OrchestratorOptions {
+  host?: string;
+  port?: number;
+  dataDir?: string;
+  databaseUrl?: string | undefined;
+  scalerConfigPath?: string | undefined;
+  scalerConfigDir?: string | undefined;
+  logger?: Logger;
+  clock?: Clock;
+  /** URL agents dial when a scaler entry does not set one (default: this server's /ws). */
+  agentUrl?: string | undefined;
+  heartbeatIntervalMs?: number;
+  spawnTimeoutMs?: number;
+  sweepIntervalMs?: number;
+  reconnectGraceMs?: number;
+  hostEnv?: NodeJS.ProcessEnv;
+}
+
+/** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
+export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
+  const res = await loadScalerConfigForPeople(path, dir);
+  if (!res.ok) throw new UserError(`invalid scaler configuration:\n  ${res.problems.join('\n  ')}`, res.problems);
+  return res.config;
+}
+
+/** The composition root: store, scaler, dispatcher, HTTP API and agent WebSocket in one process. */
+export class Orchestrator {
+  url = '';
+  wsUrl = '';
+  private stopping = false;
+  private ready = false;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private reloadChain: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    readonly opts: OrchestratorOptions,
+    readonly store: Store,
+    private readonly database: OpenedDatabase,
+    readonly dispatcher: Dispatcher,
+    readonly scaler: ScalerManager | undefined,
+    readonly adminToken: string,
+    readonly instanceId: string,
+    readonly metrics: Metrics,
+    readonly log: Logger,
+    private server?: Server,
+    private wss?: WebSocketServer,
+  ) {}
+
+  static async start(opts: OrchestratorOptions = {}): Promise<Orchestrator> {
+    const log = opts.logger ?? createLogger();
+    const clock = opts.clock ?? systemClock;
+    const dataDir = opts.dataDir ?? './.kici-data';
+    const config = opts.scalerConfigPath
+      ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
+      : undefined;
+    const database = await openDatabase({ url: opts.databaseUrl, dataDir });
+    try {
+      const store = createStore(database.db);
+      const adminToken = await loadAdminToken(dataDir);
+      const instanceId = process.env.KICI_INSTANCE_ID || (await loadInstanceId(dataDir));
+      await store.agents.markAllGone(new Date(clock.now()));
+      let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
+      const scaler = config
+        ? await buildScaler(config, opts, { store, clock, log, instanceId, agentUrl: () => urlForAgents! })
+        : undefined;
+      const dispatcher = new Dispatcher({
+        store,
+        clock,
+        logger: log,
+        scaler,
+        ...(opts.reconnectGraceMs !== undefined ? { reconnectGraceMs: opts.reconnectGraceMs } : {}),
+      });
+      const metrics = new Metrics();
+      const orch = new Orchestrator(opts, store, database, dispatcher, scaler, adminToken, instanceId, metrics, log);
+      scaler?.setHooks({
+        onCapacityFreed: () => void dispatcher.requestPump(),
+        onJobEvent: (jobId, type, detail) =>
+          dispatcher.logs.push([{ jobId, stepIdx: null, stream: 'system', line: `${type}: ${detail}`, ts: new Date(clock.now()) }]),
+        onSpawnFailed: (jobId, err) => {
+          metrics.spawnFailures.inc({ backend: 'scaler', bound: 'true', kind: err.kind });
+          const message = `${err.kind}: ${err.message}`;
+          const q = dispatcher.queue.get(jobId);
+          if (q) q.waiting = message;
+          store.jobs.setProvisioningError(jobId, message).catch(() => {});
+        },
+      });
+      const recovered = await dispatcher.recover();
+      const adopted = scaler ? await scaler.recover() : undefined;
+      await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
+      urlForAgents ??= orch.wsUrl;
+      orch.startTimers(opts);
+      orch.ready = true;
+      log.info(
+        { url: orch.url, engine: database.engine, instanceId, scalers: config?.scalers.length ?? 0, recovered, adopted },
+        `kici-orchestrator ready on ${orch.url}`,
+      );
+      void dispatcher.requestPump();
+      return orch;
+    } catch (err) {
+      await database.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  private async listen(host: string, port: number): Promise<void> {
+    const app = createHttpApi({
+      store: this.store,
+      dispatcher: this.dispatcher,
+      clock: this.opts.clock ?? systemClock,
+      adminToken: this.adminToken,
+      metrics: this.metrics,
+      isReady: () => this.ready && !this.stopping,
+      reloadScaler: () => this.reload(),
+    });
+    const server = createServer(getRequestListener(app.fetch));
+    const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+    server.on('upgrade', (req: IncomingMessage, socket, head) => {
+      if (new URL(req.url ?? '/', 'http://x').pathname !== '/ws') return socket.destroy();
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        handleAgentSocket(
+          ws,
+          {
+            store: this.store,
+            dispatcher: this.dispatcher,
+            clock: this.opts.clock ?? systemClock,
+            logger: this.log,
+            heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
+            isStopping: () => this.stopping,
+          },
+          req.socket.remoteAddress ?? 'unknown',
+        );
+      });
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    const addr = server.address() as AddressInfo;
+    const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+    this.url = `http://${shownHost}:${addr.port}`;
+    this.wsUrl = `ws://${shownHost}:${addr.port}/ws`;
+    this.server = server;
+    this.wss = wss;
+  }
+
+  private startTimers(opts: OrchestratorOptions): void {
+    // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
+    this.sweepTimer = setInterval(() => {
+      this.scaler?.sweepStale();
+      void this.dispatcher.requestPump();
+    }, opts.sweepIntervalMs ?? 10_000);
+    this.sweepTimer.unref();
+    const hb = opts.heartbeatIntervalMs ?? 10_000;
+    this.heartbeatTimer = setInterval(() => {
+      const now = (opts.clock ?? systemClock).now();
+      for (const a of this.dispatcher.registry.list()) {
+        if (now - a.lastSeenMs > hb * 3) a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
+      }
+    }, hb);
+    this.heartbeatTimer.unref();
+  }
+
+  /** SIGHUP / `kici-admin scaler reload`: serialised; an invalid file changes nothing. */
+  reload(): Promise<{ result: string; problems?: string[] }> {
+    const run = async () => {
+      const path = this.opts.scalerConfigPath;
+      if (!path || !this.scaler) return { result: 'not-configured' };
+      this.metrics.configReloads.inc({ result: 'attempted' });
+      const res = await loadScalerConfigForPeople(path, this.opts.scalerConfigDir).catch((err: unknown) => ({
+        ok: false as const,
+        problems: [errorMessage(err)],
+      }));
+      if (!res.ok) {
+        this.metrics.configReloads.inc({ result: 'failed' });
+        this.log.error({ problems: res.problems }, 'scaler configuration reload rejected; keeping the current one');
+        return { result: 'rejected', problems: res.problems };
+      }
+      this.metrics.configReloads.inc({ result: 'failed' });
+      return { result: 'rejected', problems: ['live reload of scaler backends is not supported by this build; restart to apply'] };
+    };
+    const next = this.reloadChain.then(run, run);
+    this.reloadChain = next.catch(() => {});
+    return next;
+  }
+
+  /** Stop taking work, tear agents down, flush data. Queued jobs stay queued for the next start. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    clearInterval(this.sweepTimer);
+    clearInterval(this.heartbeatTimer);
+    await this.dispatcher.stop();
+    // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.
+    for (const a of [...this.dispatcher.active.values()]) {
+      const agent = this.dispatcher.registry.get(a.agentId);
+      const goesAway = !agent || agent.kind === 'scaler';
+      if (!goesAway) continue;
+      if (a.state === 'dispatched') await this.store.jobs.requeue(a.job.id, a.agentId).catch(() => {});
+      else await this.dispatcher.settleActive(a.job.id, 'failed', null, 'orchestrator shut down while the job was running', false);
+    }
+    await this.scaler?.shutdownAll();
+    for (const a of this.dispatcher.registry.list()) a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
+    this.wss?.close();
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+    this.server?.closeAllConnections();
+    await this.database.close();
+    this.log.info('kici-orchestrator stopped');
+  }
+}
+
+async function buildScaler(
+  config: ScalerConfig,
+  opts: OrchestratorOptions,
+  deps: { store: Store; clock: Clock; log: Logger; instanceId: string; agentUrl: () => string },
+): Promise<ScalerManager> {
+  const backends = [];
+  for (const entry of config.scalers) {
+    const backend = await createScalerBackend(entry, {
+      logger: deps.log,
+      configPath: opts.scalerConfigPath!,
+      ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+    }).catch((err: unknown) => {
+      throw new UserError(errorMessage(err));
+    });
+    if (backend.type === 'bare-metal') {
+      for (const p of await (backend as BareMetalScalerBackend).checkBinaries()) deps.log.warn(p);
+    }
+    backends.push(backend);
+  }
+  return new ScalerManager({
+    config,
+    backends,
+    store: deps.store,
+    clock: deps.clock,
+    logger: deps.log,
+    instanceId: deps.instanceId,
+    orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
+    ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
+  });
+}

@@ -1,0 +1,33 @@
+import type { Kysely } from 'kysely';
+import { AgentsRepo } from './agents-repo.js';
+import { JobsRepo } from './jobs-repo.js';
+import { LogsRepo } from './logs-repo.js';
+import { SpawnsRepo } from './spawns-repo.js';
+import { TokensRepo } from './tokens-repo.js';
+import type { Database } from './schema.js';
+
+export interface Store {
+  db: Kysely<Database>;
+  jobs: JobsRepo;
+  logs: LogsRepo;
+  agents: AgentsRepo;
+  tokens: TokensRepo;
+  spawns: SpawnsRepo;
+}
+
+export function createStore(db: Kysely<Database>): Store {
+  return {
+    db,
+    jobs: new JobsRepo(db),
+    logs: new LogsRepo(db),
+    agents: new AgentsRepo(db),
+    tokens: new TokensRepo(db),
+    spawns: new SpawnsRepo(db),
+  };
+}
+
+export { openDatabase, type OpenedDatabase, type StoreEngine } from './open.js';
+export type * from './schema.js';
+export { TERMINAL_JOB_STATES } from './schema.js';
+export type { JobRow } from './jobs-repo.js';
+export { hashSecret } from './tokens-repo.js';

@@ -1,0 +1,134 @@
+import { sql, type Kysely, type Selectable } from 'kysely';
+import type { Database, JobState, JobsTable } from './schema.js';
+
+export type JobRow = Selectable<JobsTable>;
+
+export interface NewJob {
+  id: string;
+  name: string;
+  runsOn: string[];
+  spec: unknown;
+}
+
+const ACTIVE: JobState[] = ['dispatched', 'running'];
+const OPEN: JobState[] = ['queued', 'dispatched', 'running'];
+
+/** Every job state change is one conditional UPDATE: a job can move only from the state we expect. */
+export class JobsRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insertRun(run: { id: string; name: string | null }, jobs: NewJob[], now: Date): Promise<JobRow[]> {
+    return this.db.transaction().execute(async (trx) => {
+      await trx.insertInto('runs').values({ id: run.id, name: run.name, created_at: now }).execute();
+      const rows: JobRow[] = [];
+      // Chunked so a 10,000-job run stays within the parameter limit.
+      for (let i = 0; i < jobs.length; i += 500) {
+        const chunk = jobs.slice(i, i + 500).map((j) => ({
+          id: j.id,
+          run_id: run.id,
+          name: j.name,
+          state: 'queued' as const,
+          runs_on: JSON.stringify(j.runsOn),
+          spec: JSON.stringify(j.spec),
+          created_at: now,
+        }));
+        rows.push(...(await trx.insertInto('jobs').values(chunk).returningAll().execute()));
+      }
+      return rows;
+    });
+  }
+
+  get(id: string): Promise<JobRow | undefined> {
+    return this.db.selectFrom('jobs').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  list(filter: { state?: JobState; runId?: string; limit?: number } = {}): Promise<JobRow[]> {
+    let q = this.db.selectFrom('jobs').selectAll();
+    if (filter.state) q = q.where('state', '=', filter.state);
+    if (filter.runId) q = q.where('run_id', '=', filter.runId);
+    return q
+      .orderBy('seq', 'desc')
+      .limit(filter.limit ?? 100)
+      .execute();
+  }
+
+  listOpen(): Promise<JobRow[]> {
+    return this.db.selectFrom('jobs').selectAll().where('state', 'in', OPEN).orderBy('seq').execute();
+  }
+
+  /** queued → dispatched for one agent. False when someone else got there first. */
+  async claim(jobId: string, agentId: string, now: Date): Promise<boolean> {
+    const res = await this.db
+      .updateTable('jobs')
+      .set({ state: 'dispatched', agent_id: agentId, dispatched_at: now, attempts: sql`attempts + 1` })
+      .where('id', '=', jobId)
+      .where('state', '=', 'queued')
+      .executeTakeFirst();
+    return res.numUpdatedRows === 1n;
+  }
+
+  async markRunning(jobId: string, agentId: string, now: Date): Promise<boolean> {
+    const res = await this.db
+      .updateTable('jobs')
+      .set({ state: 'running', started_at: now })
+      .where('id', '=', jobId)
+      .where('agent_id', '=', agentId)
+      .where('state', '=', 'dispatched')
+      .executeTakeFirst();
+    return res.numUpdatedRows === 1n;
+  }
+
+  /** dispatched → queued: the agent never started it, so it is safe to offer again. */
+  async requeue(jobId: string, agentId: string): Promise<boolean> {
+    const res = await this.db
+      .updateTable('jobs')
+      .set({ state: 'queued', agent_id: null, dispatched_at: null })
+      .where('id', '=', jobId)
+      .where('agent_id', '=', agentId)
+      .where('state', '=', 'dispatched')
+      .executeTakeFirst();
+    return res.numUpdatedRows === 1n;
+  }
+
+  /** Settle a job that is not yet final. Returns false when it already was. */
+  async finish(
+    jobId: string,
+    state: JobState,
+    fields: { exitCode?: number | null; reason?: string | null; agentId?: string },
+    now: Date,
+  ): Promise<boolean> {
+    let q = this.db
+      .updateTable('jobs')
+      .set({
+        state,
+        finished_at: now,
+        ...(fields.exitCode !== undefined ? { exit_code: fields.exitCode } : {}),
+        ...(fields.reason !== undefined ? { reason: fields.reason } : {}),
+      })
+      .where('id', '=', jobId)
+      .where('state', 'in', OPEN);
+    if (fields.agentId) q = q.where('agent_id', '=', fields.agentId);
+    const res = await q.executeTakeFirst();
+    return res.numUpdatedRows === 1n;
+  }
+
+  async setProvisioningError(jobId: string, message: string): Promise<void> {
+    await this.db
+      .updateTable('jobs')
+      .set({ last_provisioning_error: message })
+      .where('id', '=', jobId)
+      .where('state', '=', 'queued')
+      .execute();
+  }
+
+  async countByState(runId?: string): Promise<Record<string, number>> {
+    let q = this.db.selectFrom('jobs').select(['state', (eb) => eb.fn.countAll<string>().as('n')]);
+    if (runId) q = q.where('run_id', '=', runId);
+    const rows = await q.groupBy('state').execute();
+    return Object.fromEntries(rows.map((r) => [r.state, Number(r.n)]));
+  }
+
+  isActiveState(state: JobState): boolean {
+    return ACTIVE.includes(state);
+  }
+}

@@ -1,0 +1,40 @@
+import { mkdir } from 'node:fs/promises';
+import { Kysely, PostgresDialect } from 'kysely';
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import { PGliteDialect } from './pglite-dialect.js';
+import { migrateToLatest } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type StoreEngine = 'pglite' | 'postgres';
+
+export interface OpenedDatabase {
+  db: Kysely<Database>;
+  engine: StoreEngine;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** External PostgreSQL (`KICI_DATABASE_URL`); when absent the embedded PGlite is used. */
+  url?: string | undefined;
+  /** PGlite data directory (`KICI_DATA_DIR`). */
+  dataDir?: string | undefined;
+}
+
+/** Open the store and bring its schema up to date. */
+export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDatabase> {
+  if (opts.url) {
+    const pool = new pg.Pool({ connectionString: opts.url, max: 10 });
+    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    await migrateToLatest(db as Kysely<unknown>);
+    return { db, engine: 'postgres', close: () => db.destroy() };
+  }
+  const dataDir = opts.dataDir ?? './.kici-data';
+  const pgDir = `${dataDir}/pg`;
+  await mkdir(pgDir, { recursive: true });
+  const pglite = new PGlite(pgDir);
+  await pglite.waitReady;
+  const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
+  await migrateToLatest(db as Kysely<unknown>);
+  return { db, engine: 'pglite', close: () => db.destroy() };
+}

@@ -1,0 +1,140 @@
+import type { ColumnType, Generated } from 'kysely';
+
+/** Timestamps are written as Date (or left to a default) and always read back as Date. */
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+/** JSONB columns: written as a JSON string, read back parsed. */
+type Json<T> = ColumnType<T, string, string>;
+
+export type JobState =
+  | 'queued'
+  | 'dispatched'
+  | 'running'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'timed-out'
+  | 'no-backend';
+
+export const TERMINAL_JOB_STATES: readonly JobState[] = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timed-out',
+  'no-backend',
+];
+
+export interface RunsTable {
+  id: string;
+  name: string | null;
+  created_at: Timestamp;
+}
+
+export interface JobsTable {
+  id: string;
+  run_id: string;
+  name: string;
+  /** Monotonic submission order: the queue is FIFO by this column. */
+  seq: Generated<string>;
+  state: JobState;
+  runs_on: Json<string[]>;
+  spec: Json<unknown>;
+  agent_id: string | null;
+  exit_code: number | null;
+  reason: string | null;
+  last_provisioning_error: string | null;
+  attempts: Generated<number>;
+  created_at: Timestamp;
+  dispatched_at: NullableTimestamp;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+}
+
+export interface StepResultsTable {
+  job_id: string;
+  idx: number;
+  name: string;
+  exit_code: number | null;
+  timed_out: boolean;
+  started_at: Timestamp;
+  finished_at: NullableTimestamp;
+}
+
+export interface JobLogsTable {
+  id: Generated<string>;
+  job_id: string;
+  step_idx: number | null;
+  stream: string;
+  line: string;
+  ts: Timestamp;
+}
+
+export interface AgentsTable {
+  id: string;
+  kind: 'static' | 'scaler';
+  labels: Json<string[]>;
+  scaler_name: string | null;
+  state: 'connected' | 'gone';
+  hostname: string | null;
+  version: string | null;
+  connected_at: Timestamp;
+  last_seen_at: Timestamp;
+  disconnected_at: NullableTimestamp;
+}
+
+export interface AgentTokensTable {
+  id: string;
+  token_hash: string;
+  agent_id: string;
+  labels: Json<string[]>;
+  kind: 'static' | 'ephemeral' | 'admin';
+  expires_at: NullableTimestamp;
+  created_at: Timestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface ScalerSpawningAgentsTable {
+  agent_id: string;
+  scaler_name: string;
+  backend_type: string;
+  label_set: Json<string[]>;
+  run_id: string | null;
+  bound_job_id: string | null;
+  owner_instance_id: string | null;
+  /** Backend handle that lets a restarted orchestrator reclaim the compute (e.g. a process group id). */
+  backend_ref: string | null;
+  mandatory_labels: Json<string[]>;
+  spawned_at: Timestamp;
+  /** Set once the agent registered; the record then lives until its compute is destroyed. */
+  registered_at: NullableTimestamp;
+  adopted_by: string | null;
+  adopted_at: NullableTimestamp;
+}
+
+export interface ScalerReservationsTable {
+  agent_id: string;
+  scaler_name: string;
+  cpu_units: number;
+  mem_bytes: ColumnType<string | number, number, number>;
+  owner_instance_id: string | null;
+  reserved_at: Timestamp;
+}
+
+export interface ScalerAgentJobsTable {
+  agent_id: string;
+  run_id: string;
+  job_id: string;
+  correlated_at: Timestamp;
+}
+
+export interface Database {
+  runs: RunsTable;
+  jobs: JobsTable;
+  step_results: StepResultsTable;
+  job_logs: JobLogsTable;
+  agents: AgentsTable;
+  agent_tokens: AgentTokensTable;
+  scaler_spawning_agents: ScalerSpawningAgentsTable;
+  scaler_reservations: ScalerReservationsTable;
+  scaler_agent_jobs: ScalerAgentJobsTable;
+}

@@ -1,0 +1,105 @@
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, ScalerReservationsTable, ScalerSpawningAgentsTable } from './schema.js';
+
+export type SpawnRow = Selectable<ScalerSpawningAgentsTable>;
+export type ReservationRow = Selectable<ScalerReservationsTable>;
+
+export interface SpawnRecord {
+  agentId: string;
+  scalerName: string;
+  backendType: string;
+  labelSet: string[];
+  runId: string | null;
+  boundJobId: string | null;
+  ownerInstanceId: string;
+  mandatoryLabels: string[];
+  spawnedAt: Date;
+}
+
+/**
+ * Spawn records and reservations: what a restarted orchestrator needs to find its own agents
+ * and to rebuild its cap usage. Usage is always derived from reservation rows, never stored.
+ */
+export class SpawnsRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async insertSpawn(r: SpawnRecord, reservation: { cpus: number; memBytes: number }): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('scaler_spawning_agents')
+        .values({
+          agent_id: r.agentId,
+          scaler_name: r.scalerName,
+          backend_type: r.backendType,
+          label_set: JSON.stringify(r.labelSet),
+          run_id: r.runId,
+          bound_job_id: r.boundJobId,
+          owner_instance_id: r.ownerInstanceId,
+          backend_ref: null,
+          mandatory_labels: JSON.stringify(r.mandatoryLabels),
+          spawned_at: r.spawnedAt,
+        })
+        .execute();
+      await trx
+        .insertInto('scaler_reservations')
+        .values({
+          agent_id: r.agentId,
+          scaler_name: r.scalerName,
+          cpu_units: reservation.cpus,
+          mem_bytes: reservation.memBytes,
+          owner_instance_id: r.ownerInstanceId,
+          reserved_at: r.spawnedAt,
+        })
+        .execute();
+    });
+  }
+
+  async setBackendRef(agentId: string, ref: string): Promise<void> {
+    await this.db
+      .updateTable('scaler_spawning_agents')
+      .set({ backend_ref: ref })
+      .where('agent_id', '=', agentId)
+      .execute();
+  }
+
+  async markRegistered(agentId: string, now: Date): Promise<void> {
+    await this.db
+      .updateTable('scaler_spawning_agents')
+      .set({ registered_at: now })
+      .where('agent_id', '=', agentId)
+      .execute();
+  }
+
+  /** Forget an agent for good: its compute is gone and its reservation is released. */
+  async deleteAgent(agentId: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('scaler_spawning_agents').where('agent_id', '=', agentId).execute();
+      await trx.deleteFrom('scaler_reservations').where('agent_id', '=', agentId).execute();
+      await trx.deleteFrom('scaler_agent_jobs').where('agent_id', '=', agentId).execute();
+    });
+  }
+
+  listOwned(instanceId: string): Promise<SpawnRow[]> {
+    return this.db
+      .selectFrom('scaler_spawning_agents')
+      .selectAll()
+      .where('owner_instance_id', '=', instanceId)
+      .execute();
+  }
+
+  listReservations(instanceId: string): Promise<ReservationRow[]> {
+    return this.db
+      .selectFrom('scaler_reservations')
+      .selectAll()
+      .where('owner_instance_id', '=', instanceId)
+      .execute();
+  }
+
+  async correlate(agentId: string, runId: string, jobId: string, now: Date): Promise<void> {
+    await this.db
+      .insertInto('scaler_agent_jobs')
+      .values({ agent_id: agentId, run_id: runId, job_id: jobId, correlated_at: now })
+      .onConflict((oc) => oc.column('agent_id').doUpdateSet({ run_id: runId, job_id: jobId }))
+      .execute();
+  }
+}

@@ -1,0 +1,68 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+
+export type TokenKind = 'static' | 'ephemeral';
+
+export type TokenCheck =
+  | { ok: true; tokenId: string; agentId: string; labels: string[]; kind: TokenKind }
+  | { ok: false; reason: string };
+
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
+}
+
+/**
+ * Agent tokens. Only a SHA-256 of each token is stored; the raw value is returned once at mint time.
+ * A token is bound to one agent id and its full label set, and may expire.
+ */
+export class TokensRepo {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async mint(spec: {
+    agentId: string;
+    labels: string[];
+    kind: TokenKind;
+    ttlMs?: number | undefined;
+    now: Date;
+  }): Promise<{ token: string; tokenId: string; expiresAt: Date | null }> {
+    const token = `kici_${randomBytes(32).toString('base64url')}`;
+    const tokenId = `tok-${randomBytes(6).toString('hex')}`;
+    const expiresAt = spec.ttlMs ? new Date(spec.now.getTime() + spec.ttlMs) : null;
+    await this.db
+      .insertInto('agent_tokens')
+      .values({
+        id: tokenId,
+        token_hash: hashSecret(token),
+        agent_id: spec.agentId,
+        labels: JSON.stringify(spec.labels),
+        kind: spec.kind,
+        expires_at: expiresAt,
+        created_at: spec.now,
+      })
+      .execute();
+    return { token, tokenId, expiresAt };
+  }
+
+  async check(token: string, now: Date): Promise<TokenCheck> {
+    const row = await this.db
+      .selectFrom('agent_tokens')
+      .selectAll()
+      .where('token_hash', '=', hashSecret(token))
+      .executeTakeFirst();
+    if (!row || row.kind === 'admin') return { ok: false, reason: 'unknown token' };
+    if (row.revoked_at) return { ok: false, reason: 'token revoked' };
+    if (row.expires_at && row.expires_at.getTime() <= now.getTime()) return { ok: false, reason: 'token expired' };
+    return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
+  }
+
+  async revokeForAgent(agentId: string, now: Date): Promise<void> {
+    await this.db
+      .updateTable('agent_tokens')
+      .set({ revoked_at: now })
+      .where('agent_id', '=', agentId)
+      .where('kind', '=', 'ephemeral')
+      .where('revoked_at', 'is', null)
+      .execute();
+  }
+}
