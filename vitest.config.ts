@@ -3,10 +3,11 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 30_000 } },
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 30_000, globalSetup: ['test/helpers/global-setup.ts'] } },
       {
         test: {
           name: 'e2e',
+          globalSetup: ['test/helpers/global-setup.ts'],
           include: ['test/e2e/**/*.test.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,
@@ -16,6 +17,7 @@ export default defineConfig({
       {
         test: {
           name: 'system',
+          globalSetup: ['test/helpers/global-setup.ts'],
           include: ['test/system/**/*.test.ts'],
           testTimeout: 300_000,
           hookTimeout: 300_000,

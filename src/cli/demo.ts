@@ -51,6 +51,7 @@ export async function demo(o: DemoOptions): Promise<number> {
   const out = (s: string) => process.stdout.write(s);
   out(`kici demo: starting an orchestrator (embedded database in ${dataDir}, config ${config})\n`);
   const orch = await Orchestrator.start({ port: 0, dataDir, scalerConfigPath: config, logger });
+  out(`orchestrator listening on ${orch.url} (agents dial ${orch.wsUrl})\n`);
   let interrupted = false;
   const onSignal = () => {
     interrupted = true;

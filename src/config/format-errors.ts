@@ -5,6 +5,7 @@
 import { isNode, YAMLError } from 'yaml';
 import { z } from 'zod';
 import { UserError } from '../util/errors.js';
+import { quote } from './messages.js';
 import { errorOrigin, sourcesOf, type ConfigSources } from './provenance.js';
 
 export type YamlPath = readonly PropertyKey[];
@@ -22,7 +23,7 @@ export function formatYamlPath(path: YamlPath): string {
   for (const key of path) {
     if (typeof key === 'number') out += `[${key}]`;
     else if (typeof key === 'string' && /^[A-Za-z_$][\w$]*$/.test(key)) out += out === '' ? key : `.${key}`;
-    else out += `[${JSON.stringify(String(key))}]`;
+    else out += `[${quote(String(key))}]`;
   }
   return out === '' ? '(top level)' : out;
 }
@@ -49,13 +50,16 @@ export function locate(path: YamlPath, ctx: ConfigErrorContext, childKey?: strin
   return line === undefined ? { file, path: local } : { file, path: local, line };
 }
 
-/** The line of the deepest node on `path` that exists in the file. */
+/**
+ * The line of the deepest node on `path` that exists in the file. The document root is
+ * not used: "line 1" for a missing top-level key would point at nothing useful.
+ */
 function lineOf(sources: ConfigSources, file: string, path: PropertyKey[]): number | undefined {
   const source = sources.files.find((f) => f.file === file);
   if (!source) return undefined;
-  for (let depth = path.length; depth >= 0; depth--) {
+  for (let depth = path.length; depth >= 1; depth--) {
     try {
-      const node: unknown = depth === 0 ? source.doc.contents : source.doc.getIn(path.slice(0, depth) as unknown[], true);
+      const node: unknown = source.doc.getIn(path.slice(0, depth) as unknown[], true);
       if (isNode(node) && node.range) return source.lineCounter.linePos(node.range[0]).line;
     } catch {
       // A path through a scalar: try the parent.
@@ -79,7 +83,7 @@ export function formatZodIssues(error: z.ZodError, ctx: ConfigErrorContext): str
 /** First line of a yaml error without the position yaml appends (we print our own). */
 function yamlMessage(err: YAMLError): string {
   const first = err.message.split('\n')[0] ?? err.message;
-  return first.replace(/ at line \d+, column \d+:?$/, '');
+  return first.replace(/ at line \d+, column \d+:?/, '');
 }
 
 function formatYamlError(err: YAMLError, file: string): string {

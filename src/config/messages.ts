@@ -17,6 +17,11 @@ const EXPECTED: Record<string, string> = {
   literal: 'a fixed value',
 };
 
+/** JSON-style quoting that also makes invisible characters (BOM, zero-width) visible. */
+export function quote(text: string): string {
+  return JSON.stringify(text).replace(/\p{C}/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** How a YAML value reads to the operator who wrote it. */
 export function describeValue(value: unknown): string {
   if (value === undefined) return 'nothing';
@@ -25,7 +30,7 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'object') return 'a mapping';
   if (typeof value === 'string') {
     const shown = value.length > 40 ? `${value.slice(0, 40)}…` : value;
-    return `the string ${JSON.stringify(shown)}`;
+    return `the string ${quote(shown)}`;
   }
   if (typeof value === 'number' && !Number.isFinite(value)) return `the number ${String(value)}`;
   if (typeof value === 'number' && !Number.isInteger(value)) return `the number ${value}`;
@@ -72,7 +77,7 @@ function unknownKeysMessage(iss: RawIssue & { keys: string[] }): string {
   const parts = iss.keys.map((key) => {
     const hint = suggestKey(key, known);
     suggested ||= hint !== undefined;
-    return hint ? `"${key}" (did you mean "${hint}"?)` : `"${key}"`;
+    return hint ? `${quote(key)} (did you mean "${hint}"?)` : quote(key);
   });
   // The full list only helps when no single key was the obvious intent.
   const list = known.length > 0 && !suggested ? `; allowed here: ${known.join(', ')}` : '';

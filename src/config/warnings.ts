@@ -2,9 +2,9 @@
  * Things a valid config may still get wrong: keys that are silently ignored (typos in
  * non-strict blocks, settings for another backend type) and choices with a known cost.
  */
-import { formatLocated, locate, type ConfigErrorContext } from './format-errors.js';
+import { formatLocated, formatYamlPath, locate, type ConfigErrorContext } from './format-errors.js';
 import { isPlainObject } from './loader.js';
-import { suggestKey } from './messages.js';
+import { quote, suggestKey } from './messages.js';
 import type { ConfigSources } from './provenance.js';
 import type { ResourceRequest } from './resources.js';
 import { firecrackerNetworkSchema, scalerFileSchema, type ScalerConfig, type ScalerType } from './schema.js';
@@ -52,7 +52,7 @@ function unknownKeys(value: unknown, known: readonly string[]): string[] {
 
 function ignoredKeyMessage(key: string, known: readonly string[], where: string): string {
   const hint = suggestKey(key, known);
-  return `unknown key "${key}" in ${where} is ignored${hint ? ` (did you mean "${hint}"?)` : ''}`;
+  return `unknown key ${quote(key)} in ${where} is ignored${hint ? ` (did you mean "${hint}"?)` : ''}`;
 }
 
 function yamlWarnings(sources: ConfigSources): string[] {
@@ -72,7 +72,7 @@ function dropInWarnings(sources: ConfigSources): string[] {
       out.push(`${f.file}: contributes no scalers (it has no "scalers" list)`);
     }
     for (const key of unknownKeys(f.value, ['scalers'])) {
-      out.push(`${f.file}: ${key}: ignored in a scalers.d file; only "scalers" is merged`);
+      out.push(`${f.file}: ${formatYamlPath([key])}: ignored in a scalers.d file; only "scalers" is merged`);
     }
   }
   return out;

@@ -49,11 +49,31 @@ export class Dispatcher {
   private readonly startedAtMs: number;
   private readonly log: Logger;
   private stopped = false;
+  /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
+  private readonly staticScopes = new Map<string, { labels: Set<string>; expiresAtMs: number | null }>();
 
   constructor(private readonly opts: DispatcherOptions) {
     this.log = opts.logger.child({ component: 'dispatcher' });
     this.logs = new LogSink(opts.store, this.log);
     this.startedAtMs = opts.clock.now();
+  }
+
+  noteStaticToken(agentId: string, labels: string[], expiresAt: Date | null): void {
+    this.staticScopes.set(agentId, { labels: new Set(labels), expiresAtMs: expiresAt?.getTime() ?? null });
+  }
+
+  /** Could a known static agent (connected or not) ever take this job? */
+  private staticCould(job: QueuedJob): boolean {
+    const now = this.opts.clock.now();
+    for (const s of this.staticScopes.values()) {
+      if (s.expiresAtMs !== null && s.expiresAtMs <= now) continue;
+      if (job.runsOn.every((l) => s.labels.has(l))) return true;
+    }
+    return false;
+  }
+
+  private someoneCould(job: QueuedJob): boolean {
+    return this.registry.anyCould(job) || this.staticCould(job);
   }
 
   get scaler(): ScalerManager | undefined {
@@ -121,8 +141,8 @@ export class Dispatcher {
         const scaler = this.opts.scaler;
         if (scaler?.isProvisioning(job.id)) continue;
         if (!scaler) {
-          if (!this.registry.anyCould(job)) await this.settleNoBackend(job, 'no scaler is configured and no connected agent matches');
-          else job.waiting = 'waiting for a busy agent';
+          if (!this.someoneCould(job)) await this.settleNoBackend(job, 'no scaler is configured and no agent token matches these labels');
+          else job.waiting = 'waiting for a matching agent';
           continue;
         }
         const r = await scaler.requestScale({
@@ -135,7 +155,7 @@ export class Dispatcher {
         });
         if (r.action === 'spawning') job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
         else if (r.action === 'no-backend') {
-          if (this.registry.anyCould(job)) job.waiting = 'waiting for a busy agent';
+          if (this.someoneCould(job)) job.waiting = 'waiting for a matching agent';
           else await this.settleNoBackend(job, r.reason);
         } else if (r.action === 'skipped' && r.reason === 'provision-in-flight') continue;
         else scalingClosed = job.waiting = r.reason;
@@ -252,6 +272,7 @@ export class Dispatcher {
 
   /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */
   async recover(): Promise<{ queued: number; awaiting: number }> {
+    for (const s of await this.opts.store.tokens.staticScopes(this.now())) this.noteStaticToken(s.agentId, s.labels, s.expiresAt);
     let queued = 0;
     let awaiting = 0;
     for (const row of await this.opts.store.jobs.listOpen()) {

@@ -187,6 +187,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       ttlMs: parsed.data.ttlSeconds ? parsed.data.ttlSeconds * 1000 : undefined,
       now: new Date(deps.clock.now()),
     });
+    dispatcher.noteStaticToken(agentId, labels, minted.expiresAt);
+    void dispatcher.requestPump();
     return c.json({ agentId, labels, token: minted.token, expiresAt: minted.expiresAt }, 201);
   });
 

@@ -56,6 +56,19 @@ export class TokensRepo {
     return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
   }
 
+  /** Label scopes of the live static tokens: agents that may connect at any time. */
+  async staticScopes(now: Date): Promise<{ agentId: string; labels: string[]; expiresAt: Date | null }[]> {
+    const rows = await this.db
+      .selectFrom('agent_tokens')
+      .select(['agent_id', 'labels', 'expires_at'])
+      .where('kind', '=', 'static')
+      .where('revoked_at', 'is', null)
+      .execute();
+    return rows
+      .filter((r) => !r.expires_at || r.expires_at.getTime() > now.getTime())
+      .map((r) => ({ agentId: r.agent_id, labels: r.labels, expiresAt: r.expires_at }));
+  }
+
   async revokeForAgent(agentId: string, now: Date): Promise<void> {
     await this.db
       .updateTable('agent_tokens')

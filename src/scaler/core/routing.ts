@@ -107,7 +107,7 @@ export function buildRoutingTable(
         index,
         declared,
         key: normalizeLabelSet(declared),
-        labels: new Set([...declared, ...auto]),
+        labels: new Set(canonicalizeLabels([...declared, ...auto])),
         gate,
         taints,
         roleLabels: roleLabelsFor(entry.roles),

@@ -1,0 +1,148 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pino } from 'pino';
+import { stringify } from 'yaml';
+import { Orchestrator, type OrchestratorOptions } from '../../src/server/orchestrator.js';
+import { freshDataDir } from './data-dir.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const AGENT_BIN = join(ROOT, 'dist/cli/agent.js');
+export const ADMIN_BIN = join(ROOT, 'dist/cli/admin.js');
+export const ORCH_BIN = join(ROOT, 'dist/cli/orchestrator.js');
+/** Node 24 from the devDependency, whatever node runs the test runner. */
+export const NODE = join(ROOT, 'node_modules/.bin/node');
+
+export interface TestOrchestrator {
+  orch: Orchestrator;
+  dataDir: string;
+  api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  waitForJob(jobId: string, states?: string[], timeoutMs?: number): Promise<JobBody>;
+  stop(): Promise<void>;
+}
+
+export interface JobBody {
+  id: string;
+  state: string;
+  exitCode: number | null;
+  reason: string | null;
+  waiting: string | null;
+  agentId: string | null;
+  lastProvisioningError: string | null;
+  startedAt: string | null;
+  createdAt: string;
+}
+
+const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
+
+/** A bare-metal scaler config pointing at the built agent. */
+export function bareMetalConfig(over: Record<string, unknown> = {}, labelSets?: unknown[]) {
+  return {
+    version: 1,
+    globalMaxAgents: 10,
+    scalers: [
+      {
+        name: 'bm',
+        type: 'bare-metal',
+        maxAgents: 4,
+        labelSets: labelSets ?? [
+          { labels: ['linux', 'small'], binaryPath: AGENT_BIN },
+          { labels: ['linux', 'large'], binaryPath: AGENT_BIN },
+        ],
+        ...over,
+      },
+    ],
+  };
+}
+
+export async function writeConfig(config: unknown): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-cfg-'));
+  const path = join(dir, 'scalers.yaml');
+  await writeFile(path, stringify(config));
+  return path;
+}
+
+/** A real orchestrator on an ephemeral port, with a copied embedded database. */
+export async function startTestOrchestrator(
+  opts: Partial<OrchestratorOptions> & { config?: unknown; dataDir?: string } = {},
+): Promise<TestOrchestrator> {
+  const dataDir = opts.dataDir ?? (await freshDataDir());
+  const scalerConfigPath = opts.config ? await writeConfig(opts.config) : opts.scalerConfigPath;
+  const logger = opts.logger ?? pino({ level: process.env.KICI_TEST_LOG ?? 'silent' });
+  const orch = await Orchestrator.start({ port: 0, ...opts, dataDir, scalerConfigPath, logger });
+  const api = async <T>(method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${orch.url}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${orch.adminToken}`,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { body: typeof body === 'string' ? body : JSON.stringify(body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as T };
+  };
+  let stopped = false;
+  return {
+    orch,
+    dataDir,
+    api,
+    async waitForJob(jobId, states = FINAL, timeoutMs = 60_000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const { body } = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`);
+        if (states.includes(body.state)) return body;
+        if (Date.now() > until) throw new Error(`job ${jobId} still ${body.state} after ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await orch.stop();
+      if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Start a process with Node 24 and collect its output. */
+export function runNode(args: string[], env: NodeJS.ProcessEnv = {}, opts: { cwd?: string } = {}) {
+  const child: ChildProcess = spawn(NODE, args, {
+    env: { ...process.env, ...env },
+    cwd: opts.cwd ?? ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += String(d)));
+  child.stderr!.on('data', (d) => (stderr += String(d)));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((res) =>
+    child.on('close', (code, signal) => res({ code, signal, stdout, stderr })),
+  );
+  return { child, exited, output: () => ({ stdout, stderr }) };
+}
+
+/** Is any process with this pid (or group) alive? */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
