@@ -10,7 +10,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-type ConfigModule = typeof import('../src/config/index.ts');
+import type * as configApi from '../src/config/index.ts';
+
+// Typed from the sources, loaded from the build (dist may not exist when type-checking).
+type ConfigModule = typeof configApi;
 
 const SCALERS = 200;
 const LABEL_SETS_PER_SCALER = 10;
@@ -30,18 +33,26 @@ function scalerYaml(i: number): string {
   const type = TYPES[i % TYPES.length]!;
   const lines = [`  - name: pool-${i}`, `    type: ${type}`, `    maxAgents: ${1 + (i % 16)}`];
   if (type === 'firecracker') {
-    lines.push('    firecrackerPath: /usr/bin/firecracker', '    jailerPath: /usr/bin/jailer', '    kernelPath: /k', '    uid: 1000', '    gid: 1000');
+    lines.push(
+      '    firecrackerPath: /usr/bin/firecracker',
+      '    jailerPath: /usr/bin/jailer',
+      '    kernelPath: /k',
+      '    uid: 1000',
+      '    gid: 1000',
+    );
   }
   if (type === 'event') lines.push('    provisioningTargets: ["job:provision.yaml"]');
-  if (i % 5 === 0) lines.push('    resourceCap: { maxCpu: 16, maxMemory: 32g }', '    warmPool: { enabled: true, size: 1 }');
+  if (i % 5 === 0)
+    lines.push('    resourceCap: { maxCpu: 16, maxMemory: 32g }', '    warmPool: { enabled: true, size: 1 }');
   lines.push('    labelSets:');
   for (let j = 0; j < LABEL_SETS_PER_SCALER; j++) {
     lines.push(`      - labels: [linux, pool-${i}, set-${j}]`);
     if (type === 'container') lines.push('        image: ghcr.io/kici-dev/agent:latest');
     if (type === 'bare-metal') lines.push('        binaryPath: /usr/local/bin/kici-agent');
     if (type === 'firecracker') lines.push('        rootfsPath: /rootfs.ext4');
-    lines.push(`        resources: { requests: { cpus: ${1 + (j % 4)}, memory: ${512 * (1 + (j % 4))}m } }`);
-    if (j % 3 === 0) lines.push('        networkPolicy: { allowlist: ["10.20.0.0/16"], hostAccess: ["*:8080", "53"] }');
+    if (j % 4 === 0)
+      lines.push(`        resources: { limits: { cpus: ${1 + (j % 3)}, memory: ${1 + (j % 3)}g } }`);
+    if (j % 10 === 0) lines.push('        networkPolicy: { allowlist: ["10.20.0.0/16"] }');
   }
   return lines.join('\n');
 }

@@ -50,7 +50,10 @@ const FIRECRACKER_REQUIRED: [string, string][] = [
 ];
 
 /** Check one entry; `hostPlatform` is where the config is loaded (only the Windows rule uses it). */
-export function checkScalerEntryRules(entry: Record<string, unknown>, hostPlatform: NodeJS.Platform): RuleIssue[] {
+export function checkScalerEntryRules(
+  entry: Record<string, unknown>,
+  hostPlatform: NodeJS.Platform,
+): RuleIssue[] {
   const issues: RuleIssue[] = [];
   const type = entry.type;
   const labelSets = Array.isArray(entry.labelSets) ? entry.labelSets : [];
@@ -74,7 +77,10 @@ export function checkScalerEntryRules(entry: Record<string, unknown>, hostPlatfo
     if (Array.isArray(entry.extraHosts)) {
       entry.extraHosts.forEach((h, j) => {
         if (typeof h === 'string' && !isExtraHostEntry(h)) {
-          issues.push({ path: ['extraHosts', j], message: `"${h}" is not host:address (address: an IP or host-gateway)` });
+          issues.push({
+            path: ['extraHosts', j],
+            message: `"${h}" is not host:address (address: an IP or host-gateway)`,
+          });
         }
       });
     }
@@ -90,10 +96,15 @@ export function checkScalerEntryRules(entry: Record<string, unknown>, hostPlatfo
       if (set.binaryPath === undefined && set.image === undefined) {
         issues.push({
           path: at('binaryPath'),
-          message: 'bare-metal scalers need binaryPath (the agent executable) or image (job-image mode) (required)',
+          message:
+            'bare-metal scalers need binaryPath (the agent executable) or image (job-image mode) (required)',
         });
       }
-      if (hostPlatform === 'win32' && typeof set.binaryPath === 'string' && isUnsafeBatchPath(set.binaryPath)) {
+      if (
+        hostPlatform === 'win32' &&
+        typeof set.binaryPath === 'string' &&
+        isUnsafeBatchPath(set.binaryPath)
+      ) {
         issues.push({
           path: at('binaryPath'),
           message: `batch-file path "${set.binaryPath}" contains characters cmd.exe would run as syntax (& | < > ^ % ! ( ) " , ;); rename or move it`,
@@ -101,7 +112,10 @@ export function checkScalerEntryRules(entry: Record<string, unknown>, hostPlatfo
       }
     }
     if (type === 'firecracker' && set.rootfsPath === undefined) {
-      issues.push({ path: at('rootfsPath'), message: 'firecracker scalers need a rootfsPath in every label set (required)' });
+      issues.push({
+        path: at('rootfsPath'),
+        message: 'firecracker scalers need a rootfsPath in every label set (required)',
+      });
     }
 
     const labels = strings(set.labels).map(foldLabel);

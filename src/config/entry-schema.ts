@@ -41,7 +41,12 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 export const warmPoolSchema = z.strictObject({
   enabled: z.boolean().default(false),
-  size: z.number().int().nonnegative().default(0).meta({ description: 'Idle agents kept ready per label set.' }),
+  size: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(0)
+    .meta({ description: 'Idle agents kept ready per label set.' }),
   idleTimeoutSeconds: z.number().positive().default(DEFAULT_WARM_POOL_IDLE_TIMEOUT_SECONDS),
 });
 
@@ -71,7 +76,10 @@ function scalerEntryShape() {
       })
       .optional()
       .meta({ description: 'URL spawned agents dial.' }),
-    extraHosts: z.array(z.string()).optional().meta({ description: 'host:address entries, e.g. "registry.local:host-gateway".' }),
+    extraHosts: z
+      .array(z.string())
+      .optional()
+      .meta({ description: 'host:address entries, e.g. "registry.local:host-gateway".' }),
     networkIsolation: z.boolean().default(true),
     warmPool: warmPoolSchema.optional(),
     mandatoryLabels: z
@@ -84,13 +92,18 @@ function scalerEntryShape() {
       .array(z.enum(['builder', 'init-runner', 'all']))
       .optional()
       .transform(normalizeRoles)
-      .meta({ description: 'Internal job roles served besides execution. Absent or "all": every role; []: none.' }),
+      .meta({
+        description: 'Internal job roles served besides execution. Absent or "all": every role; []: none.',
+      }),
     resourceCap: resourceCapSchema.optional(),
     machinePool: nonEmptyString.optional().meta({ description: 'Name of a top-level machinePools[] entry.' }),
     host: nonEmptyString.optional().meta({ description: 'container: remote runtime, e.g. tcp://host:2376.' }),
     socketPath: nonEmptyString.optional().meta({ description: 'container: runtime socket path.' }),
     runtime: z.enum(['docker', 'podman', 'auto']).default('auto'),
-    enforceCgroups: z.boolean().default(false).meta({ description: 'bare-metal: systemd-run scope with CPU/memory limits.' }),
+    enforceCgroups: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'bare-metal: systemd-run scope with CPU/memory limits.' }),
     firecrackerPath: nonEmptyString.optional(),
     jailerPath: nonEmptyString.optional(),
     kernelPath: nonEmptyString.optional(),
@@ -99,11 +112,15 @@ function scalerEntryShape() {
     gid: z.number().int().nonnegative().optional(),
     vcpuCount: positiveInt.default(DEFAULT_FIRECRACKER_VCPU_COUNT),
     memSizeMib: positiveInt.default(DEFAULT_FIRECRACKER_MEM_SIZE_MIB),
-    requireSudo: z.boolean().default(false).meta({ description: 'Run privileged host commands through sudo -n.' }),
+    requireSudo: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'Run privileged host commands through sudo -n.' }),
     provisioningTargets: z
       .array(
         z.string().refine(isProvisioningTarget, {
-          error: (iss) => `"${String(iss.input)}" is not a provisioning target; expected job:<file> or webhook:<http(s) url>`,
+          error: (iss) =>
+            `"${String(iss.input)}" is not a provisioning target; expected job:<file> or webhook:<http(s) url>`,
         }),
       )
       .optional()

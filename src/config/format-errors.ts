@@ -46,7 +46,9 @@ export function locate(path: YamlPath, ctx: ConfigErrorContext, childKey?: strin
       local = ['scalers', origin.localIndex, ...path.slice(2)];
     }
   }
-  const line = sources ? lineOf(sources, file, childKey === undefined ? local : [...local, childKey]) : undefined;
+  const line = sources
+    ? lineOf(sources, file, childKey === undefined ? local : [...local, childKey])
+    : undefined;
   return line === undefined ? { file, path: local } : { file, path: local, line };
 }
 

@@ -10,7 +10,13 @@ export {
   DEFAULT_MAX_CONCURRENT_SPAWNS,
   DEFAULT_WARM_POOL_IDLE_TIMEOUT_SECONDS,
 } from './defaults.js';
-export { formatBytes, isMemoryString, MEMORY_PATTERN, memoryFormatMessage, parseMemoryString } from './memory.js';
+export {
+  formatBytes,
+  isMemoryString,
+  MEMORY_PATTERN,
+  memoryFormatMessage,
+  parseMemoryString,
+} from './memory.js';
 export {
   canonicalizeLabels,
   foldLabel,
@@ -29,7 +35,12 @@ export {
   type ScalerPlatform,
   type ScalerRole,
 } from './labels.js';
-export { isAddressOrCidr, isExtraHostEntry, parseHostAccessEntry, type HostAccessEntry } from './addresses.js';
+export {
+  isAddressOrCidr,
+  isExtraHostEntry,
+  parseHostAccessEntry,
+  type HostAccessEntry,
+} from './addresses.js';
 export {
   memoryStringSchema,
   mirrorResources,
@@ -41,7 +52,12 @@ export {
   type ResourceSpec,
 } from './resources.js';
 export { labelSchema } from './label-set-schema.js';
-export { createScalerEntrySchema, isProvisioningTarget, platformSchema, warmPoolSchema } from './entry-schema.js';
+export {
+  createScalerEntrySchema,
+  isProvisioningTarget,
+  platformSchema,
+  warmPoolSchema,
+} from './entry-schema.js';
 export { checkScalerEntryRules, isUnsafeBatchPath, type RuleIssue } from './entry-rules.js';
 export {
   createScalerFileSchema,
@@ -88,4 +104,10 @@ export {
   type PeopleLoadResult,
 } from './people.js';
 export { SCALER_CONFIG_SCHEMA_ID, scalerConfigJsonSchema } from './json-schema.js';
-export { formatCap, formatSummary, summarizeConfig, type ConfigSummary, type ScalerSummary } from './summary.js';
+export {
+  formatCap,
+  formatSummary,
+  summarizeConfig,
+  type ConfigSummary,
+  type ScalerSummary,
+} from './summary.js';

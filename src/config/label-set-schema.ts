@@ -14,9 +14,12 @@ export const labelSchema = z
   .string()
   .refine((v) => foldLabel(v) !== '', { error: 'a label must not be empty or blank' })
   .refine((v) => !hasReservedPrefix(v), {
-    error: (iss) => `"${String(iss.input)}" uses the reserved "${RESERVED_LABEL_PREFIX}" prefix; those labels are set by KiCI itself`,
+    error: (iss) =>
+      `"${String(iss.input)}" uses the reserved "${RESERVED_LABEL_PREFIX}" prefix; those labels are set by KiCI itself`,
   })
-  .refine((v) => !v.includes(','), { error: (iss) => `"${String(iss.input)}" contains ","; a label cannot contain commas` });
+  .refine((v) => !v.includes(','), {
+    error: (iss) => `"${String(iss.input)}" contains ","; a label cannot contain commas`,
+  });
 
 /**
  * A label set's RFC1918 and internet access for spawned agents.
@@ -24,7 +27,11 @@ export const labelSchema = z
 export const networkPolicySchema = z
   .object({
     allowlist: z
-      .array(z.string().refine(isAddressOrCidr, { error: (iss) => `"${String(iss.input)}" is not an IP address or CIDR` }))
+      .array(
+        z
+          .string()
+          .refine(isAddressOrCidr, { error: (iss) => `"${String(iss.input)}" is not an IP address or CIDR` }),
+      )
       .optional()
       .meta({ description: 'CIDRs accepted before the private-range drops, e.g. ["10.1.2.0/24"].' }),
     denyAll: z.boolean().default(false).meta({ description: 'After the accepts, drop everything else.' }),
@@ -36,7 +43,10 @@ export const networkPolicySchema = z
         }),
       )
       .optional()
-      .meta({ description: 'Services on the orchestrator host the agent may reach; replaces the default set. [] denies all.' }),
+      .meta({
+        description:
+          'Services on the orchestrator host the agent may reach; replaces the default set. [] denies all.',
+      }),
   })
   .optional();
 
@@ -53,22 +63,34 @@ export const labelSetConfigSchema = z.strictObject({
     .array(labelSchema)
     .min(1, { error: 'a label set needs at least one label' })
     .transform((labels) => canonicalizeLabels(labels))
-    .meta({ description: 'Labels a job’s runsOn must be a subset of. Folded to lowercase, de-duplicated, sorted.' }),
-  image: nonEmptyString.optional().meta({ description: 'Agent image (container: required; bare-metal: job-image mode).' }),
+    .meta({
+      description: 'Labels a job’s runsOn must be a subset of. Folded to lowercase, de-duplicated, sorted.',
+    }),
+  image: nonEmptyString
+    .optional()
+    .meta({ description: 'Agent image (container: required; bare-metal: job-image mode).' }),
   imagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).default('IfNotPresent'),
   binaryPath: nonEmptyString.optional().meta({ description: 'bare-metal: the agent executable.' }),
   resources: resourceRequestSchema.optional(),
-  volumes: z.array(volumeSchema).optional().meta({ description: 'container: bind mounts, host:container[:ro].' }),
+  volumes: z
+    .array(volumeSchema)
+    .optional()
+    .meta({ description: 'container: bind mounts, host:container[:ro].' }),
   containerSocket: z
     .boolean()
     .default(false)
     .meta({ description: 'Mount the runtime socket into the agent container. Dangerous: root on the host.' }),
-  env: z.record(envNameSchema, z.string()).optional().meta({ description: 'Extra environment for spawned agents.' }),
+  env: z
+    .record(envNameSchema, z.string())
+    .optional()
+    .meta({ description: 'Extra environment for spawned agents.' }),
   backpressureMode: z.enum(['pause', 'drop']).optional(),
   networkPolicy: networkPolicySchema,
   rootfsPath: nonEmptyString.optional().meta({ description: 'firecracker: rootfs ext4 image (required).' }),
   kernelPath: nonEmptyString.optional().meta({ description: 'firecracker: per-set kernel override.' }),
   vcpuCount: positiveInt.optional(),
   memSizeMib: positiveInt.optional(),
-  overlayDriveSizeMib: positiveInt.optional().meta({ description: 'firecracker: writable overlay size (2048 when unset).' }),
+  overlayDriveSizeMib: positiveInt
+    .optional()
+    .meta({ description: 'firecracker: writable overlay size (2048 when unset).' }),
 });

@@ -23,7 +23,15 @@ export interface ScalerPlatform {
  * without a structured `platform`, because the taint they imply used to depend on the
  * host that loaded the file.
  */
-export const PLATFORM_LABEL_WORDS: readonly string[] = ['windows', 'win32', 'macos', 'darwin', 'arm64', 'aarch64', 'arm'];
+export const PLATFORM_LABEL_WORDS: readonly string[] = [
+  'windows',
+  'win32',
+  'macos',
+  'darwin',
+  'arm64',
+  'aarch64',
+  'arm',
+];
 
 /** Trim + lowercase: the fold applied to every label at every ingress. */
 export function foldLabel(label: string): string {

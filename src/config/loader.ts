@@ -6,7 +6,13 @@ import { join } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { UserError } from '../util/errors.js';
 import { SCALER_PARSE_PARAMS } from './messages.js';
-import { attachSources, tagError, type ConfigSources, type ScalerOrigin, type SourceFile } from './provenance.js';
+import {
+  attachSources,
+  tagError,
+  type ConfigSources,
+  type ScalerOrigin,
+  type SourceFile,
+} from './provenance.js';
 import { scalerFileSchema, type ScalerConfig } from './schema.js';
 
 export function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -31,7 +37,8 @@ async function readYamlFile(file: string, dropIn: boolean): Promise<Parsed> {
   const lineCounter = new LineCounter();
   // Merge keys (`<<: *base`) are how operators share settings between scalers.
   const doc = parseDocument(text, { lineCounter, merge: true, prettyErrors: true });
-  if (doc.errors.length > 0) return { failures: doc.errors.map((e) => tagError(e, { path: file, kind: 'file' })) };
+  if (doc.errors.length > 0)
+    return { failures: doc.errors.map((e) => tagError(e, { path: file, kind: 'file' })) };
   let value: unknown;
   try {
     value = doc.toJS({ maxAliasCount: 100 });

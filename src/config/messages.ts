@@ -19,7 +19,10 @@ const EXPECTED: Record<string, string> = {
 
 /** JSON-style quoting that also makes invisible characters (BOM, zero-width) visible. */
 export function quote(text: string): string {
-  return JSON.stringify(text).replace(/\p{C}/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(text).replace(
+    /\p{C}/gu,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /** How a YAML value reads to the operator who wrote it. */
@@ -85,15 +88,23 @@ function unknownKeysMessage(iss: RawIssue & { keys: string[] }): string {
 }
 
 function boundMessage(iss: RawIssue, kind: 'small' | 'big'): string | undefined {
-  const i = iss as RawIssue & { origin?: string; minimum?: number | bigint; maximum?: number | bigint; inclusive?: boolean };
+  const i = iss as RawIssue & {
+    origin?: string;
+    minimum?: number | bigint;
+    maximum?: number | bigint;
+    inclusive?: boolean;
+  };
   const bound = kind === 'small' ? i.minimum : i.maximum;
   const got = describeValue(iss.input);
   if (i.origin === 'number') {
-    const op = kind === 'small' ? (i.inclusive ? 'at least' : 'greater than') : i.inclusive ? 'at most' : 'less than';
+    const op =
+      kind === 'small' ? (i.inclusive ? 'at least' : 'greater than') : i.inclusive ? 'at most' : 'less than';
     return `must be ${op} ${String(bound)}, got ${got}`;
   }
   if (i.origin === 'array') {
-    return kind === 'small' ? `needs at least ${String(bound)} item(s)` : `allows at most ${String(bound)} item(s)`;
+    return kind === 'small'
+      ? `needs at least ${String(bound)} item(s)`
+      : `allows at most ${String(bound)} item(s)`;
   }
   if (i.origin === 'string') {
     if (kind === 'small' && Number(bound) === 1) return 'must not be empty';

@@ -64,5 +64,7 @@ export interface DuplicateScalerName {
 export function findDuplicateScalerNames(scalers: readonly { name: string }[]): DuplicateScalerName[] {
   const byName = new Map<string, number[]>();
   scalers.forEach((s, i) => byName.set(s.name, [...(byName.get(s.name) ?? []), i]));
-  return [...byName].filter(([, indices]) => indices.length > 1).map(([name, indices]) => ({ name, indices }));
+  return [...byName]
+    .filter(([, indices]) => indices.length > 1)
+    .map(([name, indices]) => ({ name, indices }));
 }

@@ -26,7 +26,12 @@ function safeParseMemory(value: string): number {
 }
 
 export const resourceSpecSchema = z.strictObject({
-  cpus: z.number().positive().max(256).optional().meta({ description: 'CPUs (fractions allowed), 0 < cpus <= 256.' }),
+  cpus: z
+    .number()
+    .positive()
+    .max(256)
+    .optional()
+    .meta({ description: 'CPUs (fractions allowed), 0 < cpus <= 256.' }),
   memory: memoryStringSchema.optional(),
 });
 
@@ -61,7 +66,9 @@ export const resourceRequestSchema = z
   .strictObject(
     {
       requests: resourceSpecSchema.optional().meta({ description: 'What caps bill. Alone, also the limit.' }),
-      limits: resourceSpecSchema.optional().meta({ description: 'What the backend enforces. Alone, also the request.' }),
+      limits: resourceSpecSchema
+        .optional()
+        .meta({ description: 'What the backend enforces. Alone, also the request.' }),
     },
     { error: flatResourcesMessage },
   )
@@ -76,7 +83,9 @@ export interface ResourceCap {
 export const resourceCapSchema = z
   .strictObject({
     maxCpu: z.number().positive().optional().meta({ description: 'Cap on summed CPU requests.' }),
-    maxMemory: memoryStringSchema.optional().meta({ description: 'Cap on summed memory requests, e.g. "64g".' }),
+    maxMemory: memoryStringSchema
+      .optional()
+      .meta({ description: 'Cap on summed memory requests, e.g. "64g".' }),
   })
   .transform(({ maxCpu, maxMemory }): ResourceCap => {
     const cap: ResourceCap = {};

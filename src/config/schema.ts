@@ -6,7 +6,8 @@ import { z } from 'zod';
 import { ipv4ToNumber, parseIpv4Cidr, prefixToMask } from './addresses.js';
 import { DEFAULT_FIRECRACKER_NETWORK, DEFAULT_GLOBAL_MAX_AGENTS } from './defaults.js';
 import { createScalerEntrySchema } from './entry-schema.js';
-import { labelSetConfigSchema, networkPolicySchema, nonEmptyString, positiveInt } from './label-set-schema.js';
+import { nonEmptyString, positiveInt } from './label-set-schema.js';
+import type { labelSetConfigSchema, networkPolicySchema } from './label-set-schema.js';
 import { resourceCapSchema, resourceRequestSchema } from './resources.js';
 
 export { DEFAULT_MAX_CONCURRENT_SPAWNS } from './defaults.js';
@@ -24,7 +25,9 @@ export const firecrackerNetworkSchema = z
   .object({
     cidr: z
       .string()
-      .refine((v) => parseIpv4Cidr(v) !== undefined, { error: (iss) => `"${String(iss.input)}" is not an IPv4 CIDR` })
+      .refine((v) => parseIpv4Cidr(v) !== undefined, {
+        error: (iss) => `"${String(iss.input)}" is not an IPv4 CIDR`,
+      })
       .default(DEFAULT_FIRECRACKER_NETWORK.cidr),
     bridgeName: z
       .string()
@@ -34,7 +37,9 @@ export const firecrackerNetworkSchema = z
     netmask: ipv4Schema.default(DEFAULT_FIRECRACKER_NETWORK.netmask),
     table: z
       .string()
-      .regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/, { error: 'an nft table name starts with a letter: letters, digits, ".", "_", "-"' })
+      .regex(/^[A-Za-z][A-Za-z0-9_.-]{0,63}$/, {
+        error: 'an nft table name starts with a letter: letters, digits, ".", "_", "-"',
+      })
       .default(DEFAULT_FIRECRACKER_NETWORK.table)
       .meta({ description: 'nft table for this bridge; give each bridge its own.' }),
     autoProvisionHost: z.boolean().default(DEFAULT_FIRECRACKER_NETWORK.autoProvisionHost),
@@ -48,10 +53,18 @@ export const firecrackerNetworkSchema = z
       if (!cidr) return;
       const mask = prefixToMask(cidr.prefix);
       if (gateway !== undefined && ((gateway & mask) >>> 0 !== cidr.network || gateway === cidr.network)) {
-        ctx.addIssue({ code: 'custom', path: ['gateway'], message: `gateway ${net.gateway} is not a host address in ${net.cidr}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['gateway'],
+          message: `gateway ${net.gateway} is not a host address in ${net.cidr}`,
+        });
       }
       if (netmask !== undefined && netmask !== mask) {
-        ctx.addIssue({ code: 'custom', path: ['netmask'], message: `netmask ${net.netmask} does not match the /${cidr.prefix} of ${net.cidr}` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['netmask'],
+          message: `netmask ${net.netmask} does not match the /${cidr.prefix} of ${net.cidr}`,
+        });
       }
     },
     { when: (payload) => isRecord(payload.value) && typeof payload.value.cidr === 'string' },
@@ -103,18 +116,25 @@ export function createScalerFileSchema(opts: ScalerFileSchemaOptions = {}) {
   return z
     .object({
       version: z.literal(1, {
-        error: (iss) => (iss.input === undefined ? 'required: add version: 1' : `must be 1, got ${JSON.stringify(iss.input)}`),
+        error: (iss) =>
+          iss.input === undefined
+            ? 'required: add version: 1'
+            : `must be 1, got ${JSON.stringify(iss.input)}`,
       }),
       globalMaxAgents: positiveInt
         .default(DEFAULT_GLOBAL_MAX_AGENTS)
         .meta({ description: 'Agent-count cap across all scalers of one orchestrator.' }),
       defaults: z.object({ resources: resourceRequestSchema.optional() }).optional(),
-      globalResourceCap: resourceCapSchema.optional().meta({ description: 'Cap on summed requests across this orchestrator.' }),
+      globalResourceCap: resourceCapSchema
+        .optional()
+        .meta({ description: 'Cap on summed requests across this orchestrator.' }),
       machinePools: z.array(machinePoolSchema).optional(),
       scalers: z.array(createScalerEntrySchema(opts.hostPlatform)),
       firecracker: firecrackerNetworkSchema.optional(),
     })
-    .superRefine((file, ctx) => checkFileRules(file as unknown as Record<string, unknown>, ctx), { when: (payload) => isRecord(payload.value) });
+    .superRefine((file, ctx) => checkFileRules(file as unknown as Record<string, unknown>, ctx), {
+      when: (payload) => isRecord(payload.value),
+    });
 }
 
 export const scalerFileSchema = createScalerFileSchema();

@@ -23,7 +23,12 @@ export interface ConfigSummary {
   globalMaxAgents: number;
   globalResourceCap?: ResourceCap;
   machinePools: { name: string; cap: ResourceCap }[];
-  totals: { scalers: number; labelSets: number; maxAgents: number; byType: Partial<Record<ScalerType, number>> };
+  totals: {
+    scalers: number;
+    labelSets: number;
+    maxAgents: number;
+    byType: Partial<Record<ScalerType, number>>;
+  };
   scalers: ScalerSummary[];
 }
 
@@ -73,7 +78,9 @@ export function formatCap(cap: ResourceCap | undefined): string {
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  '));
+  return rows.map((r) =>
+    r.map((cell, c) => (c === r.length - 1 ? cell : cell.padEnd(widths[c]!))).join('  '),
+  );
 }
 
 /** The summary as the human-readable lines the validate command prints. */

@@ -92,7 +92,8 @@ export function collectConfigWarnings(sources: ConfigSources, config: ScalerConf
   const raw = isPlainObject(sources.merged) ? sources.merged : {};
 
   const topKeys = Object.keys(scalerFileSchema.shape);
-  for (const key of unknownKeys(raw, topKeys)) out.push(warn([key], ignoredKeyMessage(key, topKeys, 'the top level')));
+  for (const key of unknownKeys(raw, topKeys))
+    out.push(warn([key], ignoredKeyMessage(key, topKeys, 'the top level')));
   for (const key of unknownKeys(raw.defaults, ['resources'])) {
     out.push(warn(['defaults', key], ignoredKeyMessage(key, ['resources'], 'defaults')));
   }
@@ -106,16 +107,29 @@ export function collectConfigWarnings(sources: ConfigSources, config: ScalerConf
     const rawEntry = isPlainObject(rawScalers[i]) ? rawScalers[i] : {};
     for (const [field, types] of Object.entries(ENTRY_FIELD_TYPES)) {
       if (field in rawEntry && !types.includes(entry.type)) {
-        out.push(warn(['scalers', i, field], `ignored by ${entry.type} scalers (used by ${types.join(', ')})`));
+        out.push(
+          warn(['scalers', i, field], `ignored by ${entry.type} scalers (used by ${types.join(', ')})`),
+        );
       }
     }
     if (entry.type === 'container' && entry.networkIsolation === false) {
-      out.push(warn(['scalers', i, 'networkIsolation'], 'agents of this scaler can reach private networks and the host'));
+      out.push(
+        warn(
+          ['scalers', i, 'networkIsolation'],
+          'agents of this scaler can reach private networks and the host',
+        ),
+      );
     }
     const warm = entry.warmPool;
-    if (warm?.enabled && warm.size === 0) out.push(warn(['scalers', i, 'warmPool'], 'enabled with size 0: nothing is kept warm'));
+    if (warm?.enabled && warm.size === 0)
+      out.push(warn(['scalers', i, 'warmPool'], 'enabled with size 0: nothing is kept warm'));
     if (warm?.enabled && warm.size > entry.maxAgents) {
-      out.push(warn(['scalers', i, 'warmPool', 'size'], `is larger than maxAgents (${entry.maxAgents}); the cap wins`));
+      out.push(
+        warn(
+          ['scalers', i, 'warmPool', 'size'],
+          `is larger than maxAgents (${entry.maxAgents}); the cap wins`,
+        ),
+      );
     }
     const rawSets = Array.isArray(rawEntry.labelSets) ? rawEntry.labelSets : [];
     entry.labelSets.forEach((set, j) => {
@@ -127,16 +141,43 @@ export function collectConfigWarnings(sources: ConfigSources, config: ScalerConf
         }
       }
       for (const key of unknownKeys(rawSet.networkPolicy, NETWORK_POLICY_KEYS)) {
-        out.push(warn(at('networkPolicy', key), ignoredKeyMessage(key, NETWORK_POLICY_KEYS, 'networkPolicy')));
+        out.push(
+          warn(at('networkPolicy', key), ignoredKeyMessage(key, NETWORK_POLICY_KEYS, 'networkPolicy')),
+        );
       }
       if (set.containerSocket) {
-        out.push(warn(at('containerSocket'), 'mounting the runtime socket gives jobs root on the host; trusted workloads only'));
+        out.push(
+          warn(
+            at('containerSocket'),
+            'mounting the runtime socket gives jobs root on the host; trusted workloads only',
+          ),
+        );
       }
-      if (entry.type === 'bare-metal' && set.binaryPath !== undefined && set.image === undefined && set.networkPolicy) {
-        out.push(warn(at('networkPolicy'), 'cannot be enforced for bare-metal agent processes (only in job-image mode)'));
+      if (
+        entry.type === 'bare-metal' &&
+        set.binaryPath !== undefined &&
+        set.image === undefined &&
+        set.networkPolicy
+      ) {
+        out.push(
+          warn(
+            at('networkPolicy'),
+            'cannot be enforced for bare-metal agent processes (only in job-image mode)',
+          ),
+        );
       }
-      if (warm?.enabled && warm.size > 0 && requestsAreEmpty(set.resources) && requestsAreEmpty(config.defaults?.resources)) {
-        out.push(warn(at('resources'), 'the warm pool skips this label set: declare resources so a warm agent has a known size'));
+      if (
+        warm?.enabled &&
+        warm.size > 0 &&
+        requestsAreEmpty(set.resources) &&
+        requestsAreEmpty(config.defaults?.resources)
+      ) {
+        out.push(
+          warn(
+            at('resources'),
+            'the warm pool skips this label set: declare resources so a warm agent has a known size',
+          ),
+        );
       }
     });
   });

@@ -70,9 +70,11 @@ export class AgentRegistry {
     return fallback;
   }
 
-  /** Any connected agent, busy or not, that could ever run the job. */
+  /** Any connected agent, busy or not, that could ever run the job (a used single-use agent never will). */
   anyCould(job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
-    for (const a of this.agents.values()) if (!a.draining && canAgentRunJob(a, job)) return true;
+    for (const a of this.agents.values()) {
+      if (!a.draining && !(a.ephemeral && a.jobsTaken > 0) && canAgentRunJob(a, job)) return true;
+    }
     return false;
   }
 

@@ -80,5 +80,6 @@ export class JobQueue {
 function groupKey(job: QueuedJob): string {
   const role = job.spec.role ?? 'execution';
   const image = job.spec.container?.image ?? '';
-  return `${job.runsOn.join(',')}|${role}|${image}`;
+  // JSON, not a joined string: a label may itself contain ',' or '|' (runsOn: "a,b" is one label).
+  return JSON.stringify([job.runsOn, role, image]);
 }

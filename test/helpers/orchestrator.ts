@@ -132,7 +132,11 @@ export function alive(pid: number): boolean {
   }
 }
 
-export async function eventually<T>(fn: () => T | Promise<T>, timeoutMs = 10_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  fn: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<T> {
   const until = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
 import { readRunFile } from '../../jobs/run-file.js';
 import { age, printJson, table } from '../output.js';
-import { AdminClient, type ClientOptions } from './client.js';
+import type { AdminClient} from './client.js';
+import { type ClientOptions } from './client.js';
 
 interface JobView {
   id: string;

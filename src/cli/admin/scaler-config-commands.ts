@@ -41,7 +41,9 @@ function ancestorExitCallback(cmd: Command): ExitCallback | undefined {
  */
 function usageExitFor(cmd: Command): ExitCallback {
   return (err) => {
-    const helpOrVersion = ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(err.code);
+    const helpOrVersion = ['commander.helpDisplayed', 'commander.help', 'commander.version'].includes(
+      err.code,
+    );
     const exitCode = helpOrVersion ? err.exitCode : EXIT_USAGE;
     process.exitCode = exitCode;
     ancestorExitCallback(cmd)?.(new CommanderError(exitCode, err.code, err.message));
@@ -58,7 +60,13 @@ async function validate(configPath: string, opts: ValidateOptions, io: CommandOu
   const result = await loadScalerConfigForPeople(configPath, opts.dir);
   if (opts.json) {
     const body = result.ok
-      ? { ok: true, config: configPath, dir: opts.dir ?? null, summary: summarizeConfig(result.config), warnings: result.warnings }
+      ? {
+          ok: true,
+          config: configPath,
+          dir: opts.dir ?? null,
+          summary: summarizeConfig(result.config),
+          warnings: result.warnings,
+        }
       : { ok: false, config: configPath, dir: opts.dir ?? null, problems: result.problems };
     io.out(`${JSON.stringify(body, null, 2)}\n`);
   } else if (result.ok) {

@@ -107,9 +107,12 @@ export class CapBook {
       u.count -= 1;
       u.cpus = Math.max(0, u.cpus - r.requests.cpus);
       u.memBytes = Math.max(0, u.memBytes - r.requests.memBytes);
+      // Fractional cpus leave float residue (0.1 + 0.2 - 0.1 - 0.2 ≠ 0); nothing held means zero.
+      if (u.count === 0) u.cpus = u.memBytes = 0;
     }
     this.global.cpus = Math.max(0, this.global.cpus - r.requests.cpus);
     this.global.memBytes = Math.max(0, this.global.memBytes - r.requests.memBytes);
+    if (this.byAgent.size === 0) this.global = { cpus: 0, memBytes: 0 };
     return r;
   }
 

@@ -55,17 +55,28 @@ describe('kici-admin scaler validate', () => {
     const r = await run(['scaler', 'validate', example]);
     expect(r.exitCode).toBe(0);
     expect(r.out).toContain(`${example}: valid`);
-    expect(r.out).toContain('5 scaler(s) (1 container, 2 bare-metal, 1 firecracker, 1 event), 8 label set(s)');
+    expect(r.out).toContain(
+      '5 scaler(s) (1 container, 2 bare-metal, 1 firecracker, 1 event), 8 label set(s)',
+    );
     expect(r.out).toContain('globalResourceCap: 32 cpu, 64 GiB');
     expect(r.err).toBe('');
   });
 
   it('exits 1 and lists every problem, without a stack trace', async () => {
-    const main = await write('s.yaml', 'version: 2\nglobalMaxAgents: 0\nscalers:\n  - name: a\n    type: docker\n');
+    const main = await write(
+      's.yaml',
+      'version: 2\nglobalMaxAgents: 0\nscalers:\n  - name: a\n    type: docker\n',
+    );
     const r = await run(['scaler', 'validate', main]);
     expect(r.exitCode).toBe(1);
     expect(r.err).toContain(`${main}: invalid, 5 problems:`);
-    for (const fragment of ['version: must be 1', 'globalMaxAgents: must be greater than 0', 'scalers[0].type: type "docker" was renamed', 'scalers[0].maxAgents: required', 'scalers[0].labelSets: required']) {
+    for (const fragment of [
+      'version: must be 1',
+      'globalMaxAgents: must be greater than 0',
+      'scalers[0].type: type "docker" was renamed',
+      'scalers[0].maxAgents: required',
+      'scalers[0].labelSets: required',
+    ]) {
       expect(r.err).toContain(fragment);
     }
     expect(r.err).not.toMatch(/\n\s+at /);
@@ -73,10 +84,15 @@ describe('kici-admin scaler validate', () => {
 
   it('merges --dir and names the drop-in in problems', async () => {
     const main = await write('s.yaml', 'version: 1\nscalers: []\n');
-    const d = await write('d/x.yaml', 'scalers:\n  - name: a\n    type: container\n    maxAgents: 1\n    labelSets: [{ labels: [a] }]\n');
+    const d = await write(
+      'd/x.yaml',
+      'scalers:\n  - name: a\n    type: container\n    maxAgents: 1\n    labelSets: [{ labels: [a] }]\n',
+    );
     const r = await run(['scaler', 'validate', main, '--dir', join(dir, 'd')]);
     expect(r.exitCode).toBe(1);
-    expect(r.err).toContain(`${d}: scalers[0].labelSets[0].image: container scalers need an agent image (required)`);
+    expect(r.err).toContain(
+      `${d}: scalers[0].labelSets[0].image: container scalers need an agent image (required)`,
+    );
   });
 
   it('missing file -> exit 1, "<path>: file not found"', async () => {
@@ -95,7 +111,12 @@ describe('kici-admin scaler validate', () => {
     const main = await write('bad.yaml', 'version: 1\n');
     const bad = await run(['scaler', 'validate', main, '--json']);
     expect(bad.exitCode).toBe(1);
-    expect(JSON.parse(bad.out)).toEqual({ ok: false, config: main, dir: null, problems: [`${main}: scalers: required: expected a list`] });
+    expect(JSON.parse(bad.out)).toEqual({
+      ok: false,
+      config: main,
+      dir: null,
+      problems: [`${main}: scalers: required: expected a list`],
+    });
   });
 
   it('prints warnings on stderr but still exits 0', async () => {

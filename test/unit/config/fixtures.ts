@@ -32,7 +32,11 @@ export function minimalEntry(type: ScalerType, name = `${type}-pool`): Obj {
         labelSets: [{ labels: ['linux', name], rootfsPath: '/rootfs.ext4' }],
       };
     case 'event':
-      return { ...base, provisioningTargets: ['job:provision.yaml'], labelSets: [{ labels: ['linux', name] }] };
+      return {
+        ...base,
+        provisioningTargets: ['job:provision.yaml'],
+        labelSets: [{ labels: ['linux', name] }],
+      };
   }
 }
 
@@ -52,17 +56,22 @@ export function parseFile(input: unknown, hostPlatform?: NodeJS.Platform) {
 
 export function issuesOf(input: unknown, hostPlatform?: NodeJS.Platform): FlatIssue[] {
   const result = parseFile(input, hostPlatform);
-  return result.success ? [] : result.error.issues.map((i) => ({ path: formatYamlPath(i.path), message: i.message }));
+  return result.success
+    ? []
+    : result.error.issues.map((i) => ({ path: formatYamlPath(i.path), message: i.message }));
 }
 
 export function parsedOk(input: unknown): ScalerConfig {
   const result = parseFile(input);
-  if (!result.success) throw new Error(`expected a valid config: ${JSON.stringify(result.error.issues, null, 2)}`);
+  if (!result.success)
+    throw new Error(`expected a valid config: ${JSON.stringify(result.error.issues, null, 2)}`);
   return result.data;
 }
 
 /** A fresh temp dir for a test, removed by the returned cleanup. */
-export async function tempDir(prefix = 'kici-config-'): Promise<{ dir: string; cleanup: () => Promise<void> }> {
+export async function tempDir(
+  prefix = 'kici-config-',
+): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
 }
@@ -76,6 +85,8 @@ export interface Rejects {
 export function expectIssue(issues: FlatIssue[], want: Rejects): void {
   const hit = issues.find((i) => i.path === want.path && i.message.includes(want.message));
   if (!hit) {
-    throw new Error(`no issue at ${want.path} containing ${JSON.stringify(want.message)}; got:\n${JSON.stringify(issues, null, 2)}`);
+    throw new Error(
+      `no issue at ${want.path} containing ${JSON.stringify(want.message)}; got:\n${JSON.stringify(issues, null, 2)}`,
+    );
   }
 }

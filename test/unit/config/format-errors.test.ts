@@ -20,7 +20,9 @@ describe('formatConfigError', () => {
   const ctx = { configPath: 'conf/scalers.yaml' };
 
   it('turns every zod issue into file: path: message', () => {
-    const result = parseFile(fileWith({ name: 'a', type: 'container', maxAgents: 0, labelSets: [{ labels: ['x'] }] }));
+    const result = parseFile(
+      fileWith({ name: 'a', type: 'container', maxAgents: 0, labelSets: [{ labels: ['x'] }] }),
+    );
     expect(formatConfigError(result.error, ctx)).toEqual([
       'conf/scalers.yaml: scalers[0].maxAgents: must be greater than 0, got number 0',
       'conf/scalers.yaml: scalers[0].labelSets[0].image: container scalers need an agent image (required)',

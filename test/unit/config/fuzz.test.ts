@@ -30,30 +30,128 @@ function rngFrom(seed: number): () => number {
 const pick = <T>(rng: () => number, items: readonly T[]): T => items[Math.floor(rng() * items.length)]!;
 
 const JUNK_VALUES: Json[] = [
-  null, 0, -1, 1.5, 1e308, 2 ** 53 + 2, '', ' ', 'kici:os:linux', '2Gi', '512m', 'docker', 'container', true, false,
-  [], {}, [null], { a: 1 }, 'x'.repeat(500), '\u0000\u0007', 'job:', 'webhook:x', '10.0.0.0/33', ['linux'],
-  { limits: { cpus: 1 } }, { cpus: 1 }, { os: 'windows', arch: 'arm64' }, 'all', ['all', 'builder'],
+  null,
+  0,
+  -1,
+  1.5,
+  1e308,
+  2 ** 53 + 2,
+  '',
+  ' ',
+  'kici:os:linux',
+  '2Gi',
+  '512m',
+  'docker',
+  'container',
+  true,
+  false,
+  [],
+  {},
+  [null],
+  { a: 1 },
+  'x'.repeat(500),
+  '\u0000\u0007',
+  'job:',
+  'webhook:x',
+  '10.0.0.0/33',
+  ['linux'],
+  { limits: { cpus: 1 } },
+  { cpus: 1 },
+  { os: 'windows', arch: 'arm64' },
+  'all',
+  ['all', 'builder'],
 ];
-const JUNK_KEYS = ['image', 'labels', 'type', 'cpus', 'memory', 'requests', 'limits', 'warmPool', 'platform', 'machinePool',
-  '__proto__', 'constructor', 'toString', 'hasOwnProperty', 'x y', '', 'scalers', 'version', 'labelSets', 'name'];
-const JUNK_TEXT = [':', '-', '[', ']', '{', '}', '"', "'", '&a', '*a', '!tag', '%', '\t', '\n', '#', '|', '>', '? ', '---\n',
-  '\uFEFF', '\u0000', 'é', '<<: *x\n', ' ', '\\', ',', '@', '`', '~', '0x', '.inf', '.nan'];
+const JUNK_KEYS = [
+  'image',
+  'labels',
+  'type',
+  'cpus',
+  'memory',
+  'requests',
+  'limits',
+  'warmPool',
+  'platform',
+  'machinePool',
+  '__proto__',
+  'constructor',
+  'toString',
+  'hasOwnProperty',
+  'x y',
+  '',
+  'scalers',
+  'version',
+  'labelSets',
+  'name',
+];
+const JUNK_TEXT = [
+  ':',
+  '-',
+  '[',
+  ']',
+  '{',
+  '}',
+  '"',
+  "'",
+  '&a',
+  '*a',
+  '!tag',
+  '%',
+  '\t',
+  '\n',
+  '#',
+  '|',
+  '>',
+  '? ',
+  '---\n',
+  '\uFEFF',
+  '\u0000',
+  'é',
+  '<<: *x\n',
+  ' ',
+  '\\',
+  ',',
+  '@',
+  '`',
+  '~',
+  '0x',
+  '.inf',
+  '.nan',
+];
 
 const example = fileURLToPath(new URL('../../../examples/scalers.yaml', import.meta.url));
 
 function seeds(exampleDoc: Json): Json[] {
   return [
     exampleDoc,
-    fileWith(minimalEntry('container'), minimalEntry('bare-metal'), minimalEntry('firecracker'), minimalEntry('event')) as Json,
-    { ...fileWith({ ...minimalEntry('container'), machinePool: 'p', warmPool: { enabled: true, size: 1 } }), machinePools: [{ name: 'p', cap: { maxCpu: 4, maxMemory: '8g' } }] } as Json,
-    { ...fileWith({ ...minimalEntry('bare-metal'), platform: { os: 'macos', arch: 'arm64' }, mandatoryLabels: ['xcode'], labelSets: [{ labels: ['xcode', 'macos'], binaryPath: '/a', resources: { limits: { cpus: 2, memory: '2g' } } }] }), firecracker: {} } as Json,
+    fileWith(
+      minimalEntry('container'),
+      minimalEntry('bare-metal'),
+      minimalEntry('firecracker'),
+      minimalEntry('event'),
+    ) as Json,
+    {
+      ...fileWith({ ...minimalEntry('container'), machinePool: 'p', warmPool: { enabled: true, size: 1 } }),
+      machinePools: [{ name: 'p', cap: { maxCpu: 4, maxMemory: '8g' } }],
+    } as Json,
+    {
+      ...fileWith({
+        ...minimalEntry('bare-metal'),
+        platform: { os: 'macos', arch: 'arm64' },
+        mandatoryLabels: ['xcode'],
+        labelSets: [
+          { labels: ['xcode', 'macos'], binaryPath: '/a', resources: { limits: { cpus: 2, memory: '2g' } } },
+        ],
+      }),
+      firecracker: {},
+    } as Json,
   ];
 }
 
 function nodes(value: Json, path: Path = [], out: { path: Path; value: Json }[] = []) {
   out.push({ path, value });
   if (Array.isArray(value)) value.forEach((v, i) => nodes(v, [...path, i], out));
-  else if (value && typeof value === 'object') for (const k of Object.keys(value)) nodes(value[k]!, [...path, k], out);
+  else if (value && typeof value === 'object')
+    for (const k of Object.keys(value)) nodes(value[k]!, [...path, k], out);
   return out;
 }
 
@@ -75,7 +173,15 @@ function mutateObject(doc: Json, rng: () => number): Json {
   for (let n = 0; n < ops; n++) {
     const all = nodes(current);
     const target = pick(rng, all);
-    const op = pick(rng, ['delete', 'replace', 'replace', 'insertKey', 'duplicate', 'emptyArray', 'retype'] as const);
+    const op = pick(rng, [
+      'delete',
+      'replace',
+      'replace',
+      'insertKey',
+      'duplicate',
+      'emptyArray',
+      'retype',
+    ] as const);
     if (target.path.length === 0) {
       if (op === 'replace') current = pick(rng, JUNK_VALUES);
       continue;
@@ -87,7 +193,12 @@ function mutateObject(doc: Json, rng: () => number): Json {
       else delete parent[key];
     } else if (op === 'replace') {
       setOwn(parent, key, structuredClone(pick(rng, JUNK_VALUES)));
-    } else if (op === 'insertKey' && target.value && typeof target.value === 'object' && !Array.isArray(target.value)) {
+    } else if (
+      op === 'insertKey' &&
+      target.value &&
+      typeof target.value === 'object' &&
+      !Array.isArray(target.value)
+    ) {
       setOwn(target.value, pick(rng, JUNK_KEYS), structuredClone(pick(rng, JUNK_VALUES)));
     } else if (op === 'duplicate' && Array.isArray(target.value) && target.value.length > 0) {
       target.value.push(structuredClone(pick(rng, target.value)));
@@ -95,7 +206,19 @@ function mutateObject(doc: Json, rng: () => number): Json {
       target.value.length = 0;
     } else if (op === 'retype') {
       const v = target.value;
-      setOwn(parent, key, typeof v === 'number' ? String(v) : typeof v === 'string' ? v.length : Array.isArray(v) ? { ...v } : v === null ? 0 : [v]);
+      setOwn(
+        parent,
+        key,
+        typeof v === 'number'
+          ? String(v)
+          : typeof v === 'string'
+            ? v.length
+            : Array.isArray(v)
+              ? { ...v }
+              : v === null
+                ? 0
+                : [v],
+      );
     }
   }
   return current;
@@ -103,7 +226,15 @@ function mutateObject(doc: Json, rng: () => number): Json {
 
 function mutateText(text: string, rng: () => number): string {
   const lines = text.split('\n');
-  const op = pick(rng, ['truncate', 'deleteLine', 'dupLine', 'insert', 'indent', 'swap', 'replaceChar'] as const);
+  const op = pick(rng, [
+    'truncate',
+    'deleteLine',
+    'dupLine',
+    'insert',
+    'indent',
+    'swap',
+    'replaceChar',
+  ] as const);
   const i = Math.floor(rng() * lines.length);
   switch (op) {
     case 'truncate':
@@ -152,12 +283,28 @@ function buildCase(seed: number, root: string, exampleText: string, exampleDoc: 
   let mainDoc: Json = structuredClone(base);
   const useDir = rng() < 0.4;
   const dropIns: [string, Json][] = [];
-  if (useDir && mainDoc && typeof mainDoc === 'object' && !Array.isArray(mainDoc) && Array.isArray(mainDoc.scalers)) {
+  if (
+    useDir &&
+    mainDoc &&
+    typeof mainDoc === 'object' &&
+    !Array.isArray(mainDoc) &&
+    Array.isArray(mainDoc.scalers)
+  ) {
     const scalers = mainDoc.scalers;
     const cut = Math.floor(rng() * (scalers.length + 1));
     dropIns.push([join(dir, '50-split.yaml'), { scalers: scalers.slice(cut) }]);
     mainDoc = { ...mainDoc, scalers: scalers.slice(0, cut) };
-    if (rng() < 0.3) dropIns.push([join(dir, '10-extra.yml'), pick<Json>(rng, [{ version: 3 }, [], 'text', null, { scalers: [minimalEntry('event', 'extra') as Json] }])]);
+    if (rng() < 0.3)
+      dropIns.push([
+        join(dir, '10-extra.yml'),
+        pick<Json>(rng, [
+          { version: 3 },
+          [],
+          'text',
+          null,
+          { scalers: [minimalEntry('event', 'extra') as Json] },
+        ]),
+      ]);
   }
   const docs: [string, Json][] = [[main, mainDoc], ...dropIns];
   const victim = Math.floor(rng() * docs.length);
@@ -216,7 +363,10 @@ describe('config fuzz', () => {
         for (const line of result.problems) {
           expect(typeof line).toBe('string');
           expect(line).not.toContain('\n    at ');
-          expect(named.some((f) => line.startsWith(`${f}: `)), `problem does not name a file: ${line}`).toBe(true);
+          expect(
+            named.some((f) => line.startsWith(`${f}: `)),
+            `problem does not name a file: ${line}`,
+          ).toBe(true);
           expect(line.length).toBeGreaterThan(named[0]!.length + 3);
         }
       }),

@@ -18,7 +18,11 @@ function parsed(input: unknown) {
 
 describe('label set defaults', () => {
   it('fills imagePullPolicy and containerSocket and leaves the rest absent', () => {
-    expect(parsed(base)).toEqual({ labels: ['linux'], imagePullPolicy: 'IfNotPresent', containerSocket: false });
+    expect(parsed(base)).toEqual({
+      labels: ['linux'],
+      imagePullPolicy: 'IfNotPresent',
+      containerSocket: false,
+    });
   });
 });
 
@@ -29,9 +33,19 @@ describe('label set accepted values', () => {
     ['imagePullPolicy Always', { imagePullPolicy: 'Always' }, (o) => o.imagePullPolicy, 'Always'],
     ['imagePullPolicy Never', { imagePullPolicy: 'Never' }, (o) => o.imagePullPolicy, 'Never'],
     ['binaryPath', { binaryPath: '/bin/agent' }, (o) => o.binaryPath, '/bin/agent'],
-    ['resources mirrored', { resources: { requests: { cpus: 1 } } }, (o) => o.resources, { requests: { cpus: 1 }, limits: { cpus: 1 } }],
+    [
+      'resources mirrored',
+      { resources: { requests: { cpus: 1 } } },
+      (o) => o.resources,
+      { requests: { cpus: 1 }, limits: { cpus: 1 } },
+    ],
     ['resources {} -> undefined', { resources: {} }, (o) => o.resources, undefined],
-    ['volumes', { volumes: ['/a:/b', 'cache:/c:ro', '/x:/y:rw'] }, (o) => o.volumes, ['/a:/b', 'cache:/c:ro', '/x:/y:rw']],
+    [
+      'volumes',
+      { volumes: ['/a:/b', 'cache:/c:ro', '/x:/y:rw'] },
+      (o) => o.volumes,
+      ['/a:/b', 'cache:/c:ro', '/x:/y:rw'],
+    ],
     ['containerSocket', { containerSocket: true }, (o) => o.containerSocket, true],
     ['env', { env: { FOO: 'bar', _X1: '' } }, (o) => o.env, { FOO: 'bar', _X1: '' }],
     ['backpressureMode pause', { backpressureMode: 'pause' }, (o) => o.backpressureMode, 'pause'],
@@ -39,12 +53,28 @@ describe('label set accepted values', () => {
     ['networkPolicy denyAll default', { networkPolicy: {} }, (o) => o.networkPolicy, { denyAll: false }],
     [
       'networkPolicy full',
-      { networkPolicy: { allowlist: ['10.1.0.0/16'], denyAll: true, hostAccess: ['53', '*:8080', '10.0.0.1:*'] } },
+      {
+        networkPolicy: {
+          allowlist: ['10.1.0.0/16'],
+          denyAll: true,
+          hostAccess: ['53', '*:8080', '10.0.0.1:*'],
+        },
+      },
       (o) => o.networkPolicy,
       { allowlist: ['10.1.0.0/16'], denyAll: true, hostAccess: ['53', '*:8080', '10.0.0.1:*'] },
     ],
-    ['networkPolicy hostAccess []', { networkPolicy: { hostAccess: [] } }, (o) => o.networkPolicy?.hostAccess, []],
-    ['networkPolicy unknown keys stripped', { networkPolicy: { extra: 1 } }, (o) => o.networkPolicy, { denyAll: false }],
+    [
+      'networkPolicy hostAccess []',
+      { networkPolicy: { hostAccess: [] } },
+      (o) => o.networkPolicy?.hostAccess,
+      [],
+    ],
+    [
+      'networkPolicy unknown keys stripped',
+      { networkPolicy: { extra: 1 } },
+      (o) => o.networkPolicy,
+      { denyAll: false },
+    ],
     ['rootfsPath', { rootfsPath: '/r.ext4' }, (o) => o.rootfsPath, '/r.ext4'],
     ['kernelPath', { kernelPath: '/k' }, (o) => o.kernelPath, '/k'],
     ['vcpuCount', { vcpuCount: 4 }, (o) => o.vcpuCount, 4],
@@ -68,19 +98,49 @@ describe('label set rejections', () => {
     ['label not a string', { labels: [5] }, 'labels[0]', 'expected a string'],
     ['image empty', { image: '' }, 'image', 'must not be empty'],
     ['image number', { image: 5 }, 'image', 'expected a string'],
-    ['imagePullPolicy lowercase', { imagePullPolicy: 'always' }, 'imagePullPolicy', 'expected one of "Always", "IfNotPresent", "Never"'],
+    [
+      'imagePullPolicy lowercase',
+      { imagePullPolicy: 'always' },
+      'imagePullPolicy',
+      'expected one of "Always", "IfNotPresent", "Never"',
+    ],
     ['binaryPath empty', { binaryPath: '' }, 'binaryPath', 'must not be empty'],
     ['resources flat', { resources: { cpus: 1 } }, 'resources', 'nest it under limits'],
-    ['resources bad memory', { resources: { limits: { memory: '2gb' } } }, 'resources.limits.memory', 'Invalid memory format: "2gb"'],
+    [
+      'resources bad memory',
+      { resources: { limits: { memory: '2gb' } } },
+      'resources.limits.memory',
+      'Invalid memory format: "2gb"',
+    ],
     ['volumes bad', { volumes: ['/only'] }, 'volumes[0]', 'host:container'],
     ['volumes bad mode', { volumes: ['/a:/b:rx'] }, 'volumes[0]', 'host:container'],
     ['containerSocket string', { containerSocket: 'yes' }, 'containerSocket', 'expected true or false'],
     ['env non-string value', { env: { FOO: 1 } }, 'env.FOO', 'quote it in YAML: "1"'],
     ['env bad name', { env: { 'A-B': 'x' } }, 'env["A-B"]', 'not an environment variable name'],
-    ['backpressureMode bad', { backpressureMode: 'block' }, 'backpressureMode', 'expected one of "pause", "drop"'],
-    ['networkPolicy allowlist', { networkPolicy: { allowlist: ['example.com'] } }, 'networkPolicy.allowlist[0]', 'not an IP address or CIDR'],
-    ['networkPolicy denyAll', { networkPolicy: { denyAll: 'true' } }, 'networkPolicy.denyAll', 'expected true or false'],
-    ['networkPolicy hostAccess', { networkPolicy: { hostAccess: ['db.local:5432'] } }, 'networkPolicy.hostAccess[0]', 'host names are not allowed'],
+    [
+      'backpressureMode bad',
+      { backpressureMode: 'block' },
+      'backpressureMode',
+      'expected one of "pause", "drop"',
+    ],
+    [
+      'networkPolicy allowlist',
+      { networkPolicy: { allowlist: ['example.com'] } },
+      'networkPolicy.allowlist[0]',
+      'not an IP address or CIDR',
+    ],
+    [
+      'networkPolicy denyAll',
+      { networkPolicy: { denyAll: 'true' } },
+      'networkPolicy.denyAll',
+      'expected true or false',
+    ],
+    [
+      'networkPolicy hostAccess',
+      { networkPolicy: { hostAccess: ['db.local:5432'] } },
+      'networkPolicy.hostAccess[0]',
+      'host names are not allowed',
+    ],
     ['networkPolicy list', { networkPolicy: [] }, 'networkPolicy', 'expected a mapping'],
     ['rootfsPath empty', { rootfsPath: '' }, 'rootfsPath', 'must not be empty'],
     ['kernelPath empty', { kernelPath: '' }, 'kernelPath', 'must not be empty'],

@@ -11,7 +11,11 @@ import {
 
 describe('canonicalizeLabels', () => {
   it('trims, lowercases, de-duplicates and sorts', () => {
-    expect(canonicalizeLabels([' Linux', 'docker', 'LINUX ', 'Docker', 'arm64'])).toEqual(['arm64', 'docker', 'linux']);
+    expect(canonicalizeLabels([' Linux', 'docker', 'LINUX ', 'Docker', 'arm64'])).toEqual([
+      'arm64',
+      'docker',
+      'linux',
+    ]);
   });
 
   it('keeps an empty list empty', () => expect(canonicalizeLabels([])).toEqual([]));
@@ -19,34 +23,45 @@ describe('canonicalizeLabels', () => {
   const label = fc.stringMatching(/^[ ]{0,2}[A-Za-z0-9:_-]{1,8}[ ]{0,2}$/);
 
   it('is idempotent', () => {
-    fc.assert(fc.property(fc.array(label), (labels) => {
-      const once = canonicalizeLabels(labels);
-      expect(canonicalizeLabels(once)).toEqual(once);
-    }));
-  });
-
-  it('does not depend on order', () => {
     fc.assert(
-      fc.property(fc.array(label).chain((l) => fc.tuple(fc.constant(l), fc.shuffledSubarray(l, { minLength: l.length }))), ([a, b]) => {
-        expect(canonicalizeLabels(b)).toEqual(canonicalizeLabels(a));
+      fc.property(fc.array(label), (labels) => {
+        const once = canonicalizeLabels(labels);
+        expect(canonicalizeLabels(once)).toEqual(once);
       }),
     );
   });
 
+  it('does not depend on order', () => {
+    fc.assert(
+      fc.property(
+        fc
+          .array(label)
+          .chain((l) => fc.tuple(fc.constant(l), fc.shuffledSubarray(l, { minLength: l.length }))),
+        ([a, b]) => {
+          expect(canonicalizeLabels(b)).toEqual(canonicalizeLabels(a));
+        },
+      ),
+    );
+  });
+
   it('is insensitive to case and surrounding whitespace', () => {
-    fc.assert(fc.property(fc.array(label), (labels) => {
-      const shouted = labels.map((l) => ` ${l.toUpperCase()} `);
-      expect(canonicalizeLabels(shouted)).toEqual(canonicalizeLabels(labels));
-    }));
+    fc.assert(
+      fc.property(fc.array(label), (labels) => {
+        const shouted = labels.map((l) => ` ${l.toUpperCase()} `);
+        expect(canonicalizeLabels(shouted)).toEqual(canonicalizeLabels(labels));
+      }),
+    );
   });
 
   it('yields sorted, unique, folded labels', () => {
-    fc.assert(fc.property(fc.array(label), (labels) => {
-      const out = canonicalizeLabels(labels);
-      expect(new Set(out).size).toBe(out.length);
-      expect([...out].sort()).toEqual(out);
-      for (const l of out) expect(l).toBe(l.trim().toLowerCase());
-    }));
+    fc.assert(
+      fc.property(fc.array(label), (labels) => {
+        const out = canonicalizeLabels(labels);
+        expect(new Set(out).size).toBe(out.length);
+        expect([...out].sort()).toEqual(out);
+        for (const l of out) expect(l).toBe(l.trim().toLowerCase());
+      }),
+    );
   });
 });
 
@@ -95,6 +110,9 @@ describe('normalizeRoles', () => {
     [['builder', 'all'], undefined],
     [[], []],
     [['builder'], ['builder']],
-    [['init-runner', 'builder'], ['init-runner', 'builder']],
+    [
+      ['init-runner', 'builder'],
+      ['init-runner', 'builder'],
+    ],
   ] as const)('%j -> %j', (roles, out) => expect(normalizeRoles(roles)).toEqual(out));
 });

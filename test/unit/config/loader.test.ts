@@ -92,12 +92,17 @@ describe('loadScalerConfig', () => {
     const bad = await write('d/bad.yaml', text);
     const err = await loadScalerConfig(main, join(dir, 'd')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UserError);
-    expect((err as Error).message).toBe(`${bad}: the top level of a scalers.d file must be a mapping with a "scalers" list, ${kind}`);
+    expect((err as Error).message).toBe(
+      `${bad}: the top level of a scalers.d file must be a mapping with a "scalers" list, ${kind}`,
+    );
   });
 
   it('refuses an alias bomb instead of expanding it', async () => {
     const lines = ['a: &a [x, x, x, x, x, x, x, x, x]'];
-    for (let i = 0; i < 12; i++) lines.push(`${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`);
+    for (let i = 0; i < 12; i++)
+      lines.push(
+        `${String.fromCharCode(98 + i)}: &${String.fromCharCode(98 + i)} [*${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}, *${String.fromCharCode(97 + i)}]`,
+      );
     const main = await write('scalers.yaml', `version: 1\nscalers: []\n${lines.join('\n')}\n`);
     const err = await loadScalerConfig(main).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UserError);
@@ -122,7 +127,10 @@ describe('loadScalerConfig', () => {
 
   it('the thrown ZodError still names the drop-in file and its own index', async () => {
     const main = await write('scalers.yaml', `version: 1\nscalers:\n${scaler('m')}`);
-    const dropIn = await write('d/10-x.yaml', `scalers:\n${scaler('ok')}  - name: broken\n    type: container\n    maxAgents: 1\n    labelSets: [{ labels: [z] }]\n`);
+    const dropIn = await write(
+      'd/10-x.yaml',
+      `scalers:\n${scaler('ok')}  - name: broken\n    type: container\n    maxAgents: 1\n    labelSets: [{ labels: [z] }]\n`,
+    );
     const err = await loadScalerConfig(main, join(dir, 'd')).catch((e: unknown) => e);
     expect(formatConfigError(err, { configPath: main })).toEqual([
       `${dropIn}: scalers[1].labelSets[0].image: container scalers need an agent image (required) (line 10)`,

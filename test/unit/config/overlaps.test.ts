@@ -10,9 +10,9 @@ const s = (name: string, ...sets: string[][]) => ({ name, labelSets: sets.map((l
 
 describe('detectLabelSetOverlaps', () => {
   it('finds a normalised set declared by two scalers', () => {
-    expect(detectLabelSetOverlaps([s('a', ['Linux', 'docker']), s('b', ['docker', 'linux', 'LINUX'])])).toEqual([
-      { labels: 'docker,linux', scaler1: 'a', scaler2: 'b' },
-    ]);
+    expect(
+      detectLabelSetOverlaps([s('a', ['Linux', 'docker']), s('b', ['docker', 'linux', 'LINUX'])]),
+    ).toEqual([{ labels: 'docker,linux', scaler1: 'a', scaler2: 'b' }]);
   });
 
   it('allows duplicates inside one scaler', () => {
@@ -49,5 +49,6 @@ describe('findDuplicateScalerNames', () => {
       { name: 'a', indices: [0, 2, 3] },
     ]);
   });
-  it('is empty for unique names', () => expect(findDuplicateScalerNames([{ name: 'a' }, { name: 'A' }])).toEqual([]));
+  it('is empty for unique names', () =>
+    expect(findDuplicateScalerNames([{ name: 'a' }, { name: 'A' }])).toEqual([]));
 });

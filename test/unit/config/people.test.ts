@@ -48,7 +48,9 @@ describe('loadScalerConfigForPeople', () => {
   });
 
   it('a directory as the config -> is a directory', async () => {
-    expect(problems(await loadScalerConfigForPeople(dir))).toEqual([`${dir}: is a directory, expected a YAML file`]);
+    expect(problems(await loadScalerConfigForPeople(dir))).toEqual([
+      `${dir}: is a directory, expected a YAML file`,
+    ]);
   });
 
   it.skipIf(process.getuid?.() === 0)('an unreadable file -> permission denied', async () => {
@@ -64,18 +66,27 @@ describe('loadScalerConfigForPeople', () => {
     const lines = problems(await loadScalerConfigForPeople(main, join(dir, 'd')));
     expect(lines.some((l) => l.startsWith(`${main}: line `) && l.includes('invalid YAML'))).toBe(true);
     expect(lines.some((l) => l.startsWith(`${d1}: line 3, column`))).toBe(true);
-    expect(lines).toContain(`${d2}: the top level of a scalers.d file must be a mapping with a "scalers" list, got a list`);
+    expect(lines).toContain(
+      `${d2}: the top level of a scalers.d file must be a mapping with a "scalers" list, got a list`,
+    );
   });
 
   it('shows the first YAML error of a file and counts the echoes after it', async () => {
     const main = await write('s.yaml', 'version: 1\nscalers:\n  - name: [a\n    type: x: y\n  bad\n');
     const lines = problems(await loadScalerConfigForPeople(main));
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(new RegExp(`^${main}: line \\d+, column \\d+: invalid YAML: .+ \\(and \\d+ more YAML errors? after it, often caused by this one\\)$`));
+    expect(lines[0]).toMatch(
+      new RegExp(
+        `^${main}: line \\d+, column \\d+: invalid YAML: .+ \\(and \\d+ more YAML errors? after it, often caused by this one\\)$`,
+      ),
+    );
   });
 
   it('makes invisible characters in unknown keys visible', async () => {
-    const main = await write('s.yaml', 'version: 1\nscalers:\n  - name: a\n    type: event\n    maxAgents: 1\n    provisioningTargets: ["job:p"]\n    labelSets: [{ "labe\uFEFFls": [x] }]\n');
+    const main = await write(
+      's.yaml',
+      'version: 1\nscalers:\n  - name: a\n    type: event\n    maxAgents: 1\n    provisioningTargets: ["job:p"]\n    labelSets: [{ "labe\uFEFFls": [x] }]\n',
+    );
     expect(problems(await loadScalerConfigForPeople(main))).toContain(
       `${main}: scalers[0].labelSets[0]: unknown key "labe\\ufeffls" (did you mean "labels"?) (line 7)`,
     );
@@ -118,7 +129,10 @@ describe('loadScalerConfigForPeople', () => {
   });
 
   it('reports cross-scaler problems together with schema problems', async () => {
-    const main = await write('s.yaml', `version: 1\nglobalMaxAgents: 0\nscalers:\n${event('a', 'x')}${event('a', 'x')}`);
+    const main = await write(
+      's.yaml',
+      `version: 1\nglobalMaxAgents: 0\nscalers:\n${event('a', 'x')}${event('a', 'x')}`,
+    );
     const lines = problems(await loadScalerConfigForPeople(main));
     expect(lines).toHaveLength(2);
     expect(lines[0]).toContain('globalMaxAgents');
@@ -131,9 +145,9 @@ describe('loadScalerConfigForPeople', () => {
       'version: 1\nscalers:\n  - name: w\n    type: bare-metal\n    maxAgents: 1\n    platform: { os: windows, arch: x64 }\n    labelSets: [{ labels: [windows], binaryPath: "C:\\\\a&b.cmd" }]\n',
     );
     expect((await loadScalerConfigForPeople(main, undefined, { hostPlatform: 'linux' })).ok).toBe(true);
-    expect(problems(await loadScalerConfigForPeople(main, undefined, { hostPlatform: 'win32' }))[0]).toContain(
-      'scalers[0].labelSets[0].binaryPath: batch-file path',
-    );
+    expect(
+      problems(await loadScalerConfigForPeople(main, undefined, { hostPlatform: 'win32' }))[0],
+    ).toContain('scalers[0].labelSets[0].binaryPath: batch-file path');
   });
 });
 
@@ -141,7 +155,10 @@ describe('warnings', () => {
   async function warningsOf(mainText: string, dropIns: Record<string, string> = {}): Promise<string[]> {
     const main = await write('s.yaml', mainText);
     for (const [name, text] of Object.entries(dropIns)) await write(`d/${name}`, text);
-    const r = await loadScalerConfigForPeople(main, Object.keys(dropIns).length > 0 ? join(dir, 'd') : undefined);
+    const r = await loadScalerConfigForPeople(
+      main,
+      Object.keys(dropIns).length > 0 ? join(dir, 'd') : undefined,
+    );
     if (!r.ok) throw new Error(r.problems.join('\n'));
     return r.warnings;
   }
@@ -150,17 +167,61 @@ describe('warnings', () => {
     `  - name: c\n    type: container\n    maxAgents: 2\n${extra}    labelSets:\n      - labels: [c]\n        image: img\n${setExtra}`;
 
   it.each<[string, string, string]>([
-    ['unknown top-level key', `version: 1\nglobalMaxAgent: 3\nscalers: []\n`, 'globalMaxAgent: unknown key "globalMaxAgent" in the top level is ignored (did you mean "globalMaxAgents"?)'],
-    ['unknown key under defaults', `version: 1\ndefaults: { resource: {} }\nscalers: []\n`, 'defaults.resource: unknown key "resource" in defaults is ignored'],
-    ['unknown key under firecracker', `version: 1\nfirecracker: { bridge: br0 }\nscalers: []\n`, 'firecracker.bridge: unknown key "bridge"'],
-    ['field for another type', `version: 1\nscalers:\n${container('    enforceCgroups: true\n')}`, 'scalers[0].enforceCgroups: ignored by container scalers (used by bare-metal)'],
-    ['label-set field for another type', `version: 1\nscalers:\n${container('', '        rootfsPath: /r\n')}`, 'scalers[0].labelSets[0].rootfsPath: ignored by container scalers'],
-    ['network isolation off', `version: 1\nscalers:\n${container('    networkIsolation: false\n')}`, 'scalers[0].networkIsolation: agents of this scaler can reach private networks'],
-    ['container socket', `version: 1\nscalers:\n${container('', '        containerSocket: true\n')}`, 'scalers[0].labelSets[0].containerSocket: mounting the runtime socket'],
-    ['network policy key typo', `version: 1\nscalers:\n${container('', '        networkPolicy: { denyall: true }\n')}`, 'networkPolicy.denyall: unknown key "denyall" in networkPolicy is ignored (did you mean "denyAll"?)'],
-    ['warm pool size 0', `version: 1\nscalers:\n${container('    warmPool: { enabled: true }\n')}`, 'scalers[0].warmPool: enabled with size 0'],
-    ['warm pool larger than maxAgents', `version: 1\nscalers:\n${container('    warmPool: { enabled: true, size: 5 }\n', '        resources: { limits: { cpus: 1 } }\n')}`, 'scalers[0].warmPool.size: is larger than maxAgents (2)'],
-    ['warm pool without resources', `version: 1\nscalers:\n${container('    warmPool: { enabled: true, size: 1 }\n')}`, 'scalers[0].labelSets[0].resources: the warm pool skips this label set'],
+    [
+      'unknown top-level key',
+      `version: 1\nglobalMaxAgent: 3\nscalers: []\n`,
+      'globalMaxAgent: unknown key "globalMaxAgent" in the top level is ignored (did you mean "globalMaxAgents"?)',
+    ],
+    [
+      'unknown key under defaults',
+      `version: 1\ndefaults: { resource: {} }\nscalers: []\n`,
+      'defaults.resource: unknown key "resource" in defaults is ignored',
+    ],
+    [
+      'unknown key under firecracker',
+      `version: 1\nfirecracker: { bridge: br0 }\nscalers: []\n`,
+      'firecracker.bridge: unknown key "bridge"',
+    ],
+    [
+      'field for another type',
+      `version: 1\nscalers:\n${container('    enforceCgroups: true\n')}`,
+      'scalers[0].enforceCgroups: ignored by container scalers (used by bare-metal)',
+    ],
+    [
+      'label-set field for another type',
+      `version: 1\nscalers:\n${container('', '        rootfsPath: /r\n')}`,
+      'scalers[0].labelSets[0].rootfsPath: ignored by container scalers',
+    ],
+    [
+      'network isolation off',
+      `version: 1\nscalers:\n${container('    networkIsolation: false\n')}`,
+      'scalers[0].networkIsolation: agents of this scaler can reach private networks',
+    ],
+    [
+      'container socket',
+      `version: 1\nscalers:\n${container('', '        containerSocket: true\n')}`,
+      'scalers[0].labelSets[0].containerSocket: mounting the runtime socket',
+    ],
+    [
+      'network policy key typo',
+      `version: 1\nscalers:\n${container('', '        networkPolicy: { denyall: true }\n')}`,
+      'networkPolicy.denyall: unknown key "denyall" in networkPolicy is ignored (did you mean "denyAll"?)',
+    ],
+    [
+      'warm pool size 0',
+      `version: 1\nscalers:\n${container('    warmPool: { enabled: true }\n')}`,
+      'scalers[0].warmPool: enabled with size 0',
+    ],
+    [
+      'warm pool larger than maxAgents',
+      `version: 1\nscalers:\n${container('    warmPool: { enabled: true, size: 5 }\n', '        resources: { limits: { cpus: 1 } }\n')}`,
+      'scalers[0].warmPool.size: is larger than maxAgents (2)',
+    ],
+    [
+      'warm pool without resources',
+      `version: 1\nscalers:\n${container('    warmPool: { enabled: true, size: 1 }\n')}`,
+      'scalers[0].labelSets[0].resources: the warm pool skips this label set',
+    ],
     ['unresolved YAML tag', `version: 1\nscalers: !weird []\n`, 'Unresolved tag: !weird'],
   ])('%s', async (_n, text, fragment) => {
     const warnings = await warningsOf(text);
@@ -173,7 +234,11 @@ describe('warnings', () => {
   });
 
   it('drop-in keys other than scalers, and drop-ins without scalers', async () => {
-    const warnings = await warningsOf('version: 1\nscalers: []\n', { 'a.yaml': 'version: 1\nscalers: []\n', 'b.yaml': 'foo: 1\n', 'c.yaml': '' });
+    const warnings = await warningsOf('version: 1\nscalers: []\n', {
+      'a.yaml': 'version: 1\nscalers: []\n',
+      'b.yaml': 'foo: 1\n',
+      'c.yaml': '',
+    });
     expect(warnings).toEqual([
       `${join(dir, 'd/a.yaml')}: version: ignored in a scalers.d file; only "scalers" is merged`,
       `${join(dir, 'd/b.yaml')}: contributes no scalers (it has no "scalers" list)`,

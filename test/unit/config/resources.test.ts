@@ -14,7 +14,10 @@ describe('mirrorResources (C.6)', () => {
     [{}, undefined],
     [{ requests: a }, { requests: a, limits: a }],
     [{ limits: b }, { requests: b, limits: b }],
-    [{ requests: a, limits: b }, { requests: a, limits: b }],
+    [
+      { requests: a, limits: b },
+      { requests: a, limits: b },
+    ],
   ])('%j -> %j', (input, output) => expect(mirrorResources(input)).toEqual(output));
 
   it('copies the mirrored side so the two are not one object', () => {
@@ -74,11 +77,18 @@ describe('resourceCapSchema', () => {
     [{}, {}],
     [{ maxCpu: 4 }, { maxCpu: 4 }],
     [{ maxMemory: '2g' }, { maxMemoryBytes: 2 * 1024 ** 3 }],
-    [{ maxCpu: 0.5, maxMemory: '512m' }, { maxCpu: 0.5, maxMemoryBytes: 512 * 1024 ** 2 }],
+    [
+      { maxCpu: 0.5, maxMemory: '512m' },
+      { maxCpu: 0.5, maxMemoryBytes: 512 * 1024 ** 2 },
+    ],
   ])('%j -> %j', (input, output) => expect(parse(input).data).toEqual(output));
 
   it.each([
-    [{ maxMemory: 'lots' }, ['maxMemory'], 'Invalid memory format: "lots". Expected format like "512m", "2g", or "1024k".'],
+    [
+      { maxMemory: 'lots' },
+      ['maxMemory'],
+      'Invalid memory format: "lots". Expected format like "512m", "2g", or "1024k".',
+    ],
     [{ maxCpu: 0 }, ['maxCpu'], 'greater than 0'],
     [{ maxCpu: -1 }, ['maxCpu'], 'greater than 0'],
     [{ maxMemoryBytes: 5 }, [], 'unknown key "maxMemoryBytes"'],

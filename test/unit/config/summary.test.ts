@@ -5,8 +5,21 @@ import { fileWith, minimalEntry, parsedOk } from './fixtures.js';
 describe('summarizeConfig', () => {
   const config = parsedOk({
     ...fileWith(
-      { ...minimalEntry('container', 'c'), resourceCap: { maxCpu: 4 }, machinePool: 'p', warmPool: { enabled: true, size: 2 } },
-      { ...minimalEntry('bare-metal', 'm'), platform: { os: 'macos', arch: 'arm64' }, mandatoryLabels: ['xcode'], labelSets: [{ labels: ['xcode', 'm'], binaryPath: '/a' }, { labels: ['xcode', 'n'], binaryPath: '/a' }] },
+      {
+        ...minimalEntry('container', 'c'),
+        resourceCap: { maxCpu: 4 },
+        machinePool: 'p',
+        warmPool: { enabled: true, size: 2 },
+      },
+      {
+        ...minimalEntry('bare-metal', 'm'),
+        platform: { os: 'macos', arch: 'arm64' },
+        mandatoryLabels: ['xcode'],
+        labelSets: [
+          { labels: ['xcode', 'm'], binaryPath: '/a' },
+          { labels: ['xcode', 'n'], binaryPath: '/a' },
+        ],
+      },
     ),
     globalMaxAgents: 10,
     globalResourceCap: { maxMemory: '8g' },
@@ -15,11 +28,25 @@ describe('summarizeConfig', () => {
 
   it('counts scalers, label sets and caps', () => {
     const s = summarizeConfig(config);
-    expect(s.totals).toEqual({ scalers: 2, labelSets: 3, maxAgents: 4, byType: { container: 1, 'bare-metal': 1 } });
+    expect(s.totals).toEqual({
+      scalers: 2,
+      labelSets: 3,
+      maxAgents: 4,
+      byType: { container: 1, 'bare-metal': 1 },
+    });
     expect(s.globalResourceCap).toEqual({ maxMemoryBytes: 8 * 1024 ** 3 });
     expect(s.machinePools).toEqual([{ name: 'p', cap: { maxCpu: 8 } }]);
-    expect(s.scalers[0]).toMatchObject({ name: 'c', resourceCap: { maxCpu: 4 }, machinePool: 'p', warmPool: { size: 2, idleTimeoutSeconds: 300 } });
-    expect(s.scalers[1]).toMatchObject({ labelSets: ['m,xcode', 'n,xcode'], platformTaints: ['macos', 'arm64'], mandatoryLabels: ['xcode'] });
+    expect(s.scalers[0]).toMatchObject({
+      name: 'c',
+      resourceCap: { maxCpu: 4 },
+      machinePool: 'p',
+      warmPool: { size: 2, idleTimeoutSeconds: 300 },
+    });
+    expect(s.scalers[1]).toMatchObject({
+      labelSets: ['m,xcode', 'n,xcode'],
+      platformTaints: ['macos', 'arm64'],
+      mandatoryLabels: ['xcode'],
+    });
   });
 
   it('formats a readable table', () => {

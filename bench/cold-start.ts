@@ -1,0 +1,107 @@
+/**
+ * Submit-to-first-step latency on a cold bare-metal agent (median of N jobs, one at a time), beside
+ * the raw cost of starting the same agent binary and having it connect and register to a bare
+ * WebSocket server, measured in the same run.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { pino } from 'pino';
+import { WebSocketServer } from 'ws';
+import { Orchestrator } from '../dist/server/orchestrator.js';
+import { fmt, median, percentile, type BenchResult } from './stats.ts';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const AGENT = join(ROOT, 'dist/cli/agent.js');
+
+async function rawStart(n: number): Promise<number[]> {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((r) => wss.once('listening', r));
+  const port = (wss.address() as { port: number }).port;
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const registered = new Promise<number>((res) => wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))));
+    const child = spawn(AGENT, [], {
+      detached: true,
+      stdio: 'ignore',
+      env: {
+        PATH: process.env.PATH,
+        KICI_ORCHESTRATOR_URL: `ws://127.0.0.1:${port}/ws`,
+        KICI_AGENT_ID: `raw-${i}`,
+        KICI_AGENT_TOKEN: 'raw',
+        KICI_LABELS: 'linux,small',
+        KICI_SCALER_MANAGED: '1',
+      },
+    });
+    out.push((await registered) - t0);
+    const exited = new Promise((r) => child.once('exit', r));
+    process.kill(-child.pid!, 'SIGKILL');
+    await exited;
+  }
+  wss.close();
+  return out;
+}
+
+async function ourStart(n: number): Promise<number[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-bench-'));
+  const cfg = join(dir, 'scalers.yaml');
+  await writeFile(
+    cfg,
+    `version: 1\nscalers:\n  - name: bm\n    type: bare-metal\n    maxAgents: 1\n    labelSets:\n      - labels: [linux, small]\n        binaryPath: ${AGENT}\n`,
+  );
+  const orch = await Orchestrator.start({ port: 0, dataDir: dir, scalerConfigPath: cfg, logger: pino({ level: 'silent' }) });
+  const out: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const wall0 = Date.now();
+      const res = await fetch(`${orch.url}/api/v1/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } } }),
+      });
+      const { jobs } = (await res.json()) as { jobs: { id: string }[] };
+      const id = jobs[0]!.id;
+      for (;;) {
+        const step = await orch.store.db.selectFrom('step_results').select('started_at').where('job_id', '=', id).executeTakeFirst();
+        const job = await orch.store.jobs.get(id);
+        if (step && job && ['succeeded', 'failed'].includes(job.state)) {
+          out.push(step.started_at.getTime() - wall0);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      // Cold means cold: wait until the previous agent is gone.
+      while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+    }
+  } finally {
+    await orch.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+  return out;
+}
+
+export async function benchColdStart(n = 50): Promise<BenchResult> {
+  // Interleave so both see the same machine conditions: half the raw runs, ours, then the rest.
+  const raw1 = await rawStart(Math.ceil(n / 2));
+  const ours = await ourStart(n);
+  const raw2 = await rawStart(Math.floor(n / 2));
+  const raw = [...raw1, ...raw2];
+  const ratio = median(ours) / median(raw);
+  return {
+    name: 'cold bare-metal agent: submit → first step',
+    value: median(ours),
+    unit: 'ms',
+    ratio,
+    target: 'ratio ≤ 1.5',
+    pass: ratio <= 1.5,
+    detail: `ours median ${fmt(median(ours))} ms (p95 ${fmt(percentile(ours, 95))}), raw agent start+connect median ${fmt(median(raw))} ms (p95 ${fmt(percentile(raw, 95))}), n=${n}`,
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]!).href) {
+  const r = await benchColdStart(Number(process.argv[2] ?? 50));
+  console.log(JSON.stringify(r, null, 2));
+}

@@ -1,0 +1,32 @@
+/**
+ * `npm run bench`: every benchmark, each reported beside the raw cost it is judged against.
+ * Results are also written to .bench-out/results.json.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { benchColdStart } from './cold-start.ts';
+import { benchConfigLoad } from './config-load.ts';
+import type { BenchResult } from './stats.ts';
+
+const only = process.argv.slice(2);
+const benches: [string, () => Promise<BenchResult | { name: string; medianMs: number; detail: string }>][] = [
+  ['config-load', benchConfigLoad],
+  ['cold-start', () => benchColdStart(50)],
+];
+
+const results: BenchResult[] = [];
+for (const [key, run] of benches) {
+  if (only.length && !only.includes(key)) continue;
+  process.stdout.write(`running ${key}…\n`);
+  const r = await run();
+  const norm: BenchResult =
+    'value' in r
+      ? r
+      : { name: r.name, value: r.medianMs, unit: 'ms', target: 'under 100 ms', pass: r.medianMs < 100, detail: r.detail };
+  results.push(norm);
+  process.stdout.write(
+    `  ${norm.pass ? 'PASS' : 'MISS'}  ${norm.name}: ${norm.value.toFixed(1)} ${norm.unit}` +
+      `${norm.ratio !== undefined ? ` (ratio ${norm.ratio.toFixed(2)})` : ''}; target ${norm.target}\n    ${norm.detail}\n`,
+  );
+}
+await mkdir('.bench-out', { recursive: true });
+await writeFile('.bench-out/results.json', JSON.stringify(results, null, 2));

@@ -1,0 +1,68 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createStore, openDatabase } from '../../src/store/index.js';
+import { bareMetalConfig, eventually, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import { describeStoreContract } from '../helpers/store-contract.js';
+
+const ADMIN_URL = process.env.KICI_TEST_DATABASE_URL;
+
+/** A fresh database per test, on the system tier's PostgreSQL. */
+async function freshDatabaseUrl(): Promise<string> {
+  if (!ADMIN_URL) {
+    throw new Error('KICI_TEST_DATABASE_URL is not set: run the system tier with `npm run test:system` (as root)');
+  }
+  const name = `kici_${randomBytes(5).toString('hex')}`;
+  const client = new pg.Client({ connectionString: ADMIN_URL });
+  await client.connect();
+  await client.query(`create database ${name}`);
+  await client.end();
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+beforeAll(async () => {
+  // Fail loudly (never skip) when the service is missing.
+  const client = new pg.Client({ connectionString: ADMIN_URL ?? 'postgres://missing' });
+  await client.connect();
+  await client.end();
+});
+
+describeStoreContract('PostgreSQL', async () => {
+  const db = await openDatabase({ url: await freshDatabaseUrl() });
+  return { store: createStore(db.db), close: () => db.close() };
+});
+
+describe('orchestrator on external PostgreSQL', () => {
+  let t: TestOrchestrator | undefined;
+  afterEach(async () => {
+    await t?.stop();
+    t = undefined;
+  });
+
+  it('migrations are idempotent across two opens', async () => {
+    const url = await freshDatabaseUrl();
+    const a = await openDatabase({ url });
+    const b = await openDatabase({ url });
+    expect(a.engine).toBe('postgres');
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it('runs autoscaled bare-metal jobs end to end with the same migrations', async () => {
+    t = await startTestOrchestrator({ databaseUrl: await freshDatabaseUrl(), config: bareMetalConfig() });
+    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: {
+        a: { runsOn: ['linux', 'small'], steps: [{ run: 'echo pg-a' }] },
+        b: { runsOn: ['linux', 'large'], steps: [{ run: 'exit 5' }] },
+      },
+    });
+    const [a, b] = await Promise.all(run.body.jobs.map((j) => t!.waitForJob(j.id)));
+    expect(a!.state).toBe('succeeded');
+    expect(b!.state).toBe('failed');
+    expect(b!.exitCode).toBe(5);
+    await eventually(() => t!.orch.scaler!.entries().length === 0, 10_000, 'agents gone');
+    const logs = await t.api<{ lines: { line: string }[] }>('GET', `/api/v1/jobs/${a!.id}/logs`);
+    expect(logs.body.lines.map((l) => l.line)).toContain('pg-a');
+  });
+});
