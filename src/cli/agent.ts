@@ -6,6 +6,10 @@
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 
+// Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
+// process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+
 function log(level: 'info' | 'warn' | 'error', msg: string): void {
   const line = JSON.stringify({ level, time: new Date().toISOString(), agentId: process.env.KICI_AGENT_ID, msg });
   (level === 'info' ? process.stdout : process.stderr).write(line + '\n');

@@ -45,11 +45,19 @@ function flatResourcesMessage(iss: { code?: string; keys?: string[] }): string |
   return `${keys} cannot sit directly under resources; nest ${them} under limits (resources: { limits: { cpus: 2, memory: 4g } }) — a limit alone also sets the request`;
 }
 
+/** The request/limit block as written; the exported schema adds the C.6 mirror. */
+const resourceRequestObjectSchema = z.strictObject(
+  {
+    requests: resourceSpecSchema.optional().meta({ description: 'What caps bill. Alone, also the limit.' }),
+    limits: resourceSpecSchema
+      .optional()
+      .meta({ description: 'What the backend enforces. Alone, also the request.' }),
+  },
+  { error: flatResourcesMessage },
+);
+
 export type ResourceSpec = z.output<typeof resourceSpecSchema>;
-export interface ResourceRequest {
-  requests?: ResourceSpec;
-  limits?: ResourceSpec;
-}
+export type ResourceRequest = z.output<typeof resourceRequestObjectSchema>;
 
 /**
  * C.6 mirror: a side given alone stands for both, so consumers always see requests (what
@@ -62,22 +70,7 @@ export function mirrorResources(r: ResourceRequest | undefined): ResourceRequest
   return { requests: { ...side }, limits: { ...side } };
 }
 
-export const resourceRequestSchema = z
-  .strictObject(
-    {
-      requests: resourceSpecSchema.optional().meta({ description: 'What caps bill. Alone, also the limit.' }),
-      limits: resourceSpecSchema
-        .optional()
-        .meta({ description: 'What the backend enforces. Alone, also the request.' }),
-    },
-    { error: flatResourcesMessage },
-  )
-  .transform((r): ResourceRequest | undefined => mirrorResources(r));
-
-export interface ResourceCap {
-  maxCpu?: number;
-  maxMemoryBytes?: number;
-}
+export const resourceRequestSchema = resourceRequestObjectSchema.transform((r) => mirrorResources(r));
 
 /** Caps are written with a memory string and used in bytes, so the parse happens once here. */
 export const resourceCapSchema = z
@@ -87,9 +80,10 @@ export const resourceCapSchema = z
       .optional()
       .meta({ description: 'Cap on summed memory requests, e.g. "64g".' }),
   })
-  .transform(({ maxCpu, maxMemory }): ResourceCap => {
-    const cap: ResourceCap = {};
-    if (maxCpu !== undefined) cap.maxCpu = maxCpu;
-    if (maxMemory !== undefined) cap.maxMemoryBytes = parseMemoryString(maxMemory);
-    return cap;
-  });
+  // Only the keys that were given, so `{}` stays `{}`.
+  .transform(({ maxCpu, maxMemory }) => ({
+    ...(maxCpu !== undefined && { maxCpu }),
+    ...(maxMemory !== undefined && { maxMemoryBytes: parseMemoryString(maxMemory) }),
+  }));
+
+export type ResourceCap = z.output<typeof resourceCapSchema>;

@@ -33,6 +33,7 @@ export function canAgentRunJob(agent: Pick<ConnectedAgent, 'labels' | 'gate'>, j
   if (role === 'build' && !agent.labels.has('kici:role:builder') && agent.labels.has('kici:role:execution')) return false;
   if (role === 'init' && !agent.labels.has('kici:role:init-runner') && agent.labels.has('kici:role:execution')) return false;
   if (job.spec.container && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
+  if (job.spec.excludeLabels?.some((l) => agent.labels.has(l.trim().toLowerCase()))) return false;
   return true;
 }
 
@@ -60,10 +61,11 @@ export class AgentRegistry {
   }
 
   /** An idle agent for this job; scaler agents first would waste static capacity, so static first. */
-  findIdle(job: Pick<QueuedJob, 'runsOn' | 'spec'>): ConnectedAgent | undefined {
+  findIdle(job: Pick<QueuedJob, 'runsOn' | 'spec'>, fits?: (a: ConnectedAgent) => boolean): ConnectedAgent | undefined {
     let fallback: ConnectedAgent | undefined;
     for (const a of this.agents.values()) {
       if (!this.isAvailable(a) || !canAgentRunJob(a, job)) continue;
+      if (fits && !fits(a)) continue;
       if (a.kind === 'static') return a;
       fallback ??= a;
     }

@@ -3,6 +3,10 @@ import { canonicalizeLabels, mirrorResources } from '../config/index.js';
 import type { RunSpec, JobSpec } from '../jobs/run-spec.js';
 import type { AssignedJob } from '../protocol/messages.js';
 import type { ScalerManager } from '../scaler/manager.js';
+import type { ScaleJob } from '../scaler/types.js';
+import { CapBook } from '../scaler/core/caps.js';
+import { planReconcile } from '../scaler/core/plan.js';
+import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -31,6 +35,8 @@ export interface DispatcherOptions {
   timeoutBackstopMs?: number;
 }
 
+const NO_CAPS = new CapBook({ globalMaxAgents: 0, scalers: new Map() });
+
 export const newId = (prefix: string) => `${prefix}-${randomBytes(6).toString('hex')}`;
 
 /**
@@ -56,6 +62,22 @@ export class Dispatcher {
     this.log = opts.logger.child({ component: 'dispatcher' });
     this.logs = new LogSink(opts.store, this.log);
     this.startedAtMs = opts.clock.now();
+  }
+
+  /** What the scaler's warm pools may see of the registry. */
+  registryView() {
+    return {
+      isIdle: (id: string) => {
+        const a = this.registry.get(id);
+        return !!a && this.registry.isAvailable(a);
+      },
+      tryDrain: (id: string) => {
+        const a = this.registry.get(id);
+        if (!a || !this.registry.isAvailable(a)) return false;
+        a.draining = true;
+        return true;
+      },
+    };
   }
 
   noteStaticToken(agentId: string, labels: string[], expiresAt: Date | null): void {
@@ -122,45 +144,77 @@ export class Dispatcher {
     return this.idle;
   }
 
+  /** One reconcile: the pure planner decides for the whole queue, then its decisions are applied. */
   private async pass(): Promise<void> {
-    for (const group of this.queue.orderedGroups()) {
-      let scalingClosed: string | undefined;
-      for (const job of group.jobs) {
-        if (this.stopped) return;
-        if (!this.queue.has(job.id)) continue;
-        const agent = this.registry.findIdle(job);
-        if (agent) {
-          await this.assign(job, agent);
-          continue;
-        }
-        // No idle agent fits this group; the same holds for its later jobs unless scaling helps.
-        if (scalingClosed !== undefined) {
-          job.waiting = scalingClosed;
+    const scaler = this.opts.scaler;
+    const now = this.opts.clock.now();
+    const groups = this.queue.orderedGroups().map((g) => {
+      const sample = g.jobs[0]!;
+      const provisioning = new Set<string>();
+      if (scaler) for (const j of g.jobs) if (scaler.isProvisioning(j.id)) provisioning.add(j.id);
+      return {
+        key: g.key,
+        labels: g.labels,
+        role: sample.spec.role,
+        exclude: sample.spec.excludeLabels ? canonicalizeLabels(sample.spec.excludeLabels) : undefined,
+        jobIds: g.jobs.map((j) => j.id),
+        provisioning,
+        sample,
+      };
+    });
+    const perScaler = new Map<string, number>();
+    for (const b of scaler?.backendList() ?? []) perScaler.set(b.name, b.getActiveCount());
+    const plan = planReconcile({
+      groups,
+      idleAgents: this.registry.list().filter((a) => this.registry.isAvailable(a)),
+      canRun: (a, g) => canAgentRunJob(a, g.sample) && (a.kind !== 'scaler' || !scaler || scaler.agentFits(a.id, this.scaleJob(g.sample))),
+      table: scaler?.routingTable() ?? [],
+      caps: scaler?.capBook() ?? NO_CAPS,
+      live: { global: scaler?.globalActiveCount() ?? 0, perScaler },
+      backoff: (key) => scaler?.backoff.check(key, now) ?? { blocked: false },
+      requestsFor: (m, g) => scaler!.resourcesFor(m, this.scaleJob(g.sample)).requests,
+      scaling: scaler !== undefined,
+    });
+    for (const [n, d] of plan.entries()) {
+      if (this.stopped) return;
+      const group = groups[n]!;
+      for (const a of d.assign) {
+        const job = this.queue.get(a.jobId);
+        const agent = this.registry.get(a.agentId);
+        if (job && agent && this.registry.isAvailable(agent)) await this.assign(job, agent);
+      }
+      let reason = d.reason;
+      for (const sp of d.spawn) {
+        const job = this.queue.get(sp.jobId);
+        if (!job || !scaler || scaler.isProvisioning(job.id)) continue;
+        const r = await scaler.requestScale(this.scaleJob(job));
+        if (r.action === 'spawning') job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
+        else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') {
+          reason = r.reason;
           break;
         }
-        const scaler = this.opts.scaler;
-        if (scaler?.isProvisioning(job.id)) continue;
-        if (!scaler) {
-          if (!this.someoneCould(job)) await this.settleNoBackend(job, 'no scaler is configured and no agent token matches these labels');
-          else job.waiting = 'waiting for a matching agent';
-          continue;
-        }
-        const r = await scaler.requestScale({
-          id: job.id,
-          runId: job.runId,
-          runsOn: job.runsOn,
-          resources: job.spec.resources,
-          container: job.spec.container,
-          role: job.spec.role,
-        });
-        if (r.action === 'spawning') job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
-        else if (r.action === 'no-backend') {
-          if (this.someoneCould(job)) job.waiting = 'waiting for a matching agent';
-          else await this.settleNoBackend(job, r.reason);
-        } else if (r.action === 'skipped' && r.reason === 'provision-in-flight') continue;
-        else scalingClosed = job.waiting = r.reason;
       }
+      const left = group.jobIds.map((id) => this.queue.get(id)).filter((j): j is QueuedJob => !!j && !scaler?.isProvisioning(j.id));
+      if (d.noBackend) {
+        const why = scaler ? `${d.noBackend}; ${describeTable(scaler.routingTable())}` : 'no scaler is configured and no agent token matches these labels';
+        for (const job of left) {
+          if (this.someoneCould(job)) job.waiting = 'waiting for a matching agent';
+          else await this.settleNoBackend(job, why);
+        }
+      } else if (reason) for (const job of left) job.waiting = reason;
     }
+  }
+
+  scaleJob(job: QueuedJob): ScaleJob {
+    return {
+      id: job.id,
+      runId: job.runId,
+      runsOn: job.runsOn,
+      resources: job.spec.resources,
+      container: job.spec.container,
+      role: job.spec.role,
+      ...(job.spec.excludeLabels ? { excludeLabels: canonicalizeLabels(job.spec.excludeLabels) } : {}),
+    };
   }
 
   private async settleNoBackend(job: QueuedJob, reason: string): Promise<void> {
@@ -193,6 +247,7 @@ export class Dispatcher {
     }
     const active: ActiveJob = { job, agentId: agent.id, state: 'dispatched' };
     this.active.set(job.id, active);
+    if (agent.kind === 'scaler') this.opts.scaler?.onJobAssigned(agent.id);
     this.armTimeout(active);
     agent.send({ type: 'job.assign', job: toAssigned(job) });
     this.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
@@ -203,7 +258,7 @@ export class Dispatcher {
   async dispatchBound(agentId: string, jobId: string): Promise<void> {
     const agent = this.registry.get(agentId);
     const job = this.queue.get(jobId);
-    if (agent && job && this.registry.isAvailable(agent) && canAgentRunJob(agent, job)) {
+    if (agent && job && this.registry.isAvailable(agent) && canAgentRunJob(agent, job) && (this.opts.scaler?.agentFits(agentId, this.scaleJob(job)) ?? true)) {
       if (await this.assign(job, agent)) return;
     }
     await this.requestPump();

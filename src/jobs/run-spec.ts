@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isMemoryString } from '../config/memory.js';
 
 /**
  * The run file (`kici-admin job submit run.yaml`) and the body of `POST /api/v1/runs`:
@@ -9,9 +10,13 @@ const envSchema = z.record(
   z.string(),
 );
 
+const MEMORY_PATTERN = /^\d+(\.\d+)?\s?[kmgKMG]$/;
+const MEMORY_MESSAGE = 'a memory size like "512m", "2g" or "1024k" (binary units)';
 const memorySchema = z
   .string()
-  .regex(/^\d+(\.\d+)?\s?[kmgKMG]$/, 'a memory size like "512m", "2g" or "1024k" (binary units)');
+  .regex(MEMORY_PATTERN, MEMORY_MESSAGE)
+  // A number too large for a double would pass the pattern and then fail when the job is billed.
+  .refine((v) => !MEMORY_PATTERN.test(v) || isMemoryString(v), MEMORY_MESSAGE);
 
 const resourceSpecSchema = z.strictObject({
   cpus: z.number().positive().max(256).optional(),
@@ -42,6 +47,8 @@ export const jobSpecSchema = z.strictObject({
   container: z.strictObject({ image: z.string().min(1) }).optional(),
   timeoutSeconds: z.number().int().positive().optional(),
   role: z.enum(JOB_ROLES).default('execution'),
+  /** Never run on an agent (or scaler label set) carrying any of these labels. */
+  excludeLabels: z.array(z.string().min(1)).optional(),
 });
 
 const jobNameSchema = z
@@ -72,7 +79,13 @@ export function formatIssuePath(path: readonly PropertyKey[]): string {
 }
 
 export function describeRunSpecIssues(err: z.ZodError): string[] {
-  return err.issues.map((i) => `${formatIssuePath(i.path)}: ${i.message}`);
+  return err.issues.map((i) => `${formatIssuePath(i.path)}: ${issueMessage(i)}`);
+}
+
+/** A bad record key (job name, env name) only says "Invalid key in record"; its own schema says why. */
+function issueMessage(i: z.core.$ZodIssue): string {
+  if (i.code === 'invalid_key' && i.issues.length > 0) return i.issues.map((k) => k.message).join('; ');
+  return i.message;
 }
 
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; problems: string[] };

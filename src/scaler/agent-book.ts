@@ -19,6 +19,14 @@ export interface ManagedEntry {
   registered: boolean;
   /** Recovered after a restart; waiting for the agent to reconnect. */
   recovered: boolean;
+  /** Pre-spawned by a warm pool (no job); `consumed` once it took a job. */
+  warm: boolean;
+  consumed: boolean;
+  registeredAtMs?: number;
+  /** Effective resources, for the warm-agent shape check and the ledger. */
+  requests: { cpus: number; memBytes: number };
+  limits: { cpus: number; memBytes: number };
+  machinePool?: string | undefined;
   backendRef?: string;
   abort: AbortController;
 }

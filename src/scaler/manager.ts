@@ -1,19 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import { normalizeLabelSet, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import type { ScalerConfig, ScalerEntry } from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { phaseOf, type ManagedEntry } from './agent-book.js';
-import { backoffKey, DEFAULT_PROVISION_BACKOFF, ProvisionBackoff, type ProvisionBackoffOptions } from './core/backoff.js';
-import { CapBook, type CapLimits } from './core/caps.js';
+import { backoffKey, type ProvisionBackoffOptions } from './core/backoff.js';
 import { withDeadline } from './core/deadline.js';
-import { FailureTracker } from './core/failure-tracker.js';
-import { resolveResources } from './core/resources.js';
-import { agentLabelsFor, buildRoutingTable, describeTable, findLabelSet, type RoutableLabelSet } from './core/routing.js';
-import { Semaphore, withSlot } from './core/semaphore.js';
+import { resolveResources, type EffectiveResources } from './core/resources.js';
+import { agentLabelsFor, describeTable, findLabelSet, type RoutableLabelSet } from './core/routing.js';
+import { withSlot } from './core/semaphore.js';
 import { classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
-import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import type { MachineLedger } from './ledger/machine-ledger.js';
+import { recoverAgents } from './recovery.js';
+import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
+import { ScalerState } from './state.js';
+import type { DestroyContext, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import { WarmPools, type RegistryView } from './warm-pool.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
 export const DEFAULT_AGENT_TOKEN_TTL_MS = 3_600_000;
@@ -35,11 +38,12 @@ export interface ScalerManagerOptions {
   clock: Clock;
   logger: Logger;
   instanceId: string;
-  /** The URL spawned agents dial, per scaler (C.12 resolution happens in the caller). */
+  /** The URL spawned agents dial, per scaler. */
   orchestratorUrlFor: (entry: ScalerEntry) => string;
   spawnTimeoutMs?: number;
   agentTokenTtlMs?: number;
   backoff?: ProvisionBackoffOptions;
+  ledger?: MachineLedger | undefined;
   isDraining?: () => boolean;
 }
 
@@ -50,7 +54,10 @@ export interface RegistrationResult {
   boundJobId: string | undefined;
   gate: string[];
   labels: string[];
+  warm: boolean;
 }
+
+type TeardownReason = NonNullable<DestroyContext['reason']>;
 
 /**
  * The thin async shell around the pure decision core: it asks the core where a job goes and whether
@@ -58,90 +65,80 @@ export interface RegistrationResult {
  * semaphore and deadline. Every outcome flows back into the core (reservation released, backoff armed).
  */
 export class ScalerManager {
-  config: ScalerConfig;
-  readonly backoff: ProvisionBackoff;
-  readonly failures = new FailureTracker();
-  private readonly backends = new Map<string, ScalerBackend>();
-  private readonly entriesByName = new Map<string, ScalerEntry>();
-  private readonly agents = new Map<string, ManagedEntry>();
-  private readonly jobToAgent = new Map<string, string>();
-  private readonly semaphores = new Map<string, Semaphore>();
-  private readonly caps: CapBook;
-  private table: RoutableLabelSet[];
+  readonly state: ScalerState;
+  readonly warm: WarmPools;
   private hooks: ScalerHooks | undefined;
   private freedTimer: TimerHandle | undefined;
-  private readonly log: Logger;
+  readonly log: Logger;
 
-  constructor(private readonly opts: ScalerManagerOptions) {
-    this.config = opts.config;
+  constructor(readonly opts: ScalerManagerOptions) {
+    this.state = new ScalerState(opts.config, opts.backends, opts.backoff);
     this.log = opts.logger.child({ component: 'scaler' });
-    this.backoff = new ProvisionBackoff({ ...DEFAULT_PROVISION_BACKOFF, ...opts.backoff });
-    for (const b of opts.backends) this.backends.set(b.name, b);
-    for (const e of opts.config.scalers) this.entriesByName.set(e.name, e);
-    this.caps = new CapBook(this.capLimits());
-    this.table = buildRoutingTable(opts.config);
+    this.warm = new WarmPools(this, opts.clock, this.log);
   }
 
-  setHooks(hooks: ScalerHooks): void {
-    this.hooks = hooks;
+  get config(): ScalerConfig {
+    return this.state.config;
   }
-
+  get backoff() {
+    return this.state.backoff;
+  }
+  get failures() {
+    return this.state.failures;
+  }
   get instanceId(): string {
     return this.opts.instanceId;
   }
 
-  private capLimits(): CapLimits {
-    return {
-      globalMaxAgents: this.config.globalMaxAgents,
-      globalResourceCap: this.config.globalResourceCap,
-      scalers: new Map(this.config.scalers.map((s) => [s.name, { maxAgents: s.maxAgents, resourceCap: s.resourceCap }])),
-    };
+  setHooks(hooks: ScalerHooks, registry?: RegistryView): void {
+    this.hooks = hooks;
+    if (registry) this.warm.setRegistry(registry);
   }
 
   globalActiveCount(): number {
-    let n = 0;
-    for (const b of this.backends.values()) n += b.getActiveCount();
-    return n;
+    return this.state.globalActiveCount();
   }
 
   /** Is a spawn for this job in flight (reserved, spawning or not yet registered)? */
   isProvisioning(jobId: string): boolean {
-    return this.jobToAgent.has(jobId);
+    return this.state.jobToAgent.has(jobId);
   }
 
-  /** Could any label set serve these labels at all (ignoring caps and backoff)? */
-  canRoute(job: Pick<ScaleJob, 'runsOn' | 'role'>): boolean {
-    return findLabelSet({ labels: job.runsOn, role: job.role }, this.table) !== undefined;
+  route(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels'>): RoutableLabelSet | undefined {
+    return findLabelSet({ labels: job.runsOn, role: job.role, exclude: job.excludeLabels }, this.state.table);
   }
 
-  route(job: Pick<ScaleJob, 'runsOn' | 'role'>): RoutableLabelSet | undefined {
-    return findLabelSet({ labels: job.runsOn, role: job.role }, this.table);
+  resourcesFor(match: RoutableLabelSet, job?: ScaleJob): EffectiveResources {
+    const entry = this.state.entries.get(match.scalerName)!;
+    return resolveResources(job?.resources, entry.labelSets[match.index]?.resources, this.config.defaults?.resources);
   }
 
   async requestScale(job: ScaleJob): Promise<ScaleResult> {
     if (this.opts.isDraining?.()) return { action: 'skipped', reason: 'orchestrator is draining' };
-    if (this.jobToAgent.has(job.id)) return { action: 'skipped', reason: 'provision-in-flight' };
+    if (this.state.jobToAgent.has(job.id)) return { action: 'skipped', reason: 'provision-in-flight' };
     const match = this.route(job);
     if (!match) {
-      const reason = `no scaler label set matches [${job.runsOn.join(',')}]; ${describeTable(this.table)}`;
-      return { action: 'no-backend', reason };
+      return { action: 'no-backend', reason: `no scaler label set matches [${job.runsOn.join(',')}]; ${describeTable(this.state.table)}` };
     }
-    const now = this.opts.clock.now();
-    const held = this.backoff.check(backoffKey(match.scalerName, match.key), now);
+    const held = this.state.backoff.check(backoffKey(match.scalerName, match.key), this.opts.clock.now());
     if (held.blocked) return { action: 'skipped', reason: held.reason, retryAfterMs: held.retryAfterMs };
-    const entry = this.entriesByName.get(match.scalerName)!;
-    const backend = this.backends.get(match.scalerName);
+    return this.provision(match, this.resourcesFor(match, job), job);
+  }
+
+  /** Reserve, record, and start one agent: bound to `job`, or a warm agent when there is none. */
+  async provision(match: RoutableLabelSet, res: EffectiveResources, job?: ScaleJob): Promise<ScaleResult> {
+    const s = this.state;
+    const entry = s.entries.get(match.scalerName)!;
+    const backend = s.backends.get(match.scalerName);
     if (!backend) return { action: 'no-backend', reason: `scaler "${match.scalerName}" has no running backend` };
-    const ls = entry.labelSets[match.index]!;
-    const res = resolveResources(job.resources, ls.resources, this.config.defaults?.resources);
     const agentId = `scaler-${entry.type}-${randomUUID().slice(0, 8)}`;
-    const cap = this.caps.reserve(
+    const cap = s.caps.reserve(
       { agentId, scalerName: entry.name, requests: res.requests, limits: res.limits },
-      { global: this.globalActiveCount(), scaler: backend.getActiveCount() },
+      { global: s.globalActiveCount(), scaler: backend.getActiveCount() },
     );
     if (!cap.ok) return { action: 'at-capacity', reason: cap.reason };
-    this.jobToAgent.set(job.id, agentId);
-    const managed: ManagedEntry = {
+    const now = this.opts.clock.now();
+    const m: ManagedEntry = {
       agentId,
       scalerName: entry.name,
       type: entry.type,
@@ -149,15 +146,30 @@ export class ScalerManager {
       labelSetKey: match.key,
       fullLabels: agentLabelsFor(entry, match.declared),
       gate: match.gate,
-      boundJobId: job.id,
-      runId: job.runId,
+      boundJobId: job?.id,
+      runId: job?.runId,
       createdAtMs: now,
       settled: false,
       registered: false,
       recovered: false,
+      warm: !job,
+      consumed: false,
+      requests: res.requests,
+      limits: res.limits,
+      machinePool: entry.machinePool,
       abort: new AbortController(),
     };
-    this.agents.set(agentId, managed);
+    s.agents.set(agentId, m);
+    if (job) s.jobToAgent.set(job.id, agentId);
+    if (entry.machinePool && this.opts.ledger) {
+      const pool = await this.opts.ledger
+        .tryReserve(entry.machinePool, agentId, res.requests.cpus, res.requests.memBytes)
+        .catch((err: unknown) => ({ ok: false as const, reason: `ledger unavailable: ${errorMessage(err)}` }));
+      if (!pool.ok) {
+        this.forget(m);
+        return { action: 'at-capacity', reason: `machine pool "${entry.machinePool}": ${pool.reason}` };
+      }
+    }
     let token: string;
     try {
       // Written before the backend is called, so a crash between deciding and spawning is recoverable.
@@ -167,8 +179,8 @@ export class ScalerManager {
           scalerName: entry.name,
           backendType: entry.type,
           labelSet: match.declared,
-          runId: job.runId,
-          boundJobId: job.id,
+          runId: job?.runId ?? null,
+          boundJobId: job?.id ?? null,
           ownerInstanceId: this.opts.instanceId,
           mandatoryLabels: match.gate,
           spawnedAt: new Date(now),
@@ -178,7 +190,7 @@ export class ScalerManager {
       token = (
         await this.opts.store.tokens.mint({
           agentId,
-          labels: managed.fullLabels,
+          labels: m.fullLabels,
           kind: 'ephemeral',
           ttlMs: this.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
           now: new Date(now),
@@ -186,34 +198,20 @@ export class ScalerManager {
       ).token;
     } catch (err) {
       this.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');
-      this.forget(managed);
+      this.forget(m);
       void this.opts.store.spawns.deleteAgent(agentId).catch(() => {});
       return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
     }
-    void this.runSpawn(managed, backend, entry, res.limits, token);
+    void this.runSpawn(m, backend, entry, token);
     return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
   }
 
-  private semaphoreFor(entry: ScalerEntry): Semaphore {
-    let sem = this.semaphores.get(entry.name);
-    if (!sem) {
-      sem = new Semaphore(entry.maxConcurrentSpawns);
-      this.semaphores.set(entry.name, sem);
-    }
-    return sem;
-  }
-
-  private async runSpawn(
-    m: ManagedEntry,
-    backend: ScalerBackend,
-    entry: ScalerEntry,
-    limits: { cpus: number; memBytes: number },
-    token: string,
-  ): Promise<void> {
+  private async runSpawn(m: ManagedEntry, backend: ScalerBackend, entry: ScalerEntry, token: string): Promise<void> {
     const timeoutMs = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
+    const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
     try {
       const agent = await withSlot(
-        this.semaphoreFor(entry),
+        this.state.semaphoreFor(entry),
         () => {
           m.spawnStartedAtMs = this.opts.clock.now();
           return withDeadline(
@@ -226,7 +224,7 @@ export class ScalerManager {
                 fullLabels: m.fullLabels,
                 orchestratorUrl: this.opts.orchestratorUrlFor(entry),
                 token,
-                limits: limits.cpus > 0 || limits.memBytes > 0 ? limits : undefined,
+                limits,
                 boundJobId: m.boundJobId,
                 runId: m.runId,
                 signal,
@@ -239,7 +237,7 @@ export class ScalerManager {
       );
       m.settled = true;
       m.backendRef = agent.backendRef;
-      if (this.agents.get(m.agentId) !== m) {
+      if (this.state.agents.get(m.agentId) !== m) {
         // Torn down while the backend was still creating it: the compute must not outlive the entry.
         await backend.destroy(m.agentId, { reason: 'spawn-timeout' });
         return;
@@ -262,14 +260,12 @@ export class ScalerManager {
   }
 
   /** A spawn that will never produce a working agent: back off, tell the job, give everything back. */
-  private async failSpawn(m: ManagedEntry, error: ClassifiedSpawnError): Promise<void> {
-    if (this.agents.get(m.agentId) !== m || m.registered) return;
+  async failSpawn(m: ManagedEntry, error: ClassifiedSpawnError): Promise<void> {
+    if (this.state.agents.get(m.agentId) !== m || m.registered) return;
     const now = this.opts.clock.now();
-    const state = this.backoff.recordFailure(backoffKey(m.scalerName, m.labelSetKey), now, m.agentId, {
-      kind: error.kind,
-      message: error.message,
-    });
-    this.failures.record({
+    const key = backoffKey(m.scalerName, m.labelSetKey);
+    const st = this.state.backoff.recordFailure(key, now, m.agentId, { kind: error.kind, message: error.message });
+    this.state.failures.record({
       scalerName: m.scalerName,
       backendType: m.type,
       bound: m.boundJobId !== undefined,
@@ -278,15 +274,7 @@ export class ScalerManager {
       atMs: now,
     });
     this.log.warn(
-      {
-        agentId: m.agentId,
-        scaler: m.scalerName,
-        labelSet: m.labelSetKey,
-        jobId: m.boundJobId,
-        kind: error.kind,
-        consecutive: state.consecutive,
-        retryInMs: state.delayMs,
-      },
+      { agentId: m.agentId, scaler: m.scalerName, labelSet: m.labelSetKey, jobId: m.boundJobId, kind: error.kind, consecutive: st.consecutive, retryInMs: st.delayMs },
       `Scaler spawn failed: ${error.message}`,
     );
     if (m.boundJobId) this.hooks?.onSpawnFailed(m.boundJobId, error);
@@ -295,9 +283,9 @@ export class ScalerManager {
   }
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
-  private async teardown(m: ManagedEntry, reason: 'spawn-failed' | 'disconnected' | 'shutdown' | 'spawn-timeout'): Promise<void> {
+  async teardown(m: ManagedEntry, reason: TeardownReason): Promise<void> {
     this.forget(m);
-    const backend = this.backends.get(m.scalerName);
+    const backend = this.state.backends.get(m.scalerName);
     try {
       await backend?.destroy(m.agentId, { reason });
     } catch (err) {
@@ -307,13 +295,18 @@ export class ScalerManager {
       this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'could not delete spawn record');
     });
     await this.opts.store.tokens.revokeForAgent(m.agentId, new Date(this.opts.clock.now())).catch(() => {});
+    this.sweepRetired();
     this.notifyCapacityFreed();
   }
 
-  private forget(m: ManagedEntry): void {
-    if (this.agents.get(m.agentId) === m) this.agents.delete(m.agentId);
-    if (m.boundJobId && this.jobToAgent.get(m.boundJobId) === m.agentId) this.jobToAgent.delete(m.boundJobId);
-    this.caps.release(m.agentId);
+  /** Forget an agent in memory and give its capacity back (synchronously, so caps see it at once). */
+  forget(m: ManagedEntry): void {
+    const s = this.state;
+    if (s.agents.get(m.agentId) === m) s.agents.delete(m.agentId);
+    if (m.boundJobId && s.jobToAgent.get(m.boundJobId) === m.agentId) s.jobToAgent.delete(m.boundJobId);
+    if (s.caps.release(m.agentId) && m.machinePool && this.opts.ledger) {
+      this.opts.ledger.release(m.machinePool, m.agentId).catch(() => {});
+    }
   }
 
   notifyCapacityFreed(): void {
@@ -329,11 +322,11 @@ export class ScalerManager {
   }
 
   /**
-   * An agent presented a scaler id. Known → its gate and bound job. Unknown `scaler-` id → refused
-   * (registering it as static would drop its gate), and its compute is reclaimed where evidence exists.
+   * An agent presented a scaler id. Known → its gate and bound job. Unknown `scaler-` id → refused:
+   * registering it as static would drop its gate.
    */
   onAgentRegistered(agentId: string): RegistrationResult | null {
-    const m = this.agents.get(agentId);
+    const m = this.state.agents.get(agentId);
     if (!m) {
       if (agentId.startsWith('scaler-')) {
         this.log.warn({ agentId }, 'no spawn record for a scaler-managed agent; refusing registration');
@@ -345,91 +338,86 @@ export class ScalerManager {
     m.registered = true;
     m.recovered = false;
     if (first) {
-      if (m.boundJobId && this.jobToAgent.get(m.boundJobId) === agentId) this.jobToAgent.delete(m.boundJobId);
-      this.backends.get(m.scalerName)?.markRegistered?.(agentId);
-      if (this.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {
+      m.registeredAtMs = this.opts.clock.now();
+      if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId) this.state.jobToAgent.delete(m.boundJobId);
+      this.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
+      if (this.state.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {
         this.log.info({ scaler: m.scalerName, labelSet: m.labelSetKey }, 'scaler recovered: an agent registered');
       }
       this.opts.store.spawns.markRegistered(agentId, new Date(this.opts.clock.now())).catch(() => {});
     }
-    return { scalerName: m.scalerName, boundJobId: first ? m.boundJobId : undefined, gate: m.gate, labels: m.fullLabels };
+    return {
+      scalerName: m.scalerName,
+      boundJobId: first ? m.boundJobId : undefined,
+      gate: m.gate,
+      labels: m.fullLabels,
+      warm: m.warm && !m.consumed,
+    };
+  }
+
+  /** The dispatcher handed a job to one of our agents: a warm agent is no longer idle stock. */
+  onJobAssigned(agentId: string): void {
+    const m = this.state.agents.get(agentId);
+    if (m && m.warm && !m.consumed) {
+      m.consumed = true;
+      this.warm.replenishSoon();
+    }
+  }
+
+  /** Can this scaler agent take a job of this shape? Only warm agents can be the wrong size. */
+  agentFits(agentId: string, job: ScaleJob): boolean {
+    const m = this.state.agents.get(agentId);
+    if (!m || !m.warm) return true;
+    const declared = job.resources;
+    if (!declared) return true;
+    const want = resolveResources(declared, undefined, undefined);
+    for (const side of ['requests', 'limits'] as const) {
+      const d = declared[side] ?? declared[side === 'requests' ? 'limits' : 'requests'];
+      if (d?.cpus !== undefined && want[side].cpus !== m[side].cpus) return false;
+      if (d?.memory !== undefined && want[side].memBytes !== m[side].memBytes) return false;
+    }
+    return true;
   }
 
   isManaged(agentId: string): boolean {
-    return this.agents.has(agentId);
+    return this.state.agents.has(agentId);
   }
 
   /** Single-use agents: any disconnect of a registered agent ends its compute. */
   async onAgentDisconnected(agentId: string): Promise<void> {
-    const m = this.agents.get(agentId);
+    const m = this.state.agents.get(agentId);
     if (!m || !m.registered) return;
     await this.teardown(m, 'disconnected');
   }
 
-  /**
-   * After a restart: re-adopt this instance's agents whose compute is provably still there (they
-   * may reconnect), reclaim the rest, and rebuild cap usage from the stored reservations.
-   */
-  async recover(reconnectWindowMs = 60_000): Promise<{ adopted: number; reclaimed: number; dropped: number }> {
-    const counts = { adopted: 0, reclaimed: 0, dropped: 0 };
-    const rows = await this.opts.store.spawns.listOwned(this.opts.instanceId);
-    const reservations = new Map(
-      (await this.opts.store.spawns.listReservations(this.opts.instanceId)).map((r) => [r.agent_id, r]),
-    );
-    for (const row of rows) {
-      const backend = this.backends.get(row.scaler_name);
-      const entry = this.entriesByName.get(row.scaler_name);
-      const adopted =
-        backend && entry && row.backend_ref ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
-      if (!adopted || !entry) {
-        const reclaimed = (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch(() => false)) ?? false;
-        if (reclaimed) counts.reclaimed++;
-        else counts.dropped++;
-        await this.opts.store.spawns.deleteAgent(row.agent_id);
-        await this.opts.store.tokens.revokeForAgent(row.agent_id, new Date(this.opts.clock.now())).catch(() => {});
-        continue;
-      }
-      const r = reservations.get(row.agent_id);
-      const m: ManagedEntry = {
-        agentId: row.agent_id,
-        scalerName: row.scaler_name,
-        type: entry.type,
-        labelSet: row.label_set,
-        labelSetKey: normalizeLabelSet(row.label_set),
-        fullLabels: agentLabelsFor(entry, row.label_set),
-        gate: row.mandatory_labels,
-        boundJobId: row.bound_job_id ?? undefined,
-        runId: row.run_id ?? undefined,
-        createdAtMs: row.spawned_at.getTime(),
-        spawnStartedAtMs: row.spawned_at.getTime(),
-        settled: true,
-        registered: false,
-        recovered: true,
-        backendRef: row.backend_ref ?? '',
-        abort: new AbortController(),
-      };
-      this.agents.set(m.agentId, m);
-      if (m.boundJobId && !row.registered_at) this.jobToAgent.set(m.boundJobId, m.agentId);
-      const amount = { cpus: r?.cpu_units ?? 0, memBytes: Number(r?.mem_bytes ?? 0) };
-      this.caps.add({ agentId: m.agentId, scalerName: m.scalerName, requests: amount, limits: amount });
-      counts.adopted++;
+  recover(reconnectWindowMs = 60_000) {
+    return recoverAgents(this, reconnectWindowMs);
+  }
+
+  reload(config: ScalerConfig, factory: BackendFactory): Promise<ReloadOutcome> {
+    return applyReload(this, config, factory);
+  }
+
+  /** A removed scaler's backend goes away once its last agent has. */
+  sweepRetired(): void {
+    for (const name of [...this.state.retiring.keys()]) {
+      const backend = this.state.backends.get(name);
+      if (this.state.agentsOf(name).length > 0 || (backend && backend.getActiveCount() > 0)) continue;
+      this.state.retiring.delete(name);
+      this.state.backends.delete(name);
+      this.state.entries.delete(name);
+      this.state.semaphores.delete(name);
+      this.state.caps.setLimits(this.state.capLimits());
+      void backend?.shutdownAll();
+      this.log.info({ scaler: name }, 'scaler retired');
     }
-    this.opts.clock.setTimer(reconnectWindowMs, () => {
-      for (const m of this.agents.values()) {
-        if (m.recovered && !m.registered) {
-          this.log.warn({ agentId: m.agentId }, 'recovered agent did not reconnect; reclaiming it');
-          void this.teardown(m, 'spawn-timeout');
-        }
-      }
-    });
-    return counts;
   }
 
   /** Backstop for agents that were started but never registered (wrong URL, hung start-up). */
   sweepStale(): void {
     const limit = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const now = this.opts.clock.now();
-    for (const m of this.agents.values()) {
+    for (const m of this.state.agents.values()) {
       if (m.settled && !m.registered && !m.recovered && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
         void this.failSpawn(m, {
           kind: 'spawn-timeout',
@@ -438,41 +426,41 @@ export class ScalerManager {
         });
       }
     }
+    this.sweepRetired();
   }
 
   entries(): ManagedEntry[] {
-    return [...this.agents.values()];
+    return [...this.state.agents.values()];
   }
-
-  capBook(): CapBook {
-    return this.caps;
+  capBook() {
+    return this.state.caps;
   }
-
   backendList(): ScalerBackend[] {
-    return [...this.backends.values()];
+    return [...this.state.backends.values()];
   }
-
   routingTable(): readonly RoutableLabelSet[] {
-    return this.table;
+    return this.state.table;
   }
-
   spawningCount(): number {
     let n = 0;
-    for (const m of this.agents.values()) if (phaseOf(m) !== 'registered') n++;
+    for (const m of this.state.agents.values()) if (phaseOf(m) !== 'registered') n++;
     return n;
   }
 
   /** Stop everything this manager started. Never hangs longer than the grace. */
   async shutdownAll(graceMs = 15_000): Promise<void> {
-    if (this.freedTimer) this.freedTimer.cancel();
+    this.freedTimer?.cancel();
+    this.warm.stop();
     this.hooks = undefined;
-    for (const m of this.agents.values()) m.abort.abort(new Error('shutting down'));
-    const all = [...this.agents.values()].map((m) => this.teardown(m, 'shutdown'));
-    const backends = [...this.backends.values()].map((b) => b.shutdownAll());
+    for (const m of this.state.agents.values()) m.abort.abort(new Error('shutting down'));
+    const all = [...this.state.agents.values()].map((m) => this.teardown(m, 'shutdown'));
+    const backends = [...this.state.backends.values()].map((b) => b.shutdownAll());
     let timer: NodeJS.Timeout | undefined;
     const grace = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
     const outcome = await Promise.race([Promise.allSettled([...all, ...backends]), grace]);
     clearTimeout(timer);
     if (outcome === 'timeout') this.log.error('Scaler backends still stopping their agents after the shutdown grace');
+    await this.opts.ledger?.releaseAllForInstance().catch(() => 0);
+    await this.opts.ledger?.stop();
   }
 }

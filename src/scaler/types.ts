@@ -90,4 +90,6 @@ export interface ScaleJob {
   resources?: { requests?: { cpus?: number; memory?: string }; limits?: { cpus?: number; memory?: string } };
   container?: { image: string };
   role?: 'execution' | 'build' | 'init';
+  /** Label sets carrying any of these labels may not serve the job. */
+  excludeLabels?: string[];
 }

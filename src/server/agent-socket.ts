@@ -132,7 +132,7 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
       labels,
       scalerManaged: scaled !== null,
       pendingDispatch: scaled?.boundJobId !== undefined,
-      warmPool: false,
+      warmPool: scaled?.warm ?? false,
       heartbeatIntervalMs: deps.heartbeatIntervalMs,
       ...(resume ? { resumeJobId: resume } : {}),
     });

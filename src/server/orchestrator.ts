@@ -8,6 +8,8 @@ import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/factory.js';
 import type { BareMetalScalerBackend } from '../scaler/backends/bare-metal/backend.js';
 import { ScalerManager } from '../scaler/manager.js';
+import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
+import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
@@ -92,7 +94,8 @@ export class Orchestrator {
       });
       const metrics = new Metrics();
       const orch = new Orchestrator(opts, store, database, dispatcher, scaler, adminToken, instanceId, metrics, log);
-      scaler?.setHooks({
+      scaler?.setHooks(
+        {
         onCapacityFreed: () => void dispatcher.requestPump(),
         onJobEvent: (jobId, type, detail) =>
           dispatcher.logs.push([{ jobId, stepIdx: null, stream: 'system', line: `${type}: ${detail}`, ts: new Date(clock.now()) }]),
@@ -103,12 +106,15 @@ export class Orchestrator {
           if (q) q.waiting = message;
           store.jobs.setProvisioningError(jobId, message).catch(() => {});
         },
-      });
+        },
+        dispatcher.registryView(),
+      );
       const recovered = await dispatcher.recover();
       const adopted = scaler ? await scaler.recover() : undefined;
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
+      scaler?.warm.start();
       orch.ready = true;
       log.info(
         { url: orch.url, engine: database.engine, instanceId, scalers: config?.scalers.length ?? 0, recovered, adopted },
@@ -181,7 +187,7 @@ export class Orchestrator {
   }
 
   /** SIGHUP / `kici-admin scaler reload`: serialised; an invalid file changes nothing. */
-  reload(): Promise<{ result: string; problems?: string[] }> {
+  reload(): Promise<{ result: string; problems?: string[]; plan?: unknown }> {
     const run = async () => {
       const path = this.opts.scalerConfigPath;
       if (!path || !this.scaler) return { result: 'not-configured' };
@@ -190,13 +196,14 @@ export class Orchestrator {
         ok: false as const,
         problems: [errorMessage(err)],
       }));
-      if (!res.ok) {
+      const outcome = res.ok
+        ? await this.scaler.reload(res.config, (entry) => createScalerBackend(entry, backendContext(this.opts, this.log)))
+        : ({ result: 'rejected', problems: res.problems } as const);
+      if (outcome.result === 'rejected') {
         this.metrics.configReloads.inc({ result: 'failed' });
-        this.log.error({ problems: res.problems }, 'scaler configuration reload rejected; keeping the current one');
-        return { result: 'rejected', problems: res.problems };
-      }
-      this.metrics.configReloads.inc({ result: 'failed' });
-      return { result: 'rejected', problems: ['live reload of scaler backends is not supported by this build; restart to apply'] };
+        this.log.error({ problems: outcome.problems }, 'scaler configuration reload rejected; keeping the current one');
+      } else this.metrics.configReloads.inc({ result: 'success' });
+      return outcome;
     };
     const next = this.reloadChain.then(run, run);
     this.reloadChain = next.catch(() => {});
@@ -228,6 +235,10 @@ export class Orchestrator {
   }
 }
 
+function backendContext(opts: OrchestratorOptions, logger: Logger) {
+  return { logger, configPath: opts.scalerConfigPath!, ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}) };
+}
+
 async function buildScaler(
   config: ScalerConfig,
   opts: OrchestratorOptions,
@@ -235,11 +246,7 @@ async function buildScaler(
 ): Promise<ScalerManager> {
   const backends = [];
   for (const entry of config.scalers) {
-    const backend = await createScalerBackend(entry, {
-      logger: deps.log,
-      configPath: opts.scalerConfigPath!,
-      ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
-    }).catch((err: unknown) => {
+    const backend = await createScalerBackend(entry, backendContext(opts, deps.log)).catch((err: unknown) => {
       throw new UserError(errorMessage(err));
     });
     if (backend.type === 'bare-metal') {
@@ -247,8 +254,16 @@ async function buildScaler(
     }
     backends.push(backend);
   }
+  let ledger: MachineLedger | undefined;
+  if (config.machinePools?.length) {
+    const dir = await resolveLedgerDir({ explicitDir: process.env.KICI_MACHINE_LEDGER_DIR || undefined });
+    ledger = new MachineLedger({ dir, instanceId: deps.instanceId, logger: deps.log });
+    for (const pool of config.machinePools) ledger.registerPool(pool.name, pool.cap);
+    ledger.start();
+  }
   return new ScalerManager({
     config,
+    ledger,
     backends,
     store: deps.store,
     clock: deps.clock,

@@ -72,11 +72,12 @@ async function validate(configPath: string, opts: ValidateOptions, io: CommandOu
   } else if (result.ok) {
     io.out(`${configPath}: valid\n`);
     io.out(`${formatSummary(summarizeConfig(result.config)).join('\n')}\n`);
-    for (const w of result.warnings) io.err(`warning: ${w}\n`);
+    for (const w of result.warnings) io.out(`warning: ${w}\n`);
   } else {
+    // The problem list is this command's result, so it goes to stdout like the summary.
     const n = result.problems.length;
-    io.err(`${configPath}: invalid, ${n} problem${n === 1 ? '' : 's'}:\n`);
-    for (const p of result.problems) io.err(`  ${p}\n`);
+    io.out(`${configPath}: invalid, ${n} problem${n === 1 ? '' : 's'}:\n`);
+    for (const p of result.problems) io.out(`  ${p}\n`);
   }
   process.exitCode = result.ok ? 0 : EXIT_INVALID;
 }
@@ -94,7 +95,7 @@ export function registerScalerConfigCommands(scaler: Command, io: CommandOutput 
 
   const schemaCmd = scaler
     .command('schema')
-    .description('print the JSON Schema of scalers.yaml, for editor completion (io: input)')
+    .description('print the JSON Schema of scalers.yaml, for editor completion')
     .action(() => {
       io.out(`${JSON.stringify(scalerConfigJsonSchema(), null, 2)}\n`);
       process.exitCode = 0;

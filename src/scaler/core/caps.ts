@@ -31,6 +31,13 @@ export class CapBook {
 
   constructor(private limits: CapLimits) {}
 
+  /** An independent copy, for planning without touching the real reservations. */
+  clone(): CapBook {
+    const c = new CapBook(this.limits);
+    for (const r of this.byAgent.values()) c.add(r);
+    return c;
+  }
+
   setLimits(limits: CapLimits): void {
     this.limits = limits;
   }

@@ -69,7 +69,7 @@ describe('kici-admin scaler validate', () => {
     );
     const r = await run(['scaler', 'validate', main]);
     expect(r.exitCode).toBe(1);
-    expect(r.err).toContain(`${main}: invalid, 5 problems:`);
+    expect(r.out).toContain(`${main}: invalid, 5 problems:`);
     for (const fragment of [
       'version: must be 1',
       'globalMaxAgents: must be greater than 0',
@@ -77,9 +77,9 @@ describe('kici-admin scaler validate', () => {
       'scalers[0].maxAgents: required',
       'scalers[0].labelSets: required',
     ]) {
-      expect(r.err).toContain(fragment);
+      expect(r.out).toContain(fragment);
     }
-    expect(r.err).not.toMatch(/\n\s+at /);
+    expect(r.out + r.err).not.toMatch(/\n\s+at /);
   });
 
   it('merges --dir and names the drop-in in problems', async () => {
@@ -90,7 +90,7 @@ describe('kici-admin scaler validate', () => {
     );
     const r = await run(['scaler', 'validate', main, '--dir', join(dir, 'd')]);
     expect(r.exitCode).toBe(1);
-    expect(r.err).toContain(
+    expect(r.out).toContain(
       `${d}: scalers[0].labelSets[0].image: container scalers need an agent image (required)`,
     );
   });
@@ -98,7 +98,7 @@ describe('kici-admin scaler validate', () => {
   it('missing file -> exit 1, "<path>: file not found"', async () => {
     const r = await run(['scaler', 'validate', join(dir, 'none.yaml')]);
     expect(r.exitCode).toBe(1);
-    expect(r.err).toContain(`${join(dir, 'none.yaml')}: file not found`);
+    expect(r.out).toContain(`${join(dir, 'none.yaml')}: file not found`);
   });
 
   it('--json prints a machine-readable result for both outcomes', async () => {
@@ -119,12 +119,12 @@ describe('kici-admin scaler validate', () => {
     });
   });
 
-  it('prints warnings on stderr but still exits 0', async () => {
+  it('prints warnings after the summary and still exits 0', async () => {
     const main = await write('s.yaml', 'version: 1\nscalerz: []\nscalers: []\n');
     const r = await run(['scaler', 'validate', main]);
     expect(r.exitCode).toBe(0);
-    expect(r.err).toContain('warning: ');
-    expect(r.err).toContain('unknown key "scalerz"');
+    expect(r.out).toContain('warning: ');
+    expect(r.out).toContain('unknown key "scalerz"');
   });
 
   it.each([

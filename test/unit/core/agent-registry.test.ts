@@ -175,7 +175,14 @@ describe('AgentRegistry membership', () => {
 });
 
 describe('AgentRegistry properties', () => {
-  const LABELS = ['linux', 'docker', 'gpu', 'kici:runtime:docker', 'kici:role:execution', 'kici:role:builder'];
+  const LABELS = [
+    'linux',
+    'docker',
+    'gpu',
+    'kici:runtime:docker',
+    'kici:role:execution',
+    'kici:role:builder',
+  ];
   const agentArb = fc.record({
     labels: fc.subarray(LABELS),
     gate: fc.subarray(['gpu', 'docker'], { maxLength: 1 }),

@@ -19,7 +19,12 @@ function limits(over: Partial<CapLimits> = {}): CapLimits {
 
 let nextId = 0;
 function res(scalerName: string, cpus = 0, memBytes = 0, agentId = `ag-${++nextId}`): Reservation {
-  return { agentId, scalerName, requests: { cpus, memBytes }, limits: { cpus: cpus * 2, memBytes: memBytes * 2 } };
+  return {
+    agentId,
+    scalerName,
+    requests: { cpus, memBytes },
+    limits: { cpus: cpus * 2, memBytes: memBytes * 2 },
+  };
 }
 
 const noLive = { global: 0, scaler: 0 };
@@ -278,7 +283,11 @@ describe('CapBook properties', () => {
         const globalResourceCap: { maxCpu?: number; maxMemoryBytes?: number } = {};
         if (lim.globalCpuTenths !== undefined) globalResourceCap.maxCpu = capOf(lim.globalCpuTenths)!;
         if (lim.globalMem !== undefined) globalResourceCap.maxMemoryBytes = lim.globalMem;
-        const book = new CapBook({ globalMaxAgents: lim.globalMaxAgents, globalResourceCap, scalers: scalerLimits });
+        const book = new CapBook({
+          globalMaxAgents: lim.globalMaxAgents,
+          globalResourceCap,
+          scalers: scalerLimits,
+        });
 
         // The model: reservations by agent, amounts in tenths of a cpu and bytes.
         const model = new Map<string, { scaler: string; tenths: number; mem: number }>();
@@ -294,7 +303,12 @@ describe('CapBook properties', () => {
           }
           return { tenths, mem, count };
         };
-        const expectedBlocker = (scaler: string, tenths: number, mem: number, live: { global: number; scaler: number }) => {
+        const expectedBlocker = (
+          scaler: string,
+          tenths: number,
+          mem: number,
+          live: { global: number; scaler: number },
+        ) => {
           if (Math.max(live.global, model.size) >= lim.globalMaxAgents) return 'global-count';
           const s = scalerLimits.get(scaler);
           if (!s) return 'scaler-count';
@@ -304,7 +318,8 @@ describe('CapBook properties', () => {
           if (sc.cpuTenths !== undefined && used.tenths + tenths > sc.cpuTenths) return 'scaler-cpu';
           if (sc.mem !== undefined && used.mem + mem > sc.mem) return 'scaler-memory';
           const all = sum();
-          if (lim.globalCpuTenths !== undefined && all.tenths + tenths > lim.globalCpuTenths) return 'global-cpu';
+          if (lim.globalCpuTenths !== undefined && all.tenths + tenths > lim.globalCpuTenths)
+            return 'global-cpu';
           if (lim.globalMem !== undefined && all.mem + mem > lim.globalMem) return 'global-memory';
           return undefined;
         };
@@ -351,7 +366,8 @@ describe('CapBook properties', () => {
           const all = sum();
           expect(book.usage().cpus).toBeCloseTo(all.tenths / 10, 9);
           expect(book.usage().memBytes).toBe(all.mem);
-          if (lim.globalCpuTenths !== undefined) expect(book.usage().cpus).toBeLessThanOrEqual(lim.globalCpuTenths / 10 + 1e-9);
+          if (lim.globalCpuTenths !== undefined)
+            expect(book.usage().cpus).toBeLessThanOrEqual(lim.globalCpuTenths / 10 + 1e-9);
           if (lim.globalMem !== undefined) expect(book.usage().memBytes).toBeLessThanOrEqual(lim.globalMem);
           ['a', 'b', 'c'].forEach((name, i) => {
             const s = lim.scalers[i]!;
@@ -360,7 +376,8 @@ describe('CapBook properties', () => {
             expect(book.count(name)).toBeLessThanOrEqual(s.maxAgents);
             expect(book.usage(name).cpus).toBeCloseTo(mine.tenths / 10, 9);
             expect(book.usage(name).memBytes).toBe(mine.mem);
-            if (s.cpuTenths !== undefined) expect(book.usage(name).cpus).toBeLessThanOrEqual(s.cpuTenths / 10 + 1e-9);
+            if (s.cpuTenths !== undefined)
+              expect(book.usage(name).cpus).toBeLessThanOrEqual(s.cpuTenths / 10 + 1e-9);
             if (s.mem !== undefined) expect(book.usage(name).memBytes).toBeLessThanOrEqual(s.mem);
           });
           expect(book.count('ghost')).toBe(0);

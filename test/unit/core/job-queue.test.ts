@@ -117,7 +117,12 @@ describe('JobQueue lookups', () => {
     expect(q.size).toBe(2);
     expect(q.has('j1')).toBe(true);
     expect(q.get('j2')).toBe(b);
-    expect(q.all().map((j) => j.id).sort()).toEqual(['j1', 'j2']);
+    expect(
+      q
+        .all()
+        .map((j) => j.id)
+        .sort(),
+    ).toEqual(['j1', 'j2']);
     expect(q.remove('j1')).toBe(a);
     expect(q.remove('j1')).toBeUndefined();
     expect(q.remove('nope')).toBeUndefined();
@@ -187,7 +192,8 @@ describe('JobQueue properties', () => {
           let previousHead = -Infinity;
           for (const g of groups) {
             expect(g.jobs.length).toBeGreaterThan(0);
-            for (let i = 1; i < g.jobs.length; i++) expect(g.jobs[i]!.seq).toBeGreaterThan(g.jobs[i - 1]!.seq);
+            for (let i = 1; i < g.jobs.length; i++)
+              expect(g.jobs[i]!.seq).toBeGreaterThan(g.jobs[i - 1]!.seq);
             expect(g.jobs[0]!.seq).toBeGreaterThanOrEqual(previousHead);
             previousHead = g.jobs[0]!.seq;
             const head = g.jobs[0]!;

@@ -1,7 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { ResourceRequest } from '../../../src/config/index.js';
-import { isZero, resolveResources, ZERO, type EffectiveResources } from '../../../src/scaler/core/resources.js';
+import {
+  isZero,
+  resolveResources,
+  ZERO,
+  type EffectiveResources,
+} from '../../../src/scaler/core/resources.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -121,7 +126,11 @@ describe('resolveResources properties', () => {
   const bytes: Record<string, number> = { '256m': 256 * MiB, '1g': GiB, '1536k': 1536 * KiB, '2G': 2 * GiB };
 
   /** The cascade written out from the spec text, one field and side at a time. */
-  function expected(chain: (ResourceRequest | undefined)[], side: 'requests' | 'limits', field: 'cpus' | 'memory') {
+  function expected(
+    chain: (ResourceRequest | undefined)[],
+    side: 'requests' | 'limits',
+    field: 'cpus' | 'memory',
+  ) {
     for (const r of chain) {
       if (!r || (r.requests === undefined && r.limits === undefined)) continue;
       const own = r[side];
@@ -150,7 +159,10 @@ describe('resolveResources properties', () => {
 
   it('bills the same request and limit whenever only one side is ever given', () => {
     const oneSided = fc.option(
-      fc.oneof(specArb.map((s) => ({ requests: s })), specArb.map((s) => ({ limits: s }))),
+      fc.oneof(
+        specArb.map((s) => ({ requests: s })),
+        specArb.map((s) => ({ limits: s })),
+      ),
       { nil: undefined },
     );
     fc.assert(

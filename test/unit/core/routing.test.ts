@@ -63,13 +63,20 @@ function route(
 describe('findLabelSet: subset matching and specificity', () => {
   const table = tableOf(
     eventScaler('wide', [['linux', 'docker', 'big']]),
-    eventScaler('narrow', [['linux', 'docker'], ['linux', 'ssd']]),
+    eventScaler('narrow', [
+      ['linux', 'docker'],
+      ['linux', 'ssd'],
+    ]),
     eventScaler('other', [['linux', 'gpu']]),
   );
 
   it.each([
     { labels: ['linux'], want: 'narrow#0', why: 'the first of the two-label sets wins the tie' },
-    { labels: ['linux', 'docker'], want: 'narrow#0', why: 'smaller declared set beats the earlier, larger one' },
+    {
+      labels: ['linux', 'docker'],
+      want: 'narrow#0',
+      why: 'smaller declared set beats the earlier, larger one',
+    },
     { labels: ['docker', 'big'], want: 'wide#0', why: 'only the wide set has "big"' },
     { labels: ['ssd'], want: 'narrow#1', why: 'the second set of a scaler is reachable' },
     { labels: ['gpu', 'linux'], want: 'other#0', why: 'label order does not matter' },
@@ -80,15 +87,30 @@ describe('findLabelSet: subset matching and specificity', () => {
   });
 
   it('keeps the first set when several of equal size match, in scaler order then set order', () => {
-    const t = tableOf(eventScaler('a', [['x', 'q'], ['x', 'r']]), eventScaler('b', [['x', 's']]));
+    const t = tableOf(
+      eventScaler('a', [
+        ['x', 'q'],
+        ['x', 'r'],
+      ]),
+      eventScaler('b', [['x', 's']]),
+    );
     expect(route(t, ['x'])).toBe('a#0');
-    const reordered = tableOf(eventScaler('b', [['x', 's']]), eventScaler('a', [['x', 'q'], ['x', 'r']]));
+    const reordered = tableOf(
+      eventScaler('b', [['x', 's']]),
+      eventScaler('a', [
+        ['x', 'q'],
+        ['x', 'r'],
+      ]),
+    );
     expect(route(reordered, ['x'])).toBe('b#0');
   });
 
   it('compares declared sizes only, not the auto labels every set carries', () => {
     // "roles: []" gives the second scaler fewer auto labels; its declared set is still larger.
-    const t = tableOf(eventScaler('full', [['x', 'y']]), eventScaler('lean', [['x', 'y', 'z']], { roles: [] }));
+    const t = tableOf(
+      eventScaler('full', [['x', 'y']]),
+      eventScaler('lean', [['x', 'y', 'z']], { roles: [] }),
+    );
     expect(route(t, ['x'])).toBe('full#0');
   });
 
@@ -118,12 +140,18 @@ describe('findLabelSet: auto labels', () => {
 
   it('derives os/arch labels from the declared platform first, then from the host for bare-metal', () => {
     const config = parseConfig(
-      { name: 'bm', type: 'bare-metal', maxAgents: 1, labelSets: [{ labels: ['metal'], binaryPath: '/bin/agent' }] },
+      {
+        name: 'bm',
+        type: 'bare-metal',
+        maxAgents: 1,
+        labelSets: [{ labels: ['metal'], binaryPath: '/bin/agent' }],
+      },
       { name: 'ct', type: 'container', maxAgents: 1, labelSets: [{ labels: ['box'], image: 'agent:1' }] },
       eventScaler('win', [['build']], { platform: { os: 'windows', arch: 'x64' } }),
     );
     const onMac = buildRoutingTable(config, { host: { os: 'darwin', arch: 'arm64' } });
-    const labels = (name: string) => [...onMac.find((t) => t.scalerName === name)!.labels].filter((l) => /^kici:(os|arch):/.test(l)).sort();
+    const labels = (name: string) =>
+      [...onMac.find((t) => t.scalerName === name)!.labels].filter((l) => /^kici:(os|arch):/.test(l)).sort();
     expect(labels('bm')).toEqual(['kici:arch:arm64', 'kici:os:darwin', 'kici:os:macos']);
     // Container and event pools run linux unless declared otherwise, on the host's arch.
     expect(labels('ct')).toEqual(['kici:arch:arm64', 'kici:os:linux']);
@@ -216,7 +244,10 @@ describe('role and agent labels', () => {
     { roles: undefined, want: ['kici:role:execution', 'kici:role:builder', 'kici:role:init-runner'] },
     { roles: [] as ScalerEntry['roles'], want: ['kici:role:execution'] },
     { roles: ['builder'] as ScalerEntry['roles'], want: ['kici:role:execution', 'kici:role:builder'] },
-    { roles: ['init-runner'] as ScalerEntry['roles'], want: ['kici:role:execution', 'kici:role:init-runner'] },
+    {
+      roles: ['init-runner'] as ScalerEntry['roles'],
+      want: ['kici:role:execution', 'kici:role:init-runner'],
+    },
   ])('roleLabelsFor($roles)', ({ roles, want }) => {
     expect(roleLabelsFor(roles)).toEqual(want);
   });
@@ -253,7 +284,10 @@ describe('role and agent labels', () => {
 
   it('agrees with the routing table on every label a job could ask for', () => {
     const config = parseConfig(
-      eventScaler('Pool-A', [['x', 'y']], { platform: { os: 'windows', arch: 'arm64' }, roles: ['init-runner'] }),
+      eventScaler('Pool-A', [['x', 'y']], {
+        platform: { os: 'windows', arch: 'arm64' },
+        roles: ['init-runner'],
+      }),
     );
     const [ls] = buildRoutingTable(config, { host: LINUX_X64 });
     const agent = agentLabelsFor(config.scalers[0]!, ls!.declared);
@@ -318,7 +352,8 @@ describe('findLabelSet properties', () => {
   };
   const taintsOf = (p: { os: string; arch: string } | undefined) => (p ? TAINTS[`${p.os}/${p.arch}`]! : []);
 
-  const spelled = (w: string) => fc.constantFrom(w, w.toUpperCase(), w[0]!.toUpperCase() + w.slice(1), ` ${w} `);
+  const spelled = (w: string) =>
+    fc.constantFrom(w, w.toUpperCase(), w[0]!.toUpperCase() + w.slice(1), ` ${w} `);
   const wordArb = fc.constantFrom(...WORDS).chain(spelled);
 
   const scalerArb = fc.record({
@@ -335,7 +370,11 @@ describe('findLabelSet properties', () => {
       if (s.platform) extra.platform = { ...s.platform };
       if (s.roles) extra.roles = s.roles;
       // Every gate label must be reachable from every set (config rule), so add the mandatory ones.
-      return eventScaler(s.upperName ? `S${i}` : `s${i}`, s.sets.map((set) => [...set, ...s.mandatory]), extra);
+      return eventScaler(
+        s.upperName ? `S${i}` : `s${i}`,
+        s.sets.map((set) => [...set, ...s.mandatory]),
+        extra,
+      );
     }),
   );
 
@@ -380,7 +419,12 @@ describe('findLabelSet properties', () => {
           const gate = [...new Set([...(raw.mandatoryLabels as string[]), ...taintsOf(platform)])].sort();
           expect(ls.declared).toEqual([...new Set(rawSet.map((l) => l.trim().toLowerCase()))].sort());
           expect(ls.gate).toEqual(gate);
-          for (const l of [...ls.declared, ...gate, `kici:scaler:${ls.scalerName.toLowerCase()}`, 'kici:agent:event']) {
+          for (const l of [
+            ...ls.declared,
+            ...gate,
+            `kici:scaler:${ls.scalerName.toLowerCase()}`,
+            'kici:agent:event',
+          ]) {
             expect(ls.labels.has(l)).toBe(true);
           }
         }
@@ -408,10 +452,13 @@ describe('findLabelSet properties', () => {
           expect(hit).toBe(serving[0]);
           return;
         }
-        for (const other of serving) expect(other.declared.length).toBeGreaterThanOrEqual(hit.declared.length);
+        for (const other of serving)
+          expect(other.declared.length).toBeGreaterThanOrEqual(hit.declared.length);
         // First on a tie: nothing earlier in the table serves with the same size.
         const earlier = table.slice(0, table.indexOf(hit));
-        expect(earlier.filter((ls) => serves(ls, query) && ls.declared.length === hit.declared.length)).toEqual([]);
+        expect(
+          earlier.filter((ls) => serves(ls, query) && ls.declared.length === hit.declared.length),
+        ).toEqual([]);
       }),
       { numRuns: 400 },
     );
@@ -425,13 +472,19 @@ describe('findLabelSet properties', () => {
         fc.array(fc.nat(), { minLength: 8, maxLength: 8 }),
         (scalers, q, shuffleKeys) => {
           const table = buildRoutingTable(parseConfig(...scalers), { host: LINUX_X64 });
-          const base = findLabelSet({ labels: canonicalizeLabels(q.words), role: q.role, exclude: q.exclude }, table);
+          const base = findLabelSet(
+            { labels: canonicalizeLabels(q.words), role: q.role, exclude: q.exclude },
+            table,
+          );
           // Reorder, respell and repeat the same labels.
           const respelled = [...q.words, ...q.words.slice(0, 1)]
             .map((w, i) => ({ w: i % 2 === 0 ? w.toUpperCase() : ` ${w}`, k: shuffleKeys[i % 8]! + i / 100 }))
             .sort((a, b) => a.k - b.k)
             .map((x) => x.w);
-          const variant = findLabelSet({ labels: canonicalizeLabels(respelled), role: q.role, exclude: q.exclude }, table);
+          const variant = findLabelSet(
+            { labels: canonicalizeLabels(respelled), role: q.role, exclude: q.exclude },
+            table,
+          );
           expect(variant).toBe(base);
           // Folded but unsorted and repeated input routes the same way too.
           const unsorted = respelled.map(foldLabel);

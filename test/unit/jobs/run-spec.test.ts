@@ -79,17 +79,40 @@ describe('parseRunSpec: every problem names its path', () => {
     { what: 'not an object', input: 'jobs', path: '(root)' },
     { what: 'no jobs key', input: {}, path: 'jobs' },
     { what: 'empty jobs', input: runOf({}), path: 'jobs', says: /at least one job/ },
-    { what: 'unknown top-level key', input: runOf({ j: jobOf() }, { jbos: 1 }), path: '(root)', says: /jbos/ },
+    {
+      what: 'unknown top-level key',
+      input: runOf({ j: jobOf() }, { jbos: 1 }),
+      path: '(root)',
+      says: /jbos/,
+    },
     { what: 'empty run name', input: runOf({ j: jobOf() }, { name: '' }), path: 'name' },
-    { what: 'bad job name', input: runOf({ 'has space': jobOf() }), path: 'jobs.has space', says: /job name/ },
-    { what: 'job name too long', input: runOf({ ['a'.repeat(101)]: jobOf() }), path: `jobs.${'a'.repeat(101)}` },
+    {
+      what: 'bad job name',
+      input: runOf({ 'has space': jobOf() }),
+      path: 'jobs.has space',
+      says: /job name/,
+    },
+    {
+      what: 'job name too long',
+      input: runOf({ ['a'.repeat(101)]: jobOf() }),
+      path: `jobs.${'a'.repeat(101)}`,
+    },
     { what: 'job is not an object', input: runOf({ j: 'make' }), path: 'jobs.j' },
     { what: 'missing runsOn', input: runOf({ j: { steps: [step()] } }), path: 'jobs.j.runsOn' },
     { what: 'empty runsOn list', input: runOf({ j: jobOf({ runsOn: [] }) }), path: 'jobs.j.runsOn' },
     { what: 'empty runsOn string', input: runOf({ j: jobOf({ runsOn: '' }) }), path: 'jobs.j.runsOn' },
     { what: 'runsOn of the wrong type', input: runOf({ j: jobOf({ runsOn: 5 }) }), path: 'jobs.j.runsOn' },
-    { what: 'no steps', input: runOf({ j: jobOf({ steps: [] }) }), path: 'jobs.j.steps', says: /at least one step/ },
-    { what: 'empty run', input: runOf({ j: jobOf({ steps: [step(''), step()] }) }), path: 'jobs.j.steps[0].run' },
+    {
+      what: 'no steps',
+      input: runOf({ j: jobOf({ steps: [] }) }),
+      path: 'jobs.j.steps',
+      says: /at least one step/,
+    },
+    {
+      what: 'empty run',
+      input: runOf({ j: jobOf({ steps: [step(''), step()] }) }),
+      path: 'jobs.j.steps[0].run',
+    },
     {
       what: 'second step bad',
       input: runOf({ j: jobOf({ steps: [step(), { run: 'x', timeoutSeconds: 0 }] }) }),
@@ -110,8 +133,16 @@ describe('parseRunSpec: every problem names its path', () => {
     { what: 'bad job env name', input: runOf({ j: jobOf({ env: { 'A-B': 'v' } }) }), path: 'jobs.j.env.A-B' },
     { what: 'env value not a string', input: runOf({ j: jobOf({ env: { A: 1 } }) }), path: 'jobs.j.env.A' },
     { what: 'unknown role', input: runOf({ j: jobOf({ role: 'deploy' }) }), path: 'jobs.j.role' },
-    { what: 'fractional timeout', input: runOf({ j: jobOf({ timeoutSeconds: 1.5 }) }), path: 'jobs.j.timeoutSeconds' },
-    { what: 'empty image', input: runOf({ j: jobOf({ container: { image: '' } }) }), path: 'jobs.j.container.image' },
+    {
+      what: 'fractional timeout',
+      input: runOf({ j: jobOf({ timeoutSeconds: 1.5 }) }),
+      path: 'jobs.j.timeoutSeconds',
+    },
+    {
+      what: 'empty image',
+      input: runOf({ j: jobOf({ container: { image: '' } }) }),
+      path: 'jobs.j.container.image',
+    },
     {
       what: 'dockerfile container',
       input: runOf({ j: jobOf({ container: { image: 'x', dockerfile: 'D' } }) }),
@@ -167,6 +198,15 @@ describe('parseRunSpec: every problem names its path', () => {
     );
   });
 
+  it('reports a bad memory string once', () => {
+    for (const memory of ['4Gi', `${'9'.repeat(400)}g`]) {
+      const problems = problemsOf(runOf({ j: jobOf({ resources: { requests: { memory } } }) }));
+      expect(problems).toEqual([
+        'jobs.j.resources.requests.memory: a memory size like "512m", "2g" or "1024k" (binary units)',
+      ]);
+    }
+  });
+
   it('refuses more than 10,000 jobs in one run', () => {
     const jobs: Obj = {};
     for (let i = 0; i <= 10_000; i++) jobs[`j${i}`] = jobOf();
@@ -195,7 +235,10 @@ describe('parseRunSpec properties', () => {
     const jobArb = fc.record(
       {
         runsOn: fc.oneof(labelArb, fc.array(labelArb, { minLength: 1, maxLength: 4 })),
-        steps: fc.array(fc.record({ run: fc.string({ minLength: 1, maxLength: 30 }) }), { minLength: 1, maxLength: 4 }),
+        steps: fc.array(fc.record({ run: fc.string({ minLength: 1, maxLength: 30 }) }), {
+          minLength: 1,
+          maxLength: 4,
+        }),
         role: fc.constantFrom('execution', 'build', 'init'),
         timeoutSeconds: fc.integer({ min: 1, max: 86_400 }),
       },

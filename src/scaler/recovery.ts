@@ -1,0 +1,77 @@
+import { normalizeLabelSet } from '../config/index.js';
+import type { ManagedEntry } from './agent-book.js';
+import { agentLabelsFor } from './core/routing.js';
+import type { ScalerManager } from './manager.js';
+
+export interface RecoveryCounts {
+  adopted: number;
+  reclaimed: number;
+  dropped: number;
+}
+
+/**
+ * After a restart (clean or kill -9): re-adopt this instance's agents whose compute is provably
+ * still there (they may reconnect), reclaim the rest, and rebuild cap usage from stored
+ * reservations. Agents that do not reconnect within the window are torn down.
+ */
+export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number): Promise<RecoveryCounts> {
+  const { store, instanceId, clock, ledger } = m.opts;
+  const s = m.state;
+  const counts: RecoveryCounts = { adopted: 0, reclaimed: 0, dropped: 0 };
+  const rows = await store.spawns.listOwned(instanceId);
+  const reservations = new Map((await store.spawns.listReservations(instanceId)).map((r) => [r.agent_id, r]));
+  for (const row of rows) {
+    const backend = s.backends.get(row.scaler_name);
+    const entry = s.entries.get(row.scaler_name);
+    const adopted = backend && entry && row.backend_ref ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
+    if (!adopted || !entry) {
+      const reclaimed = (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch(() => false)) ?? false;
+      if (reclaimed) counts.reclaimed++;
+      else counts.dropped++;
+      await store.spawns.deleteAgent(row.agent_id);
+      await store.tokens.revokeForAgent(row.agent_id, new Date(clock.now())).catch(() => {});
+      continue;
+    }
+    const r = reservations.get(row.agent_id);
+    const amount = { cpus: r?.cpu_units ?? 0, memBytes: Number(r?.mem_bytes ?? 0) };
+    const e: ManagedEntry = {
+      agentId: row.agent_id,
+      scalerName: row.scaler_name,
+      type: entry.type,
+      labelSet: row.label_set,
+      labelSetKey: normalizeLabelSet(row.label_set),
+      fullLabels: agentLabelsFor(entry, row.label_set),
+      gate: row.mandatory_labels,
+      boundJobId: row.bound_job_id ?? undefined,
+      runId: row.run_id ?? undefined,
+      createdAtMs: row.spawned_at.getTime(),
+      spawnStartedAtMs: row.spawned_at.getTime(),
+      settled: true,
+      registered: false,
+      recovered: true,
+      warm: row.bound_job_id === null,
+      consumed: row.registered_at !== null && row.bound_job_id === null,
+      requests: amount,
+      limits: amount,
+      machinePool: entry.machinePool,
+      backendRef: row.backend_ref ?? '',
+      abort: new AbortController(),
+    };
+    s.agents.set(e.agentId, e);
+    if (e.boundJobId && !row.registered_at) s.jobToAgent.set(e.boundJobId, e.agentId);
+    s.caps.add({ agentId: e.agentId, scalerName: e.scalerName, requests: amount, limits: amount });
+    if (e.machinePool && ledger) await ledger.tryReserve(e.machinePool, e.agentId, amount.cpus, amount.memBytes).catch(() => {});
+    counts.adopted++;
+  }
+  if (counts.adopted > 0) {
+    clock.setTimer(reconnectWindowMs, () => {
+      for (const e of [...s.agents.values()]) {
+        if (e.recovered && !e.registered) {
+          m.log.warn({ agentId: e.agentId }, 'recovered agent did not reconnect; reclaiming it');
+          void m.teardown(e, 'spawn-timeout');
+        }
+      }
+    });
+  }
+  return counts;
+}

@@ -1,0 +1,113 @@
+import type { LabelSetConfig, ScalerConfig, ScalerEntry } from '../config/index.js';
+import { errorMessage } from '../util/errors.js';
+import type { ScalerManager } from './manager.js';
+import type { ScalerBackend } from './types.js';
+
+export type BackendFactory = (entry: ScalerEntry, config: ScalerConfig) => Promise<ScalerBackend>;
+
+export interface ReloadPlan {
+  added: string[];
+  updated: string[];
+  unchanged: string[];
+  retired: string[];
+  resurrected: string[];
+  global: string[];
+}
+
+export type ReloadOutcome = { result: 'applied'; plan: ReloadPlan } | { result: 'rejected'; problems: string[] };
+
+/** Key-order-independent JSON, to tell an edited entry from an untouched one. */
+function stable(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stable).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stable((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+/** Pure: what a reload would do, and why it must be refused. */
+export function planReload(
+  current: { config: ScalerConfig; entries: ReadonlyMap<string, ScalerEntry>; retiring: ReadonlyMap<string, number> },
+  next: ScalerConfig,
+): { plan: ReloadPlan; problems: string[] } {
+  const plan: ReloadPlan = { added: [], updated: [], unchanged: [], retired: [], resurrected: [], global: [] };
+  const problems: string[] = [];
+  const nextNames = new Set(next.scalers.map((s) => s.name));
+  for (const entry of next.scalers) {
+    const loaded = current.entries.get(entry.name);
+    if (!loaded) plan.added.push(entry.name);
+    else if (loaded.type !== entry.type) {
+      problems.push(`scaler "${entry.name}": backend type cannot change from ${loaded.type} to ${entry.type} on reload; restart the orchestrator to apply`);
+    } else if (current.retiring.has(entry.name)) plan.resurrected.push(entry.name);
+    else if (stable(loaded) !== stable(entry)) plan.updated.push(entry.name);
+    else plan.unchanged.push(entry.name);
+  }
+  for (const name of current.entries.keys()) {
+    if (!nextNames.has(name) && !current.retiring.has(name)) plan.retired.push(name);
+  }
+  if (current.config.globalMaxAgents !== next.globalMaxAgents) plan.global.push('globalMaxAgents');
+  if (stable(current.config.globalResourceCap ?? null) !== stable(next.globalResourceCap ?? null)) plan.global.push('globalResourceCap');
+  return { plan, problems };
+}
+
+/**
+ * Apply a new config all-or-nothing: validate every kept backend (restoring all of them if one
+ * refuses), build the added ones, then commit in one synchronous step. Running agents are untouched;
+ * new settings apply to new spawns. Removed scalers retire: no new routing, torn down when empty.
+ */
+export async function applyReload(m: ScalerManager, next: ScalerConfig, factory: BackendFactory): Promise<ReloadOutcome> {
+  const s = m.state;
+  const { plan, problems } = planReload(s, next);
+  if (problems.length) return { result: 'rejected', problems };
+
+  const snapshots: { backend: ScalerBackend; labelSets: LabelSetConfig[]; maxAgents: number }[] = [];
+  const restore = () => {
+    for (const snap of snapshots) snap.backend.reload(snap.labelSets, { maxAgents: snap.maxAgents });
+  };
+  for (const entry of next.scalers) {
+    if (plan.added.includes(entry.name)) continue;
+    const backend = s.backends.get(entry.name);
+    if (!backend) continue;
+    snapshots.push({ backend, labelSets: backend.labelSets, maxAgents: backend.maxAgents });
+    const v = backend.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
+    if (!v.valid) {
+      restore();
+      return { result: 'rejected', problems: v.errors.map((e) => `scaler "${entry.name}": ${e}`) };
+    }
+  }
+  const built: ScalerBackend[] = [];
+  for (const name of plan.added) {
+    try {
+      built.push(await factory(next.scalers.find((e) => e.name === name)!, next));
+    } catch (err) {
+      await Promise.allSettled(built.map((b) => b.shutdownAll()));
+      restore();
+      return { result: 'rejected', problems: [`scaler "${name}": ${errorMessage(err)}`] };
+    }
+  }
+
+  // Commit: nothing below awaits, so no decision sees a half-applied config.
+  for (const b of built) s.backends.set(b.name, b);
+  for (const name of plan.retired) s.retiring.set(name, m.opts.clock.now());
+  for (const name of plan.resurrected) s.retiring.delete(name);
+  s.config = next;
+  for (const e of next.scalers) s.entries.set(e.name, e);
+  s.refresh();
+  if (m.opts.ledger) {
+    for (const pool of next.machinePools ?? []) {
+      try {
+        m.opts.ledger.registerPool(pool.name, pool.cap);
+      } catch {
+        void m.opts.ledger.updateCap(pool.name, pool.cap);
+      }
+    }
+  }
+  m.warm.configure();
+  m.log.info({ plan }, 'scaler configuration reloaded');
+  m.sweepRetired();
+  m.notifyCapacityFreed();
+  return { result: 'applied', plan };
+}

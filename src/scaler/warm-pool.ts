@@ -1,0 +1,165 @@
+import { normalizeLabelSet } from '../config/index.js';
+import type { Clock, TimerHandle } from '../util/clock.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import type { ManagedEntry } from './agent-book.js';
+import { backoffKey } from './core/backoff.js';
+import type { ScalerManager } from './manager.js';
+
+/** What the warm pools need to know about connected agents (the dispatcher's registry). */
+export interface RegistryView {
+  /** Connected and not running a job. */
+  isIdle(agentId: string): boolean;
+  /** Stop offering the agent work if it is idle; false when it already took a job. */
+  tryDrain(agentId: string): boolean;
+}
+
+export interface WarmPoolSpec {
+  key: string;
+  scalerName: string;
+  labelSetIndex: number;
+  labelSetKey: string;
+  size: number;
+  idleTimeoutMs: number;
+}
+
+export const WARM_TICK_MS = 30_000;
+
+/** Pure: how many warm agents to add, given what is ready and in flight. */
+export function warmDeficit(size: number, ready: number, pending: number): number {
+  return Math.max(0, size - ready - pending);
+}
+
+/** Pure: which idle warm agents to reap (oldest first, only the surplus past the idle timeout). */
+export function warmSurplus(idle: { agentId: string; idleSinceMs: number }[], size: number, idleTimeoutMs: number, nowMs: number, force = false): string[] {
+  const surplus = idle.length - size;
+  if (surplus <= 0) return [];
+  return [...idle]
+    .sort((a, b) => a.idleSinceMs - b.idleSinceMs)
+    .filter((a) => force || nowMs - a.idleSinceMs >= idleTimeoutMs)
+    .slice(0, surplus)
+    .map((a) => a.agentId);
+}
+
+/**
+ * Warm pools: per label set, keep `size` pre-spawned agents idle so a job starts without a spawn.
+ * Warm agents hold reservations like any other agent, so they count against every cap. Taking one
+ * triggers a replenish; idle agents beyond the size are reaped after `idleTimeoutSeconds`.
+ */
+export class WarmPools {
+  private pools = new Map<string, WarmPoolSpec>();
+  private registry: RegistryView | undefined;
+  private timer: TimerHandle | undefined;
+  private soon: TimerHandle | undefined;
+  private running = false;
+
+  constructor(
+    private readonly m: ScalerManager,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {
+    this.configure();
+  }
+
+  setRegistry(r: RegistryView): void {
+    this.registry = r;
+  }
+
+  specs(): WarmPoolSpec[] {
+    return [...this.pools.values()];
+  }
+
+  /** (Re)build pool specs from the config; dropped or shrunk pools lose their idle agents at once. */
+  configure(): void {
+    const next = new Map<string, WarmPoolSpec>();
+    for (const entry of this.m.state.config.scalers) {
+      if (!entry.warmPool?.enabled) continue;
+      entry.labelSets.forEach((ls, i) => {
+        const labelSetKey = normalizeLabelSet(ls.labels);
+        const key = `${entry.name}|${labelSetKey}`;
+        next.set(key, { key, scalerName: entry.name, labelSetIndex: i, labelSetKey, size: entry.warmPool!.size, idleTimeoutMs: entry.warmPool!.idleTimeoutSeconds * 1000 });
+      });
+    }
+    const previous = this.pools;
+    this.pools = next;
+    for (const [key, spec] of previous) {
+      const now = next.get(key);
+      if (!now) this.reap(spec, 0, true);
+      else if (now.size < spec.size) this.reap(now, now.size, true);
+    }
+  }
+
+  start(): void {
+    this.running = true;
+    void this.tick();
+    const loop = () => {
+      this.timer = this.clock.setTimer(WARM_TICK_MS, () => {
+        void this.tick();
+        if (this.running) loop();
+      });
+    };
+    loop();
+  }
+
+  stop(): void {
+    this.running = false;
+    this.timer?.cancel();
+    this.soon?.cancel();
+  }
+
+  replenishSoon(): void {
+    if (!this.running || this.soon) return;
+    this.soon = this.clock.setTimer(0, () => {
+      this.soon = undefined;
+      void this.tick();
+    });
+  }
+
+  private members(spec: WarmPoolSpec): ManagedEntry[] {
+    return this.m.state.agentsOf(spec.scalerName).filter((a) => a.warm && !a.consumed && a.labelSetKey === spec.labelSetKey);
+  }
+
+  /** Idle, registered warm agents of this pool: the ones a job could take right now. */
+  ready(spec: WarmPoolSpec): ManagedEntry[] {
+    return this.members(spec).filter((a) => a.registered && (this.registry?.isIdle(a.agentId) ?? false));
+  }
+
+  private reap(spec: WarmPoolSpec, size: number, force: boolean): void {
+    const idle = this.ready(spec).map((a) => ({ agentId: a.agentId, idleSinceMs: a.registeredAtMs ?? a.createdAtMs }));
+    for (const id of warmSurplus(idle, size, spec.idleTimeoutMs, this.clock.now(), force)) {
+      const a = this.m.state.agents.get(id);
+      if (!a || !this.registry?.tryDrain(id)) continue;
+      this.log.info({ agentId: id, scaler: spec.scalerName }, 'reaping idle warm agent');
+      void this.m.teardown(a, 'shutdown');
+    }
+  }
+
+  /** One pass: reap surplus idle agents, then top every pool up within caps and backoff. */
+  async tick(): Promise<void> {
+    if (!this.registry) return;
+    const now = this.clock.now();
+    for (const spec of this.pools.values()) this.reap(spec, spec.size, false);
+    for (const spec of this.pools.values()) {
+      if (this.m.opts.isDraining?.()) return;
+      const members = this.members(spec);
+      const pending = members.filter((a) => !a.registered).length;
+      let deficit = warmDeficit(spec.size, this.ready(spec).length, pending);
+      if (deficit === 0) continue;
+      if (this.m.state.backoff.check(backoffKey(spec.scalerName, spec.labelSetKey), now).blocked) continue;
+      const match = this.m.state.table.find((t) => t.scalerName === spec.scalerName && t.index === spec.labelSetIndex);
+      if (!match) continue;
+      while (deficit-- > 0) {
+        try {
+          const r = await this.m.provision(match, this.m.resourcesFor(match));
+          if (r.action !== 'spawning') {
+            this.log.info({ pool: spec.key, reason: r.reason }, 'warm spawn refused');
+            break;
+          }
+        } catch (err) {
+          this.log.warn({ pool: spec.key, err: errorMessage(err) }, 'warm spawn failed');
+          break;
+        }
+      }
+    }
+  }
+}
