@@ -5,12 +5,14 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
+import { benchReconcile } from './reconcile.ts';
 import type { BenchResult } from './stats.ts';
 
 const only = process.argv.slice(2);
 const benches: [string, () => Promise<BenchResult | { name: string; medianMs: number; detail: string }>][] = [
   ['config-load', benchConfigLoad],
   ['cold-start', () => benchColdStart(50)],
+  ['reconcile', benchReconcile],
 ];
 
 const results: BenchResult[] = [];

@@ -144,21 +144,22 @@ export class Dispatcher {
     return this.idle;
   }
 
-  /** One reconcile: the pure planner decides for the whole queue, then its decisions are applied. */
-  private async pass(): Promise<void> {
+  /** The decision half of a reconcile: synchronous, no I/O. */
+  plan() {
     const scaler = this.opts.scaler;
     const now = this.opts.clock.now();
     const groups = this.queue.orderedGroups().map((g) => {
-      const sample = g.jobs[0]!;
-      const provisioning = new Set<string>();
-      if (scaler) for (const j of g.jobs) if (scaler.isProvisioning(j.id)) provisioning.add(j.id);
+      const sample = g.first;
       return {
         key: g.key,
         labels: g.labels,
         role: sample.spec.role,
         exclude: sample.spec.excludeLabels ? canonicalizeLabels(sample.spec.excludeLabels) : undefined,
-        jobIds: g.jobs.map((j) => j.id),
-        provisioning,
+        size: g.size,
+        jobIds: function* () {
+          for (const j of g.jobs()) yield j.id;
+        },
+        jobs: g.jobs,
         sample,
       };
     });
@@ -172,9 +173,17 @@ export class Dispatcher {
       caps: scaler?.capBook() ?? NO_CAPS,
       live: { global: scaler?.globalActiveCount() ?? 0, perScaler },
       backoff: (key) => scaler?.backoff.check(key, now) ?? { blocked: false },
+      isProvisioning: (id) => scaler?.isProvisioning(id) ?? false,
       requestsFor: (m, g) => scaler!.resourcesFor(m, this.scaleJob(g.sample)).requests,
       scaling: scaler !== undefined,
     });
+    return { groups, plan };
+  }
+
+  /** One reconcile: the pure planner decides for the whole queue, then its decisions are applied. */
+  private async pass(): Promise<void> {
+    const scaler = this.opts.scaler;
+    const { groups, plan } = this.plan();
     for (const [n, d] of plan.entries()) {
       if (this.stopped) return;
       const group = groups[n]!;
@@ -194,7 +203,7 @@ export class Dispatcher {
           break;
         }
       }
-      const left = group.jobIds.map((id) => this.queue.get(id)).filter((j): j is QueuedJob => !!j && !scaler?.isProvisioning(j.id));
+      const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
       if (d.noBackend) {
         const why = scaler ? `${d.noBackend}; ${describeTable(scaler.routingTable())}` : 'no scaler is configured and no agent token matches these labels';
         for (const job of left) {

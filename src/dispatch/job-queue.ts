@@ -16,6 +16,8 @@ interface Group {
   key: string;
   labels: string[];
   jobs: Map<string, QueuedJob>;
+  /** The highest-seq job added, to tell an append from a re-insert without scanning. */
+  last?: QueuedJob;
 }
 
 /**
@@ -24,7 +26,8 @@ interface Group {
  */
 export class JobQueue {
   private readonly groups = new Map<string, Group>();
-  private readonly byId = new Map<string, { job: QueuedJob; group: Group }>();
+  /** Job id → the group holding it (the job itself is found in the group, so no wrapper per job). */
+  private readonly byId = new Map<string, Group>();
 
   get size(): number {
     return this.byId.size;
@@ -35,7 +38,7 @@ export class JobQueue {
   }
 
   get(id: string): QueuedJob | undefined {
-    return this.byId.get(id)?.job;
+    return this.byId.get(id)?.jobs.get(id);
   }
 
   add(job: QueuedJob): void {
@@ -46,34 +49,46 @@ export class JobQueue {
       g = { key, labels: job.runsOn, jobs: new Map() };
       this.groups.set(key, g);
     }
-    const last = [...g.jobs.values()].at(-1);
+    // Every job of a group has the same labels: share one array instead of 100,000 copies.
+    job.runsOn = g.labels;
+    const last = g.last;
     if (last && last.seq > job.seq) {
       // A requeued job goes back to its place, not to the end.
       const all = [...g.jobs.values(), job].sort((a, b) => a.seq - b.seq);
       g.jobs.clear();
       for (const j of all) g.jobs.set(j.id, j);
-    } else g.jobs.set(job.id, job);
-    this.byId.set(job.id, { job, group: g });
+    } else {
+      g.jobs.set(job.id, job);
+      g.last = job;
+    }
+    this.byId.set(job.id, g);
   }
 
   remove(id: string): QueuedJob | undefined {
-    const hit = this.byId.get(id);
-    if (!hit) return undefined;
+    const group = this.byId.get(id);
+    const job = group?.jobs.get(id);
+    if (!group || !job) return undefined;
     this.byId.delete(id);
-    hit.group.jobs.delete(id);
-    if (hit.group.jobs.size === 0) this.groups.delete(hit.group.key);
-    return hit.job;
+    group.jobs.delete(id);
+    if (group.jobs.size === 0) this.groups.delete(group.key);
+    return job;
   }
 
   /** Groups ordered by their oldest job, so the longest-waiting work is considered first. */
-  orderedGroups(): { key: string; labels: string[]; jobs: QueuedJob[] }[] {
-    const out = [...this.groups.values()].map((g) => ({ key: g.key, labels: g.labels, jobs: [...g.jobs.values()] }));
-    out.sort((a, b) => a.jobs[0]!.seq - b.jobs[0]!.seq);
+  orderedGroups(): { key: string; labels: string[]; size: number; first: QueuedJob; jobs: () => Iterable<QueuedJob> }[] {
+    const out = [...this.groups.values()].map((g) => ({
+      key: g.key,
+      labels: g.labels,
+      size: g.jobs.size,
+      first: g.jobs.values().next().value as QueuedJob,
+      jobs: () => g.jobs.values(),
+    }));
+    out.sort((a, b) => a.first.seq - b.first.seq);
     return out;
   }
 
   all(): QueuedJob[] {
-    return [...this.byId.values()].map((h) => h.job);
+    return [...this.groups.values()].flatMap((g) => [...g.jobs.values()]);
   }
 }
 

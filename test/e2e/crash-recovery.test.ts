@@ -64,6 +64,7 @@ afterEach(async () => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** `start|end <jobId> <epoch ms>` lines of ran.log: how often each job's step started (or ended). */
 function countLines(text: string, kind: 'start' | 'end'): Map<string, number> {
   const m = new Map<string, number>();
   for (const line of text.split('\n')) {
@@ -71,6 +72,16 @@ function countLines(text: string, kind: 'start' | 'end'): Map<string, number> {
     if (k === kind && id) m.set(id, (m.get(id) ?? 0) + 1);
   }
   return m;
+}
+
+/** When a job's step last ended, in ms relative to `zero` (negative: before it). */
+function endedAt(text: string, jobId: string, zero: number): number | undefined {
+  let out: number | undefined;
+  for (const line of text.split('\n')) {
+    const [k, id, ms] = line.trim().split(' ');
+    if (k === 'end' && id === jobId) out = Number(ms) - zero;
+  }
+  return out;
 }
 
 function histogram(jobs: Job[]): Record<string, number> {
@@ -105,7 +116,11 @@ describe('crash recovery (real serve process, embedded PGlite, bare-metal agents
         const s = SLEEPS[i % SLEEPS.length]!;
         spec[`j${String(i).padStart(2, '0')}`] = {
           runsOn: ['linux', i % 2 ? 'large' : 'small'],
-          steps: [{ run: `echo "start $KICI_JOB_ID" >> '${ranLog}'; sleep ${s}; echo "end $KICI_JOB_ID" >> '${ranLog}'` }],
+          steps: [
+            {
+              run: `echo "start $KICI_JOB_ID $(date +%s%3N)" >> '${ranLog}'; sleep ${s}; echo "end $KICI_JOB_ID $(date +%s%3N)" >> '${ranLog}'`,
+            },
+          ],
         };
       }
       const submitted = await api1<{ runId: string; jobs: { id: string; name: string }[] }>('POST', '/api/v1/runs', {
@@ -129,6 +144,7 @@ describe('crash recovery (real serve process, embedded PGlite, bare-metal agents
       );
       const pidsAtKill = await pidsWithEnv(needle);
       const agentsAtKill = await agentProcesses(pidsAtKill);
+      const killedAtMs = Date.now();
       process.kill(first.pid, 'SIGKILL');
       const died = await first.exited;
       expect(died.signal).toBe('SIGKILL');
@@ -188,7 +204,7 @@ describe('crash recovery (real serve process, embedded PGlite, bare-metal agents
       const ends = countLines(text, 'end');
       const notSucceeded = jobs
         .filter((j) => j.state !== 'succeeded')
-        .map((j) => ({ id: j.id, state: j.state, reason: j.reason, inFlightAtKill: inFlightAtKill.has(j.id), ranToEnd: ends.get(j.id) ?? 0 }));
+        .map((j) => ({ id: j.id, state: j.state, reason: j.reason, inFlightAtKill: inFlightAtKill.has(j.id), stepEndedMsAfterKill: endedAt(text, j.id, killedAtMs) ?? null }));
       console.log(
         `[crash-recovery] ${finalAt} all final: ${JSON.stringify(histogram(jobs))}; ` +
           `requeued (attempts > 1): ${jobs.filter((j) => j.attempts > 1).length}; ` +

@@ -13,10 +13,10 @@ export interface PlanGroup {
   labels: string[];
   role?: JobRole | undefined;
   exclude?: string[] | undefined;
-  /** Queued job ids, oldest first. */
-  jobIds: readonly string[];
-  /** Jobs of the group that already have an agent being provisioned. */
-  provisioning: ReadonlySet<string>;
+  /** How many jobs are queued in the group. */
+  size: number;
+  /** Queued job ids, oldest first (iterated lazily: a pass rarely needs all of them). */
+  jobIds: () => Iterable<string>;
 }
 
 export interface PlanAgent {
@@ -31,6 +31,8 @@ export interface PlanInput<A extends PlanAgent, G extends PlanGroup = PlanGroup>
   caps: CapBook;
   live: { global: number; perScaler: ReadonlyMap<string, number> };
   backoff: (key: string) => BackoffCheck;
+  /** Jobs that already have an agent being provisioned. */
+  isProvisioning: (jobId: string) => boolean;
   /** What one agent of this group would bill against the caps once routed to `match`. */
   requestsFor: (match: RoutableLabelSet, group: G) => ResourceAmount;
   /** False when no scaler is configured at all. */
@@ -60,40 +62,47 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(input: P
   for (const g of input.groups) {
     const d: GroupDecision = { key: g.key, assign: [], spawn: [], waiting: 0 };
     out.push(d);
-    let i = 0;
+    const it = g.jobIds()[Symbol.iterator]();
+    let decided = 0;
+    /** Next job of the group that is not already being provisioned. */
+    const next = (): string | undefined => {
+      for (let r = it.next(); !r.done; r = it.next()) {
+        decided++;
+        if (!input.isProvisioning(r.value)) return r.value;
+      }
+      return undefined;
+    };
+    let pending = next();
     // Idle agents first: a warm or static agent starts the job with no spawn at all.
     for (const a of free) {
-      if (i >= g.jobIds.length) break;
+      if (pending === undefined) break;
       if (!input.canRun(a, g)) continue;
-      while (i < g.jobIds.length && g.provisioning.has(g.jobIds[i]!)) i++;
-      if (i >= g.jobIds.length) break;
-      d.assign.push({ jobId: g.jobIds[i++]!, agentId: a.id });
+      d.assign.push({ jobId: pending, agentId: a.id });
       free.delete(a);
+      pending = next();
     }
-    const rest = g.jobIds.length - i;
-    if (rest === 0) continue;
+    if (pending === undefined) continue;
+    const rest = () => g.size - decided + 1;
     if (!input.scaling) {
-      d.waiting = rest;
+      d.waiting = rest();
       d.noBackend = 'no scaler is configured';
       continue;
     }
     const match = findLabelSet({ labels: g.labels, role: g.role, exclude: g.exclude }, input.table);
     if (!match) {
-      d.waiting = rest;
+      d.waiting = rest();
       d.noBackend = `no scaler label set matches [${g.labels.join(',')}]`;
       continue;
     }
     d.match = match;
     const held = input.backoff(backoffKey(match.scalerName, match.key));
     if (held.blocked) {
-      d.waiting = rest;
+      d.waiting = rest();
       d.reason = held.reason;
       continue;
     }
     const requests = input.requestsFor(match, g);
-    for (; i < g.jobIds.length; i++) {
-      const jobId = g.jobIds[i]!;
-      if (g.provisioning.has(jobId)) continue;
+    while (pending !== undefined) {
       const scalerLive = perScaler.get(match.scalerName) ?? 0;
       const res = caps.reserve(
         { agentId: `plan-${synthetic++}`, scalerName: match.scalerName, requests, limits: requests },
@@ -101,21 +110,14 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(input: P
       );
       if (!res.ok) {
         d.reason = res.reason;
+        d.waiting = rest();
         break;
       }
       live++;
       perScaler.set(match.scalerName, scalerLive + 1);
-      d.spawn.push({ jobId, scalerName: match.scalerName, labelSetIndex: match.index });
+      d.spawn.push({ jobId: pending, scalerName: match.scalerName, labelSetIndex: match.index });
+      pending = next();
     }
-    d.waiting = g.jobIds.length - i - (i < g.jobIds.length ? countFrom(g, i) : 0);
   }
   return out;
-}
-
-/** Jobs from index `i` on that already have a provision in flight (they are not "waiting"). */
-function countFrom(g: PlanGroup, i: number): number {
-  if (g.provisioning.size === 0) return 0;
-  let n = 0;
-  for (let k = i; k < g.jobIds.length; k++) if (g.provisioning.has(g.jobIds[k]!)) n++;
-  return n;
 }

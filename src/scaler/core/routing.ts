@@ -128,19 +128,57 @@ export interface RouteQuery {
  * The most specific label set that can serve the job: every job label is in the set, every gate
  * label is in the job, no excluded label is in the set. Smallest declared set wins; first on a tie.
  */
+/** Per table: label → positions of the sets carrying it, so a lookup scans only candidates. */
+const indexes = new WeakMap<readonly RoutableLabelSet[], Map<string, number[]>>();
+
+function indexOf(table: readonly RoutableLabelSet[]): Map<string, number[]> {
+  let idx = indexes.get(table);
+  if (!idx) {
+    idx = new Map();
+    table.forEach((ls, pos) => {
+      for (const l of ls.labels) {
+        const list = idx!.get(l);
+        if (list) list.push(pos);
+        else idx!.set(l, [pos]);
+      }
+    });
+    indexes.set(table, idx);
+  }
+  return idx;
+}
+
+function matches(ls: RoutableLabelSet, wanted: readonly string[], jobSet: ReadonlySet<string>, q: RouteQuery, roleLabel?: string) {
+  for (const g of ls.gate) if (!jobSet.has(g)) return false;
+  for (const l of wanted) if (!ls.labels.has(l)) return false;
+  if (roleLabel && !ls.labels.has(roleLabel)) return false;
+  if (q.exclude) for (const x of q.exclude) if (ls.labels.has(x)) return false;
+  return true;
+}
+
+/**
+ * The most specific label set that can serve the job: every job label is in the set, every gate
+ * label is in the job, no excluded label is in the set. Smallest declared set wins; first on a tie.
+ * Tables are treated as immutable (a reload builds a new one), which lets the label index be cached.
+ */
 export function findLabelSet(query: RouteQuery, table: readonly RoutableLabelSet[]): RoutableLabelSet | undefined {
   const wanted = query.labels;
-  const jobSet = new Set(wanted);
   const roleLabel = roleRequirement(query.role);
+  if (wanted.length === 0) {
+    return table.find((ls) => ls.gate.length === 0 && matches(ls, wanted, new Set(), query, roleLabel));
+  }
+  const idx = indexOf(table);
+  let candidates: number[] | undefined;
+  for (const l of wanted) {
+    const list = idx.get(l);
+    if (!list) return undefined;
+    if (!candidates || list.length < candidates.length) candidates = list;
+  }
+  const jobSet = new Set(wanted);
   let best: RoutableLabelSet | undefined;
-  for (const ls of table) {
-    if (wanted.length === 0 && ls.gate.length > 0) continue;
-    if (!ls.gate.every((g) => jobSet.has(g))) continue;
-    if (!wanted.every((l) => ls.labels.has(l))) continue;
-    if (roleLabel && !ls.labels.has(roleLabel)) continue;
-    if (query.exclude?.some((x) => ls.labels.has(x))) continue;
-    if (wanted.length === 0) return ls;
-    if (!best || ls.declared.length < best.declared.length) best = ls;
+  for (const pos of candidates!) {
+    const ls = table[pos]!;
+    if (best && ls.declared.length >= best.declared.length) continue;
+    if (matches(ls, wanted, jobSet, query, roleLabel)) best = ls;
   }
   return best;
 }

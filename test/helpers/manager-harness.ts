@@ -1,0 +1,630 @@
+/**
+ * Test harness for the ScalerManager: a recording backend whose every spawn the test settles by
+ * hand, and a builder that wires a real ScalerManager (manual clock, real PGlite store) to a real
+ * Dispatcher the way `src/server/orchestrator.ts` does, with fake connected agents that behave like
+ * `src/server/agent-socket.ts`.
+ */
+import { sql } from 'kysely';
+import { pino } from 'pino';
+import {
+  canonicalizeLabels,
+  normalizeLabelSet,
+  scalerFileSchema,
+  type LabelSetConfig,
+  type ScalerConfig,
+  type ScalerConfigInput,
+  type ScalerEntry,
+  type ScalerType,
+} from '../../src/config/index.js';
+import type { ConnectedAgent } from '../../src/dispatch/agent-registry.js';
+import { Dispatcher } from '../../src/dispatch/dispatcher.js';
+import { runSpecSchema } from '../../src/jobs/run-spec.js';
+import { SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../../src/protocol/messages.js';
+import type { ProvisionBackoffOptions } from '../../src/scaler/core/backoff.js';
+import { SpawnError, type ClassifiedSpawnError } from '../../src/scaler/core/spawn-errors.js';
+import type { MachineLedger } from '../../src/scaler/ledger/machine-ledger.js';
+import { RegistrationRefused, ScalerManager, type RegistrationResult } from '../../src/scaler/manager.js';
+import type { BackendFactory } from '../../src/scaler/reload.js';
+import type {
+  DestroyContext,
+  ManagedAgent,
+  ScalerBackend,
+  ScalerEventType,
+  SpawnRequest,
+  ValidationResult,
+} from '../../src/scaler/types.js';
+import type { Store } from '../../src/store/index.js';
+import { ManualClock } from '../../src/util/clock.js';
+import { freshStore } from './data-dir.js';
+
+// ---------------------------------------------------------------------------------------------
+// Config helpers
+
+/** Parse a scaler file the way the loader does (defaults applied, rules checked). */
+export function scalerConfig(input: ScalerConfigInput): ScalerConfig {
+  return scalerFileSchema.parse(input);
+}
+
+/** A bare-metal entry input with the fields every test needs; `labelSets` may be plain label lists. */
+export function bareMetal(
+  name: string,
+  labelSets: (string[] | Record<string, unknown>)[],
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    name,
+    type: 'bare-metal',
+    maxAgents: 10,
+    labelSets: labelSets.map((ls) => (Array.isArray(ls) ? { labels: ls, binaryPath: '/opt/kici/agent' } : { binaryPath: '/opt/kici/agent', ...ls })),
+    ...extra,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// RecordingBackend
+
+interface Pending {
+  req: SpawnRequest;
+  settled: boolean;
+  resolve(agent: ManagedAgent): void;
+  reject(err: unknown): void;
+}
+
+export interface BackendAgent {
+  id: string;
+  state: 'spawning' | 'running';
+  registered: boolean;
+  req?: SpawnRequest;
+  adopted: boolean;
+}
+
+/**
+ * A ScalerBackend that records everything and lets the test decide how each spawn ends: resolve
+ * it, fail it, let it hang until the manager's deadline aborts it, or resolve it and then report
+ * the agent process as exited before registering (`emitFailed`).
+ */
+export class RecordingBackend implements ScalerBackend {
+  readonly type: ScalerType;
+  readonly spawnsOnLocalHost = true;
+  readonly name: string;
+  labelSets: LabelSetConfig[];
+  maxAgents: number;
+  /** The entry this backend was built from or last reloaded with. */
+  entry: ScalerEntry;
+
+  /** Every spawn request, in call order. */
+  readonly spawns: SpawnRequest[] = [];
+  readonly destroys: { agentId: string; reason: DestroyContext['reason']; known: boolean }[] = [];
+  readonly reloads: { labelSets: LabelSetConfig[]; maxAgents: number | undefined; entry: ScalerEntry | undefined; valid: boolean }[] = [];
+  readonly adopts: { agentId: string; labelSet: string[]; backendRef: string }[] = [];
+  readonly reaps: { agentId: string; backendRef: string | null }[] = [];
+  readonly aborted: string[] = [];
+  readonly registeredMarks: string[] = [];
+  shutdownCalls = 0;
+  /** Compute this backend holds (spawning agents included). */
+  readonly agents = new Map<string, BackendAgent>();
+  private readonly pending = new Map<string, Pending>();
+  /** spawn() calls that have not settled yet, and the most ever seen at once. */
+  inFlight = 0;
+  maxInFlight = 0;
+
+  // Knobs a test may turn.
+  /** Errors this backend's next reloads report (it then applies nothing). */
+  refuseReload: string[] | undefined;
+  adoptResult: boolean | ((agentId: string) => boolean) = false;
+  reapResult = false;
+  /** Compute the backend counts although the manager holds no reservation for it. */
+  extraActive = 0;
+  /** Resolve every spawn on the next microtask (for tests that do not care about spawn timing). */
+  autoResolve = false;
+  /** Called after destroy() removed compute the backend knew (the harness uses it to drop the agent's socket). */
+  onDestroyed: ((agentId: string) => void) | undefined;
+
+  constructor(entry: ScalerEntry) {
+    this.entry = entry;
+    this.name = entry.name;
+    this.type = entry.type;
+    this.labelSets = entry.labelSets;
+    this.maxAgents = entry.maxAgents;
+  }
+
+  getActiveCount(): number {
+    return this.agents.size + this.extraActive;
+  }
+
+  spawn(req: SpawnRequest): Promise<ManagedAgent> {
+    this.spawns.push(req);
+    const key = normalizeLabelSet(req.labelSet);
+    if (!this.labelSets.some((ls) => normalizeLabelSet(ls.labels) === key)) {
+      return Promise.reject(new SpawnError('config', `label set [${key}] is not served by "${this.name}"`));
+    }
+    if (req.signal.aborted) return Promise.reject(req.signal.reason);
+    this.agents.set(req.agentId, { id: req.agentId, state: 'spawning', registered: false, req, adopted: false });
+    this.inFlight += 1;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    return new Promise<ManagedAgent>((resolve, reject) => {
+      const p: Pending = {
+        req,
+        settled: false,
+        resolve: (a) => {
+          if (p.settled) return;
+          p.settled = true;
+          this.inFlight -= 1;
+          this.pending.delete(req.agentId);
+          resolve(a);
+        },
+        reject: (err) => {
+          if (p.settled) return;
+          p.settled = true;
+          this.inFlight -= 1;
+          this.pending.delete(req.agentId);
+          reject(err);
+        },
+      };
+      this.pending.set(req.agentId, p);
+      req.signal.addEventListener(
+        'abort',
+        () => {
+          if (p.settled) return;
+          this.aborted.push(req.agentId);
+          this.agents.delete(req.agentId);
+          p.reject(req.signal.reason ?? new Error('spawn aborted'));
+        },
+        { once: true },
+      );
+      if (this.autoResolve) queueMicrotask(() => this.pending.has(req.agentId) && this.resolveSpawn(req.agentId));
+    });
+  }
+
+  /** Spawn calls in flight (admitted by the manager's semaphore, not yet settled), oldest first. */
+  pendingIds(): string[] {
+    return [...this.pending.keys()];
+  }
+
+  /** Agents whose spawn succeeded and that have not registered yet. */
+  startedIds(): string[] {
+    return [...this.agents.values()].filter((a) => a.state === 'running' && !a.registered).map((a) => a.id);
+  }
+
+  requestFor(agentId: string): SpawnRequest | undefined {
+    return this.spawns.findLast((r) => r.agentId === agentId);
+  }
+
+  resolveSpawn(agentId: string): void {
+    const p = this.pending.get(agentId);
+    if (!p) throw new Error(`backend "${this.name}": no spawn of ${agentId} is in flight`);
+    const a = this.agents.get(agentId);
+    if (a) a.state = 'running';
+    p.resolve({ id: agentId, labelSet: p.req.labelSet, backendRef: `rec:${agentId}`, spawnedAt: 0, state: 'running' });
+  }
+
+  failSpawn(agentId: string, err: unknown): void {
+    const p = this.pending.get(agentId);
+    if (!p) throw new Error(`backend "${this.name}": no spawn of ${agentId} is in flight`);
+    this.agents.delete(agentId);
+    p.reject(err);
+  }
+
+  /** The agent process exited before it registered: the compute is gone and the backend says so. */
+  emitFailed(agentId: string, detail: string): void {
+    const req = this.requestFor(agentId);
+    if (!req) throw new Error(`backend "${this.name}": never spawned ${agentId}`);
+    this.agents.delete(agentId);
+    req.onEvent('scaler.failed', detail);
+  }
+
+  emit(agentId: string, type: ScalerEventType, detail: string): void {
+    this.requestFor(agentId)?.onEvent(type, detail);
+  }
+
+  destroy(agentId: string, ctx?: DestroyContext): Promise<void> {
+    const known = this.agents.has(agentId);
+    this.destroys.push({ agentId, reason: ctx?.reason, known });
+    this.agents.delete(agentId);
+    this.pending.get(agentId)?.reject(new Error('destroyed while spawning'));
+    if (known) this.onDestroyed?.(agentId);
+    return Promise.resolve();
+  }
+
+  destroyedIds(): string[] {
+    return this.destroys.map((d) => d.agentId);
+  }
+
+  markRegistered(agentId: string): void {
+    this.registeredMarks.push(agentId);
+    const a = this.agents.get(agentId);
+    if (a) a.registered = true;
+  }
+
+  reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
+    this.reaps.push({ agentId, backendRef });
+    return Promise.resolve(this.reapResult);
+  }
+
+  adopt(agentId: string, labelSet: string[], backendRef: string): Promise<boolean> {
+    this.adopts.push({ agentId, labelSet, backendRef });
+    const ok = typeof this.adoptResult === 'function' ? this.adoptResult(agentId) : this.adoptResult;
+    if (ok) this.agents.set(agentId, { id: agentId, state: 'running', registered: false, adopted: true });
+    return Promise.resolve(ok);
+  }
+
+  /** Validates like the real bare-metal backend (a label set needs binaryPath or image); applies nothing when invalid. */
+  reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult {
+    const errors = labelSets.flatMap((ls, i) => (ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: needs binaryPath or image`]));
+    if (this.refuseReload) errors.push(...this.refuseReload);
+    this.reloads.push({ labelSets, maxAgents: opts.maxAgents, entry: opts.entry, valid: errors.length === 0 });
+    if (errors.length) return { valid: false, errors };
+    this.labelSets = labelSets;
+    if (opts.maxAgents !== undefined) this.maxAgents = opts.maxAgents;
+    if (opts.entry) this.entry = opts.entry;
+    return { valid: true };
+  }
+
+  async shutdownAll(): Promise<void> {
+    this.shutdownCalls += 1;
+    await Promise.all([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+
+export interface FakeAgent {
+  id: string;
+  messages: OrchestratorMessage[];
+  connected: boolean;
+  conn: ConnectedAgent;
+  registration: RegistrationResult | null;
+}
+
+export interface HarnessOptions {
+  config: ScalerConfigInput | ScalerConfig;
+  /** Share a store (restart tests); a fresh PGlite copy otherwise (closed by `close()`). */
+  store?: Store;
+  clock?: ManualClock;
+  instanceId?: string;
+  spawnTimeoutMs?: number;
+  agentTokenTtlMs?: number;
+  backoff?: ProvisionBackoffOptions;
+  ledger?: MachineLedger;
+  /** Wire a real Dispatcher (default true). */
+  dispatcher?: boolean;
+  isDraining?: () => boolean;
+  /** Tune each backend as it is built (also the ones a reload builds). */
+  configureBackend?: (b: RecordingBackend) => void;
+  /** A destroyed connected agent drops its socket, like a killed process (default true). */
+  killOnDestroy?: boolean;
+}
+
+export type RegisterOutcome =
+  | { ok: true; result: RegistrationResult | null; agent: FakeAgent }
+  | { ok: false; reason: string };
+
+export class ManagerHarness {
+  readonly clock: ManualClock;
+  readonly store: Store;
+  readonly manager: ScalerManager;
+  readonly dispatcher: Dispatcher | undefined;
+  /** Backends by scaler name, including ones built by reloads (latest per name). */
+  readonly backends = new Map<string, RecordingBackend>();
+  readonly built: RecordingBackend[] = [];
+  readonly agents = new Map<string, FakeAgent>();
+  readonly hooks = {
+    capacityFreed: 0,
+    jobEvents: [] as { jobId: string; type: ScalerEventType; detail: string }[],
+    spawnFailed: [] as { jobId: string; error: ClassifiedSpawnError }[],
+  };
+  readonly factory: BackendFactory;
+  readonly factoryCalls: string[] = [];
+  /** Names the factory refuses to build. */
+  readonly factoryRefuses = new Set<string>();
+  private readonly ownsStore: (() => Promise<void>) | undefined;
+
+  private constructor(
+    readonly opts: HarnessOptions,
+    store: Store,
+    closeStore: (() => Promise<void>) | undefined,
+  ) {
+    this.clock = opts.clock ?? new ManualClock();
+    this.store = store;
+    this.ownsStore = closeStore;
+    const config = isParsed(opts.config) ? opts.config : scalerConfig(opts.config);
+    const backends = config.scalers.map((e) => this.buildBackend(e));
+    this.factory = async (entry) => {
+      this.factoryCalls.push(entry.name);
+      if (this.factoryRefuses.has(entry.name)) throw new Error(`cannot build "${entry.name}"`);
+      return this.buildBackend(entry);
+    };
+    this.manager = new ScalerManager({
+      config,
+      backends,
+      store,
+      clock: this.clock,
+      logger: pino({ level: 'silent' }),
+      instanceId: opts.instanceId ?? 'orch-test',
+      orchestratorUrlFor: () => 'ws://127.0.0.1:1/ws',
+      ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
+      ...(opts.agentTokenTtlMs !== undefined ? { agentTokenTtlMs: opts.agentTokenTtlMs } : {}),
+      ...(opts.backoff ? { backoff: opts.backoff } : {}),
+      ...(opts.ledger ? { ledger: opts.ledger } : {}),
+      ...(opts.isDraining ? { isDraining: opts.isDraining } : {}),
+    });
+    if (opts.dispatcher !== false) {
+      const dispatcher = new Dispatcher({ store, clock: this.clock, logger: pino({ level: 'silent' }), scaler: this.manager });
+      this.dispatcher = dispatcher;
+      // As src/server/orchestrator.ts wires them.
+      this.manager.setHooks(
+        {
+          onCapacityFreed: () => {
+            this.hooks.capacityFreed += 1;
+            void dispatcher.requestPump();
+          },
+          onJobEvent: (jobId, type, detail) => this.hooks.jobEvents.push({ jobId, type, detail }),
+          onSpawnFailed: (jobId, error) => {
+            this.hooks.spawnFailed.push({ jobId, error });
+            const q = dispatcher.queue.get(jobId);
+            if (q) q.waiting = `${error.kind}: ${error.message}`;
+            store.jobs.setProvisioningError(jobId, `${error.kind}: ${error.message}`).catch(() => {});
+          },
+        },
+        dispatcher.registryView(),
+      );
+    } else {
+      this.dispatcher = undefined;
+      this.manager.setHooks({
+        onCapacityFreed: () => {
+          this.hooks.capacityFreed += 1;
+        },
+        onJobEvent: (jobId, type, detail) => this.hooks.jobEvents.push({ jobId, type, detail }),
+        onSpawnFailed: (jobId, error) => this.hooks.spawnFailed.push({ jobId, error }),
+      });
+    }
+  }
+
+  static async create(opts: HarnessOptions): Promise<ManagerHarness> {
+    if (opts.store) return new ManagerHarness(opts, opts.store, undefined);
+    const fresh = await freshStore();
+    return new ManagerHarness(opts, fresh.store, fresh.close);
+  }
+
+  private buildBackend(entry: ScalerEntry): RecordingBackend {
+    const b = new RecordingBackend(entry);
+    if (this.opts.killOnDestroy !== false) {
+      b.onDestroyed = (id) => {
+        if (this.agents.get(id)?.connected) queueMicrotask(() => void this.disconnect(id));
+      };
+    }
+    this.opts.configureBackend?.(b);
+    this.backends.set(entry.name, b);
+    this.built.push(b);
+    return b;
+  }
+
+  backend(name: string): RecordingBackend {
+    const b = this.backends.get(name);
+    if (!b) throw new Error(`no backend "${name}"`);
+    return b;
+  }
+
+  get d(): Dispatcher {
+    if (!this.dispatcher) throw new Error('this harness has no dispatcher');
+    return this.dispatcher;
+  }
+
+  /** Every spawn request across every backend ever built, in call order per backend. */
+  allSpawns(): SpawnRequest[] {
+    return this.built.flatMap((b) => b.spawns);
+  }
+
+  backendOf(agentId: string): RecordingBackend | undefined {
+    for (let i = this.built.length - 1; i >= 0; i--) if (this.built[i]!.requestFor(agentId) || this.built[i]!.agents.has(agentId)) return this.built[i];
+    return undefined;
+  }
+
+  /** Submit a run through the dispatcher (validated like the API). */
+  async submit(jobs: Record<string, Record<string, unknown>>): Promise<{ runId: string; ids: string[]; byName: Record<string, string> }> {
+    const spec = runSpecSchema.parse({ jobs: Object.fromEntries(Object.entries(jobs).map(([n, j]) => [n, { steps: [{ run: 'true' }], ...j }])) });
+    const r = await this.d.submit(spec);
+    await this.settle();
+    return { runId: r.runId, ids: r.jobs.map((j) => j.id), byName: Object.fromEntries(r.jobs.map((j) => [j.name, j.id])) };
+  }
+
+  /**
+   * Let every async chain run to a standstill: the store is one FIFO connection, so a sentinel
+   * query completes only after every query issued before it.
+   */
+  async settle(): Promise<void> {
+    let last = '';
+    let stable = 0;
+    for (let i = 0; i < 400 && stable < 3; i++) {
+      await new Promise<void>((r) => setImmediate(r));
+      await sql`select 1`.execute(this.store.db);
+      const fp = this.fingerprint();
+      if (fp === last) stable++;
+      else {
+        stable = 0;
+        last = fp;
+      }
+    }
+  }
+
+  private fingerprint(): string {
+    const m = this.manager;
+    const parts: (string | number)[] = [
+      m.entries()
+        .map((e) => `${e.agentId}:${e.settled}:${e.registered}:${e.spawnStartedAtMs ?? '-'}`)
+        .join(','),
+      m.capBook().count(),
+      this.hooks.capacityFreed,
+      this.hooks.spawnFailed.length,
+    ];
+    for (const b of this.built) parts.push(b.spawns.length, b.agents.size, b.destroys.length, b.inFlight, b.shutdownCalls);
+    if (this.dispatcher) {
+      parts.push(this.dispatcher.queue.size, this.dispatcher.active.size, this.dispatcher.registry.size);
+      for (const a of this.dispatcher.active.values()) parts.push(`${a.job.id}:${a.state}`);
+    }
+    for (const a of this.agents.values()) parts.push(a.messages.length, a.connected ? 1 : 0);
+    return parts.join('|');
+  }
+
+  /** Move the clock (firing due timers) and let the consequences run. */
+  async advance(ms: number): Promise<void> {
+    this.clock.advance(ms);
+    await this.settle();
+  }
+
+  /** What the orchestrator's periodic sweep does. */
+  async sweep(): Promise<void> {
+    this.manager.sweepStale();
+    await this.dispatcher?.requestPump();
+    await this.settle();
+  }
+
+  async pump(): Promise<void> {
+    await this.d.requestPump();
+    await this.settle();
+  }
+
+  /**
+   * What agent-socket does for a `register` message: token check and scope, then
+   * scaler.onAgentRegistered → registry.add → dispatchBound / requestPump.
+   */
+  async registerAgent(agentId: string, opts: { labels?: string[]; token?: string } = {}): Promise<RegisterOutcome> {
+    const req = this.backendOf(agentId)?.requestFor(agentId);
+    const token = opts.token ?? req?.token;
+    const labels = canonicalizeLabels(opts.labels ?? req?.fullLabels ?? []);
+    if (token !== undefined) {
+      const check = await this.store.tokens.check(token, new Date(this.clock.now()));
+      if (!check.ok) return { ok: false, reason: check.reason };
+      if (check.agentId !== agentId) return { ok: false, reason: `token is not valid for agent id "${agentId}"` };
+      const scope = new Set(check.labels);
+      const outside = labels.filter((l) => !scope.has(l) && !SELF_REPORTED_PREFIXES.some((p) => l.startsWith(p)));
+      if (outside.length) return { ok: false, reason: `labels outside the token's scope: ${outside.join(', ')}` };
+    }
+    let scaled: RegistrationResult | null;
+    try {
+      scaled = this.manager.onAgentRegistered(agentId);
+    } catch (err) {
+      if (err instanceof RegistrationRefused) return { ok: false, reason: err.message };
+      throw err;
+    }
+    const fake: FakeAgent = {
+      id: agentId,
+      messages: [],
+      connected: true,
+      registration: scaled,
+      conn: {
+        id: agentId,
+        kind: scaled ? 'scaler' : 'static',
+        labels: new Set(labels),
+        labelList: labels,
+        gate: scaled?.gate ?? [],
+        ...(scaled ? { scalerName: scaled.scalerName } : {}),
+        ephemeral: scaled !== null,
+        jobsTaken: 0,
+        draining: false,
+        connectedAtMs: this.clock.now(),
+        lastSeenMs: this.clock.now(),
+        send: (msg) => {
+          if (fake.connected) fake.messages.push(msg);
+        },
+        close: () => {
+          queueMicrotask(() => void this.disconnect(agentId));
+        },
+      },
+    };
+    this.agents.set(agentId, fake);
+    if (this.dispatcher) {
+      this.dispatcher.registry.add(fake.conn);
+      if (scaled?.boundJobId) await this.dispatcher.dispatchBound(agentId, scaled.boundJobId);
+      else void this.dispatcher.requestPump();
+    }
+    await this.settle();
+    return { ok: true, result: scaled, agent: fake };
+  }
+
+  /** A static (operator) agent with these labels. */
+  async registerStatic(agentId: string, labels: string[]): Promise<FakeAgent> {
+    const r = await this.registerAgent(agentId, { labels });
+    if (!r.ok) throw new Error(r.reason);
+    return r.agent;
+  }
+
+  /** Job ids this agent was sent in job.assign messages. */
+  assigned(agentId: string): string[] {
+    return (this.agents.get(agentId)?.messages ?? []).flatMap((m) => (m.type === 'job.assign' ? [m.job.id] : []));
+  }
+
+  async startJob(agentId: string, jobId: string): Promise<void> {
+    await this.d.onJobStarted(agentId, jobId);
+    await this.settle();
+  }
+
+  /** job.started then job.finished, as an agent reports them. */
+  async finishJob(agentId: string, jobId: string, result: 'succeeded' | 'failed' = 'succeeded'): Promise<void> {
+    await this.d.onJobStarted(agentId, jobId);
+    await this.d.onJobFinished(agentId, jobId, result, result === 'succeeded' ? 0 : 1);
+    await this.settle();
+  }
+
+  /** The agent's socket closed: what agent-socket's onGone does. */
+  async disconnect(agentId: string): Promise<void> {
+    const fake = this.agents.get(agentId);
+    if (!fake || !fake.connected) return;
+    fake.connected = false;
+    const d = this.dispatcher;
+    if (d) {
+      if (d.registry.get(agentId) !== fake.conn) return;
+      d.registry.remove(agentId, fake.conn);
+      for (const active of [...d.active.values()]) {
+        if (active.agentId !== agentId) continue;
+        if (fake.conn.kind === 'scaler') await d.loseJob(active, `scaler-managed agent ${agentId} disconnected`);
+        else d.orphan(active, 'agent disconnected');
+      }
+    }
+    await this.manager.onAgentDisconnected(agentId);
+    void d?.requestPump();
+    await this.settle();
+  }
+
+  connectedIds(): string[] {
+    return [...this.agents.values()].filter((a) => a.connected).map((a) => a.id);
+  }
+
+  async jobState(jobId: string): Promise<string | undefined> {
+    return (await this.store.jobs.get(jobId))?.state;
+  }
+
+  async spawnRows(): Promise<{ agent_id: string; registered_at: Date | null; backend_ref: string | null }[]> {
+    return this.store.db.selectFrom('scaler_spawning_agents').select(['agent_id', 'registered_at', 'backend_ref']).execute();
+  }
+
+  async reservationRows(): Promise<{ agent_id: string; cpu_units: number; mem_bytes: string | number }[]> {
+    return this.store.db.selectFrom('scaler_reservations').select(['agent_id', 'cpu_units', 'mem_bytes']).execute();
+  }
+
+  async close(): Promise<void> {
+    await this.dispatcher?.stop();
+    this.manager.warm.stop();
+    await this.settle();
+    await this.ownsStore?.();
+  }
+}
+
+function isParsed(c: ScalerConfigInput | ScalerConfig): c is ScalerConfig {
+  // A parsed config always carries the defaulted globalMaxAgents and per-entry defaults.
+  return typeof (c as ScalerConfig).globalMaxAgents === 'number' && c.scalers.every((s) => 'maxConcurrentSpawns' in s && 'mandatoryLabels' in s);
+}
+
+/** Remove every row the scaler and the dispatcher wrote (a store shared across property runs). */
+export async function wipeStore(store: Store): Promise<void> {
+  await sql`delete from scaler_agent_jobs`.execute(store.db);
+  await sql`delete from scaler_reservations`.execute(store.db);
+  await sql`delete from scaler_spawning_agents`.execute(store.db);
+  await sql`delete from agent_tokens`.execute(store.db);
+  await sql`delete from agents`.execute(store.db);
+  await sql`delete from job_logs`.execute(store.db);
+  await sql`delete from step_results`.execute(store.db);
+  await sql`delete from jobs`.execute(store.db);
+  await sql`delete from runs`.execute(store.db);
+}
