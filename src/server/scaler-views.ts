@@ -43,7 +43,20 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
             retryInMs: Math.max(0, b.deferUntilMs - now),
             lastError: b.lastError ?? null,
           })),
-        warmPool: s.warmPool ?? null,
+        warmPool: s.warmPool?.enabled
+          ? {
+              ...s.warmPool,
+              pools: scaler.warm
+                .specs()
+                .filter((p) => p.scalerName === s.name)
+                .map((p) => ({
+                  labelSet: p.labelSetKey,
+                  target: p.size,
+                  ready: scaler.warm.ready(p).length,
+                  inFlight: mine.filter((e) => e.warm && !e.consumed && !e.registered && e.labelSetKey === p.labelSetKey).length,
+                })),
+            }
+          : null,
       };
     }),
   };

@@ -6,6 +6,7 @@
  */
 import { sql } from 'kysely';
 import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import {
   canonicalizeLabels,
   normalizeLabelSet,
@@ -113,6 +114,8 @@ export class RecordingBackend implements ScalerBackend {
   refuseReload: string[] | undefined;
   adoptResult: boolean | ((agentId: string) => boolean) = false;
   reapResult = false;
+  /** Model a non-abortable backend call: the spawn ignores its abort signal. */
+  ignoreAbort = false;
   /** Compute the backend counts although the manager holds no reservation for it. */
   extraActive = 0;
   /** Resolve every spawn on the next microtask (for tests that do not care about spawn timing). */
@@ -165,7 +168,7 @@ export class RecordingBackend implements ScalerBackend {
       req.signal.addEventListener(
         'abort',
         () => {
-          if (p.settled) return;
+          if (p.settled || this.ignoreAbort) return;
           this.aborted.push(req.agentId);
           this.agents.delete(req.agentId);
           p.reject(req.signal.reason ?? new Error('spawn aborted'));
@@ -627,4 +630,36 @@ export async function wipeStore(store: Store): Promise<void> {
   await sql`delete from step_results`.execute(store.db);
   await sql`delete from jobs`.execute(store.db);
   await sql`delete from runs`.execute(store.db);
+}
+
+/**
+ * One PGlite store per test file (a fresh copy costs seconds), wiped before each test, plus a
+ * `make` that builds harnesses on it and closes them after each test.
+ */
+export function useManagerHarnesses(): {
+  make(opts: Omit<HarnessOptions, 'store'> & { store?: Store }): Promise<ManagerHarness>;
+  store(): Store;
+} {
+  let fresh: Awaited<ReturnType<typeof freshStore>> | undefined;
+  const made: ManagerHarness[] = [];
+  beforeAll(async () => {
+    fresh = await freshStore();
+  }, 60_000);
+  afterAll(async () => {
+    await fresh?.close();
+  });
+  beforeEach(async () => {
+    await wipeStore(fresh!.store);
+  });
+  afterEach(async () => {
+    for (const h of made.splice(0)) await h.close();
+  });
+  return {
+    store: () => fresh!.store,
+    async make(opts) {
+      const h = await ManagerHarness.create({ ...opts, store: opts.store ?? fresh!.store });
+      made.push(h);
+      return h;
+    },
+  };
 }

@@ -18,7 +18,7 @@ interface StatusView {
     usage: { cpus: number; memBytes: number };
     resourceCap: { maxCpu?: number; maxMemoryBytes?: number } | null;
     backoff: { labelSet: string; consecutiveFailures: number; retryInMs: number; lastError: { kind: string; message: string } | null }[];
-    warmPool: { enabled: boolean; size: number } | null;
+    warmPool: { enabled: boolean; size: number; pools: { labelSet: string; target: number; ready: number; inFlight: number }[] } | null;
   }[];
 }
 
@@ -47,7 +47,7 @@ export function registerScalerApiCommands(scaler: Command, client: (c: Command) 
             r.usage.cpus,
             mib(r.usage.memBytes),
             r.resourceCap ? `${r.resourceCap.maxCpu ?? '∞'} cpu/${r.resourceCap.maxMemoryBytes ? mib(r.resourceCap.maxMemoryBytes) : '∞'}` : '-',
-            r.warmPool?.enabled ? String(r.warmPool.size) : '-',
+            r.warmPool?.enabled ? r.warmPool.pools.map((p) => `${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}`).join(' ') : '-',
             r.backoff.length
               ? r.backoff.map((b) => `[${b.labelSet}] ${b.consecutiveFailures}x, retry in ${Math.ceil(b.retryInMs / 1000)}s: ${b.lastError?.message ?? ''}`).join('; ')
               : '-',

@@ -21,7 +21,7 @@ function job(
   };
 }
 
-const seqsOf = (q: JobQueue) => q.orderedGroups().map((g) => g.jobs.map((j) => j.seq));
+const seqsOf = (q: JobQueue) => q.orderedGroups().map((g) => [...g.jobs()].map((j) => j.seq));
 
 describe('JobQueue grouping', () => {
   it('groups jobs with the same runsOn, role and image together', () => {
@@ -191,13 +191,15 @@ describe('JobQueue properties', () => {
           const seen: string[] = [];
           let previousHead = -Infinity;
           for (const g of groups) {
-            expect(g.jobs.length).toBeGreaterThan(0);
-            for (let i = 1; i < g.jobs.length; i++)
-              expect(g.jobs[i]!.seq).toBeGreaterThan(g.jobs[i - 1]!.seq);
-            expect(g.jobs[0]!.seq).toBeGreaterThanOrEqual(previousHead);
-            previousHead = g.jobs[0]!.seq;
-            const head = g.jobs[0]!;
-            for (const j of g.jobs) {
+            const jobs = [...g.jobs()];
+            expect(jobs.length).toBeGreaterThan(0);
+            expect(g.size).toBe(jobs.length);
+            expect(g.first).toBe(jobs[0]);
+            for (let i = 1; i < jobs.length; i++) expect(jobs[i]!.seq).toBeGreaterThan(jobs[i - 1]!.seq);
+            expect(jobs[0]!.seq).toBeGreaterThanOrEqual(previousHead);
+            previousHead = jobs[0]!.seq;
+            const head = jobs[0]!;
+            for (const j of jobs) {
               expect(j.runsOn).toEqual(g.labels);
               expect(j.spec.role).toBe(head.spec.role);
               expect(j.spec.container?.image).toBe(head.spec.container?.image);
