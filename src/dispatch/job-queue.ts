@@ -54,9 +54,9 @@ export class JobQueue {
     const last = g.last;
     if (last && last.seq > job.seq) {
       // A requeued job goes back to its place, not to the end.
+      // A new map, not clear() + refill: a live jobs() iterator would otherwise start over, forever.
       const all = [...g.jobs.values(), job].sort((a, b) => a.seq - b.seq);
-      g.jobs.clear();
-      for (const j of all) g.jobs.set(j.id, j);
+      g.jobs = new Map(all.map((j) => [j.id, j]));
     } else {
       g.jobs.set(job.id, job);
       g.last = job;

@@ -42,7 +42,7 @@ import { freshStore } from './data-dir.js';
 // Config helpers
 
 /** Parse a scaler file the way the loader does (defaults applied, rules checked). */
-export function scalerConfig(input: ScalerConfigInput): ScalerConfig {
+export function scalerConfig(input: ScalerConfigInput | Record<string, unknown>): ScalerConfig {
   return scalerFileSchema.parse(input);
 }
 
@@ -281,7 +281,8 @@ export interface FakeAgent {
 }
 
 export interface HarnessOptions {
-  config: ScalerConfigInput | ScalerConfig;
+  /** A parsed config, or file input (parsed with the real schema). */
+  config: ScalerConfig | ScalerConfigInput | Record<string, unknown>;
   /** Share a store (restart tests); a fresh PGlite copy otherwise (closed by `close()`). */
   store?: Store;
   clock?: ManualClock;
@@ -614,9 +615,14 @@ export class ManagerHarness {
   }
 }
 
-function isParsed(c: ScalerConfigInput | ScalerConfig): c is ScalerConfig {
+function isParsed(c: HarnessOptions['config']): c is ScalerConfig {
   // A parsed config always carries the defaulted globalMaxAgents and per-entry defaults.
-  return typeof (c as ScalerConfig).globalMaxAgents === 'number' && c.scalers.every((s) => 'maxConcurrentSpawns' in s && 'mandatoryLabels' in s);
+  const scalers = (c as { scalers?: unknown }).scalers;
+  return (
+    typeof (c as ScalerConfig).globalMaxAgents === 'number' &&
+    Array.isArray(scalers) &&
+    scalers.every((s) => typeof s === 'object' && s !== null && 'maxConcurrentSpawns' in s && 'mandatoryLabels' in s && 'networkIsolation' in s)
+  );
 }
 
 /** Remove every row the scaler and the dispatcher wrote (a store shared across property runs). */

@@ -71,6 +71,16 @@ describe('canAgentRunJob', () => {
     expect(canAgentRunJob(all, jobOn(['linux'], { role: 'init' }))).toBe(true);
   });
 
+  it("vetoes an agent carrying any of the job's excluded labels, whatever their case", () => {
+    const job: JobView = {
+      ...jobOn(['linux']),
+      spec: { ...jobOn(['linux']).spec, excludeLabels: [' Slow ', 'kici:scaler:old'] },
+    };
+    expect(canAgentRunJob(agent('a', ['linux', 'slow']), job)).toBe(false);
+    expect(canAgentRunJob(agent('b', ['linux', 'kici:scaler:old']), job)).toBe(false);
+    expect(canAgentRunJob(agent('c', ['linux', 'fast']), job)).toBe(true);
+  });
+
   it('does not role-gate an agent that carries no role labels at all (operator agents)', () => {
     const plain = agent('s', ['linux']);
     expect(canAgentRunJob(plain, jobOn(['linux'], { role: 'build' }))).toBe(true);
@@ -119,6 +129,17 @@ describe('AgentRegistry.findIdle', () => {
     r.add(first);
     r.add(agent('sc2', ['linux'], { kind: 'scaler', ephemeral: true }));
     expect(r.findIdle(jobOn(['linux']))).toBe(first);
+  });
+
+  it('applies an extra fit check on top of the label rules, keeping the static preference', () => {
+    const r = new AgentRegistry();
+    r.add(agent('st-small', ['linux']));
+    r.add(agent('sc-big', ['linux'], { kind: 'scaler', ephemeral: true }));
+    r.add(agent('st-big', ['linux']));
+    const big = (a: ConnectedAgent) => a.id.endsWith('-big');
+    expect(r.findIdle(jobOn(['linux']), big)?.id).toBe('st-big');
+    expect(r.findIdle(jobOn(['linux']), (a) => a.kind === 'scaler')?.id).toBe('sc-big');
+    expect(r.findIdle(jobOn(['linux']), () => false)).toBeUndefined();
   });
 
   it('skips agents that cannot run the job or are not available', () => {

@@ -223,6 +223,23 @@ describe('CapBook bookkeeping', () => {
     expect(refused(book, res('a', 0.5)).blocker).toBe('scaler-cpu');
   });
 
+  it('clones into an independent book with the same reservations', () => {
+    const book = new CapBook(limits());
+    const kept = res('a', 1, GiB);
+    book.reserve(kept, noLive);
+    const copy = book.clone();
+    expect(copy.count()).toBe(1);
+    expect(copy.usage('a')).toEqual({ cpus: 1, memBytes: GiB });
+    // Planning on the copy leaves the real book alone, and the other way round.
+    expect(copy.reserve(res('a', 1, 0), noLive).ok).toBe(true);
+    expect(copy.reserve(res('a'), noLive).ok).toBe(false);
+    expect(book.count('a')).toBe(1);
+    book.release(kept.agentId);
+    expect(copy.get(kept.agentId)).toBe(kept);
+    expect(copy.usage('a').cpus).toBe(2);
+    expect(book.usage()).toEqual({ cpus: 0, memBytes: 0 });
+  });
+
   it('applies new limits at the next decision', () => {
     const book = new CapBook(limits());
     book.reserve(res('a'), noLive);

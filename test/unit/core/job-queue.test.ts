@@ -95,6 +95,21 @@ describe('JobQueue order', () => {
     expect(seqsOf(q)).toEqual([[1, 2, 3, 4, 5]]);
   });
 
+  it('finishes iterating a group even when a job is requeued into it mid-iteration', () => {
+    const q = new JobQueue();
+    for (const s of [1, 2, 3, 4]) q.add(job(s));
+    const [group] = q.orderedGroups();
+    const visited: string[] = [];
+    for (const j of group!.jobs()) {
+      visited.push(j.id);
+      // The dispatcher may hand j1 back (claim failed) while it walks the group.
+      if (j.id === 'j2') q.add(q.remove('j1')!);
+      if (visited.length > 10) break;
+    }
+    expect(visited).toEqual(['j1', 'j2', 'j3', 'j4']);
+    expect(seqsOf(q)).toEqual([[1, 2, 3, 4]]);
+  });
+
   it('lets a requeued job make its group the oldest again', () => {
     const q = new JobQueue();
     q.add(job(1, ['a']));

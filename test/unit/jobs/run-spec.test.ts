@@ -68,6 +68,12 @@ describe('parseRunSpec: valid input', () => {
     expect(Object.keys(ok(runOf({ [name]: jobOf() })).jobs)).toEqual([name]);
   });
 
+  it('accepts labels a job must never run next to', () => {
+    expect(
+      ok(runOf({ j: jobOf({ excludeLabels: ['slow', 'kici:scaler:old'] }) })).jobs.j!.excludeLabels,
+    ).toEqual(['slow', 'kici:scaler:old']);
+  });
+
   it('keeps several jobs in the order written', () => {
     const spec = ok(runOf({ zeta: jobOf(), alpha: jobOf(), mid: jobOf() }));
     expect(Object.keys(spec.jobs)).toEqual(['zeta', 'alpha', 'mid']);
@@ -132,6 +138,16 @@ describe('parseRunSpec: every problem names its path', () => {
     },
     { what: 'bad job env name', input: runOf({ j: jobOf({ env: { 'A-B': 'v' } }) }), path: 'jobs.j.env.A-B' },
     { what: 'env value not a string', input: runOf({ j: jobOf({ env: { A: 1 } }) }), path: 'jobs.j.env.A' },
+    {
+      what: 'empty excluded label',
+      input: runOf({ j: jobOf({ excludeLabels: ['ok', ''] }) }),
+      path: 'jobs.j.excludeLabels[1]',
+    },
+    {
+      what: 'excluded labels not a list',
+      input: runOf({ j: jobOf({ excludeLabels: 'slow' }) }),
+      path: 'jobs.j.excludeLabels',
+    },
     { what: 'unknown role', input: runOf({ j: jobOf({ role: 'deploy' }) }), path: 'jobs.j.role' },
     {
       what: 'fractional timeout',

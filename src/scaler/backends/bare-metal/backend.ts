@@ -6,6 +6,7 @@ import type { Logger } from '../../../util/logger.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type { DestroyContext, ManagedAgent, ScalerBackend, SpawnRequest, ValidationResult } from '../../types.js';
 import { buildAgentEnv } from './env.js';
+import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
 import { groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
 
 export interface BareMetalBackendOptions {
@@ -16,6 +17,8 @@ export interface BareMetalBackendOptions {
   hostEnv?: NodeJS.ProcessEnv;
   /** Grace between SIGTERM and SIGKILL on destroy. */
   stopGraceMs?: number;
+  /** Cgroup driver for `enforceCgroups: true` (injected; see detectCgroups). */
+  cgroups?: CgroupDriver | undefined;
 }
 
 interface Tracked {
@@ -99,15 +102,30 @@ export class BareMetalScalerBackend implements ScalerBackend {
     });
     if (trusted) this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
+    let launch = { file: binary, args: [] as string[] };
+    if (this.enforcesLimits) {
+      try {
+        launch = joinCgroupsCommand(await this.opts.cgroups!.create(req.agentId, req.limits), binary);
+      } catch (err) {
+        this.agents.delete(req.agentId);
+        await this.opts.cgroups!.remove(req.agentId).catch(() => {});
+        const message = `cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`;
+        req.onEvent('scaler.failed', message);
+        throw new DeterministicSpawnError('config', message, { cause: err });
+      }
+    }
     let child: ChildProcess;
     try {
-      child = spawn(binary, [], { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+      // The binary is checked here, not by the cgroup shell, so a missing one is reported as such.
+      if (launch.file !== binary) await access(binary, constants.X_OK);
+      child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
       await new Promise<void>((ok, fail) => {
         child.once('spawn', ok);
         child.once('error', fail);
       });
     } catch (err) {
       this.agents.delete(req.agentId);
+      if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
       const e = err as NodeJS.ErrnoException;
       const kind = e.code === 'ENOENT' ? 'binary-missing' : e.code === 'EACCES' ? 'not-executable' : 'unknown';
       const what =
@@ -173,6 +191,13 @@ export class BareMetalScalerBackend implements ScalerBackend {
     t.agent.state = 'destroying';
     this.agents.delete(agentId);
     if (t.pgid !== undefined) await stopGroup(t.pgid, this.opts.stopGraceMs);
+    // Also catches anything that left the process group (setsid) but not the cgroup.
+    if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(() => {});
+  }
+
+  /** Limits are enforced only where the operator asked for it and a cgroup tree is usable. */
+  get enforcesLimits(): boolean {
+    return this.opts.entry.enforceCgroups === true && this.opts.cgroups !== undefined;
   }
 
   async adopt(agentId: string, labelSet: string[], backendRef: string): Promise<boolean> {
@@ -190,6 +215,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
     if (!(await processBelongsToAgent(pid, agentId))) return false;
     await stopGroup(pid, this.opts.stopGraceMs);
+    if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(() => {});
     return true;
   }
 

@@ -1,0 +1,130 @@
+import { access, mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { EffectiveLimits } from '../../types.js';
+
+/**
+ * Resource limits for bare-metal agents through the cgroup filesystem directly (no systemd needed).
+ * Works on cgroup v2 (unified) and v1 (one hierarchy per controller), since hosts have either.
+ */
+export interface CgroupDriver {
+  readonly version: 1 | 2;
+  /** Create the agent's group with its limits; returns the `cgroup.procs` files a process must join. */
+  create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]>;
+  /** Kill everything left in the group and remove it. */
+  remove(agentId: string): Promise<void>;
+}
+
+export const AGENT_PIDS_LIMIT = 4096;
+const CPU_PERIOD_US = 100_000;
+
+export async function detectCgroups(root = '/sys/fs/cgroup', parent = 'kici'): Promise<CgroupDriver | undefined> {
+  try {
+    const controllers = (await readFile(join(root, 'cgroup.controllers'), 'utf8')).split(/\s+/);
+    if (controllers.includes('memory') && controllers.includes('cpu')) return new CgroupV2(root, parent);
+  } catch {
+    // not a unified hierarchy at the root
+  }
+  try {
+    await Promise.all(['memory', 'cpu', 'pids'].map((c) => access(join(root, c, 'cgroup.procs'))));
+    return new CgroupV1(root, parent);
+  } catch {
+    return undefined;
+  }
+}
+
+class CgroupV2 implements CgroupDriver {
+  readonly version = 2 as const;
+  constructor(
+    private readonly root: string,
+    private readonly parent: string,
+  ) {}
+
+  private dir(agentId: string): string {
+    return join(this.root, this.parent, agentId);
+  }
+
+  async create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]> {
+    const parentDir = join(this.root, this.parent);
+    await mkdir(parentDir, { recursive: true });
+    // Controllers must be delegated down the tree before a child can use them.
+    await writeFile(join(this.root, 'cgroup.subtree_control'), '+memory +cpu +pids').catch(() => {});
+    await writeFile(join(parentDir, 'cgroup.subtree_control'), '+memory +cpu +pids');
+    const dir = this.dir(agentId);
+    await mkdir(dir, { recursive: true });
+    if (limits?.memBytes) {
+      await writeFile(join(dir, 'memory.max'), String(limits.memBytes));
+      await writeFile(join(dir, 'memory.swap.max'), '0').catch(() => {});
+    }
+    if (limits?.cpus) await writeFile(join(dir, 'cpu.max'), `${Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US))} ${CPU_PERIOD_US}`);
+    await writeFile(join(dir, 'pids.max'), String(AGENT_PIDS_LIMIT));
+    return [join(dir, 'cgroup.procs')];
+  }
+
+  async remove(agentId: string): Promise<void> {
+    const dir = this.dir(agentId);
+    await writeFile(join(dir, 'cgroup.kill'), '1').catch(() => {});
+    await removeWhenEmpty(dir);
+  }
+}
+
+class CgroupV1 implements CgroupDriver {
+  readonly version = 1 as const;
+  private static readonly controllers = ['memory', 'cpu', 'pids'] as const;
+  constructor(
+    private readonly root: string,
+    private readonly parent: string,
+  ) {}
+
+  private dir(controller: string, agentId: string): string {
+    return join(this.root, controller, this.parent, agentId);
+  }
+
+  async create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]> {
+    for (const c of CgroupV1.controllers) await mkdir(this.dir(c, agentId), { recursive: true });
+    if (limits?.memBytes) {
+      await writeFile(join(this.dir('memory', agentId), 'memory.limit_in_bytes'), String(limits.memBytes));
+      // Without this the group could swap past its limit where swap accounting is on.
+      await writeFile(join(this.dir('memory', agentId), 'memory.memsw.limit_in_bytes'), String(limits.memBytes)).catch(() => {});
+    }
+    if (limits?.cpus) {
+      const cpu = this.dir('cpu', agentId);
+      await writeFile(join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
+      await writeFile(join(cpu, 'cpu.cfs_quota_us'), String(Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US))));
+    }
+    await writeFile(join(this.dir('pids', agentId), 'pids.max'), String(AGENT_PIDS_LIMIT));
+    return CgroupV1.controllers.map((c) => join(this.dir(c, agentId), 'cgroup.procs'));
+  }
+
+  async remove(agentId: string): Promise<void> {
+    // v1 has no cgroup.kill: signal whatever is still listed in the pids group.
+    const procs = await readFile(join(this.dir('pids', agentId), 'cgroup.procs'), 'utf8').catch(() => '');
+    for (const pid of procs.split('\n').filter(Boolean)) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    for (const c of CgroupV1.controllers) await removeWhenEmpty(this.dir(c, agentId));
+  }
+}
+
+/** rmdir fails with EBUSY while the kernel still tears processes down; retry briefly. */
+async function removeWhenEmpty(dir: string): Promise<void> {
+  for (let i = 0; i < 50; i++) {
+    try {
+      await rmdir(dir);
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT') return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
+
+/** A shell prefix that moves itself into the agent's groups, then execs the agent (no race). */
+export function joinCgroupsCommand(procsFiles: string[], binary: string): { file: string; args: string[] } {
+  const script = 'for f in "$@"; do case "$f" in --) break;; esac; echo $$ > "$f"; shift; done; shift; exec "$@"';
+  return { file: '/bin/sh', args: ['-c', script, 'kici-cgroup-join', ...procsFiles, '--', binary] };
+}
