@@ -124,10 +124,6 @@ export interface RouteQuery {
   exclude?: readonly string[];
 }
 
-/**
- * The most specific label set that can serve the job: every job label is in the set, every gate
- * label is in the job, no excluded label is in the set. Smallest declared set wins; first on a tie.
- */
 /** Per table: label → positions of the sets carrying it, so a lookup scans only candidates. */
 const indexes = new WeakMap<readonly RoutableLabelSet[], Map<string, number[]>>();
 
