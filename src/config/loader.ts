@@ -3,7 +3,8 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LineCounter, parseDocument } from 'yaml';
+import { LineCounter, parseDocument, type Document } from 'yaml';
+import { fastParse } from './fast-yaml.js';
 import { UserError } from '../util/errors.js';
 import { SCALER_PARSE_PARAMS } from './messages.js';
 import {
@@ -34,6 +35,14 @@ async function readYamlFile(file: string, dropIn: boolean): Promise<Parsed> {
   } catch (err) {
     return { failures: [tagError(err, { path: file, kind: 'file' })] };
   }
+  const fast = fastParse(text, file);
+  if (fast.ok) {
+    if (dropIn && fast.value !== null && fast.value !== undefined && !isPlainObject(fast.value)) {
+      const message = `${file}: the top level of a scalers.d file must be a mapping with a "scalers" list, got ${kindOf(fast.value)}`;
+      return { failures: [tagError(new UserError(message), { path: file, kind: 'file' })] };
+    }
+    return { source: lazySource(file, text, fast.value ?? null, dropIn, fast.warnings) };
+  }
   const lineCounter = new LineCounter();
   // Merge keys (`<<: *base`) are how operators share settings between scalers.
   const doc = parseDocument(text, { lineCounter, merge: true, prettyErrors: true });
@@ -52,6 +61,36 @@ async function readYamlFile(file: string, dropIn: boolean): Promise<Parsed> {
     return { failures: [tagError(new UserError(message), { path: file, kind: 'file' })] };
   }
   return { source: { file, doc, lineCounter, value, dropIn } };
+}
+
+/** A parsed file whose full document model (for line numbers) is built only if someone asks. */
+function lazySource(
+  file: string,
+  text: string,
+  value: unknown,
+  dropIn: boolean,
+  warnings: string[],
+): SourceFile {
+  let model: { doc: Document.Parsed; lineCounter: LineCounter } | undefined;
+  const build = () => {
+    if (!model) {
+      const lineCounter = new LineCounter();
+      model = { doc: parseDocument(text, { lineCounter, merge: true }), lineCounter };
+    }
+    return model;
+  };
+  return {
+    file,
+    value,
+    dropIn,
+    fastWarnings: warnings,
+    get doc() {
+      return build().doc;
+    },
+    get lineCounter() {
+      return build().lineCounter;
+    },
+  };
 }
 
 /** `*.yaml` / `*.yml` entries of the drop-in directory in code-unit order. */

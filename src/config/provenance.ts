@@ -13,6 +13,8 @@ export interface SourceFile {
   /** The document as plain data (null for an empty file). */
   value: unknown;
   dropIn: boolean;
+  /** Parser warnings when the file was read on the fast path (then `doc` is built lazily). */
+  fastWarnings?: string[];
 }
 
 /** Where merged `scalers[i]` was written: the file and its index within that file. */

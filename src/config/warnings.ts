@@ -57,11 +57,13 @@ function ignoredKeyMessage(key: string, known: readonly string[], where: string)
 
 function yamlWarnings(sources: ConfigSources): string[] {
   return sources.files.flatMap((f) =>
-    f.doc.warnings.map((w) => {
-      const pos = w.linePos?.[0];
-      const text = (w.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
-      return `${f.file}: ${pos ? `line ${pos.line}, column ${pos.col}: ` : ''}${text}`;
-    }),
+    f.fastWarnings
+      ? f.fastWarnings.map((w) => `${f.file}: ${w}`)
+      : f.doc.warnings.map((w) => {
+          const pos = w.linePos?.[0];
+          const text = (w.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+          return `${f.file}: ${pos ? `line ${pos.line}, column ${pos.col}: ` : ''}${text}`;
+        }),
   );
 }
 

@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadScalerConfigForPeople, type PeopleLoadResult } from '../../../src/config/index.js';
 import { tempDir } from './fixtures.js';
@@ -53,10 +54,18 @@ describe('loadScalerConfigForPeople', () => {
     ]);
   });
 
-  it.skipIf(process.getuid?.() === 0)('an unreadable file -> permission denied', async () => {
+  it('an unreadable file -> permission denied', async () => {
     const main = await write('s.yaml', 'version: 1\nscalers: []\n');
     await chmod(main, 0);
-    expect(problems(await loadScalerConfigForPeople(main))).toEqual([`${main}: permission denied`]);
+    if (process.getuid?.() !== 0) {
+      expect(problems(await loadScalerConfigForPeople(main))).toEqual([`${main}: permission denied`]);
+      return;
+    }
+    // Root reads anything: check from an unprivileged process instead (setpriv ships with util-linux).
+    const root = resolve(import.meta.dirname, '../../..');
+    const script = `import(${JSON.stringify(join(root, 'dist/config/index.js'))}).then(async (m) => console.log(JSON.stringify(await m.loadScalerConfigForPeople(${JSON.stringify(main)}))))`;
+    const out = execFileSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', join(root, 'node_modules/.bin/node'), '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual({ ok: false, problems: [`${main}: permission denied`] });
   });
 
   it('reports YAML errors of every file with line and column', async () => {
