@@ -54,8 +54,12 @@ describe('static agents and agent authentication', () => {
     expect(b!.state).toBe('failed');
     expect(b!.exitCode).toBe(3);
     // Still connected: static agents are not single-use.
-    const agents = await t.api<{ agents: { id: string; kind: string }[] }>('GET', '/api/v1/agents');
+    const agents = await t.api<{ agents: { id: string; kind: string; labels: string[] }[] }>('GET', '/api/v1/agents');
     expect(agents.body.agents).toEqual([expect.objectContaining({ id: 'builder-1', kind: 'static' })]);
+    // The agent adds facts about its own host to the labels its token allows.
+    const labels = agents.body.agents[0]!.labels;
+    expect(labels).toEqual(expect.arrayContaining(['linux', 'static-pool', 'kici:os:linux', `kici:arch:${process.arch}`]));
+    expect(labels.some((l) => l.startsWith('kici:host:'))).toBe(true);
     expect(alive(agent.child.pid!)).toBe(true);
   });
 
@@ -109,6 +113,16 @@ describe('static agents and agent authentication', () => {
     const res = await registerRaw(t.orch.wsUrl, { agentId: 'scaler-bare-metal-deadbeef', token: minted.token, labels: ['linux'] });
     expect(res.closeCode).toBe(4403);
     expect(res.closeReason).toMatch(/no spawn record/);
+  });
+
+  it('an agent that stops sending heartbeats is dropped', async () => {
+    t = await startTestOrchestrator({ heartbeatIntervalMs: 100 });
+    const tok = await mintToken(t, { labels: ['linux'], agentId: 'silent' });
+    const ws = new WebSocket(t.orch.wsUrl);
+    const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
+    ws.on('open', () => ws.send(JSON.stringify({ type: 'register', protocol: 1, agentId: 'silent', token: tok.body.token, labels: ['linux'] })));
+    expect(await closed).toBe(4408);
+    await eventually(() => !t!.orch.dispatcher.registry.get('silent'), 2000, 'agent removed');
   });
 
   it('a static agent that reconnects keeps its running job', async () => {

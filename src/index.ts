@@ -1,0 +1,33 @@
+/**
+ * The package's public API. The names the seed declares for the scaler module keep their names
+ * and meanings here; backends that are not built yet will join this list as they land.
+ */
+export {
+  DEFAULT_MAX_CONCURRENT_SPAWNS,
+  networkPolicySchema,
+  labelSetConfigSchema,
+  firecrackerNetworkSchema,
+  scalerFileSchema,
+  parseMemoryString,
+  loadScalerConfig,
+  loadScalerConfigForPeople,
+  detectLabelSetOverlaps,
+  canonicalizeLabels,
+  normalizeLabelSet,
+  scalerConfigJsonSchema,
+  type ScalerConfig,
+  type ScalerEntry,
+  type LabelSetConfig,
+  type NetworkPolicy,
+  type FirecrackerNetwork,
+  type ResourceRequest,
+  type ResourceCap,
+  type ScalerType,
+} from './config/index.js';
+export { ScalerManager, RegistrationRefused, type ScalerManagerOptions } from './scaler/manager.js';
+export type { ScalerBackend, SpawnRequest, ManagedAgent, ScaleResult, ScaleJob, ScalerEvent } from './scaler/types.js';
+export { BareMetalScalerBackend } from './scaler/backends/bare-metal/backend.js';
+export { createScalerBackend } from './scaler/backends/factory.js';
+export { Orchestrator, type OrchestratorOptions } from './server/orchestrator.js';
+export { parseRunSpec, runSpecSchema, type RunSpec, type JobSpec } from './jobs/run-spec.js';
+export type * from './protocol/messages.js';
