@@ -29,6 +29,9 @@ export class Agent {
   private runner: JobRunner | undefined;
   private jobsDone = 0;
   private outbox: AgentMessage[] = [];
+  /** The last job result, kept until the orchestrator acknowledges that it stored it. */
+  private unackedResult: AgentMessage | undefined;
+  private acksResults = false;
   private idleTimer: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -77,6 +80,7 @@ export class Agent {
         version: this.version,
         hostname: hostname(),
         ...(this.runner ? { activeJobId: this.runner.jobId } : {}),
+        jobsDone: this.jobsDone,
       });
     });
     ws.on('message', (data) => {
@@ -119,6 +123,10 @@ export class Agent {
         return;
       case 'heartbeat.ack':
         return;
+      case 'job.finished.ack':
+        if (this.unackedResult?.type === 'job.finished' && this.unackedResult.jobId === msg.jobId) this.unackedResult = undefined;
+        if (!this.runner && this.cfg.ephemeral && this.jobsDone > 0) this.leave();
+        return;
     }
   }
 
@@ -127,9 +135,12 @@ export class Agent {
     this.attempt = 0;
     this.disconnectedSince = undefined;
     this.log('info', `registered as ${ack.agentId}`);
+    this.acksResults = ack.acksResults === true;
     const queued = this.outbox;
     this.outbox = [];
     for (const m of queued) this.send(m);
+    // A result sent on the old connection may never have been stored: send it again (settling is idempotent).
+    if (this.unackedResult && !queued.includes(this.unackedResult)) this.send(this.unackedResult);
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = setInterval(() => this.sendNow({ type: 'heartbeat' }), ack.heartbeatIntervalMs);
     if (this.runner) return;
@@ -166,6 +177,7 @@ export class Agent {
   private leave(): void {
     if (this.stopping) return;
     if (!this.registered || this.outbox.length) return; // wait for reconnect to deliver results
+    if (this.acksResults && this.unackedResult) return; // wait until the orchestrator stored the result
     this.stopping = true;
     const ws = this.ws;
     if (ws && ws.readyState === WebSocket.OPEN) {
@@ -210,6 +222,7 @@ export class Agent {
   }
 
   private send(msg: AgentMessage): void {
+    if (msg.type === 'job.finished') this.unackedResult = msg;
     if (this.registered && this.ws?.readyState === WebSocket.OPEN) this.sendNow(msg);
     else if (this.outbox.length < OUTBOX_LIMIT || msg.type !== 'log') this.outbox.push(msg);
   }

@@ -36,6 +36,8 @@ export interface RegisterMessage {
   hostname?: string;
   /** Set when the agent reconnects while it is still running a job. */
   activeJobId?: string;
+  /** Jobs this agent has finished; a single-use agent that already ran one takes no other. */
+  jobsDone?: number;
 }
 export interface HeartbeatMessage {
   type: 'heartbeat';
@@ -99,6 +101,8 @@ export interface RegisterAckMessage {
   heartbeatIntervalMs: number;
   /** The job the agent said it was running, when the orchestrator still expects it. */
   resumeJobId?: string;
+  /** This orchestrator acknowledges `job.finished` once the result is stored (`job.finished.ack`). */
+  acksResults?: boolean;
 }
 export interface RegisterRejectedMessage {
   type: 'register.rejected';
@@ -117,6 +121,11 @@ export interface JobCancelMessage {
 export interface HeartbeatAckMessage {
   type: 'heartbeat.ack';
 }
+/** The job's result is stored (or the job was already settled): the agent may forget it. */
+export interface JobFinishedAckMessage {
+  type: 'job.finished.ack';
+  jobId: string;
+}
 export interface ShutdownMessage {
   type: 'shutdown';
   reason: string;
@@ -128,6 +137,7 @@ export type OrchestratorMessage =
   | JobAssignMessage
   | JobCancelMessage
   | HeartbeatAckMessage
+  | JobFinishedAckMessage
   | ShutdownMessage;
 
 /** WebSocket close codes the orchestrator uses; the agent decides from them whether to retry. */

@@ -23,7 +23,7 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
   for (const row of rows) {
     const backend = s.backends.get(row.scaler_name);
     const entry = s.entries.get(row.scaler_name);
-    const adopted = backend && entry && row.backend_ref ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
+    const adopted = backend && entry ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
     if (!adopted || !entry) {
       const reclaimed = (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch(() => false)) ?? false;
       if (reclaimed) counts.reclaimed++;

@@ -70,7 +70,7 @@ export interface ScalerBackend {
   /** Reclaim compute for an id this backend does not track, using host-local evidence only. */
   reapUnowned?(agentId: string, backendRef: string | null): Promise<boolean>;
   /** Re-track compute that survived an orchestrator restart; false when it is gone. */
-  adopt?(agentId: string, labelSet: string[], backendRef: string): Promise<boolean>;
+  adopt?(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean>;
   reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult;
   shutdownAll(): Promise<void>;
   getScalerContext?(agentId: string): Record<string, unknown> | undefined;

@@ -12,6 +12,7 @@ export const registerSchema = z.object({
   version: z.string().max(100).optional(),
   hostname: z.string().max(255).optional(),
   activeJobId: id.optional(),
+  jobsDone: z.number().int().min(0).optional(),
 });
 
 export const agentMessageSchema = z.discriminatedUnion('type', [

@@ -106,7 +106,8 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
       gate: scaled?.gate ?? [],
       ...(scaled ? { scalerName: scaled.scalerName } : {}),
       ephemeral: scaled !== null,
-      jobsTaken: 0,
+      // After a reconnect a single-use agent that already ran its job must not be offered another.
+      jobsTaken: msg.jobsDone ?? 0,
       draining: false,
       connectedAtMs: nowMs,
       lastSeenMs: nowMs,
@@ -134,6 +135,7 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
       pendingDispatch: scaled?.boundJobId !== undefined,
       warmPool: scaled?.warm ?? false,
       heartbeatIntervalMs: deps.heartbeatIntervalMs,
+      acksResults: true,
       ...(resume ? { resumeJobId: resume } : {}),
     });
     log.info({ agentId: agent.id, kind: agent.kind, labels: labels.length }, 'agent registered');
@@ -192,7 +194,9 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         if (mine) await deps.store.logs.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
         return;
       case 'job.finished':
-        return d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
+        // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
+        await d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
+        return send({ type: 'job.finished.ack', jobId: msg.jobId });
       case 'job.rejected': {
         const active = d.active.get(msg.jobId);
         if (a.busyJobId === msg.jobId) a.busyJobId = undefined;

@@ -31,7 +31,16 @@ export async function startServe(opts: {
   readyTimeoutMs?: number;
 }): Promise<ServeProcess> {
   const proc = runNode(
-    [ORCH_BIN, 'serve', '--config', opts.config, '--listen', `127.0.0.1:${opts.port}`, '--data-dir', opts.dataDir],
+    [
+      ORCH_BIN,
+      'serve',
+      '--config',
+      opts.config,
+      '--listen',
+      `127.0.0.1:${opts.port}`,
+      '--data-dir',
+      opts.dataDir,
+    ],
     { KICI_LOG_LEVEL: 'info', ...opts.env },
   );
   const pid = proc.child.pid!;
@@ -41,7 +50,9 @@ export async function startServe(opts: {
       if (m) return m;
       if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
         const { stdout, stderr } = proc.output();
-        throw new Error(`serve exited before it was ready (${proc.child.exitCode ?? proc.child.signalCode})\n${tail(stdout)}\n${tail(stderr)}`);
+        throw new Error(
+          `serve exited before it was ready (${proc.child.exitCode ?? proc.child.signalCode})\n${tail(stdout)}\n${tail(stderr)}`,
+        );
       }
       return undefined;
     },
@@ -59,16 +70,6 @@ export function tail(text: string, lines = 40): string {
 /** The environment entry every agent (and every step it runs) of the orchestrator on `port` carries. */
 export function agentEnvNeedle(port: number): string {
   return `KICI_ORCHESTRATOR_URL=ws://127.0.0.1:${port}/ws`;
-}
-
-/** Is this pid a live process (a zombie that nobody reaped yet does not count)? */
-export async function running(pid: number): Promise<boolean> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
 }
 
 /** Which of these pids are agent processes (the rest are the steps they run)? */
@@ -119,7 +120,11 @@ export async function killServe(p: ServeProcess | undefined): Promise<void> {
 
 /** Admin API client for a serve process. */
 export function adminApi(url: string, token: string) {
-  return async <T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> => {
+  return async <T = unknown>(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ status: number; body: T }> => {
     const res = await fetch(`${url}${path}`, {
       method,
       headers: {

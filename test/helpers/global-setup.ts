@@ -1,4 +1,4 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -8,11 +8,12 @@ import { openDatabase } from '../../src/store/open.js';
  * A fresh PGlite data directory costs ~5 s (initdb). Make one migrated template per test run;
  * each test copies it (well under a second) instead.
  */
-export default async function setup(project: TestProject): Promise<void> {
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-template-'));
   const db = await openDatabase({ dataDir: dir });
   await db.close();
   project.provide('templateDataDir', dir);
+  return () => rm(dir, { recursive: true, force: true });
 }
 
 declare module 'vitest' {

@@ -7,7 +7,7 @@ import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js'
 import type { DestroyContext, ManagedAgent, ScalerBackend, SpawnRequest, ValidationResult } from '../../types.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
-import { groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
+import { findAgentPid, groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
 
 export interface BareMetalBackendOptions {
   entry: ScalerEntry;
@@ -200,18 +200,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return this.opts.entry.enforceCgroups === true && this.opts.cgroups !== undefined;
   }
 
-  async adopt(agentId: string, labelSet: string[], backendRef: string): Promise<boolean> {
-    const pid = Number(backendRef);
+  async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
+    const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
     if (!(await processBelongsToAgent(pid, agentId))) return false;
-    const agent: ManagedAgent = { id: agentId, labelSet, backendRef, spawnedAt: Date.now(), state: 'running' };
+    const agent: ManagedAgent = { id: agentId, labelSet, backendRef: String(pid), spawnedAt: Date.now(), state: 'running' };
     this.agents.set(agentId, { agent, pgid: pid, registered: false, destroying: false, tail: [] });
     return true;
   }
 
   async reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
-    if (this.agents.has(agentId) || !backendRef) return false;
-    const pid = Number(backendRef);
+    if (this.agents.has(agentId)) return false;
+    const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
     if (!(await processBelongsToAgent(pid, agentId))) return false;
     await stopGroup(pid, this.opts.stopGraceMs);

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 
 /** Is any process of this group still alive? (EPERM means it exists but is not ours to signal.) */
 export function groupAlive(pgid: number): boolean {
@@ -41,4 +41,32 @@ export async function processBelongsToAgent(pid: number, agentId: string): Promi
   } catch {
     return false;
   }
+}
+
+/**
+ * Find the agent process by its environment when no pid was recorded (a crash can land between
+ * the spawn and the write of its pid). The agent is its process group's leader.
+ */
+export async function findAgentPid(agentId: string): Promise<number | undefined> {
+  let names: string[];
+  try {
+    names = await readdir('/proc');
+  } catch {
+    return undefined;
+  }
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    if (await processBelongsToAgent(pid, agentId)) {
+      try {
+        const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+        // Field 5 (after the parenthesised command) is the process group id.
+        const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+        if (pgid === pid) return pid;
+      } catch {
+        // raced with its exit
+      }
+    }
+  }
+  return undefined;
 }
