@@ -190,7 +190,10 @@ export class Dispatcher {
       for (const a of d.assign) {
         const job = this.queue.get(a.jobId);
         const agent = this.registry.get(a.agentId);
-        if (job && agent && this.registry.isAvailable(agent)) await this.assign(job, agent);
+        // Re-checked per job: the plan decided per group, and state may have moved since.
+        if (job && agent && this.registry.isAvailable(agent) && canAgentRunJob(agent, job) && this.fits(agent.id, job)) {
+          await this.assign(job, agent);
+        }
       }
       let reason = d.reason;
       for (const sp of d.spawn) {
@@ -212,6 +215,11 @@ export class Dispatcher {
         }
       } else if (reason) for (const job of left) job.waiting = reason;
     }
+  }
+
+  private fits(agentId: string, job: QueuedJob): boolean {
+    const a = this.registry.get(agentId);
+    return !a || a.kind !== 'scaler' || !this.opts.scaler || this.opts.scaler.agentFits(agentId, this.scaleJob(job));
   }
 
   scaleJob(job: QueuedJob): ScaleJob {

@@ -95,6 +95,8 @@ export class JobQueue {
 function groupKey(job: QueuedJob): string {
   const role = job.spec.role ?? 'execution';
   const image = job.spec.container?.image ?? '';
-  // JSON, not a joined string: a label may itself contain ',' or '|' (runsOn: "a,b" is one label).
-  return JSON.stringify([job.runsOn, role, image]);
+  const exclude = [...new Set((job.spec.excludeLabels ?? []).map((l) => l.trim().toLowerCase()))].sort();
+  // Jobs of one group must be interchangeable for routing, agent fit and caps, so everything that
+  // decides those is in the key. JSON, not a joined string: a label may itself contain ',' or '|'.
+  return JSON.stringify([job.runsOn, role, image, exclude, job.spec.resources ?? null]);
 }

@@ -29,6 +29,8 @@ export interface ManagedEntry {
   machinePool?: string | undefined;
   backendRef?: string;
   abort: AbortController;
+  /** Aborted at registration: a registered agent's spawn can no longer time out. */
+  registeredSignal?: AbortController;
 }
 
 export type AgentPhase = 'reserved' | 'spawning' | 'starting' | 'registered';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ScalerConfig, ScalerEntry } from '../config/index.js';
+import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -105,7 +105,8 @@ export class ScalerManager {
   }
 
   route(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels'>): RoutableLabelSet | undefined {
-    return findLabelSet({ labels: job.runsOn, role: job.role, exclude: job.excludeLabels }, this.state.table);
+    const exclude = job.excludeLabels ? canonicalizeLabels(job.excludeLabels) : undefined;
+    return findLabelSet({ labels: canonicalizeLabels(job.runsOn), role: job.role, exclude }, this.state.table);
   }
 
   resourcesFor(match: RoutableLabelSet, job?: ScaleJob): EffectiveResources {
@@ -231,6 +232,7 @@ export class ScalerManager {
                 onEvent: (type, detail) => this.onBackendEvent(m, type, detail),
               }),
             m.abort.signal,
+            (m.registeredSignal ??= new AbortController()).signal,
           );
         },
         m.abort.signal,
@@ -339,6 +341,7 @@ export class ScalerManager {
     m.recovered = false;
     if (first) {
       m.registeredAtMs = this.opts.clock.now();
+      (m.registeredSignal ??= new AbortController()).abort();
       if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId) this.state.jobToAgent.delete(m.boundJobId);
       this.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
       if (this.state.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {

@@ -1,4 +1,4 @@
-import type { LabelSetConfig, ScalerConfig, ScalerEntry } from '../config/index.js';
+import { detectLabelSetOverlaps, type LabelSetConfig, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import { errorMessage } from '../util/errors.js';
 import type { ScalerManager } from './manager.js';
 import type { ScalerBackend } from './types.js';
@@ -48,6 +48,9 @@ export function planReload(
   for (const name of current.entries.keys()) {
     if (!nextNames.has(name) && !current.retiring.has(name)) plan.retired.push(name);
   }
+  for (const o of detectLabelSetOverlaps(next.scalers)) {
+    problems.push(`Label set [${o.labels}] overlaps between scalers "${o.scaler1}" and "${o.scaler2}"`);
+  }
   if (current.config.globalMaxAgents !== next.globalMaxAgents) plan.global.push('globalMaxAgents');
   if (stable(current.config.globalResourceCap ?? null) !== stable(next.globalResourceCap ?? null)) plan.global.push('globalResourceCap');
   return { plan, problems };
@@ -63,15 +66,18 @@ export async function applyReload(m: ScalerManager, next: ScalerConfig, factory:
   const { plan, problems } = planReload(s, next);
   if (problems.length) return { result: 'rejected', problems };
 
-  const snapshots: { backend: ScalerBackend; labelSets: LabelSetConfig[]; maxAgents: number }[] = [];
+  const snapshots: { backend: ScalerBackend; labelSets: LabelSetConfig[]; maxAgents: number; entry?: ScalerEntry }[] = [];
   const restore = () => {
-    for (const snap of snapshots) snap.backend.reload(snap.labelSets, { maxAgents: snap.maxAgents });
+    for (const snap of snapshots) {
+      snap.backend.reload(snap.labelSets, { maxAgents: snap.maxAgents, ...(snap.entry ? { entry: snap.entry } : {}) });
+    }
   };
   for (const entry of next.scalers) {
     if (plan.added.includes(entry.name)) continue;
     const backend = s.backends.get(entry.name);
     if (!backend) continue;
-    snapshots.push({ backend, labelSets: backend.labelSets, maxAgents: backend.maxAgents });
+    const previous = s.entries.get(entry.name);
+    snapshots.push({ backend, labelSets: backend.labelSets, maxAgents: backend.maxAgents, ...(previous ? { entry: previous } : {}) });
     const v = backend.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
     if (!v.valid) {
       restore();

@@ -52,8 +52,13 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     // Compute is gone once each job is done.
     await eventually(() => t!.orch.scaler!.entries().length === 0, 10_000, 'all agents torn down');
     for (const pid of spawnedPids) expect(alive(pid), `agent process ${pid}`).toBe(false);
-    const rows = await t.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute();
-    expect(rows).toHaveLength(0);
+    // Spawn records go once the compute is confirmed gone (they are what a crash recovery would reclaim from).
+    await eventually(
+      async () => (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,
+      10_000,
+      'spawn records deleted',
+    );
+    expect(await t.orch.store.db.selectFrom('scaler_reservations').selectAll().execute()).toHaveLength(0);
     expect(t.orch.scaler!.capBook().count()).toBe(0);
   });
 

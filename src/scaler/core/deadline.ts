@@ -18,13 +18,15 @@ export class SpawnTimeoutError extends Error {
  * `SpawnTimeoutError` at once, without waiting for `run`: a backend stuck in a non-abortable
  * call must not keep the caller's semaphore slot. Whatever `run` settles to later is swallowed.
  * An abort of `parent` (e.g. shutdown) is forwarded the same way, rejecting with its reason.
- * A non-finite `ms` (Infinity) means no deadline.
+ * A non-finite `ms` (Infinity) means no deadline. An abort of `disarm` cancels the deadline
+ * (the agent registered: it is no longer a spawn that can time out); `run` then simply finishes.
  */
 export function withDeadline<T>(
   ms: number,
   clock: Clock,
   run: (signal: AbortSignal) => Promise<T>,
   parent?: AbortSignal,
+  disarm?: AbortSignal,
 ): Promise<T> {
   if (Number.isNaN(ms) || ms < 0) {
     return Promise.reject(new RangeError(`spawn deadline must be >= 0 ms, got ${ms}`));
@@ -51,7 +53,8 @@ export function withDeadline<T>(
     };
     const onParentAbort = (): void => expire(parent?.reason);
 
-    if (Number.isFinite(ms)) timer = clock.setTimer(ms, () => expire(new SpawnTimeoutError(ms)));
+    if (Number.isFinite(ms) && !disarm?.aborted) timer = clock.setTimer(ms, () => expire(new SpawnTimeoutError(ms)));
+    disarm?.addEventListener('abort', () => timer?.cancel(), { once: true });
     parent?.addEventListener('abort', onParentAbort, { once: true });
 
     let pending: Promise<T>;

@@ -135,6 +135,47 @@ describe('label matching (C.4)', () => {
   });
 });
 
+describe('excludeLabels at dispatch', () => {
+  it('an idle agent carrying an excluded label never takes the job, even when a sibling job could use it', async () => {
+    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'clean']])] } });
+    await h.registerStatic('static-1', ['linux', 'dirty']);
+    await h.registerStatic('static-2', ['linux', 'dirty']);
+    // Same runsOn, so both jobs share a queue group; only the second excludes "dirty".
+    const { byName } = await h.submit({ any: { runsOn: ['linux'] }, picky: { runsOn: ['linux'], excludeLabels: ['dirty'] } });
+    const onStatic = [...h.assigned('static-1'), ...h.assigned('static-2')];
+    expect(onStatic).toContain(byName.any);
+    expect(onStatic).not.toContain(byName.picky);
+    // The picky job is provisioned on the clean scaler instead.
+    expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.picky]);
+  });
+
+  it('an idle agent that fits a later job of the group is used even when the first job excludes it', async () => {
+    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'clean']])] } });
+    await h.registerStatic('static-1', ['linux', 'dirty']);
+    const { byName } = await h.submit({ picky: { runsOn: ['linux'], excludeLabels: ['dirty'] }, any: { runsOn: ['linux'] } });
+    expect(h.assigned('static-1')).toEqual([byName.any]);
+    expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.picky]);
+  });
+});
+
+describe('no-backend verdicts are per job', () => {
+  it('a servable job is not settled no-backend because an earlier job of its group excludes every label set', async () => {
+    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
+    const { byName } = await h.submit({ picky: { runsOn: ['linux'], excludeLabels: ['kici:scaler:alpha'] }, any: { runsOn: ['linux'] } });
+    expect(await h.jobState(byName.picky!)).toBe('no-backend');
+    expect(await h.jobState(byName.any!)).toBe('queued');
+    expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.any]);
+  });
+
+  it('an unservable job is settled no-backend even when an earlier job of its group is servable', async () => {
+    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
+    const { byName } = await h.submit({ any: { runsOn: ['linux'] }, picky: { runsOn: ['linux'], excludeLabels: ['kici:scaler:alpha'] } });
+    await h.sweep();
+    expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.any]);
+    expect(await h.jobState(byName.picky!)).toBe('no-backend');
+  });
+});
+
 describe('agent identity and token (D.0)', () => {
   it('fullLabels = declared + kici:agent + kici:scaler + roles + taints, and the token is bound to exactly those', async () => {
     const h = await hs.make({

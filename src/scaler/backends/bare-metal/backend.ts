@@ -32,6 +32,9 @@ interface Tracked {
 
 const TAIL_LINES = 50;
 
+/** destroy() ran for this agent (possibly before its process existed). */
+const wasDestroyed = (t: Tracked) => t.destroying;
+
 /**
  * Agents as host processes. Each agent runs in its own process group so destroy reaches everything
  * it started. This mode has no network isolation: agents share the host's network and filesystem.
@@ -142,8 +145,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
     agent.state = 'running';
     this.capture(tracked, child);
     child.once('exit', (code, signal) => this.onExit(req, tracked, code, signal));
-    if (req.signal.aborted) {
-      await this.destroy(req.agentId, { reason: 'spawn-timeout' });
+    if (req.signal.aborted || wasDestroyed(tracked)) {
+      // The spawn was abandoned (deadline, teardown) while the process was starting: it must not outlive it.
+      this.agents.delete(req.agentId);
+      await stopGroup(pid, this.opts.stopGraceMs);
+      if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
       throw new SpawnError('spawn-timeout', 'spawn aborted');
     }
     req.onEvent('scaler.ready', `agent process started (PID ${pid})`);
