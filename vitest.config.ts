@@ -3,7 +3,14 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     projects: [
-      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], testTimeout: 30_000, globalSetup: ['test/helpers/global-setup.ts'] } },
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+          testTimeout: 30_000,
+          globalSetup: ['test/helpers/global-setup.ts'],
+        },
+      },
       {
         test: {
           name: 'e2e',

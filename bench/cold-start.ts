@@ -23,7 +23,9 @@ async function rawStart(n: number): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
-    const registered = new Promise<number>((res) => wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))));
+    const registered = new Promise<number>((res) =>
+      wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
+    );
     const child = spawn(AGENT, [], {
       detached: true,
       stdio: 'ignore',
@@ -52,7 +54,12 @@ async function ourStart(n: number): Promise<number[]> {
     cfg,
     `version: 1\nscalers:\n  - name: bm\n    type: bare-metal\n    maxAgents: 1\n    labelSets:\n      - labels: [linux, small]\n        binaryPath: ${AGENT}\n`,
   );
-  const orch = await Orchestrator.start({ port: 0, dataDir: dir, scalerConfigPath: cfg, logger: pino({ level: 'silent' }) });
+  const orch = await Orchestrator.start({
+    port: 0,
+    dataDir: dir,
+    scalerConfigPath: cfg,
+    logger: pino({ level: 'silent' }),
+  });
   const out: number[] = [];
   try {
     for (let i = 0; i < n; i++) {
@@ -65,7 +72,11 @@ async function ourStart(n: number): Promise<number[]> {
       const { jobs } = (await res.json()) as { jobs: { id: string }[] };
       const id = jobs[0]!.id;
       for (;;) {
-        const step = await orch.store.db.selectFrom('step_results').select('started_at').where('job_id', '=', id).executeTakeFirst();
+        const step = await orch.store.db
+          .selectFrom('step_results')
+          .select('started_at')
+          .where('job_id', '=', id)
+          .executeTakeFirst();
         const job = await orch.store.jobs.get(id);
         if (step && job && ['succeeded', 'failed'].includes(job.state)) {
           out.push(step.started_at.getTime() - wall0);

@@ -20,7 +20,8 @@ export function buildState() {
   const scalers = [];
   for (let s = 0; s < SCALERS; s++) {
     const labelSets = [];
-    for (let l = 0; l < SETS_PER_SCALER; l++) labelSets.push({ labels: ['linux', `pool-${s}`, `size-${l}`], binaryPath: '/bin/true' });
+    for (let l = 0; l < SETS_PER_SCALER; l++)
+      labelSets.push({ labels: ['linux', `pool-${s}`, `size-${l}`], binaryPath: '/bin/true' });
     scalers.push({ name: `s${s}`, type: 'bare-metal', maxAgents: 20, labelSets });
   }
   const config = scalerFileSchema.parse({ version: 1, globalMaxAgents: 500, scalers });
@@ -38,14 +39,30 @@ export function buildState() {
   }));
   const logger = pino({ level: 'silent' });
   const store = {} as never; // planning never touches the store
-  const scaler = new ScalerManager({ config, backends, store, clock: systemClock, logger, instanceId: 'bench', orchestratorUrlFor: () => 'ws://x' });
+  const scaler = new ScalerManager({
+    config,
+    backends,
+    store,
+    clock: systemClock,
+    logger,
+    instanceId: 'bench',
+    orchestratorUrlFor: () => 'ws://x',
+  });
   const dispatcher = new Dispatcher({ store, clock: systemClock, logger, scaler });
   for (let i = 0; i < JOBS; i++) {
     // 2,000 distinct label combinations; one in ten matches no label set.
     const s = i % SCALERS;
     const l = Math.floor(i / SCALERS) % SETS_PER_SCALER;
     const runsOn = i % 10 === 9 ? ['linux', `pool-${s}`, 'gpu'] : ['linux', `pool-${s}`, `size-${l}`];
-    dispatcher.queue.add({ id: `j-${i}`, runId: 'r', name: `n${i}`, seq: i, runsOn: runsOn.sort(), spec: { runsOn, steps: [{ run: 'true' }], role: 'execution' }, createdAtMs: 0 });
+    dispatcher.queue.add({
+      id: `j-${i}`,
+      runId: 'r',
+      name: `n${i}`,
+      seq: i,
+      runsOn: runsOn.sort(),
+      spec: { runsOn, steps: [{ run: 'true' }], role: 'execution' },
+      createdAtMs: 0,
+    });
   }
   return { dispatcher, scaler };
 }
@@ -61,7 +78,10 @@ export async function benchReconcile(): Promise<BenchResult> {
     spawns = plan.reduce((n, d) => n + d.spawn.length, 0);
   }
   const rss = JSON.parse(
-    execFileSync(process.execPath, ['--expose-gc', import.meta.filename, '--rss'], { encoding: 'utf8' }).trim().split('\n').at(-1)!,
+    execFileSync(process.execPath, ['--expose-gc', import.meta.filename, '--rss'], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .at(-1)!,
   ) as { baseline: number; loaded: number };
   const ms = median(times);
   const mb = rss.loaded / 1048576;
@@ -80,7 +100,9 @@ if (process.argv.includes('--rss')) {
   const state = buildState();
   state.dispatcher.plan();
   globalThis.gc?.();
-  console.log(JSON.stringify({ baseline, loaded: process.memoryUsage().rss, queued: state.dispatcher.queue.size }));
+  console.log(
+    JSON.stringify({ baseline, loaded: process.memoryUsage().rss, queued: state.dispatcher.queue.size }),
+  );
 } else if (import.meta.url === pathToFileURL(process.argv[1]!).href) {
   console.log(JSON.stringify(await benchReconcile(), null, 2));
 }

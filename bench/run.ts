@@ -23,7 +23,14 @@ for (const [key, run] of benches) {
   const norm: BenchResult =
     'value' in r
       ? r
-      : { name: r.name, value: r.medianMs, unit: 'ms', target: 'under 100 ms', pass: r.medianMs < 100, detail: r.detail };
+      : {
+          name: r.name,
+          value: r.medianMs,
+          unit: 'ms',
+          target: 'under 100 ms',
+          pass: r.medianMs < 100,
+          detail: r.detail,
+        };
   results.push(norm);
   process.stdout.write(
     `  ${norm.pass ? 'PASS' : 'MISS'}  ${norm.name}: ${norm.value.toFixed(1)} ${norm.unit}` +

@@ -25,7 +25,14 @@ export {
   type ScalerType,
 } from './config/index.js';
 export { ScalerManager, RegistrationRefused, type ScalerManagerOptions } from './scaler/manager.js';
-export type { ScalerBackend, SpawnRequest, ManagedAgent, ScaleResult, ScaleJob, ScalerEvent } from './scaler/types.js';
+export type {
+  ScalerBackend,
+  SpawnRequest,
+  ManagedAgent,
+  ScaleResult,
+  ScaleJob,
+  ScalerEvent,
+} from './scaler/types.js';
 export { BareMetalScalerBackend } from './scaler/backends/bare-metal/backend.js';
 export { createScalerBackend } from './scaler/backends/factory.js';
 export { Orchestrator, type OrchestratorOptions } from './server/orchestrator.js';

@@ -112,7 +112,14 @@ export class Agent {
           return;
         }
         this.clearIdle();
-        void this.runJob(new JobRunner({ job: msg.job, send: (m) => this.send(m), workDir: this.cfg.workDir, keepWorkspace: this.cfg.keepWorkspace }));
+        void this.runJob(
+          new JobRunner({
+            job: msg.job,
+            send: (m) => this.send(m),
+            workDir: this.cfg.workDir,
+            keepWorkspace: this.cfg.keepWorkspace,
+          }),
+        );
         return;
       }
       case 'job.cancel':
@@ -124,7 +131,8 @@ export class Agent {
       case 'heartbeat.ack':
         return;
       case 'job.finished.ack':
-        if (this.unackedResult?.type === 'job.finished' && this.unackedResult.jobId === msg.jobId) this.unackedResult = undefined;
+        if (this.unackedResult?.type === 'job.finished' && this.unackedResult.jobId === msg.jobId)
+          this.unackedResult = undefined;
         if (!this.runner && this.cfg.ephemeral && this.jobsDone > 0) this.leave();
         return;
     }
@@ -157,7 +165,13 @@ export class Agent {
       this.log('info', `job ${runner.jobId} ${result}`);
     } catch (err) {
       this.log('error', `job ${runner.jobId} crashed the runner: ${(err as Error).message}`);
-      this.send({ type: 'job.finished', jobId: runner.jobId, result: 'failed', exitCode: null, message: 'agent error' });
+      this.send({
+        type: 'job.finished',
+        jobId: runner.jobId,
+        result: 'failed',
+        exitCode: null,
+        message: 'agent error',
+      });
     } finally {
       this.runner = undefined;
       this.jobsDone++;
@@ -211,7 +225,8 @@ export class Agent {
     }
     const now = Date.now();
     this.disconnectedSince ??= now;
-    if (wasRegistered) this.log('warn', `connection lost (${code}${reason ? `: ${reason}` : ''}); reconnecting`);
+    if (wasRegistered)
+      this.log('warn', `connection lost (${code}${reason ? `: ${reason}` : ''}); reconnecting`);
     if (this.cfg.reconnectTimeoutMs > 0 && now - this.disconnectedSince >= this.cfg.reconnectTimeoutMs) {
       this.log('error', `orchestrator unreachable for ${this.cfg.reconnectTimeoutMs} ms; giving up`);
       this.runner?.cancel('cancel');

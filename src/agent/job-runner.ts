@@ -82,7 +82,8 @@ export class JobRunner {
         else if (this.stopped === 'timeout') result = 'timed-out';
         else if (out.exitCode !== 0) result = 'failed';
       }
-      if (result === 'succeeded' && this.stopped) result = this.stopped === 'timeout' ? 'timed-out' : 'cancelled';
+      if (result === 'succeeded' && this.stopped)
+        result = this.stopped === 'timeout' ? 'timed-out' : 'cancelled';
       if (result === 'timed-out' && this.stopped === 'timeout' && job.timeoutSeconds) {
         message = `job timed out after ${job.timeoutSeconds}s`;
         this.line(null, 'system', message);

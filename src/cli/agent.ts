@@ -11,7 +11,12 @@ import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
 
 function log(level: 'info' | 'warn' | 'error', msg: string): void {
-  const line = JSON.stringify({ level, time: new Date().toISOString(), agentId: process.env.KICI_AGENT_ID, msg });
+  const line = JSON.stringify({
+    level,
+    time: new Date().toISOString(),
+    agentId: process.env.KICI_AGENT_ID,
+    msg,
+  });
   (level === 'info' ? process.stdout : process.stderr).write(line + '\n');
 }
 
@@ -21,9 +26,9 @@ async function main(): Promise<number> {
       'kici-agent: runs CI jobs for a kici orchestrator.\n\n' +
         'Environment:\n' +
         '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (required)\n' +
-        '  KICI_AGENT_ID          this agent\'s id, as bound to its token (required)\n' +
+        "  KICI_AGENT_ID          this agent's id, as bound to its token (required)\n" +
         '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required)\n' +
-        '  KICI_LABELS            comma-separated labels (must be within the token\'s scope)\n' +
+        "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +
         '  KICI_EPHEMERAL=1       exit after one job\n',
     );
     return 0;

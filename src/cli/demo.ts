@@ -26,7 +26,10 @@ export function demoRun(jobs: number): RunSpec {
       env: { DEMO_JOB: String(i) },
       steps: [
         { name: 'hello', run: 'echo "job $DEMO_JOB on $(hostname) as agent $KICI_JOB_ID"' },
-        { name: 'work', run: `i=0; while [ $i -lt ${3 + (i % 5)} ]; do i=$((i+1)); echo "step $i"; sleep 0.1; done` },
+        {
+          name: 'work',
+          run: `i=0; while [ $i -lt ${3 + (i % 5)} ]; do i=$((i+1)); echo "step $i"; sleep 0.1; done`,
+        },
       ],
     };
   }
@@ -99,7 +102,8 @@ export async function demo(o: DemoOptions): Promise<number> {
         `  submit-to-start p95    ${percentile(latencies, 95)} ms\n` +
         `  orchestrator log       ${logPath}\n`,
     );
-    for (const r of rows.filter((x) => x.state !== 'succeeded')) out(`  ${r.name}: ${r.state} ${r.reason ?? ''}\n`);
+    for (const r of rows.filter((x) => x.state !== 'succeeded'))
+      out(`  ${r.name}: ${r.state} ${r.reason ?? ''}\n`);
     return failed === 0 ? 0 : 1;
   } finally {
     await orch.stop();

@@ -16,9 +16,17 @@ program
   .option('--listen <host:port>', 'where to listen (default: $KICI_LISTEN or 127.0.0.1:8080)')
   .option('--data-dir <dir>', 'embedded database and admin token (default: $KICI_DATA_DIR or ./.kici-data)')
   .option('--database-url <url>', 'external PostgreSQL (default: $KICI_DATABASE_URL)')
-  .action(async (o: { config?: string; configDir?: string; listen?: string; dataDir?: string; databaseUrl?: string }) => {
-    process.exitCode = await serve(o);
-  });
+  .action(
+    async (o: {
+      config?: string;
+      configDir?: string;
+      listen?: string;
+      dataDir?: string;
+      databaseUrl?: string;
+    }) => {
+      process.exitCode = await serve(o);
+    },
+  );
 
 program
   .command('demo')
@@ -28,8 +36,13 @@ program
   .option('--config <file>', 'scaler config (default: examples/demo-scalers.yaml)')
   .action(async (o: { jobs: string; dataDir?: string; config?: string }) => {
     const jobs = Number(o.jobs);
-    if (!Number.isInteger(jobs) || jobs < 1 || jobs > 10_000) throw new UserError('--jobs: a whole number from 1 to 10000');
-    process.exitCode = await demo({ jobs, ...(o.dataDir ? { dataDir: o.dataDir } : {}), ...(o.config ? { config: o.config } : {}) });
+    if (!Number.isInteger(jobs) || jobs < 1 || jobs > 10_000)
+      throw new UserError('--jobs: a whole number from 1 to 10000');
+    process.exitCode = await demo({
+      jobs,
+      ...(o.dataDir ? { dataDir: o.dataDir } : {}),
+      ...(o.config ? { config: o.config } : {}),
+    });
   });
 
 program.parseAsync(process.argv).then(

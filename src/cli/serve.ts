@@ -34,7 +34,9 @@ export async function serve(o: ServeOptions): Promise<number> {
     // A burst of signals reloads once.
     if (hupTimer) clearTimeout(hupTimer);
     hupTimer = setTimeout(() => {
-      void orch.reload().then((r) => logger.info({ result: r.result, problems: r.problems }, 'scaler reload'));
+      void orch
+        .reload()
+        .then((r) => logger.info({ result: r.result, problems: r.problems }, 'scaler reload'));
     }, 200);
   });
   return new Promise((resolve) => {

@@ -26,12 +26,21 @@ export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
  * Can this agent run this job? Labels ⊇ runsOn, the agent's gate ⊆ runsOn, and a container job
  * needs an agent that reports a container runtime.
  */
-export function canAgentRunJob(agent: Pick<ConnectedAgent, 'labels' | 'gate'>, job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
+export function canAgentRunJob(
+  agent: Pick<ConnectedAgent, 'labels' | 'gate'>,
+  job: Pick<QueuedJob, 'runsOn' | 'spec'>,
+): boolean {
   for (const l of job.runsOn) if (!agent.labels.has(l)) return false;
   for (const g of agent.gate) if (!job.runsOn.includes(g)) return false;
   const role = job.spec.role;
-  if (role === 'build' && !agent.labels.has('kici:role:builder') && agent.labels.has('kici:role:execution')) return false;
-  if (role === 'init' && !agent.labels.has('kici:role:init-runner') && agent.labels.has('kici:role:execution')) return false;
+  if (role === 'build' && !agent.labels.has('kici:role:builder') && agent.labels.has('kici:role:execution'))
+    return false;
+  if (
+    role === 'init' &&
+    !agent.labels.has('kici:role:init-runner') &&
+    agent.labels.has('kici:role:execution')
+  )
+    return false;
   if (job.spec.container && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
   if (job.spec.excludeLabels?.some((l) => agent.labels.has(l.trim().toLowerCase()))) return false;
   return true;
@@ -61,7 +70,10 @@ export class AgentRegistry {
   }
 
   /** An idle agent for this job; scaler agents first would waste static capacity, so static first. */
-  findIdle(job: Pick<QueuedJob, 'runsOn' | 'spec'>, fits?: (a: ConnectedAgent) => boolean): ConnectedAgent | undefined {
+  findIdle(
+    job: Pick<QueuedJob, 'runsOn' | 'spec'>,
+    fits?: (a: ConnectedAgent) => boolean,
+  ): ConnectedAgent | undefined {
     let fallback: ConnectedAgent | undefined;
     for (const a of this.agents.values()) {
       if (!this.isAvailable(a) || !canAgentRunJob(a, job)) continue;

@@ -114,7 +114,11 @@ export class Dispatcher {
       runsOn: canonicalizeLabels(js.runsOn),
       spec: { ...js, resources: mirrorResources(js.resources) } as JobSpec,
     }));
-    const rows = await this.opts.store.jobs.insertRun({ id: runId, name: spec.name ?? null }, jobs, this.now());
+    const rows = await this.opts.store.jobs.insertRun(
+      { id: runId, name: spec.name ?? null },
+      jobs,
+      this.now(),
+    );
     for (const row of rows) this.queue.add(toQueued(row));
     this.log.info({ runId, jobs: rows.length }, 'run submitted');
     this.requestPump();
@@ -168,7 +172,9 @@ export class Dispatcher {
     const plan = planReconcile({
       groups,
       idleAgents: this.registry.list().filter((a) => this.registry.isAvailable(a)),
-      canRun: (a, g) => canAgentRunJob(a, g.sample) && (a.kind !== 'scaler' || !scaler || scaler.agentFits(a.id, this.scaleJob(g.sample))),
+      canRun: (a, g) =>
+        canAgentRunJob(a, g.sample) &&
+        (a.kind !== 'scaler' || !scaler || scaler.agentFits(a.id, this.scaleJob(g.sample))),
       table: scaler?.routingTable() ?? [],
       caps: scaler?.capBook() ?? NO_CAPS,
       live: { global: scaler?.globalActiveCount() ?? 0, perScaler },
@@ -191,7 +197,13 @@ export class Dispatcher {
         const job = this.queue.get(a.jobId);
         const agent = this.registry.get(a.agentId);
         // Re-checked per job: the plan decided per group, and state may have moved since.
-        if (job && agent && this.registry.isAvailable(agent) && canAgentRunJob(agent, job) && this.fits(agent.id, job)) {
+        if (
+          job &&
+          agent &&
+          this.registry.isAvailable(agent) &&
+          canAgentRunJob(agent, job) &&
+          this.fits(agent.id, job)
+        ) {
           await this.assign(job, agent);
         }
       }
@@ -200,7 +212,8 @@ export class Dispatcher {
         const job = this.queue.get(sp.jobId);
         if (!job || !scaler || scaler.isProvisioning(job.id)) continue;
         const r = await scaler.requestScale(this.scaleJob(job));
-        if (r.action === 'spawning') job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
+        if (r.action === 'spawning')
+          job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
         else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') {
           reason = r.reason;
           break;
@@ -208,7 +221,9 @@ export class Dispatcher {
       }
       const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
       if (d.noBackend) {
-        const why = scaler ? `${d.noBackend}; ${describeTable(scaler.routingTable())}` : 'no scaler is configured and no agent token matches these labels';
+        const why = scaler
+          ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
+          : 'no scaler is configured and no agent token matches these labels';
         for (const job of left) {
           if (this.someoneCould(job)) job.waiting = 'waiting for a matching agent';
           else await this.settleNoBackend(job, why);
@@ -219,7 +234,12 @@ export class Dispatcher {
 
   private fits(agentId: string, job: QueuedJob): boolean {
     const a = this.registry.get(agentId);
-    return !a || a.kind !== 'scaler' || !this.opts.scaler || this.opts.scaler.agentFits(agentId, this.scaleJob(job));
+    return (
+      !a ||
+      a.kind !== 'scaler' ||
+      !this.opts.scaler ||
+      this.opts.scaler.agentFits(agentId, this.scaleJob(job))
+    );
   }
 
   scaleJob(job: QueuedJob): ScaleJob {
@@ -275,7 +295,13 @@ export class Dispatcher {
   async dispatchBound(agentId: string, jobId: string): Promise<void> {
     const agent = this.registry.get(agentId);
     const job = this.queue.get(jobId);
-    if (agent && job && this.registry.isAvailable(agent) && canAgentRunJob(agent, job) && (this.opts.scaler?.agentFits(agentId, this.scaleJob(job)) ?? true)) {
+    if (
+      agent &&
+      job &&
+      this.registry.isAvailable(agent) &&
+      canAgentRunJob(agent, job) &&
+      (this.opts.scaler?.agentFits(agentId, this.scaleJob(job)) ?? true)
+    ) {
       if (await this.assign(job, agent)) return;
     }
     await this.requestPump();
@@ -284,9 +310,12 @@ export class Dispatcher {
   private armTimeout(a: ActiveJob): void {
     const seconds = a.job.spec.timeoutSeconds;
     if (!seconds) return;
-    a.timeoutTimer = setTimeout(() => {
-      void this.settleActive(a.job.id, 'timed-out', null, `job exceeded its ${seconds}s timeout`, true);
-    }, seconds * 1000 + (this.opts.timeoutBackstopMs ?? 30_000));
+    a.timeoutTimer = setTimeout(
+      () => {
+        void this.settleActive(a.job.id, 'timed-out', null, `job exceeded its ${seconds}s timeout`, true);
+      },
+      seconds * 1000 + (this.opts.timeoutBackstopMs ?? 30_000),
+    );
     a.timeoutTimer.unref();
   }
 
@@ -297,7 +326,13 @@ export class Dispatcher {
     await this.opts.store.jobs.markRunning(jobId, agentId, this.now());
   }
 
-  async onJobFinished(agentId: string, jobId: string, result: JobState, exitCode: number | null, message?: string) {
+  async onJobFinished(
+    agentId: string,
+    jobId: string,
+    result: JobState,
+    exitCode: number | null,
+    message?: string,
+  ) {
     const agent = this.registry.get(agentId);
     if (agent?.busyJobId === jobId) agent.busyJobId = undefined;
     const a = this.active.get(jobId);
@@ -306,7 +341,13 @@ export class Dispatcher {
   }
 
   /** Settle an active job once; later reports for it change nothing. */
-  async settleActive(jobId: string, state: JobState, exitCode: number | null, reason: string | null, tellAgent: boolean) {
+  async settleActive(
+    jobId: string,
+    state: JobState,
+    exitCode: number | null,
+    reason: string | null,
+    tellAgent: boolean,
+  ) {
     const a = this.active.get(jobId);
     if (!a) return;
     this.active.delete(jobId);
@@ -344,7 +385,8 @@ export class Dispatcher {
 
   /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */
   async recover(): Promise<{ queued: number; awaiting: number }> {
-    for (const s of await this.opts.store.tokens.staticScopes(this.now())) this.noteStaticToken(s.agentId, s.labels, s.expiresAt);
+    for (const s of await this.opts.store.tokens.staticScopes(this.now()))
+      this.noteStaticToken(s.agentId, s.labels, s.expiresAt);
     let queued = 0;
     let awaiting = 0;
     for (const row of await this.opts.store.jobs.listOpen()) {
@@ -353,7 +395,11 @@ export class Dispatcher {
         this.queue.add(job);
         queued++;
       } else if (row.agent_id) {
-        const a: ActiveJob = { job, agentId: row.agent_id, state: row.state === 'running' ? 'running' : 'dispatched' };
+        const a: ActiveJob = {
+          job,
+          agentId: row.agent_id,
+          state: row.state === 'running' ? 'running' : 'dispatched',
+        };
         this.active.set(job.id, a);
         this.armTimeout(a);
         this.orphan(a, 'orchestrator restarted');
@@ -366,14 +412,24 @@ export class Dispatcher {
   /** The agent of an active job is away: wait for it, then settle without running anything twice. */
   orphan(a: ActiveJob, why: string, graceMs = this.opts.reconnectGraceMs ?? 30_000): void {
     if (a.orphanTimer) clearTimeout(a.orphanTimer);
-    a.orphanTimer = setTimeout(() => void this.loseJob(a, `${why}; agent ${a.agentId} did not come back`), graceMs);
+    a.orphanTimer = setTimeout(
+      () => void this.loseJob(a, `${why}; agent ${a.agentId} did not come back`),
+      graceMs,
+    );
     a.orphanTimer.unref();
   }
 
   async loseJob(a: ActiveJob, why: string): Promise<void> {
     if (this.active.get(a.job.id) !== a) return;
     if (a.state === 'dispatched') await this.requeue(a, why);
-    else await this.settleActive(a.job.id, 'failed', null, `${why}; the job was running and is not retried`, false);
+    else
+      await this.settleActive(
+        a.job.id,
+        'failed',
+        null,
+        `${why}; the job was running and is not retried`,
+        false,
+      );
     void this.requestPump();
   }
 

@@ -75,7 +75,13 @@ export class JobQueue {
   }
 
   /** Groups ordered by their oldest job, so the longest-waiting work is considered first. */
-  orderedGroups(): { key: string; labels: string[]; size: number; first: QueuedJob; jobs: () => Iterable<QueuedJob> }[] {
+  orderedGroups(): {
+    key: string;
+    labels: string[];
+    size: number;
+    first: QueuedJob;
+    jobs: () => Iterable<QueuedJob>;
+  }[] {
     const out = [...this.groups.values()].map((g) => ({
       key: g.key,
       labels: g.labels,

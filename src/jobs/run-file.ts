@@ -10,7 +10,9 @@ export async function readRunFile(path: string): Promise<RunSpec> {
     text = await readFile(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new UserError(code === 'ENOENT' ? `${path}: file not found` : `${path}: cannot read (${code ?? 'error'})`);
+    throw new UserError(
+      code === 'ENOENT' ? `${path}: file not found` : `${path}: cannot read (${code ?? 'error'})`,
+    );
   }
   let doc: unknown;
   try {
@@ -18,7 +20,9 @@ export async function readRunFile(path: string): Promise<RunSpec> {
   } catch (err) {
     if (err instanceof YAMLParseError) {
       const pos = err.linePos?.[0];
-      throw new UserError(`${path}${pos ? `:${pos.line}:${pos.col}` : ''}: not valid YAML or JSON: ${err.message.split('\n')[0]}`);
+      throw new UserError(
+        `${path}${pos ? `:${pos.line}:${pos.col}` : ''}: not valid YAML or JSON: ${err.message.split('\n')[0]}`,
+      );
     }
     throw err;
   }

@@ -106,12 +106,19 @@ export class ScalerManager {
 
   route(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels'>): RoutableLabelSet | undefined {
     const exclude = job.excludeLabels ? canonicalizeLabels(job.excludeLabels) : undefined;
-    return findLabelSet({ labels: canonicalizeLabels(job.runsOn), role: job.role, exclude }, this.state.table);
+    return findLabelSet(
+      { labels: canonicalizeLabels(job.runsOn), role: job.role, exclude },
+      this.state.table,
+    );
   }
 
   resourcesFor(match: RoutableLabelSet, job?: ScaleJob): EffectiveResources {
     const entry = this.state.entries.get(match.scalerName)!;
-    return resolveResources(job?.resources, entry.labelSets[match.index]?.resources, this.config.defaults?.resources);
+    return resolveResources(
+      job?.resources,
+      entry.labelSets[match.index]?.resources,
+      this.config.defaults?.resources,
+    );
   }
 
   async requestScale(job: ScaleJob): Promise<ScaleResult> {
@@ -119,7 +126,10 @@ export class ScalerManager {
     if (this.state.jobToAgent.has(job.id)) return { action: 'skipped', reason: 'provision-in-flight' };
     const match = this.route(job);
     if (!match) {
-      return { action: 'no-backend', reason: `no scaler label set matches [${job.runsOn.join(',')}]; ${describeTable(this.state.table)}` };
+      return {
+        action: 'no-backend',
+        reason: `no scaler label set matches [${job.runsOn.join(',')}]; ${describeTable(this.state.table)}`,
+      };
     }
     const held = this.state.backoff.check(backoffKey(match.scalerName, match.key), this.opts.clock.now());
     if (held.blocked) return { action: 'skipped', reason: held.reason, retryAfterMs: held.retryAfterMs };
@@ -131,7 +141,8 @@ export class ScalerManager {
     const s = this.state;
     const entry = s.entries.get(match.scalerName)!;
     const backend = s.backends.get(match.scalerName);
-    if (!backend) return { action: 'no-backend', reason: `scaler "${match.scalerName}" has no running backend` };
+    if (!backend)
+      return { action: 'no-backend', reason: `scaler "${match.scalerName}" has no running backend` };
     const agentId = `scaler-${entry.type}-${randomUUID().slice(0, 8)}`;
     const cap = s.caps.reserve(
       { agentId, scalerName: entry.name, requests: res.requests, limits: res.limits },
@@ -165,7 +176,10 @@ export class ScalerManager {
     if (entry.machinePool && this.opts.ledger) {
       const pool = await this.opts.ledger
         .tryReserve(entry.machinePool, agentId, res.requests.cpus, res.requests.memBytes)
-        .catch((err: unknown) => ({ ok: false as const, reason: `ledger unavailable: ${errorMessage(err)}` }));
+        .catch((err: unknown) => ({
+          ok: false as const,
+          reason: `ledger unavailable: ${errorMessage(err)}`,
+        }));
       if (!pool.ok) {
         this.forget(m);
         return { action: 'at-capacity', reason: `machine pool "${entry.machinePool}": ${pool.reason}` };
@@ -207,7 +221,12 @@ export class ScalerManager {
     return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
   }
 
-  private async runSpawn(m: ManagedEntry, backend: ScalerBackend, entry: ScalerEntry, token: string): Promise<void> {
+  private async runSpawn(
+    m: ManagedEntry,
+    backend: ScalerBackend,
+    entry: ScalerEntry,
+    token: string,
+  ): Promise<void> {
     const timeoutMs = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
     try {
@@ -266,7 +285,10 @@ export class ScalerManager {
     if (this.state.agents.get(m.agentId) !== m || m.registered) return;
     const now = this.opts.clock.now();
     const key = backoffKey(m.scalerName, m.labelSetKey);
-    const st = this.state.backoff.recordFailure(key, now, m.agentId, { kind: error.kind, message: error.message });
+    const st = this.state.backoff.recordFailure(key, now, m.agentId, {
+      kind: error.kind,
+      message: error.message,
+    });
     this.state.failures.record({
       scalerName: m.scalerName,
       backendType: m.type,
@@ -276,7 +298,15 @@ export class ScalerManager {
       atMs: now,
     });
     this.log.warn(
-      { agentId: m.agentId, scaler: m.scalerName, labelSet: m.labelSetKey, jobId: m.boundJobId, kind: error.kind, consecutive: st.consecutive, retryInMs: st.delayMs },
+      {
+        agentId: m.agentId,
+        scaler: m.scalerName,
+        labelSet: m.labelSetKey,
+        jobId: m.boundJobId,
+        kind: error.kind,
+        consecutive: st.consecutive,
+        retryInMs: st.delayMs,
+      },
       `Scaler spawn failed: ${error.message}`,
     );
     if (m.boundJobId) this.hooks?.onSpawnFailed(m.boundJobId, error);
@@ -342,10 +372,14 @@ export class ScalerManager {
     if (first) {
       m.registeredAtMs = this.opts.clock.now();
       (m.registeredSignal ??= new AbortController()).abort();
-      if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId) this.state.jobToAgent.delete(m.boundJobId);
+      if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId)
+        this.state.jobToAgent.delete(m.boundJobId);
       this.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
       if (this.state.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {
-        this.log.info({ scaler: m.scalerName, labelSet: m.labelSetKey }, 'scaler recovered: an agent registered');
+        this.log.info(
+          { scaler: m.scalerName, labelSet: m.labelSetKey },
+          'scaler recovered: an agent registered',
+        );
       }
       this.opts.store.spawns.markRegistered(agentId, new Date(this.opts.clock.now())).catch(() => {});
     }
@@ -462,7 +496,8 @@ export class ScalerManager {
     const grace = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
     const outcome = await Promise.race([Promise.allSettled([...all, ...backends]), grace]);
     clearTimeout(timer);
-    if (outcome === 'timeout') this.log.error('Scaler backends still stopping their agents after the shutdown grace');
+    if (outcome === 'timeout')
+      this.log.error('Scaler backends still stopping their agents after the shutdown grace');
     await this.opts.ledger?.releaseAllForInstance().catch(() => 0);
     await this.opts.ledger?.stop();
   }

@@ -23,9 +23,11 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
   for (const row of rows) {
     const backend = s.backends.get(row.scaler_name);
     const entry = s.entries.get(row.scaler_name);
-    const adopted = backend && entry ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
+    const adopted =
+      backend && entry ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
     if (!adopted || !entry) {
-      const reclaimed = (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch(() => false)) ?? false;
+      const reclaimed =
+        (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch(() => false)) ?? false;
       if (reclaimed) counts.reclaimed++;
       else counts.dropped++;
       await store.spawns.deleteAgent(row.agent_id);
@@ -60,7 +62,8 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
     s.agents.set(e.agentId, e);
     if (e.boundJobId && !row.registered_at) s.jobToAgent.set(e.boundJobId, e.agentId);
     s.caps.add({ agentId: e.agentId, scalerName: e.scalerName, requests: amount, limits: amount });
-    if (e.machinePool && ledger) await ledger.tryReserve(e.machinePool, e.agentId, amount.cpus, amount.memBytes).catch(() => {});
+    if (e.machinePool && ledger)
+      await ledger.tryReserve(e.machinePool, e.agentId, amount.cpus, amount.memBytes).catch(() => {});
     counts.adopted++;
   }
   if (counts.adopted > 0) {

@@ -1,4 +1,9 @@
-import { detectLabelSetOverlaps, type LabelSetConfig, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import {
+  detectLabelSetOverlaps,
+  type LabelSetConfig,
+  type ScalerConfig,
+  type ScalerEntry,
+} from '../config/index.js';
 import { errorMessage } from '../util/errors.js';
 import type { ScalerManager } from './manager.js';
 import type { ScalerBackend } from './types.js';
@@ -14,7 +19,8 @@ export interface ReloadPlan {
   global: string[];
 }
 
-export type ReloadOutcome = { result: 'applied'; plan: ReloadPlan } | { result: 'rejected'; problems: string[] };
+export type ReloadOutcome =
+  { result: 'applied'; plan: ReloadPlan } | { result: 'rejected'; problems: string[] };
 
 /** Key-order-independent JSON, to tell an edited entry from an untouched one. */
 function stable(value: unknown): string {
@@ -30,17 +36,30 @@ function stable(value: unknown): string {
 
 /** Pure: what a reload would do, and why it must be refused. */
 export function planReload(
-  current: { config: ScalerConfig; entries: ReadonlyMap<string, ScalerEntry>; retiring: ReadonlyMap<string, number> },
+  current: {
+    config: ScalerConfig;
+    entries: ReadonlyMap<string, ScalerEntry>;
+    retiring: ReadonlyMap<string, number>;
+  },
   next: ScalerConfig,
 ): { plan: ReloadPlan; problems: string[] } {
-  const plan: ReloadPlan = { added: [], updated: [], unchanged: [], retired: [], resurrected: [], global: [] };
+  const plan: ReloadPlan = {
+    added: [],
+    updated: [],
+    unchanged: [],
+    retired: [],
+    resurrected: [],
+    global: [],
+  };
   const problems: string[] = [];
   const nextNames = new Set(next.scalers.map((s) => s.name));
   for (const entry of next.scalers) {
     const loaded = current.entries.get(entry.name);
     if (!loaded) plan.added.push(entry.name);
     else if (loaded.type !== entry.type) {
-      problems.push(`scaler "${entry.name}": backend type cannot change from ${loaded.type} to ${entry.type} on reload; restart the orchestrator to apply`);
+      problems.push(
+        `scaler "${entry.name}": backend type cannot change from ${loaded.type} to ${entry.type} on reload; restart the orchestrator to apply`,
+      );
     } else if (current.retiring.has(entry.name)) plan.resurrected.push(entry.name);
     else if (stable(loaded) !== stable(entry)) plan.updated.push(entry.name);
     else plan.unchanged.push(entry.name);
@@ -52,7 +71,8 @@ export function planReload(
     problems.push(`Label set [${o.labels}] overlaps between scalers "${o.scaler1}" and "${o.scaler2}"`);
   }
   if (current.config.globalMaxAgents !== next.globalMaxAgents) plan.global.push('globalMaxAgents');
-  if (stable(current.config.globalResourceCap ?? null) !== stable(next.globalResourceCap ?? null)) plan.global.push('globalResourceCap');
+  if (stable(current.config.globalResourceCap ?? null) !== stable(next.globalResourceCap ?? null))
+    plan.global.push('globalResourceCap');
   return { plan, problems };
 }
 
@@ -61,15 +81,27 @@ export function planReload(
  * refuses), build the added ones, then commit in one synchronous step. Running agents are untouched;
  * new settings apply to new spawns. Removed scalers retire: no new routing, torn down when empty.
  */
-export async function applyReload(m: ScalerManager, next: ScalerConfig, factory: BackendFactory): Promise<ReloadOutcome> {
+export async function applyReload(
+  m: ScalerManager,
+  next: ScalerConfig,
+  factory: BackendFactory,
+): Promise<ReloadOutcome> {
   const s = m.state;
   const { plan, problems } = planReload(s, next);
   if (problems.length) return { result: 'rejected', problems };
 
-  const snapshots: { backend: ScalerBackend; labelSets: LabelSetConfig[]; maxAgents: number; entry?: ScalerEntry }[] = [];
+  const snapshots: {
+    backend: ScalerBackend;
+    labelSets: LabelSetConfig[];
+    maxAgents: number;
+    entry?: ScalerEntry;
+  }[] = [];
   const restore = () => {
     for (const snap of snapshots) {
-      snap.backend.reload(snap.labelSets, { maxAgents: snap.maxAgents, ...(snap.entry ? { entry: snap.entry } : {}) });
+      snap.backend.reload(snap.labelSets, {
+        maxAgents: snap.maxAgents,
+        ...(snap.entry ? { entry: snap.entry } : {}),
+      });
     }
   };
   for (const entry of next.scalers) {
@@ -77,7 +109,12 @@ export async function applyReload(m: ScalerManager, next: ScalerConfig, factory:
     const backend = s.backends.get(entry.name);
     if (!backend) continue;
     const previous = s.entries.get(entry.name);
-    snapshots.push({ backend, labelSets: backend.labelSets, maxAgents: backend.maxAgents, ...(previous ? { entry: previous } : {}) });
+    snapshots.push({
+      backend,
+      labelSets: backend.labelSets,
+      maxAgents: backend.maxAgents,
+      ...(previous ? { entry: previous } : {}),
+    });
     const v = backend.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
     if (!v.valid) {
       restore();
@@ -87,7 +124,12 @@ export async function applyReload(m: ScalerManager, next: ScalerConfig, factory:
   const built: ScalerBackend[] = [];
   for (const name of plan.added) {
     try {
-      built.push(await factory(next.scalers.find((e) => e.name === name)!, next));
+      built.push(
+        await factory(
+          next.scalers.find((e) => e.name === name)!,
+          next,
+        ),
+      );
     } catch (err) {
       await Promise.allSettled(built.map((b) => b.shutdownAll()));
       restore();

@@ -38,8 +38,13 @@ export class ScalerState {
 
   capLimits(): CapLimits {
     const scalers = new Map<string, { maxAgents: number; resourceCap?: ScalerEntry['resourceCap'] }>();
-    for (const e of this.entries.values()) scalers.set(e.name, { maxAgents: e.maxAgents, resourceCap: e.resourceCap });
-    return { globalMaxAgents: this.config.globalMaxAgents, globalResourceCap: this.config.globalResourceCap, scalers };
+    for (const e of this.entries.values())
+      scalers.set(e.name, { maxAgents: e.maxAgents, resourceCap: e.resourceCap });
+    return {
+      globalMaxAgents: this.config.globalMaxAgents,
+      globalResourceCap: this.config.globalResourceCap,
+      scalers,
+    };
   }
 
   /** Re-derive what depends on the config: caps, routing, spawn widths. */
@@ -49,7 +54,8 @@ export class ScalerState {
     for (const [name, sem] of this.semaphores) {
       const entry = this.entries.get(name);
       // A changed width gets a new semaphore on the next spawn; spawns already queued keep the old one.
-      if (!entry || sem.width !== Math.max(1, Math.floor(entry.maxConcurrentSpawns))) this.semaphores.delete(name);
+      if (!entry || sem.width !== Math.max(1, Math.floor(entry.maxConcurrentSpawns)))
+        this.semaphores.delete(name);
     }
   }
 

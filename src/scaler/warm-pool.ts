@@ -31,7 +31,13 @@ export function warmDeficit(size: number, ready: number, pending: number): numbe
 }
 
 /** Pure: which idle warm agents to reap (oldest first, only the surplus past the idle timeout). */
-export function warmSurplus(idle: { agentId: string; idleSinceMs: number }[], size: number, idleTimeoutMs: number, nowMs: number, force = false): string[] {
+export function warmSurplus(
+  idle: { agentId: string; idleSinceMs: number }[],
+  size: number,
+  idleTimeoutMs: number,
+  nowMs: number,
+  force = false,
+): string[] {
   const surplus = idle.length - size;
   if (surplus <= 0) return [];
   return [...idle]
@@ -77,7 +83,14 @@ export class WarmPools {
       entry.labelSets.forEach((ls, i) => {
         const labelSetKey = normalizeLabelSet(ls.labels);
         const key = `${entry.name}|${labelSetKey}`;
-        next.set(key, { key, scalerName: entry.name, labelSetIndex: i, labelSetKey, size: entry.warmPool!.size, idleTimeoutMs: entry.warmPool!.idleTimeoutSeconds * 1000 });
+        next.set(key, {
+          key,
+          scalerName: entry.name,
+          labelSetIndex: i,
+          labelSetKey,
+          size: entry.warmPool!.size,
+          idleTimeoutMs: entry.warmPool!.idleTimeoutSeconds * 1000,
+        });
       });
     }
     const previous = this.pools;
@@ -116,7 +129,9 @@ export class WarmPools {
   }
 
   private members(spec: WarmPoolSpec): ManagedEntry[] {
-    return this.m.state.agentsOf(spec.scalerName).filter((a) => a.warm && !a.consumed && a.labelSetKey === spec.labelSetKey);
+    return this.m.state
+      .agentsOf(spec.scalerName)
+      .filter((a) => a.warm && !a.consumed && a.labelSetKey === spec.labelSetKey);
   }
 
   /** Idle, registered warm agents of this pool: the ones a job could take right now. */
@@ -125,7 +140,10 @@ export class WarmPools {
   }
 
   private reap(spec: WarmPoolSpec, size: number, force: boolean): void {
-    const idle = this.ready(spec).map((a) => ({ agentId: a.agentId, idleSinceMs: a.registeredAtMs ?? a.createdAtMs }));
+    const idle = this.ready(spec).map((a) => ({
+      agentId: a.agentId,
+      idleSinceMs: a.registeredAtMs ?? a.createdAtMs,
+    }));
     for (const id of warmSurplus(idle, size, spec.idleTimeoutMs, this.clock.now(), force)) {
       const a = this.m.state.agents.get(id);
       if (!a || !this.registry?.tryDrain(id)) continue;
@@ -146,7 +164,9 @@ export class WarmPools {
       let deficit = warmDeficit(spec.size, this.ready(spec).length, pending);
       if (deficit === 0) continue;
       if (this.m.state.backoff.check(backoffKey(spec.scalerName, spec.labelSetKey), now).blocked) continue;
-      const match = this.m.state.table.find((t) => t.scalerName === spec.scalerName && t.index === spec.labelSetIndex);
+      const match = this.m.state.table.find(
+        (t) => t.scalerName === spec.scalerName && t.index === spec.labelSetIndex,
+      );
       if (!match) continue;
       while (deficit-- > 0) {
         try {

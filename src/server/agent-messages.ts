@@ -18,7 +18,12 @@ export const registerSchema = z.object({
 export const agentMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('heartbeat') }),
   z.object({ type: z.literal('job.started'), jobId: id }),
-  z.object({ type: z.literal('step.started'), jobId: id, idx: z.number().int().min(0), name: z.string().max(200) }),
+  z.object({
+    type: z.literal('step.started'),
+    jobId: id,
+    idx: z.number().int().min(0),
+    name: z.string().max(200),
+  }),
   z.object({
     type: z.literal('log'),
     jobId: id,

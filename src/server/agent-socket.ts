@@ -8,7 +8,12 @@ import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { agentMessageSchema, describeIssues, registerSchema, type ValidAgentMessage } from './agent-messages.js';
+import {
+  agentMessageSchema,
+  describeIssues,
+  registerSchema,
+  type ValidAgentMessage,
+} from './agent-messages.js';
 
 export interface AgentSocketDeps {
   store: Store;
@@ -33,7 +38,10 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
     send({ type: 'register.rejected', code, reason });
     ws.close(code, reason.slice(0, 120));
   };
-  const registerTimer = setTimeout(() => reject(CloseCodes.badMessage, 'no register message within 10s'), REGISTER_TIMEOUT_MS);
+  const registerTimer = setTimeout(
+    () => reject(CloseCodes.badMessage, 'no register message within 10s'),
+    REGISTER_TIMEOUT_MS,
+  );
   registerTimer.unref();
   // Messages are handled strictly in arrival order, even though handling awaits the store.
   let chain: Promise<void> = Promise.resolve();
@@ -62,7 +70,8 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
 
   async function onRegister(raw: unknown): Promise<void> {
     const parsed = registerSchema.safeParse(raw);
-    if (!parsed.success) return reject(CloseCodes.badMessage, `invalid register message: ${describeIssues(parsed.error)}`);
+    if (!parsed.success)
+      return reject(CloseCodes.badMessage, `invalid register message: ${describeIssues(parsed.error)}`);
     const msg = parsed.data;
     clearTimeout(registerTimer);
     if (deps.isStopping()) return reject(CloseCodes.shuttingDown, 'orchestrator is shutting down');
@@ -70,22 +79,30 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
     const check = await deps.store.tokens.check(msg.token, now);
     if (!check.ok) return reject(CloseCodes.unauthorized, check.reason, { agentId: msg.agentId });
     if (check.agentId !== msg.agentId) {
-      return reject(CloseCodes.unauthorized, `token is not valid for agent id "${msg.agentId}"`, { agentId: msg.agentId });
+      return reject(CloseCodes.unauthorized, `token is not valid for agent id "${msg.agentId}"`, {
+        agentId: msg.agentId,
+      });
     }
     const labels = canonicalizeLabels(msg.labels);
     const scope = new Set(check.labels);
-    const outside = labels.filter((l) => !scope.has(l) && !SELF_REPORTED_PREFIXES.some((p) => l.startsWith(p)));
+    const outside = labels.filter(
+      (l) => !scope.has(l) && !SELF_REPORTED_PREFIXES.some((p) => l.startsWith(p)),
+    );
     if (outside.length) {
-      return reject(CloseCodes.forbidden, `labels outside the token's scope: ${outside.join(', ')}`, { agentId: msg.agentId });
+      return reject(CloseCodes.forbidden, `labels outside the token's scope: ${outside.join(', ')}`, {
+        agentId: msg.agentId,
+      });
     }
     let scaled: RegistrationResult | null = null;
     const scaler = deps.dispatcher.scaler;
     if (check.kind === 'ephemeral' || msg.agentId.startsWith('scaler-')) {
-      if (!scaler) return reject(CloseCodes.forbidden, 'no scaler is configured here', { agentId: msg.agentId });
+      if (!scaler)
+        return reject(CloseCodes.forbidden, 'no scaler is configured here', { agentId: msg.agentId });
       try {
         scaled = scaler.onAgentRegistered(msg.agentId);
       } catch (err) {
-        if (err instanceof RegistrationRefused) return reject(CloseCodes.forbidden, err.message, { agentId: msg.agentId });
+        if (err instanceof RegistrationRefused)
+          return reject(CloseCodes.forbidden, err.message, { agentId: msg.agentId });
         log.error({ err: errorMessage(err), agentId: msg.agentId }, 'scaler lookup failed');
         ws.close(CloseCodes.internal, 'Scaler state unavailable');
         return;
@@ -188,7 +205,16 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         if (mine) await deps.store.logs.stepStarted(msg.jobId, msg.idx, msg.name, now);
         return;
       case 'log':
-        if (mine) d.logs.push(msg.lines.map((line) => ({ jobId: msg.jobId, stepIdx: msg.idx, stream: msg.stream, line, ts: now })));
+        if (mine)
+          d.logs.push(
+            msg.lines.map((line) => ({
+              jobId: msg.jobId,
+              stepIdx: msg.idx,
+              stream: msg.stream,
+              line,
+              ts: now,
+            })),
+          );
         return;
       case 'step.finished':
         if (mine) await deps.store.logs.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
@@ -200,7 +226,8 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
       case 'job.rejected': {
         const active = d.active.get(msg.jobId);
         if (a.busyJobId === msg.jobId) a.busyJobId = undefined;
-        if (active?.agentId === a.id && active.state === 'dispatched') await d.requeue(active, `agent refused it: ${msg.reason}`);
+        if (active?.agentId === a.id && active.state === 'dispatched')
+          await d.requeue(active, `agent refused it: ${msg.reason}`);
         return;
       }
     }

@@ -20,7 +20,16 @@ export interface HttpApiDeps {
   reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
 }
 
-const JOB_STATES: JobState[] = ['queued', 'dispatched', 'running', 'succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
+const JOB_STATES: JobState[] = [
+  'queued',
+  'dispatched',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timed-out',
+  'no-backend',
+];
 
 const tokenBodySchema = z.strictObject({
   labels: z.array(z.string().min(1)).min(1, 'at least one label'),
@@ -68,17 +77,24 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   const { store, dispatcher } = deps;
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', (c) => (deps.isReady() ? c.json({ status: 'ready' }) : c.json({ status: 'starting' }, 503)));
+  app.get('/readyz', (c) =>
+    deps.isReady() ? c.json({ status: 'ready' }) : c.json({ status: 'starting' }, 503),
+  );
   app.get('/metrics', async (c) => {
     deps.metrics.refresh(dispatcher);
-    return c.text(await deps.metrics.registry.metrics(), 200, { 'content-type': deps.metrics.registry.contentType });
+    return c.text(await deps.metrics.registry.metrics(), 200, {
+      'content-type': deps.metrics.registry.contentType,
+    });
   });
 
   app.use('/api/v1/*', async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const token = header.startsWith('Bearer ') ? header.slice(7) : '';
     if (!token || !safeEqual(token, deps.adminToken)) {
-      return c.json({ error: 'unauthorized', problems: ['a valid admin token is required (Authorization: Bearer …)'] }, 401);
+      return c.json(
+        { error: 'unauthorized', problems: ['a valid admin token is required (Authorization: Bearer …)'] },
+        401,
+      );
     }
     await next();
   });
@@ -98,7 +114,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/runs/:id', async (c) => {
     const rows = await store.jobs.list({ runId: c.req.param('id'), limit: 10_000 });
-    if (!rows.length) return c.json({ error: 'not found', problems: [`run ${c.req.param('id')} does not exist`] }, 404);
+    if (!rows.length)
+      return c.json({ error: 'not found', problems: [`run ${c.req.param('id')} does not exist`] }, 404);
     const counts: Record<string, number> = {};
     for (const r of rows) counts[r.state] = (counts[r.state] ?? 0) + 1;
     return c.json({
@@ -110,10 +127,12 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/jobs', async (c) => {
     const state = c.req.query('state');
-    if (state && !JOB_STATES.includes(state as JobState)) return bad(c, [`state: one of ${JOB_STATES.join(', ')}`]);
+    if (state && !JOB_STATES.includes(state as JobState))
+      return bad(c, [`state: one of ${JOB_STATES.join(', ')}`]);
     const limitRaw = c.req.query('limit');
     const limit = limitRaw === undefined ? 100 : Number(limitRaw);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) return bad(c, ['limit: an integer from 1 to 10000']);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+      return bad(c, ['limit: an integer from 1 to 10000']);
     const rows = await store.jobs.list({
       ...(state ? { state: state as JobState } : {}),
       ...(c.req.query('runId') ? { runId: c.req.query('runId')! } : {}),
@@ -124,11 +143,19 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/jobs/:id', async (c) => {
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
+    if (!row)
+      return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
     const steps = await store.logs.steps(row.id);
     return c.json({
       ...jobView(row, dispatcher.queue.get(row.id)?.waiting),
-      steps: steps.map((s) => ({ idx: s.idx, name: s.name, exitCode: s.exit_code, timedOut: s.timed_out, startedAt: s.started_at, finishedAt: s.finished_at })),
+      steps: steps.map((s) => ({
+        idx: s.idx,
+        name: s.name,
+        exitCode: s.exit_code,
+        timedOut: s.timed_out,
+        startedAt: s.started_at,
+        finishedAt: s.finished_at,
+      })),
     });
   });
 
@@ -136,21 +163,30 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     const after = c.req.query('after');
     if (after !== undefined && !/^\d+$/.test(after)) return bad(c, ['after: a log line id (integer)']);
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
+    if (!row)
+      return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
     await dispatcher.logs.flush();
     const lines = await store.logs.list(row.id, after === undefined ? undefined : Number(after));
     return c.json({
       jobId: row.id,
       state: row.state,
-      lines: lines.map((l) => ({ id: Number(l.id), step: l.step_idx, stream: l.stream, line: l.line, ts: l.ts })),
+      lines: lines.map((l) => ({
+        id: Number(l.id),
+        step: l.step_idx,
+        stream: l.stream,
+        line: l.line,
+        ts: l.ts,
+      })),
     });
   });
 
   app.post('/api/v1/jobs/:id/cancel', async (c) => {
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
+    if (!row)
+      return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
     const res = await dispatcher.cancel(row.id);
-    if (res === 'not-open') return c.json({ error: 'conflict', problems: [`job ${row.id} is already ${row.state}`] }, 409);
+    if (res === 'not-open')
+      return c.json({ error: 'conflict', problems: [`job ${row.id} is already ${row.state}`] }, 409);
     return c.json({ id: row.id, state: 'cancelled' });
   });
 
@@ -175,7 +211,11 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       return bad(c, ['(body): must be a JSON object']);
     }
     const parsed = tokenBodySchema.safeParse(body);
-    if (!parsed.success) return bad(c, parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`));
+    if (!parsed.success)
+      return bad(
+        c,
+        parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`),
+      );
     const labels = canonicalizeLabels(parsed.data.labels);
     const reserved = labels.filter((l) => l.startsWith('kici:'));
     if (reserved.length) return bad(c, [`labels: the kici: prefix is reserved (${reserved.join(', ')})`]);
@@ -195,12 +235,15 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
-    if (!row) return c.json({ error: 'not found', problems: [`job ${c.req.param('jobId')} does not exist`] }, 404);
+    if (!row)
+      return c.json({ error: 'not found', problems: [`job ${c.req.param('jobId')} does not exist`] }, 404);
     return c.json(explainJob(dispatcher, deps.clock, row));
   });
   app.post('/api/v1/scaler/reload', async (c) => c.json(await deps.reloadScaler()));
 
-  app.notFound((c) => c.json({ error: 'not found', problems: [`no route ${c.req.method} ${c.req.path}`] }, 404));
+  app.notFound((c) =>
+    c.json({ error: 'not found', problems: [`no route ${c.req.method} ${c.req.path}`] }, 404),
+  );
   app.onError((err, c) => c.json({ error: 'internal error', problems: [err.message] }, 500));
   return app;
 }

@@ -4,8 +4,16 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 /** Prometheus metrics. Gauges are refreshed from live state on each scrape; counters are bumped in place. */
 export class Metrics {
   readonly registry = new Registry();
-  readonly jobsQueued = new Gauge({ name: 'kici_orch_jobs_queued', help: 'Jobs waiting for an agent', registers: [this.registry] });
-  readonly jobsActive = new Gauge({ name: 'kici_orch_jobs_active', help: 'Jobs dispatched or running', registers: [this.registry] });
+  readonly jobsQueued = new Gauge({
+    name: 'kici_orch_jobs_queued',
+    help: 'Jobs waiting for an agent',
+    registers: [this.registry],
+  });
+  readonly jobsActive = new Gauge({
+    name: 'kici_orch_jobs_active',
+    help: 'Jobs dispatched or running',
+    registers: [this.registry],
+  });
   readonly agentsConnected = new Gauge({
     name: 'kici_orch_agents_connected',
     help: 'Connected agents',

@@ -40,7 +40,8 @@ export interface OrchestratorOptions {
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
 export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
   const res = await loadScalerConfigForPeople(path, dir);
-  if (!res.ok) throw new UserError(`invalid scaler configuration:\n  ${res.problems.join('\n  ')}`, res.problems);
+  if (!res.ok)
+    throw new UserError(`invalid scaler configuration:\n  ${res.problems.join('\n  ')}`, res.problems);
   return res.config;
 }
 
@@ -93,19 +94,37 @@ export class Orchestrator {
         ...(opts.reconnectGraceMs !== undefined ? { reconnectGraceMs: opts.reconnectGraceMs } : {}),
       });
       const metrics = new Metrics();
-      const orch = new Orchestrator(opts, store, database, dispatcher, scaler, adminToken, instanceId, metrics, log);
+      const orch = new Orchestrator(
+        opts,
+        store,
+        database,
+        dispatcher,
+        scaler,
+        adminToken,
+        instanceId,
+        metrics,
+        log,
+      );
       scaler?.setHooks(
         {
-        onCapacityFreed: () => void dispatcher.requestPump(),
-        onJobEvent: (jobId, type, detail) =>
-          dispatcher.logs.push([{ jobId, stepIdx: null, stream: 'system', line: `${type}: ${detail}`, ts: new Date(clock.now()) }]),
-        onSpawnFailed: (jobId, err) => {
-          metrics.spawnFailures.inc({ backend: 'scaler', bound: 'true', kind: err.kind });
-          const message = `${err.kind}: ${err.message}`;
-          const q = dispatcher.queue.get(jobId);
-          if (q) q.waiting = message;
-          store.jobs.setProvisioningError(jobId, message).catch(() => {});
-        },
+          onCapacityFreed: () => void dispatcher.requestPump(),
+          onJobEvent: (jobId, type, detail) =>
+            dispatcher.logs.push([
+              {
+                jobId,
+                stepIdx: null,
+                stream: 'system',
+                line: `${type}: ${detail}`,
+                ts: new Date(clock.now()),
+              },
+            ]),
+          onSpawnFailed: (jobId, err) => {
+            metrics.spawnFailures.inc({ backend: 'scaler', bound: 'true', kind: err.kind });
+            const message = `${err.kind}: ${err.message}`;
+            const q = dispatcher.queue.get(jobId);
+            if (q) q.waiting = message;
+            store.jobs.setProvisioningError(jobId, message).catch(() => {});
+          },
         },
         dispatcher.registryView(),
       );
@@ -117,7 +136,14 @@ export class Orchestrator {
       scaler?.warm.start();
       orch.ready = true;
       log.info(
-        { url: orch.url, engine: database.engine, instanceId, scalers: config?.scalers.length ?? 0, recovered, adopted },
+        {
+          url: orch.url,
+          engine: database.engine,
+          instanceId,
+          scalers: config?.scalers.length ?? 0,
+          recovered,
+          adopted,
+        },
         `kici-orchestrator ready on ${orch.url}`,
       );
       void dispatcher.requestPump();
@@ -197,11 +223,16 @@ export class Orchestrator {
         problems: [errorMessage(err)],
       }));
       const outcome = res.ok
-        ? await this.scaler.reload(res.config, (entry) => createScalerBackend(entry, backendContext(this.opts, this.log)))
+        ? await this.scaler.reload(res.config, (entry) =>
+            createScalerBackend(entry, backendContext(this.opts, this.log)),
+          )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
         this.metrics.configReloads.inc({ result: 'failed' });
-        this.log.error({ problems: outcome.problems }, 'scaler configuration reload rejected; keeping the current one');
+        this.log.error(
+          { problems: outcome.problems },
+          'scaler configuration reload rejected; keeping the current one',
+        );
       } else this.metrics.configReloads.inc({ result: 'success' });
       return outcome;
     };
@@ -223,10 +254,18 @@ export class Orchestrator {
       const goesAway = !agent || agent.kind === 'scaler';
       if (!goesAway) continue;
       if (a.state === 'dispatched') await this.store.jobs.requeue(a.job.id, a.agentId).catch(() => {});
-      else await this.dispatcher.settleActive(a.job.id, 'failed', null, 'orchestrator shut down while the job was running', false);
+      else
+        await this.dispatcher.settleActive(
+          a.job.id,
+          'failed',
+          null,
+          'orchestrator shut down while the job was running',
+          false,
+        );
     }
     await this.scaler?.shutdownAll();
-    for (const a of this.dispatcher.registry.list()) a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
+    for (const a of this.dispatcher.registry.list())
+      a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();

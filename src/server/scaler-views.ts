@@ -53,7 +53,9 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
                   labelSet: p.labelSetKey,
                   target: p.size,
                   ready: scaler.warm.ready(p).length,
-                  inFlight: mine.filter((e) => e.warm && !e.consumed && !e.registered && e.labelSetKey === p.labelSetKey).length,
+                  inFlight: mine.filter(
+                    (e) => e.warm && !e.consumed && !e.registered && e.labelSetKey === p.labelSetKey,
+                  ).length,
                 })),
             }
           : null,
@@ -84,7 +86,9 @@ export function explainJob(d: Dispatcher, clock: Clock, row: JobRow) {
     lines.push(`no label set matches [${row.runs_on.join(',')}]`);
     return { ...base, lines };
   }
-  lines.push(`matched scaler "${match.scalerName}" label set [${match.key}]${match.gate.length ? ` (gate: ${match.gate.join(',')})` : ''}`);
+  lines.push(
+    `matched scaler "${match.scalerName}" label set [${match.key}]${match.gate.length ? ` (gate: ${match.gate.join(',')})` : ''}`,
+  );
   const inFlight = scaler.entries().find((e) => e.boundJobId === row.id && !e.registered);
   if (inFlight) {
     lines.push(`agent ${inFlight.agentId} is being provisioned for it (${phaseOf(inFlight)})`);
@@ -93,13 +97,21 @@ export function explainJob(d: Dispatcher, clock: Clock, row: JobRow) {
   const held = scaler.backoff.check(backoffKey(match.scalerName, match.key), clock.now());
   if (held.blocked) lines.push(`backoff: ${held.reason}`);
   const entry = scaler.config.scalers.find((s) => s.name === match.scalerName)!;
-  const res = resolveResources(spec.resources, entry.labelSets[match.index]?.resources, scaler.config.defaults?.resources);
+  const res = resolveResources(
+    spec.resources,
+    entry.labelSets[match.index]?.resources,
+    scaler.config.defaults?.resources,
+  );
   const backend = scaler.backendList().find((b) => b.name === match.scalerName);
   const cap = scaler.capBook().check(match.scalerName, res.requests, {
     global: scaler.globalActiveCount(),
     scaler: backend?.getActiveCount() ?? 0,
   });
-  lines.push(cap.ok ? `caps: room for one more agent (requests ${res.requests.cpus} cpu, ${res.requests.memBytes} bytes)` : `blocked by cap: ${cap.reason}`);
+  lines.push(
+    cap.ok
+      ? `caps: room for one more agent (requests ${res.requests.cpus} cpu, ${res.requests.memBytes} bytes)`
+      : `blocked by cap: ${cap.reason}`,
+  );
   if (row.last_provisioning_error) lines.push(`last provisioning error: ${row.last_provisioning_error}`);
   return { ...base, matched: match.key, lines };
 }

@@ -52,6 +52,11 @@ export class LogsRepo {
   }
 
   steps(jobId: string): Promise<StepRow[]> {
-    return this.db.selectFrom('step_results').selectAll().where('job_id', '=', jobId).orderBy('idx').execute();
+    return this.db
+      .selectFrom('step_results')
+      .selectAll()
+      .where('job_id', '=', jobId)
+      .orderBy('idx')
+      .execute();
   }
 }

@@ -7,14 +7,7 @@ type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefine
 type Json<T> = ColumnType<T, string, string>;
 
 export type JobState =
-  | 'queued'
-  | 'dispatched'
-  | 'running'
-  | 'succeeded'
-  | 'failed'
-  | 'cancelled'
-  | 'timed-out'
-  | 'no-backend';
+  'queued' | 'dispatched' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'timed-out' | 'no-backend';
 
 export const TERMINAL_JOB_STATES: readonly JobState[] = [
   'succeeded',

@@ -52,7 +52,8 @@ export class TokensRepo {
       .executeTakeFirst();
     if (!row || row.kind === 'admin') return { ok: false, reason: 'unknown token' };
     if (row.revoked_at) return { ok: false, reason: 'token revoked' };
-    if (row.expires_at && row.expires_at.getTime() <= now.getTime()) return { ok: false, reason: 'token expired' };
+    if (row.expires_at && row.expires_at.getTime() <= now.getTime())
+      return { ok: false, reason: 'token expired' };
     return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
   }
 

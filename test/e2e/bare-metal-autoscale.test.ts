@@ -1,5 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { alive, bareMetalConfig, eventually, startTestOrchestrator, type JobBody, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  alive,
+  bareMetalConfig,
+  eventually,
+  startTestOrchestrator,
+  type JobBody,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 
 let t: TestOrchestrator | undefined;
 afterEach(async () => {
@@ -17,7 +24,10 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 3 }) });
     const jobs: Record<string, unknown> = {};
     for (let i = 0; i < 8; i++) {
-      jobs[`j${i}`] = { runsOn: ['linux', i % 2 ? 'large' : 'small'], steps: [{ run: `echo out-$KICI_JOB_NAME; echo err-${i} >&2` }] };
+      jobs[`j${i}`] = {
+        runsOn: ['linux', i % 2 ? 'large' : 'small'],
+        steps: [{ run: `echo out-$KICI_JOB_NAME; echo err-${i} >&2` }],
+      };
     }
     const { status, body } = await t.api<Submitted>('POST', '/api/v1/runs', { name: 'burst', jobs });
     expect(status).toBe(201);
@@ -29,7 +39,9 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     for (const j of body.jobs) {
       // Watch the manager while jobs run: the cap must hold at every observation.
       const done = t.waitForJob(j.id);
-      while (!(await Promise.race([done.then(() => true), new Promise((r) => setTimeout(() => r(false), 20))]))) {
+      while (
+        !(await Promise.race([done.then(() => true), new Promise((r) => setTimeout(() => r(false), 20))]))
+      ) {
         const entries = t.orch.scaler!.entries();
         maxAlive = Math.max(maxAlive, entries.length);
         for (const e of entries) if (e.backendRef) spawnedPids.add(Number(e.backendRef));
@@ -46,7 +58,10 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     expect(agentIds.size).toBe(8);
     expect(maxAlive).toBeLessThanOrEqual(3);
     // Output of both streams reached the log.
-    const logs = await t.api<{ lines: { stream: string; line: string }[] }>('GET', `/api/v1/jobs/${body.jobs[0]!.id}/logs`);
+    const logs = await t.api<{ lines: { stream: string; line: string }[] }>(
+      'GET',
+      `/api/v1/jobs/${body.jobs[0]!.id}/logs`,
+    );
     expect(logs.body.lines.map((l) => l.line)).toContain('out-j0');
     expect(logs.body.lines.some((l) => l.stream === 'stderr' && l.line === 'err-0')).toBe(true);
     // Compute is gone once each job is done.
@@ -54,7 +69,8 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     for (const pid of spawnedPids) expect(alive(pid), `agent process ${pid}`).toBe(false);
     // Spawn records go once the compute is confirmed gone (they are what a crash recovery would reclaim from).
     await eventually(
-      async () => (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,
+      async () =>
+        (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,
       10_000,
       'spawn records deleted',
     );
@@ -83,7 +99,10 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     const text = logs.body.lines.map((l) => l.line);
     expect(text).toContain('about to fail');
     expect(text).not.toContain('should-not-run');
-    const detail = await t.api<{ steps: { idx: number; exitCode: number | null }[] }>('GET', `/api/v1/jobs/${job.id}`);
+    const detail = await t.api<{ steps: { idx: number; exitCode: number | null }[] }>(
+      'GET',
+      `/api/v1/jobs/${job.id}`,
+    );
     expect(detail.body.steps.map((s) => s.exitCode)).toEqual([0, 7]);
   });
 
@@ -104,7 +123,11 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     const { body } = await t.api<Submitted>('POST', '/api/v1/runs', {
       jobs: {
         stepTimeout: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 30', timeoutSeconds: 1 }] },
-        jobTimeout: { runsOn: ['linux', 'large'], timeoutSeconds: 1, steps: [{ run: 'echo start' }, { run: 'sleep 30' }] },
+        jobTimeout: {
+          runsOn: ['linux', 'large'],
+          timeoutSeconds: 1,
+          steps: [{ run: 'echo start' }, { run: 'sleep 30' }],
+        },
       },
     });
     const started = Date.now();

@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDataDir } from '../helpers/data-dir.js';
-import { ADMIN_BIN, bareMetalConfig, eventually, ORCH_BIN, runNode, writeConfig } from '../helpers/orchestrator.js';
+import {
+  ADMIN_BIN,
+  bareMetalConfig,
+  eventually,
+  ORCH_BIN,
+  runNode,
+  writeConfig,
+} from '../helpers/orchestrator.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 
 describe('kici-orchestrator serve and kici-admin, as processes', () => {
@@ -13,14 +20,26 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
   let dataDir = '';
   let files = '';
   const admin = (args: string[], env: NodeJS.ProcessEnv = {}) =>
-    runNode([ADMIN_BIN, ...args], { KICI_SERVER_URL: url, KICI_DATA_DIR: dataDir, KICI_ADMIN_TOKEN: '', ...env }).exited;
+    runNode([ADMIN_BIN, ...args], {
+      KICI_SERVER_URL: url,
+      KICI_DATA_DIR: dataDir,
+      KICI_ADMIN_TOKEN: '',
+      ...env,
+    }).exited;
 
   beforeAll(async () => {
     dataDir = await freshDataDir();
     files = await mkdtemp(join(tmpdir(), 'kici-cli-'));
     const config = await writeConfig(bareMetalConfig());
-    serve = runNode([ORCH_BIN, 'serve', '--config', config, '--listen', '127.0.0.1:0', '--data-dir', dataDir], { KICI_LOG_LEVEL: 'info' });
-    const ready = await eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output().stdout), 30_000, 'ready log line');
+    serve = runNode(
+      [ORCH_BIN, 'serve', '--config', config, '--listen', '127.0.0.1:0', '--data-dir', dataDir],
+      { KICI_LOG_LEVEL: 'info' },
+    );
+    const ready = await eventually(
+      () => /"url":"(http:[^"]+)"/.exec(serve.output().stdout),
+      30_000,
+      'ready log line',
+    );
     url = ready[1]!;
   });
 
@@ -32,7 +51,13 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
 
   it('job submit --wait prints the ids, follows progress and exits 0 when all succeed', async () => {
     const run = join(files, 'ok.yaml');
-    await writeFile(run, stringify({ name: 'cli', jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'echo from-cli' }] } } }));
+    await writeFile(
+      run,
+      stringify({
+        name: 'cli',
+        jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'echo from-cli' }] } },
+      }),
+    );
     const res = await admin(['job', 'submit', run, '--wait']);
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
@@ -43,12 +68,17 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
     expect(logs.code).toBe(0);
     expect(logs.stdout).toContain('from-cli');
     const list = await admin(['job', 'list', '--json']);
-    expect(JSON.parse(list.stdout)).toEqual(expect.arrayContaining([expect.objectContaining({ id, state: 'succeeded' })]));
+    expect(JSON.parse(list.stdout)).toEqual(
+      expect.arrayContaining([expect.objectContaining({ id, state: 'succeeded' })]),
+    );
   });
 
   it('job submit --wait exits 1 when a job fails', async () => {
     const run = join(files, 'bad.yaml');
-    await writeFile(run, stringify({ jobs: { boom: { runsOn: ['linux', 'large'], steps: [{ run: 'exit 9' }] } } }));
+    await writeFile(
+      run,
+      stringify({ jobs: { boom: { runsOn: ['linux', 'large'], steps: [{ run: 'exit 9' }] } } }),
+    );
     const res = await admin(['job', 'submit', run, '--wait']);
     expect(res.code).toBe(1);
     expect(res.stdout).toMatch(/boom\s+failed\s+9/);
@@ -80,7 +110,16 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
   });
 
   it('agent token create mints a static token bound to an id and labels; reserved labels are refused', async () => {
-    const res = await admin(['agent', 'token', 'create', '--labels', 'linux,cli-pool', '--id', 'cli-agent', '--json']);
+    const res = await admin([
+      'agent',
+      'token',
+      'create',
+      '--labels',
+      'linux,cli-pool',
+      '--id',
+      'cli-agent',
+      '--json',
+    ]);
     expect(res.code).toBe(0);
     const body = JSON.parse(res.stdout) as { agentId: string; token: string };
     expect(body.agentId).toBe('cli-agent');
@@ -100,10 +139,17 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
 
   it('SIGTERM stops serve cleanly: exit 0 and no agent left', async () => {
     const run = join(files, 'slow.yaml');
-    await writeFile(run, stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 30' }] } } }));
+    await writeFile(
+      run,
+      stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 30' }] } } }),
+    );
     await admin(['job', 'submit', run]);
     const wsUrl = url.replace('http', 'ws') + '/ws';
-    await eventually(async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).length > 0, 15_000, 'agent started');
+    await eventually(
+      async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).length > 0,
+      15_000,
+      'agent started',
+    );
     serve.child.kill('SIGTERM');
     const res = await serve.exited;
     expect(res.code).toBe(0);
@@ -114,9 +160,21 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
 
 describe('start-up errors', () => {
   it('an invalid scaler config names the file, the path and the problem, and exits 1 without a stack trace', async () => {
-    const config = await writeConfig({ version: 1, scalers: [{ name: 'x', type: 'bare-metal', maxAgents: 0, labelSets: [{ labels: ['a'] }] }] });
+    const config = await writeConfig({
+      version: 1,
+      scalers: [{ name: 'x', type: 'bare-metal', maxAgents: 0, labelSets: [{ labels: ['a'] }] }],
+    });
     const dataDir = await freshDataDir();
-    const res = await runNode([ORCH_BIN, 'serve', '--config', config, '--listen', '127.0.0.1:0', '--data-dir', dataDir]).exited;
+    const res = await runNode([
+      ORCH_BIN,
+      'serve',
+      '--config',
+      config,
+      '--listen',
+      '127.0.0.1:0',
+      '--data-dir',
+      dataDir,
+    ]).exited;
     expect(res.code).toBe(1);
     expect(res.stderr).toContain(`${config}: scalers[0].maxAgents`);
     expect(res.stderr).toContain(`${config}: scalers[0].labelSets[0].binaryPath`);
@@ -139,8 +197,16 @@ describe('npm run demo', () => {
 
   it('Ctrl-C stops it with nothing left running', async () => {
     const demo = runNode([ORCH_BIN, 'demo', '--jobs', '40']);
-    const ws = await eventually(() => /agents dial (ws:\S+)\)/.exec(demo.output().stdout)?.[1], 30_000, 'demo started');
-    await eventually(async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${ws}`)).length > 0, 20_000, 'agents running');
+    const ws = await eventually(
+      () => /agents dial (ws:\S+)\)/.exec(demo.output().stdout)?.[1],
+      30_000,
+      'demo started',
+    );
+    await eventually(
+      async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${ws}`)).length > 0,
+      20_000,
+      'agents running',
+    );
     demo.child.kill('SIGINT');
     const res = await demo.exited;
     expect(res.code).toBe(130);

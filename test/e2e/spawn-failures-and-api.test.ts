@@ -2,7 +2,13 @@ import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AGENT_BIN, bareMetalConfig, eventually, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  AGENT_BIN,
+  bareMetalConfig,
+  eventually,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 
 let t: TestOrchestrator | undefined;
 afterEach(async () => {
@@ -13,15 +19,30 @@ afterEach(async () => {
 describe('spawn failures are classified, visible and backed off', () => {
   it('a missing agent binary fails the spawn, shows the reason on the job, and backs off without a retry storm', async () => {
     const missing = join(tmpdir(), 'kici-no-such-agent-binary');
-    t = await startTestOrchestrator({ config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: missing }]), sweepIntervalMs: 200 });
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: missing }]),
+      sweepIntervalMs: 200,
+    });
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
-      jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] }, b: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
+      jobs: {
+        a: { runsOn: ['linux'], steps: [{ run: 'true' }] },
+        b: { runsOn: ['linux'], steps: [{ run: 'true' }] },
+      },
     });
     const id = run.body.jobs[0]!.id;
-    const job = await eventually(async () => {
-      const j = (await t!.api<{ state: string; waiting: string | null; lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${id}`)).body;
-      return j.lastProvisioningError ? j : undefined;
-    }, 10_000, 'provisioning error on the job');
+    const job = await eventually(
+      async () => {
+        const j = (
+          await t!.api<{ state: string; waiting: string | null; lastProvisioningError: string | null }>(
+            'GET',
+            `/api/v1/jobs/${id}`,
+          )
+        ).body;
+        return j.lastProvisioningError ? j : undefined;
+      },
+      10_000,
+      'provisioning error on the job',
+    );
     expect(job.state).toBe('queued');
     expect(job.lastProvisioningError).toBe(`binary-missing: agent binary ${missing} does not exist`);
     // Both queued jobs got one attempt each before the first failure armed the backoff. After that the
@@ -32,10 +53,11 @@ describe('spawn failures are classified, visible and backed off', () => {
     expect(attempts).toBeLessThanOrEqual(2);
     await new Promise((r) => setTimeout(r, 1500));
     expect(t.orch.scaler!.failures.size).toBe(attempts);
-    const status = await t.api<{ scalers: { backoff: { consecutiveFailures: number; retryInMs: number; lastError: { kind: string } }[] }[] }>(
-      'GET',
-      '/api/v1/scaler/status',
-    );
+    const status = await t.api<{
+      scalers: {
+        backoff: { consecutiveFailures: number; retryInMs: number; lastError: { kind: string } }[];
+      }[];
+    }>('GET', '/api/v1/scaler/status');
     const backoff = status.body.scalers[0]!.backoff[0]!;
     expect(backoff.consecutiveFailures).toBe(attempts);
     expect(backoff.lastError.kind).toBe('binary-missing');
@@ -50,10 +72,16 @@ describe('spawn failures are classified, visible and backed off', () => {
     const path = join(dir, 'agent');
     await writeFile(path, '#!/bin/sh\necho hi\n');
     await chmod(path, 0o644);
-    t = await startTestOrchestrator({ config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]) });
-    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } } });
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]),
+    });
+    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
+    });
     const j = await eventually(async () => {
-      const b = (await t!.api<{ lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${run.body.jobs[0]!.id}`)).body;
+      const b = (
+        await t!.api<{ lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${run.body.jobs[0]!.id}`)
+      ).body;
       return b.lastProvisioningError ? b : undefined;
     });
     expect(j.lastProvisioningError).toMatch(/^not-executable: agent binary .* is not executable$/);
@@ -64,18 +92,28 @@ describe('spawn failures are classified, visible and backed off', () => {
     const path = join(dir, 'agent');
     await writeFile(path, '#!/bin/sh\necho "cannot reach the orchestrator" >&2\nexit 4\n');
     await chmod(path, 0o755);
-    t = await startTestOrchestrator({ config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]) });
-    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } } });
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]),
+    });
+    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
+    });
     const j = await eventually(async () => {
-      const b = (await t!.api<{ lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${run.body.jobs[0]!.id}`)).body;
+      const b = (
+        await t!.api<{ lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${run.body.jobs[0]!.id}`)
+      ).body;
       return b.lastProvisioningError ? b : undefined;
     });
-    expect(j.lastProvisioningError).toMatch(/^exited-before-register: agent process exited with code 4 before it registered/);
+    expect(j.lastProvisioningError).toMatch(
+      /^exited-before-register: agent process exited with code 4 before it registered/,
+    );
     expect(j.lastProvisioningError).toMatch(/cannot reach the orchestrator/);
   });
 
   it('maxAgents holds: extra jobs wait and run when capacity frees up', async () => {
-    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }, [{ labels: ['linux'], binaryPath: AGENT_BIN }]) });
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({ maxAgents: 1 }, [{ labels: ['linux'], binaryPath: AGENT_BIN }]),
+    });
     const jobs: Record<string, unknown> = {};
     for (let i = 0; i < 3; i++) jobs[`j${i}`] = { runsOn: ['linux'], steps: [{ run: 'sleep 0.3' }] };
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs });
@@ -109,9 +147,17 @@ describe('HTTP API input handling', () => {
       ['{not json', /\(body\): must be a JSON object/],
       [{}, /jobs: /],
       [{ jobs: { a: { runsOn: ['x'], steps: [] } } }, /jobs\.a\.steps: at least one step/],
-      [{ jobs: { a: { runsOn: ['x'], steps: [{ run: 'true', timeoutSeconds: -1 }] } } }, /jobs\.a\.steps\[0\]\.timeoutSeconds/],
+      [
+        { jobs: { a: { runsOn: ['x'], steps: [{ run: 'true', timeoutSeconds: -1 }] } } },
+        /jobs\.a\.steps\[0\]\.timeoutSeconds/,
+      ],
       [{ jobs: { a: { steps: [{ run: 'true' }] } } }, /jobs\.a\.runsOn/],
-      [{ jobs: { a: { runsOn: ['x'], steps: [{ run: 'true' }], resources: { limits: { memory: '2gb' } } } } }, /jobs\.a\.resources\.limits\.memory/],
+      [
+        {
+          jobs: { a: { runsOn: ['x'], steps: [{ run: 'true' }], resources: { limits: { memory: '2gb' } } } },
+        },
+        /jobs\.a\.resources\.limits\.memory/,
+      ],
       [{ jobs: { a: { runsOn: ['x'], steps: [{ run: 'true' }], bogus: 1 } } }, /jobs\.a: .*bogus/],
     ];
     for (const [body, pattern] of cases) {

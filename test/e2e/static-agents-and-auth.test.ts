@@ -1,6 +1,13 @@
 import { WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AGENT_BIN, alive, eventually, runNode, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  AGENT_BIN,
+  alive,
+  eventually,
+  runNode,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 
 let t: TestOrchestrator | undefined;
 const children: { child: { pid?: number; kill(sig?: NodeJS.Signals): boolean } }[] = [];
@@ -16,7 +23,11 @@ async function mintToken(t: TestOrchestrator, body: Record<string, unknown>) {
 
 /** Open a raw agent socket, send one register message, and return how the orchestrator answered. */
 function registerRaw(url: string, msg: Record<string, unknown>) {
-  return new Promise<{ messages: { type: string; reason?: string }[]; closeCode: number; closeReason: string }>((resolve) => {
+  return new Promise<{
+    messages: { type: string; reason?: string }[];
+    closeCode: number;
+    closeReason: string;
+  }>((resolve) => {
     const ws = new WebSocket(url);
     const messages: { type: string; reason?: string }[] = [];
     ws.on('open', () => ws.send(JSON.stringify({ type: 'register', protocol: 1, labels: [], ...msg })));
@@ -54,11 +65,16 @@ describe('static agents and agent authentication', () => {
     expect(b!.state).toBe('failed');
     expect(b!.exitCode).toBe(3);
     // Still connected: static agents are not single-use.
-    const agents = await t.api<{ agents: { id: string; kind: string; labels: string[] }[] }>('GET', '/api/v1/agents');
+    const agents = await t.api<{ agents: { id: string; kind: string; labels: string[] }[] }>(
+      'GET',
+      '/api/v1/agents',
+    );
     expect(agents.body.agents).toEqual([expect.objectContaining({ id: 'builder-1', kind: 'static' })]);
     // The agent adds facts about its own host to the labels its token allows.
     const labels = agents.body.agents[0]!.labels;
-    expect(labels).toEqual(expect.arrayContaining(['linux', 'static-pool', 'kici:os:linux', `kici:arch:${process.arch}`]));
+    expect(labels).toEqual(
+      expect.arrayContaining(['linux', 'static-pool', 'kici:os:linux', `kici:arch:${process.arch}`]),
+    );
     expect(labels.some((l) => l.startsWith('kici:host:'))).toBe(true);
     expect(alive(agent.child.pid!)).toBe(true);
   });
@@ -75,11 +91,19 @@ describe('static agents and agent authentication', () => {
     expect(foreign.closeCode).toBe(4401);
     expect(foreign.closeReason).toMatch(/not valid for agent id "a2"/);
 
-    const scope = await registerRaw(url, { agentId: 'a1', token: tok.body.token, labels: ['linux', 'gpu', 'kici:os:linux'] });
+    const scope = await registerRaw(url, {
+      agentId: 'a1',
+      token: tok.body.token,
+      labels: ['linux', 'gpu', 'kici:os:linux'],
+    });
     expect(scope.closeCode).toBe(4403);
     expect(scope.closeReason).toMatch(/outside the token's scope: gpu/);
 
-    const ok = await registerRaw(url, { agentId: 'a1', token: tok.body.token, labels: ['linux', 'kici:os:linux', 'kici:host:box'] });
+    const ok = await registerRaw(url, {
+      agentId: 'a1',
+      token: tok.body.token,
+      labels: ['linux', 'kici:os:linux', 'kici:host:box'],
+    });
     expect(ok.messages[0]!.type).toBe('register.ack');
 
     const short = await mintToken(t, { labels: ['linux'], agentId: 'a3', ttlSeconds: 1 });
@@ -109,8 +133,18 @@ describe('static agents and agent authentication', () => {
   it('a scaler- id without a spawn record is refused even with a valid token', async () => {
     t = await startTestOrchestrator({ config: { version: 1, scalers: [] } });
     const now = new Date();
-    const minted = await t.orch.store.tokens.mint({ agentId: 'scaler-bare-metal-deadbeef', labels: ['linux'], kind: 'ephemeral', ttlMs: 60_000, now });
-    const res = await registerRaw(t.orch.wsUrl, { agentId: 'scaler-bare-metal-deadbeef', token: minted.token, labels: ['linux'] });
+    const minted = await t.orch.store.tokens.mint({
+      agentId: 'scaler-bare-metal-deadbeef',
+      labels: ['linux'],
+      kind: 'ephemeral',
+      ttlMs: 60_000,
+      now,
+    });
+    const res = await registerRaw(t.orch.wsUrl, {
+      agentId: 'scaler-bare-metal-deadbeef',
+      token: minted.token,
+      labels: ['linux'],
+    });
     expect(res.closeCode).toBe(4403);
     expect(res.closeReason).toMatch(/no spawn record/);
   });
@@ -120,7 +154,17 @@ describe('static agents and agent authentication', () => {
     const tok = await mintToken(t, { labels: ['linux'], agentId: 'silent' });
     const ws = new WebSocket(t.orch.wsUrl);
     const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
-    ws.on('open', () => ws.send(JSON.stringify({ type: 'register', protocol: 1, agentId: 'silent', token: tok.body.token, labels: ['linux'] })));
+    ws.on('open', () =>
+      ws.send(
+        JSON.stringify({
+          type: 'register',
+          protocol: 1,
+          agentId: 'silent',
+          token: tok.body.token,
+          labels: ['linux'],
+        }),
+      ),
+    );
     expect(await closed).toBe(4408);
     await eventually(() => !t!.orch.dispatcher.registry.get('silent'), 2000, 'agent removed');
   });
@@ -128,7 +172,12 @@ describe('static agents and agent authentication', () => {
   it('a static agent that reconnects keeps its running job', async () => {
     t = await startTestOrchestrator();
     const tok = await mintToken(t, { labels: ['linux'], agentId: 'flaky' });
-    const env = { KICI_ORCHESTRATOR_URL: t.orch.wsUrl, KICI_AGENT_ID: 'flaky', KICI_AGENT_TOKEN: tok.body.token, KICI_LABELS: 'linux' };
+    const env = {
+      KICI_ORCHESTRATOR_URL: t.orch.wsUrl,
+      KICI_AGENT_ID: 'flaky',
+      KICI_AGENT_TOKEN: tok.body.token,
+      KICI_LABELS: 'linux',
+    };
     const agent = runNode([AGENT_BIN], env);
     children.push(agent);
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {

@@ -2,7 +2,17 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freshDataDir } from '../helpers/data-dir.js';
-import { ADMIN_BIN, AGENT_BIN, bareMetalConfig, eventually, ORCH_BIN, runNode, startTestOrchestrator, writeConfig, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  ADMIN_BIN,
+  AGENT_BIN,
+  bareMetalConfig,
+  eventually,
+  ORCH_BIN,
+  runNode,
+  startTestOrchestrator,
+  writeConfig,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 
 let t: TestOrchestrator | undefined;
 afterEach(async () => {
@@ -11,7 +21,9 @@ afterEach(async () => {
 });
 
 const warmConfig = (size: number, maxAgents = 4) =>
-  bareMetalConfig({ maxAgents, warmPool: { enabled: true, size, idleTimeoutSeconds: 1 } }, [{ labels: ['linux', 'warm'], binaryPath: AGENT_BIN }]);
+  bareMetalConfig({ maxAgents, warmPool: { enabled: true, size, idleTimeoutSeconds: 1 } }, [
+    { labels: ['linux', 'warm'], binaryPath: AGENT_BIN },
+  ]);
 
 describe('warm pools with real agents', () => {
   it('keeps the pool filled, starts a job on a warm agent without a spawn, and replenishes', async () => {
@@ -21,14 +33,20 @@ describe('warm pools with real agents', () => {
     await eventually(() => ready().length === 2, 20_000, 'two warm agents ready');
     const warmIds = new Set(ready().map((a) => a.agentId));
     const before = scaler.entries().length;
-    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs: { a: { runsOn: ['linux', 'warm'], steps: [{ run: 'echo warm-hit' }] } } });
+    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { a: { runsOn: ['linux', 'warm'], steps: [{ run: 'echo warm-hit' }] } },
+    });
     const job = await t.waitForJob(run.body.jobs[0]!.id);
     expect(job.state).toBe('succeeded');
     // A warm hit: the job ran on one of the agents that were already waiting.
     expect(warmIds.has(job.agentId!)).toBe(true);
     expect(before).toBe(2);
     // The pool refills to its size with a fresh agent.
-    await eventually(() => ready().length === 2 && ready().some((a) => !warmIds.has(a.agentId)), 20_000, 'pool replenished');
+    await eventually(
+      () => ready().length === 2 && ready().some((a) => !warmIds.has(a.agentId)),
+      20_000,
+      'pool replenished',
+    );
     // Warm agents hold reservations: they count against the caps.
     expect(scaler.capBook().count('bm')).toBe(2);
   });
@@ -56,18 +74,41 @@ describe('scaler reload', () => {
     expect(bad.body.problems.join('\n')).toMatch(/scalers\[0\]\.maxAgents/);
     expect(t.orch.scaler!.config.scalers[0]!.maxAgents).toBe(1);
 
-    await writeFile(path, stringify(bareMetalConfig({ type: 'event', provisioningTargets: ['job:x.yaml'] }, [{ labels: ['linux', 'small'] }])));
+    await writeFile(
+      path,
+      stringify(
+        bareMetalConfig({ type: 'event', provisioningTargets: ['job:x.yaml'] }, [
+          { labels: ['linux', 'small'] },
+        ]),
+      ),
+    );
     const typeChange = await t.api<{ result: string; problems: string[] }>('POST', '/api/v1/scaler/reload');
     expect(typeChange.body.result).toBe('rejected');
-    expect(typeChange.body.problems.join('\n')).toMatch(/backend type cannot change from bare-metal to event/);
+    expect(typeChange.body.problems.join('\n')).toMatch(
+      /backend type cannot change from bare-metal to event/,
+    );
 
-    const next = bareMetalConfig({ maxAgents: 3 }, [{ labels: ['linux', 'small'], binaryPath: AGENT_BIN }, { labels: ['linux', 'medium'], binaryPath: AGENT_BIN }]);
-    next.scalers.push({ name: 'extra', type: 'bare-metal', maxAgents: 1, labelSets: [{ labels: ['linux', 'extra'], binaryPath: AGENT_BIN }] } as never);
+    const next = bareMetalConfig({ maxAgents: 3 }, [
+      { labels: ['linux', 'small'], binaryPath: AGENT_BIN },
+      { labels: ['linux', 'medium'], binaryPath: AGENT_BIN },
+    ]);
+    next.scalers.push({
+      name: 'extra',
+      type: 'bare-metal',
+      maxAgents: 1,
+      labelSets: [{ labels: ['linux', 'extra'], binaryPath: AGENT_BIN }],
+    } as never);
     await writeFile(path, stringify(next));
-    const ok = await t.api<{ result: string; plan: { added: string[]; updated: string[] } }>('POST', '/api/v1/scaler/reload');
+    const ok = await t.api<{ result: string; plan: { added: string[]; updated: string[] } }>(
+      'POST',
+      '/api/v1/scaler/reload',
+    );
     expect(ok.body).toMatchObject({ result: 'applied', plan: { added: ['extra'], updated: ['bm'] } });
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
-      jobs: { m: { runsOn: ['linux', 'medium'], steps: [{ run: 'true' }] }, x: { runsOn: ['extra'], steps: [{ run: 'true' }] } },
+      jobs: {
+        m: { runsOn: ['linux', 'medium'], steps: [{ run: 'true' }] },
+        x: { runsOn: ['extra'], steps: [{ run: 'true' }] },
+      },
     });
     const states = await Promise.all(run.body.jobs.map((j) => t!.waitForJob(j.id)));
     expect(states.map((j) => j.state)).toEqual(['succeeded', 'succeeded']);
@@ -80,17 +121,34 @@ describe('scaler reload', () => {
   it('SIGHUP reloads a running serve process', async () => {
     const dataDir = await freshDataDir();
     const config = await writeConfig(bareMetalConfig());
-    const serve = runNode([ORCH_BIN, 'serve', '--config', config, '--listen', '127.0.0.1:0', '--data-dir', dataDir], { KICI_LOG_LEVEL: 'info' });
+    const serve = runNode(
+      [ORCH_BIN, 'serve', '--config', config, '--listen', '127.0.0.1:0', '--data-dir', dataDir],
+      { KICI_LOG_LEVEL: 'info' },
+    );
     try {
-      const url = (await eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output().stdout), 30_000, 'ready'))[1]!;
+      const url = (
+        await eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output().stdout), 30_000, 'ready')
+      )[1]!;
       const next = bareMetalConfig();
-      next.scalers.push({ name: 'added-by-hup', type: 'bare-metal', maxAgents: 1, labelSets: [{ labels: ['hup'], binaryPath: AGENT_BIN }] } as never);
+      next.scalers.push({
+        name: 'added-by-hup',
+        type: 'bare-metal',
+        maxAgents: 1,
+        labelSets: [{ labels: ['hup'], binaryPath: AGENT_BIN }],
+      } as never);
       await writeFile(config, stringify(next));
       serve.child.kill('SIGHUP');
-      await eventually(async () => {
-        const res = await runNode([ADMIN_BIN, 'scaler', 'status', '--json'], { KICI_SERVER_URL: url, KICI_DATA_DIR: dataDir }).exited;
-        return res.stdout.includes('added-by-hup');
-      }, 15_000, 'new scaler visible after SIGHUP');
+      await eventually(
+        async () => {
+          const res = await runNode([ADMIN_BIN, 'scaler', 'status', '--json'], {
+            KICI_SERVER_URL: url,
+            KICI_DATA_DIR: dataDir,
+          }).exited;
+          return res.stdout.includes('added-by-hup');
+        },
+        15_000,
+        'new scaler visible after SIGHUP',
+      );
     } finally {
       serve.child.kill('SIGTERM');
       await serve.exited;

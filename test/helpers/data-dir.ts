@@ -11,7 +11,12 @@ export async function freshDataDir(): Promise<string> {
   return dir;
 }
 
-export async function freshStore(): Promise<{ store: Store; db: OpenedDatabase; dir: string; close(): Promise<void> }> {
+export async function freshStore(): Promise<{
+  store: Store;
+  db: OpenedDatabase;
+  dir: string;
+  close(): Promise<void>;
+}> {
   const dir = await freshDataDir();
   const db = await openDatabase({ dataDir: dir });
   return {

@@ -56,7 +56,11 @@ export function bareMetal(
     name,
     type: 'bare-metal',
     maxAgents: 10,
-    labelSets: labelSets.map((ls) => (Array.isArray(ls) ? { labels: ls, binaryPath: '/opt/kici/agent' } : { binaryPath: '/opt/kici/agent', ...ls })),
+    labelSets: labelSets.map((ls) =>
+      Array.isArray(ls)
+        ? { labels: ls, binaryPath: '/opt/kici/agent' }
+        : { binaryPath: '/opt/kici/agent', ...ls },
+    ),
     ...extra,
   };
 }
@@ -96,7 +100,12 @@ export class RecordingBackend implements ScalerBackend {
   /** Every spawn request, in call order. */
   readonly spawns: SpawnRequest[] = [];
   readonly destroys: { agentId: string; reason: DestroyContext['reason']; known: boolean }[] = [];
-  readonly reloads: { labelSets: LabelSetConfig[]; maxAgents: number | undefined; entry: ScalerEntry | undefined; valid: boolean }[] = [];
+  readonly reloads: {
+    labelSets: LabelSetConfig[];
+    maxAgents: number | undefined;
+    entry: ScalerEntry | undefined;
+    valid: boolean;
+  }[] = [];
   readonly adopts: { agentId: string; labelSet: string[]; backendRef: string }[] = [];
   readonly reaps: { agentId: string; backendRef: string | null }[] = [];
   readonly aborted: string[] = [];
@@ -142,7 +151,13 @@ export class RecordingBackend implements ScalerBackend {
       return Promise.reject(new SpawnError('config', `label set [${key}] is not served by "${this.name}"`));
     }
     if (req.signal.aborted) return Promise.reject(req.signal.reason);
-    this.agents.set(req.agentId, { id: req.agentId, state: 'spawning', registered: false, req, adopted: false });
+    this.agents.set(req.agentId, {
+      id: req.agentId,
+      state: 'spawning',
+      registered: false,
+      req,
+      adopted: false,
+    });
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     return new Promise<ManagedAgent>((resolve, reject) => {
@@ -175,7 +190,8 @@ export class RecordingBackend implements ScalerBackend {
         },
         { once: true },
       );
-      if (this.autoResolve) queueMicrotask(() => this.pending.has(req.agentId) && this.resolveSpawn(req.agentId));
+      if (this.autoResolve)
+        queueMicrotask(() => this.pending.has(req.agentId) && this.resolveSpawn(req.agentId));
     });
   }
 
@@ -198,7 +214,13 @@ export class RecordingBackend implements ScalerBackend {
     if (!p) throw new Error(`backend "${this.name}": no spawn of ${agentId} is in flight`);
     const a = this.agents.get(agentId);
     if (a) a.state = 'running';
-    p.resolve({ id: agentId, labelSet: p.req.labelSet, backendRef: `rec:${agentId}`, spawnedAt: 0, state: 'running' });
+    p.resolve({
+      id: agentId,
+      labelSet: p.req.labelSet,
+      backendRef: `rec:${agentId}`,
+      spawnedAt: 0,
+      state: 'running',
+    });
   }
 
   failSpawn(agentId: string, err: unknown): void {
@@ -253,9 +275,16 @@ export class RecordingBackend implements ScalerBackend {
 
   /** Validates like the real bare-metal backend (a label set needs binaryPath or image); applies nothing when invalid. */
   reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult {
-    const errors = labelSets.flatMap((ls, i) => (ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: needs binaryPath or image`]));
+    const errors = labelSets.flatMap((ls, i) =>
+      ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: needs binaryPath or image`],
+    );
     if (this.refuseReload) errors.push(...this.refuseReload);
-    this.reloads.push({ labelSets, maxAgents: opts.maxAgents, entry: opts.entry, valid: errors.length === 0 });
+    this.reloads.push({
+      labelSets,
+      maxAgents: opts.maxAgents,
+      entry: opts.entry,
+      valid: errors.length === 0,
+    });
     if (errors.length) return { valid: false, errors };
     this.labelSets = labelSets;
     if (opts.maxAgents !== undefined) this.maxAgents = opts.maxAgents;
@@ -301,8 +330,7 @@ export interface HarnessOptions {
 }
 
 export type RegisterOutcome =
-  | { ok: true; result: RegistrationResult | null; agent: FakeAgent }
-  | { ok: false; reason: string };
+  { ok: true; result: RegistrationResult | null; agent: FakeAgent } | { ok: false; reason: string };
 
 export class ManagerHarness {
   readonly clock: ManualClock;
@@ -354,7 +382,12 @@ export class ManagerHarness {
       ...(opts.isDraining ? { isDraining: opts.isDraining } : {}),
     });
     if (opts.dispatcher !== false) {
-      const dispatcher = new Dispatcher({ store, clock: this.clock, logger: pino({ level: 'silent' }), scaler: this.manager });
+      const dispatcher = new Dispatcher({
+        store,
+        clock: this.clock,
+        logger: pino({ level: 'silent' }),
+        scaler: this.manager,
+      });
       this.dispatcher = dispatcher;
       // As src/server/orchestrator.ts wires them.
       this.manager.setHooks(
@@ -421,16 +454,25 @@ export class ManagerHarness {
   }
 
   backendOf(agentId: string): RecordingBackend | undefined {
-    for (let i = this.built.length - 1; i >= 0; i--) if (this.built[i]!.requestFor(agentId) || this.built[i]!.agents.has(agentId)) return this.built[i];
+    for (let i = this.built.length - 1; i >= 0; i--)
+      if (this.built[i]!.requestFor(agentId) || this.built[i]!.agents.has(agentId)) return this.built[i];
     return undefined;
   }
 
   /** Submit a run through the dispatcher (validated like the API). */
-  async submit(jobs: Record<string, Record<string, unknown>>): Promise<{ runId: string; ids: string[]; byName: Record<string, string> }> {
-    const spec = runSpecSchema.parse({ jobs: Object.fromEntries(Object.entries(jobs).map(([n, j]) => [n, { steps: [{ run: 'true' }], ...j }])) });
+  async submit(
+    jobs: Record<string, Record<string, unknown>>,
+  ): Promise<{ runId: string; ids: string[]; byName: Record<string, string> }> {
+    const spec = runSpecSchema.parse({
+      jobs: Object.fromEntries(Object.entries(jobs).map(([n, j]) => [n, { steps: [{ run: 'true' }], ...j }])),
+    });
     const r = await this.d.submit(spec);
     await this.settle();
-    return { runId: r.runId, ids: r.jobs.map((j) => j.id), byName: Object.fromEntries(r.jobs.map((j) => [j.name, j.id])) };
+    return {
+      runId: r.runId,
+      ids: r.jobs.map((j) => j.id),
+      byName: Object.fromEntries(r.jobs.map((j) => [j.name, j.id])),
+    };
   }
 
   /**
@@ -455,14 +497,16 @@ export class ManagerHarness {
   private fingerprint(): string {
     const m = this.manager;
     const parts: (string | number)[] = [
-      m.entries()
+      m
+        .entries()
         .map((e) => `${e.agentId}:${e.settled}:${e.registered}:${e.spawnStartedAtMs ?? '-'}`)
         .join(','),
       m.capBook().count(),
       this.hooks.capacityFreed,
       this.hooks.spawnFailed.length,
     ];
-    for (const b of this.built) parts.push(b.spawns.length, b.agents.size, b.destroys.length, b.inFlight, b.shutdownCalls);
+    for (const b of this.built)
+      parts.push(b.spawns.length, b.agents.size, b.destroys.length, b.inFlight, b.shutdownCalls);
     if (this.dispatcher) {
       parts.push(this.dispatcher.queue.size, this.dispatcher.active.size, this.dispatcher.registry.size);
       for (const a of this.dispatcher.active.values()) parts.push(`${a.job.id}:${a.state}`);
@@ -493,17 +537,24 @@ export class ManagerHarness {
    * What agent-socket does for a `register` message: token check and scope, then
    * scaler.onAgentRegistered → registry.add → dispatchBound / requestPump.
    */
-  async registerAgent(agentId: string, opts: { labels?: string[]; token?: string } = {}): Promise<RegisterOutcome> {
+  async registerAgent(
+    agentId: string,
+    opts: { labels?: string[]; token?: string } = {},
+  ): Promise<RegisterOutcome> {
     const req = this.backendOf(agentId)?.requestFor(agentId);
     const token = opts.token ?? req?.token;
     const labels = canonicalizeLabels(opts.labels ?? req?.fullLabels ?? []);
     if (token !== undefined) {
       const check = await this.store.tokens.check(token, new Date(this.clock.now()));
       if (!check.ok) return { ok: false, reason: check.reason };
-      if (check.agentId !== agentId) return { ok: false, reason: `token is not valid for agent id "${agentId}"` };
+      if (check.agentId !== agentId)
+        return { ok: false, reason: `token is not valid for agent id "${agentId}"` };
       const scope = new Set(check.labels);
-      const outside = labels.filter((l) => !scope.has(l) && !SELF_REPORTED_PREFIXES.some((p) => l.startsWith(p)));
-      if (outside.length) return { ok: false, reason: `labels outside the token's scope: ${outside.join(', ')}` };
+      const outside = labels.filter(
+        (l) => !scope.has(l) && !SELF_REPORTED_PREFIXES.some((p) => l.startsWith(p)),
+      );
+      if (outside.length)
+        return { ok: false, reason: `labels outside the token's scope: ${outside.join(', ')}` };
     }
     let scaled: RegistrationResult | null;
     try {
@@ -556,7 +607,9 @@ export class ManagerHarness {
 
   /** Job ids this agent was sent in job.assign messages. */
   assigned(agentId: string): string[] {
-    return (this.agents.get(agentId)?.messages ?? []).flatMap((m) => (m.type === 'job.assign' ? [m.job.id] : []));
+    return (this.agents.get(agentId)?.messages ?? []).flatMap((m) =>
+      m.type === 'job.assign' ? [m.job.id] : [],
+    );
   }
 
   async startJob(agentId: string, jobId: string): Promise<void> {
@@ -565,7 +618,11 @@ export class ManagerHarness {
   }
 
   /** job.started then job.finished, as an agent reports them. */
-  async finishJob(agentId: string, jobId: string, result: 'succeeded' | 'failed' = 'succeeded'): Promise<void> {
+  async finishJob(
+    agentId: string,
+    jobId: string,
+    result: 'succeeded' | 'failed' = 'succeeded',
+  ): Promise<void> {
     await this.d.onJobStarted(agentId, jobId);
     await this.d.onJobFinished(agentId, jobId, result, result === 'succeeded' ? 0 : 1);
     await this.settle();
@@ -582,7 +639,8 @@ export class ManagerHarness {
       d.registry.remove(agentId, fake.conn);
       for (const active of [...d.active.values()]) {
         if (active.agentId !== agentId) continue;
-        if (fake.conn.kind === 'scaler') await d.loseJob(active, `scaler-managed agent ${agentId} disconnected`);
+        if (fake.conn.kind === 'scaler')
+          await d.loseJob(active, `scaler-managed agent ${agentId} disconnected`);
         else d.orphan(active, 'agent disconnected');
       }
     }
@@ -600,11 +658,17 @@ export class ManagerHarness {
   }
 
   async spawnRows(): Promise<{ agent_id: string; registered_at: Date | null; backend_ref: string | null }[]> {
-    return this.store.db.selectFrom('scaler_spawning_agents').select(['agent_id', 'registered_at', 'backend_ref']).execute();
+    return this.store.db
+      .selectFrom('scaler_spawning_agents')
+      .select(['agent_id', 'registered_at', 'backend_ref'])
+      .execute();
   }
 
   async reservationRows(): Promise<{ agent_id: string; cpu_units: number; mem_bytes: string | number }[]> {
-    return this.store.db.selectFrom('scaler_reservations').select(['agent_id', 'cpu_units', 'mem_bytes']).execute();
+    return this.store.db
+      .selectFrom('scaler_reservations')
+      .select(['agent_id', 'cpu_units', 'mem_bytes'])
+      .execute();
   }
 
   async close(): Promise<void> {
@@ -621,7 +685,14 @@ function isParsed(c: HarnessOptions['config']): c is ScalerConfig {
   return (
     typeof (c as ScalerConfig).globalMaxAgents === 'number' &&
     Array.isArray(scalers) &&
-    scalers.every((s) => typeof s === 'object' && s !== null && 'maxConcurrentSpawns' in s && 'mandatoryLabels' in s && 'networkIsolation' in s)
+    scalers.every(
+      (s) =>
+        typeof s === 'object' &&
+        s !== null &&
+        'maxConcurrentSpawns' in s &&
+        'mandatoryLabels' in s &&
+        'networkIsolation' in s,
+    )
   );
 }
 

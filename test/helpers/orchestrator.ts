@@ -116,9 +116,12 @@ export function runNode(args: string[], env: NodeJS.ProcessEnv = {}, opts: { cwd
   let stderr = '';
   child.stdout!.on('data', (d) => (stdout += String(d)));
   child.stderr!.on('data', (d) => (stderr += String(d)));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((res) =>
-    child.on('close', (code, signal) => res({ code, signal, stdout, stderr })),
-  );
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    stdout: string;
+    stderr: string;
+  }>((res) => child.on('close', (code, signal) => res({ code, signal, stdout, stderr })));
   return { child, exited, output: () => ({ stdout, stderr }) };
 }
 
@@ -146,7 +149,8 @@ export async function eventually<T>(
     } catch (err) {
       last = err;
     }
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > until)
+      throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

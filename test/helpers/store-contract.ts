@@ -5,14 +5,23 @@ import type { Store } from '../../src/store/index.js';
  * Behaviour every storage engine must show; run against PGlite (unit tier) and PostgreSQL
  * (system tier) so the two cannot drift apart.
  */
-export function describeStoreContract(engine: string, open: () => Promise<{ store: Store; close(): Promise<void> }>) {
+export function describeStoreContract(
+  engine: string,
+  open: () => Promise<{ store: Store; close(): Promise<void> }>,
+) {
   describe(`store contract on ${engine}`, () => {
     it('a queued job is claimed by exactly one of many concurrent agents', async () => {
       const { store, close } = await open();
       try {
         const now = new Date();
-        await store.jobs.insertRun({ id: 'r-1', name: null }, [{ id: 'j-1', name: 'a', runsOn: ['x'], spec: {} }], now);
-        const claims = await Promise.all(Array.from({ length: 12 }, (_, i) => store.jobs.claim('j-1', `agent-${i}`, now)));
+        await store.jobs.insertRun(
+          { id: 'r-1', name: null },
+          [{ id: 'j-1', name: 'a', runsOn: ['x'], spec: {} }],
+          now,
+        );
+        const claims = await Promise.all(
+          Array.from({ length: 12 }, (_, i) => store.jobs.claim('j-1', `agent-${i}`, now)),
+        );
         expect(claims.filter(Boolean)).toHaveLength(1);
         const row = await store.jobs.get('j-1');
         expect(row!.state).toBe('dispatched');
@@ -27,14 +36,29 @@ export function describeStoreContract(engine: string, open: () => Promise<{ stor
     it('keeps submission order, JSON columns and big integers intact', async () => {
       const { store, close } = await open();
       try {
-        const jobs = Array.from({ length: 700 }, (_, i) => ({ id: `j-${i}`, name: `n${i}`, runsOn: ['linux', `k${i}`], spec: { steps: [{ run: `echo ${i}` }] } }));
+        const jobs = Array.from({ length: 700 }, (_, i) => ({
+          id: `j-${i}`,
+          name: `n${i}`,
+          runsOn: ['linux', `k${i}`],
+          spec: { steps: [{ run: `echo ${i}` }] },
+        }));
         await store.jobs.insertRun({ id: 'r-big', name: 'big' }, jobs, new Date());
         const open = await store.jobs.listOpen();
         expect(open.map((j) => j.id)).toEqual(jobs.map((j) => j.id));
         expect(open[5]!.runs_on).toEqual(['linux', 'k5']);
         expect(open[5]!.spec).toEqual({ steps: [{ run: 'echo 5' }] });
         await store.spawns.insertSpawn(
-          { agentId: 'scaler-bare-metal-1', scalerName: 's', backendType: 'bare-metal', labelSet: ['a'], runId: null, boundJobId: null, ownerInstanceId: 'me', mandatoryLabels: [], spawnedAt: new Date() },
+          {
+            agentId: 'scaler-bare-metal-1',
+            scalerName: 's',
+            backendType: 'bare-metal',
+            labelSet: ['a'],
+            runId: null,
+            boundJobId: null,
+            ownerInstanceId: 'me',
+            mandatoryLabels: [],
+            spawnedAt: new Date(),
+          },
           { cpus: 1.5, memBytes: 8 * 1024 ** 3 },
         );
         const [res] = await store.spawns.listReservations('me');
@@ -49,11 +73,20 @@ export function describeStoreContract(engine: string, open: () => Promise<{ stor
       const { store, close } = await open();
       try {
         const now = new Date();
-        const { token } = await store.tokens.mint({ agentId: 'a', labels: ['x'], kind: 'static', ttlMs: 1000, now });
+        const { token } = await store.tokens.mint({
+          agentId: 'a',
+          labels: ['x'],
+          kind: 'static',
+          ttlMs: 1000,
+          now,
+        });
         const rows = await store.db.selectFrom('agent_tokens').selectAll().execute();
         expect(JSON.stringify(rows)).not.toContain(token);
         expect((await store.tokens.check(token, now)).ok).toBe(true);
-        expect(await store.tokens.check(token, new Date(now.getTime() + 2000))).toEqual({ ok: false, reason: 'token expired' });
+        expect(await store.tokens.check(token, new Date(now.getTime() + 2000))).toEqual({
+          ok: false,
+          reason: 'token expired',
+        });
       } finally {
         await close();
       }

@@ -2,7 +2,12 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createStore, openDatabase } from '../../src/store/index.js';
-import { bareMetalConfig, eventually, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  bareMetalConfig,
+  eventually,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 import { describeStoreContract } from '../helpers/store-contract.js';
 
 const ADMIN_URL = process.env.KICI_TEST_DATABASE_URL;
@@ -10,7 +15,9 @@ const ADMIN_URL = process.env.KICI_TEST_DATABASE_URL;
 /** A fresh database per test, on the system tier's PostgreSQL. */
 async function freshDatabaseUrl(): Promise<string> {
   if (!ADMIN_URL) {
-    throw new Error('KICI_TEST_DATABASE_URL is not set: run the system tier with `npm run test:system` (as root)');
+    throw new Error(
+      'KICI_TEST_DATABASE_URL is not set: run the system tier with `npm run test:system` (as root)',
+    );
   }
   const name = `kici_${randomBytes(5).toString('hex')}`;
   const client = new pg.Client({ connectionString: ADMIN_URL });

@@ -7,9 +7,18 @@ describe('package main entry', () => {
     expect(pkg.parseMemoryString('512m')).toBe(536870912);
     expect(pkg.parseMemoryString('2G')).toBe(2147483648);
     expect(typeof pkg.loadScalerConfig).toBe('function');
-    for (const schema of [pkg.networkPolicySchema, pkg.labelSetConfigSchema, pkg.firecrackerNetworkSchema, pkg.scalerFileSchema]) {
+    for (const schema of [
+      pkg.networkPolicySchema,
+      pkg.labelSetConfigSchema,
+      pkg.firecrackerNetworkSchema,
+      pkg.scalerFileSchema,
+    ]) {
       expect(typeof schema.safeParse).toBe('function');
     }
-    expect(pkg.firecrackerNetworkSchema.parse({})).toMatchObject({ cidr: '10.0.0.0/24', bridgeName: 'kici-br0', table: 'kici' });
+    expect(pkg.firecrackerNetworkSchema.parse({})).toMatchObject({
+      cidr: '10.0.0.0/24',
+      bridgeName: 'kici-br0',
+      table: 'kici',
+    });
   });
 });

@@ -11,14 +11,30 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
     .description('connected agents')
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
-      const res = await (await client(cmd)).request<{
-        agents: { id: string; kind: string; scaler: string | null; labels: string[]; busyJobId: string | null; connectedAt: string }[];
+      const res = await (
+        await client(cmd)
+      ).request<{
+        agents: {
+          id: string;
+          kind: string;
+          scaler: string | null;
+          labels: string[];
+          busyJobId: string | null;
+          connectedAt: string;
+        }[];
       }>('GET', '/api/v1/agents');
       if (o.json) return printJson(res.agents);
       process.stdout.write(
         table(
           ['AGENT', 'KIND', 'SCALER', 'JOB', 'UP', 'LABELS'],
-          res.agents.map((a) => [a.id, a.kind, a.scaler, a.busyJobId, age(a.connectedAt), a.labels.filter((l) => !l.startsWith('kici:')).join(',')]),
+          res.agents.map((a) => [
+            a.id,
+            a.kind,
+            a.scaler,
+            a.busyJobId,
+            age(a.connectedAt),
+            a.labels.filter((l) => !l.startsWith('kici:')).join(','),
+          ]),
         ) + '\n',
       );
     });
@@ -32,14 +48,20 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
     .option('--ttl <seconds>', 'expire after this many seconds (default: never)')
     .option('--json', 'machine-readable output')
     .action(async (o: { labels: string; id?: string; ttl?: string; json?: boolean }, cmd: Command) => {
-      const labels = o.labels.split(',').map((l) => l.trim()).filter(Boolean);
+      const labels = o.labels
+        .split(',')
+        .map((l) => l.trim())
+        .filter(Boolean);
       if (!labels.length) throw new UserError('--labels: at least one label');
       let ttlSeconds: number | undefined;
       if (o.ttl !== undefined) {
         ttlSeconds = Number(o.ttl);
-        if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0) throw new UserError('--ttl: a positive whole number of seconds');
+        if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0)
+          throw new UserError('--ttl: a positive whole number of seconds');
       }
-      const res = await (await client(cmd)).request<{ agentId: string; labels: string[]; token: string; expiresAt: string | null }>(
+      const res = await (
+        await client(cmd)
+      ).request<{ agentId: string; labels: string[]; token: string; expiresAt: string | null }>(
         'POST',
         '/api/v1/agents/tokens',
         { labels, ...(o.id ? { agentId: o.id } : {}), ...(ttlSeconds ? { ttlSeconds } : {}) },

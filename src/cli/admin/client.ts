@@ -25,7 +25,10 @@ export class AdminClient {
   ) {}
 
   static async create(opts: ClientOptions = {}): Promise<AdminClient> {
-    const baseUrl = (opts.server ?? process.env.KICI_SERVER_URL ?? 'http://127.0.0.1:8080').replace(/\/$/, '');
+    const baseUrl = (opts.server ?? process.env.KICI_SERVER_URL ?? 'http://127.0.0.1:8080').replace(
+      /\/$/,
+      '',
+    );
     let token = opts.token ?? process.env.KICI_ADMIN_TOKEN;
     if (!token) {
       const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { readRunFile } from '../../jobs/run-file.js';
 import { age, printJson, table } from '../output.js';
-import type { AdminClient} from './client.js';
+import type { AdminClient } from './client.js';
 import { type ClientOptions } from './client.js';
 
 interface JobView {
@@ -31,16 +31,36 @@ export function registerJobCommands(program: Command, client: (c: Command) => Pr
     .action(async (file: string, o: { wait?: boolean; json?: boolean }, cmd: Command) => {
       const spec = await readRunFile(file);
       const api = await client(cmd);
-      const res = await api.request<{ runId: string; jobs: { id: string; name: string }[] }>('POST', '/api/v1/runs', spec);
+      const res = await api.request<{ runId: string; jobs: { id: string; name: string }[] }>(
+        'POST',
+        '/api/v1/runs',
+        spec,
+      );
       if (!o.wait) {
         if (o.json) printJson(res);
-        else process.stdout.write(`run ${res.runId}\n${table(['JOB', 'NAME'], res.jobs.map((j) => [j.id, j.name]))}\n`);
+        else
+          process.stdout.write(
+            `run ${res.runId}\n${table(
+              ['JOB', 'NAME'],
+              res.jobs.map((j) => [j.id, j.name]),
+            )}\n`,
+          );
         return;
       }
       if (!o.json) process.stdout.write(`run ${res.runId}: ${res.jobs.length} job(s) submitted\n`);
-      const final = await waitForRun(api, res.runId, o.json ? undefined : (l) => process.stdout.write(l + '\n'));
+      const final = await waitForRun(
+        api,
+        res.runId,
+        o.json ? undefined : (l) => process.stdout.write(l + '\n'),
+      );
       if (o.json) printJson({ runId: res.runId, jobs: final });
-      else process.stdout.write(table(['JOB', 'NAME', 'STATE', 'EXIT', 'REASON'], final.map((j) => [j.id, j.name, j.state, j.exitCode, j.reason])) + '\n');
+      else
+        process.stdout.write(
+          table(
+            ['JOB', 'NAME', 'STATE', 'EXIT', 'REASON'],
+            final.map((j) => [j.id, j.name, j.state, j.exitCode, j.reason]),
+          ) + '\n',
+        );
       if (final.some((j) => j.state !== 'succeeded')) process.exitCode = 1;
     });
 
@@ -60,7 +80,16 @@ export function registerJobCommands(program: Command, client: (c: Command) => Pr
       process.stdout.write(
         table(
           ['JOB', 'RUN', 'NAME', 'STATE', 'AGENT', 'EXIT', 'AGE', 'NOTE'],
-          res.jobs.map((j) => [j.id, j.runId, j.name, j.state, j.agentId, j.exitCode, age(j.createdAt), j.reason ?? j.waiting]),
+          res.jobs.map((j) => [
+            j.id,
+            j.runId,
+            j.name,
+            j.state,
+            j.agentId,
+            j.exitCode,
+            age(j.createdAt),
+            j.reason ?? j.waiting,
+          ]),
         ) + '\n',
       );
     });
@@ -70,21 +99,27 @@ export function registerJobCommands(program: Command, client: (c: Command) => Pr
     .description('show one job')
     .option('--json', 'machine-readable output')
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
-      const j = await (await client(cmd)).request<JobView & { steps: unknown[] }>('GET', `/api/v1/jobs/${encodeURIComponent(id)}`);
+      const j = await (
+        await client(cmd)
+      ).request<JobView & { steps: unknown[] }>('GET', `/api/v1/jobs/${encodeURIComponent(id)}`);
       if (o.json) return printJson(j);
-      for (const [k, v] of Object.entries(j)) if (k !== 'steps') process.stdout.write(`${k.padEnd(22)} ${v ?? '-'}\n`);
+      for (const [k, v] of Object.entries(j))
+        if (k !== 'steps') process.stdout.write(`${k.padEnd(22)} ${v ?? '-'}\n`);
     });
 
   job
     .command('logs <id>')
-    .description('print a job\'s log')
+    .description("print a job's log")
     .option('--follow', 'keep printing until the job is final')
     .option('--json', 'machine-readable output')
     .action(async (id: string, o: { follow?: boolean; json?: boolean }, cmd: Command) => {
       const api = await client(cmd);
       let after: number | undefined;
       for (;;) {
-        const res = await api.request<{ state: string; lines: { id: number; stream: string; line: string }[] }>(
+        const res = await api.request<{
+          state: string;
+          lines: { id: number; stream: string; line: string }[];
+        }>(
           'GET',
           `/api/v1/jobs/${encodeURIComponent(id)}/logs${after !== undefined ? `?after=${after}` : ''}`,
         );
@@ -103,17 +138,26 @@ export function registerJobCommands(program: Command, client: (c: Command) => Pr
     .description('cancel a queued or running job')
     .option('--json', 'machine-readable output')
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
-      const res = await (await client(cmd)).request<{ id: string; state: string }>('POST', `/api/v1/jobs/${encodeURIComponent(id)}/cancel`);
+      const res = await (
+        await client(cmd)
+      ).request<{ id: string; state: string }>('POST', `/api/v1/jobs/${encodeURIComponent(id)}/cancel`);
       if (o.json) printJson(res);
       else process.stdout.write(`job ${res.id} cancelled\n`);
     });
 }
 
 /** Poll a run until every job is final, reporting each change of the counts. */
-export async function waitForRun(api: AdminClient, runId: string, onProgress?: (line: string) => void): Promise<JobView[]> {
+export async function waitForRun(
+  api: AdminClient,
+  runId: string,
+  onProgress?: (line: string) => void,
+): Promise<JobView[]> {
   let last = '';
   for (;;) {
-    const run = await api.request<{ counts: Record<string, number>; jobs: JobView[] }>('GET', `/api/v1/runs/${runId}`);
+    const run = await api.request<{ counts: Record<string, number>; jobs: JobView[] }>(
+      'GET',
+      `/api/v1/runs/${runId}`,
+    );
     const line = Object.entries(run.counts)
       .map(([k, v]) => `${k}=${v}`)
       .join(' ');

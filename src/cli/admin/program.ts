@@ -11,8 +11,11 @@ export function buildAdminProgram(): Command {
   const program = new Command('kici-admin')
     .description('Operate a kici orchestrator: jobs, agents and the scaler')
     .option('--server <url>', 'orchestrator URL (default: $KICI_SERVER_URL or http://127.0.0.1:8080)')
-    .option('--token <token>', 'admin token (default: $KICI_ADMIN_TOKEN, or the data dir\'s admin-token)')
-    .option('--data-dir <dir>', 'where to find the admin token on the orchestrator host (default: $KICI_DATA_DIR or ./.kici-data)')
+    .option('--token <token>', "admin token (default: $KICI_ADMIN_TOKEN, or the data dir's admin-token)")
+    .option(
+      '--data-dir <dir>',
+      'where to find the admin token on the orchestrator host (default: $KICI_DATA_DIR or ./.kici-data)',
+    )
     .showHelpAfterError()
     .exitOverride();
   const client = (cmd: Command) => {
@@ -35,7 +38,12 @@ export async function runAdmin(argv: string[]): Promise<number> {
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      if (
+        err.code === 'commander.helpDisplayed' ||
+        err.code === 'commander.version' ||
+        err.code === 'commander.help'
+      )
+        return 0;
       return err.exitCode === 0 ? 0 : 2;
     }
     if (err instanceof UserError) {

@@ -17,14 +17,26 @@ interface StatusView {
     maxAgents: number;
     usage: { cpus: number; memBytes: number };
     resourceCap: { maxCpu?: number; maxMemoryBytes?: number } | null;
-    backoff: { labelSet: string; consecutiveFailures: number; retryInMs: number; lastError: { kind: string; message: string } | null }[];
-    warmPool: { enabled: boolean; size: number; pools: { labelSet: string; target: number; ready: number; inFlight: number }[] } | null;
+    backoff: {
+      labelSet: string;
+      consecutiveFailures: number;
+      retryInMs: number;
+      lastError: { kind: string; message: string } | null;
+    }[];
+    warmPool: {
+      enabled: boolean;
+      size: number;
+      pools: { labelSet: string; target: number; ready: number; inFlight: number }[];
+    } | null;
   }[];
 }
 
 const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 
-export function registerScalerApiCommands(scaler: Command, client: (c: Command) => Promise<AdminClient>): void {
+export function registerScalerApiCommands(
+  scaler: Command,
+  client: (c: Command) => Promise<AdminClient>,
+): void {
   scaler
     .command('status')
     .description('per scaler: agents, reservations, usage, caps, backoff and warm pool')
@@ -33,10 +45,24 @@ export function registerScalerApiCommands(scaler: Command, client: (c: Command) 
       const s = await (await client(cmd)).request<StatusView>('GET', '/api/v1/scaler/status');
       if (o.json) return printJson(s);
       if (!s.configured) return void process.stdout.write('no scaler is configured\n');
-      process.stdout.write(`global: ${s.globalActive}/${s.globalMaxAgents} agents, ${s.globalReserved} reserved, ${s.globalUsage!.cpus} cpu, ${mib(s.globalUsage!.memBytes)}\n`);
+      process.stdout.write(
+        `global: ${s.globalActive}/${s.globalMaxAgents} agents, ${s.globalReserved} reserved, ${s.globalUsage!.cpus} cpu, ${mib(s.globalUsage!.memBytes)}\n`,
+      );
       process.stdout.write(
         table(
-          ['SCALER', 'TYPE', 'ACTIVE', 'SPAWNING', 'RESERVED', 'MAX', 'CPU', 'MEMORY', 'CAP', 'WARM', 'BACKOFF'],
+          [
+            'SCALER',
+            'TYPE',
+            'ACTIVE',
+            'SPAWNING',
+            'RESERVED',
+            'MAX',
+            'CPU',
+            'MEMORY',
+            'CAP',
+            'WARM',
+            'BACKOFF',
+          ],
           s.scalers.map((r) => [
             r.name,
             r.type,
@@ -46,10 +72,21 @@ export function registerScalerApiCommands(scaler: Command, client: (c: Command) 
             r.maxAgents,
             r.usage.cpus,
             mib(r.usage.memBytes),
-            r.resourceCap ? `${r.resourceCap.maxCpu ?? '∞'} cpu/${r.resourceCap.maxMemoryBytes ? mib(r.resourceCap.maxMemoryBytes) : '∞'}` : '-',
-            r.warmPool?.enabled ? r.warmPool.pools.map((p) => `${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}`).join(' ') : '-',
+            r.resourceCap
+              ? `${r.resourceCap.maxCpu ?? '∞'} cpu/${r.resourceCap.maxMemoryBytes ? mib(r.resourceCap.maxMemoryBytes) : '∞'}`
+              : '-',
+            r.warmPool?.enabled
+              ? r.warmPool.pools
+                  .map((p) => `${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}`)
+                  .join(' ')
+              : '-',
             r.backoff.length
-              ? r.backoff.map((b) => `[${b.labelSet}] ${b.consecutiveFailures}x, retry in ${Math.ceil(b.retryInMs / 1000)}s: ${b.lastError?.message ?? ''}`).join('; ')
+              ? r.backoff
+                  .map(
+                    (b) =>
+                      `[${b.labelSet}] ${b.consecutiveFailures}x, retry in ${Math.ceil(b.retryInMs / 1000)}s: ${b.lastError?.message ?? ''}`,
+                  )
+                  .join('; ')
               : '-',
           ]),
         ) + '\n',
@@ -61,7 +98,9 @@ export function registerScalerApiCommands(scaler: Command, client: (c: Command) 
     .description('why this job is or is not being scaled')
     .option('--json', 'machine-readable output')
     .action(async (jobId: string, o: { json?: boolean }, cmd: Command) => {
-      const r = await (await client(cmd)).request<{ jobId: string; state: string; lines: string[] }>(
+      const r = await (
+        await client(cmd)
+      ).request<{ jobId: string; state: string; lines: string[] }>(
         'GET',
         `/api/v1/scaler/explain/${encodeURIComponent(jobId)}`,
       );
@@ -74,7 +113,9 @@ export function registerScalerApiCommands(scaler: Command, client: (c: Command) 
     .description('reload the scaler configuration of the running orchestrator')
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
-      const r = await (await client(cmd)).request<{ result: string; problems?: string[]; plan?: unknown }>('POST', '/api/v1/scaler/reload');
+      const r = await (
+        await client(cmd)
+      ).request<{ result: string; problems?: string[]; plan?: unknown }>('POST', '/api/v1/scaler/reload');
       if (o.json) printJson(r);
       else {
         process.stdout.write(`${r.result}\n`);

@@ -16,7 +16,10 @@ export interface BackendFactoryContext {
 export class UnsupportedBackendError extends Error {}
 
 /** One factory for start-up and reload, so a reloaded scaler is built exactly like a booted one. */
-export async function createScalerBackend(entry: ScalerEntry, ctx: BackendFactoryContext): Promise<ScalerBackend> {
+export async function createScalerBackend(
+  entry: ScalerEntry,
+  ctx: BackendFactoryContext,
+): Promise<ScalerBackend> {
   switch (entry.type) {
     case 'bare-metal': {
       let cgroups: CgroupDriver | undefined;

@@ -14,7 +14,8 @@ export interface Reservation {
   limits: ResourceAmount;
 }
 
-export type CapBlocker = 'global-count' | 'scaler-count' | 'scaler-cpu' | 'scaler-memory' | 'global-cpu' | 'global-memory';
+export type CapBlocker =
+  'global-count' | 'scaler-count' | 'scaler-cpu' | 'scaler-memory' | 'global-cpu' | 'global-memory';
 
 export type CapCheck = { ok: true } | { ok: false; blocker: CapBlocker; reason: string };
 
@@ -46,7 +47,11 @@ export class CapBook {
     const l = this.limits;
     const globalCount = Math.max(live.global, this.byAgent.size);
     if (globalCount >= l.globalMaxAgents) {
-      return { ok: false, blocker: 'global-count', reason: `globalMaxAgents reached (${globalCount}/${l.globalMaxAgents})` };
+      return {
+        ok: false,
+        blocker: 'global-count',
+        reason: `globalMaxAgents reached (${globalCount}/${l.globalMaxAgents})`,
+      };
     }
     const s = l.scalers.get(scalerName);
     if (!s) return { ok: false, blocker: 'scaler-count', reason: `scaler "${scalerName}" is not configured` };
@@ -80,7 +85,9 @@ export class CapBook {
       }
       return undefined;
     };
-    return over(s.resourceCap, used, 'scaler') ?? over(l.globalResourceCap, this.global, 'global') ?? { ok: true };
+    return (
+      over(s.resourceCap, used, 'scaler') ?? over(l.globalResourceCap, this.global, 'global') ?? { ok: true }
+    );
   }
 
   /** Check and take in one step. */

@@ -53,7 +53,8 @@ export function withDeadline<T>(
     };
     const onParentAbort = (): void => expire(parent?.reason);
 
-    if (Number.isFinite(ms) && !disarm?.aborted) timer = clock.setTimer(ms, () => expire(new SpawnTimeoutError(ms)));
+    if (Number.isFinite(ms) && !disarm?.aborted)
+      timer = clock.setTimer(ms, () => expire(new SpawnTimeoutError(ms)));
     disarm?.addEventListener('abort', () => timer?.cancel(), { once: true });
     parent?.addEventListener('abort', onParentAbort, { once: true });
 

@@ -52,7 +52,9 @@ export interface GroupDecision {
   match?: RoutableLabelSet;
 }
 
-export function planReconcile<A extends PlanAgent, G extends PlanGroup>(input: PlanInput<A, G>): GroupDecision[] {
+export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
+  input: PlanInput<A, G>,
+): GroupDecision[] {
   const free = new Set(input.idleAgents);
   const caps = input.caps.clone();
   const perScaler = new Map(input.live.perScaler);

@@ -143,7 +143,13 @@ function indexOf(table: readonly RoutableLabelSet[]): Map<string, number[]> {
   return idx;
 }
 
-function matches(ls: RoutableLabelSet, wanted: readonly string[], jobSet: ReadonlySet<string>, q: RouteQuery, roleLabel?: string) {
+function matches(
+  ls: RoutableLabelSet,
+  wanted: readonly string[],
+  jobSet: ReadonlySet<string>,
+  q: RouteQuery,
+  roleLabel?: string,
+) {
   for (const g of ls.gate) if (!jobSet.has(g)) return false;
   for (const l of wanted) if (!ls.labels.has(l)) return false;
   if (roleLabel && !ls.labels.has(roleLabel)) return false;
@@ -156,7 +162,10 @@ function matches(ls: RoutableLabelSet, wanted: readonly string[], jobSet: Readon
  * label is in the job, no excluded label is in the set. Smallest declared set wins; first on a tie.
  * Tables are treated as immutable (a reload builds a new one), which lets the label index be cached.
  */
-export function findLabelSet(query: RouteQuery, table: readonly RoutableLabelSet[]): RoutableLabelSet | undefined {
+export function findLabelSet(
+  query: RouteQuery,
+  table: readonly RoutableLabelSet[],
+): RoutableLabelSet | undefined {
   const wanted = query.labels;
   const roleLabel = roleRequirement(query.role);
   if (wanted.length === 0) {

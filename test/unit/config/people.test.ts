@@ -64,7 +64,18 @@ describe('loadScalerConfigForPeople', () => {
     // Root reads anything: check from an unprivileged process instead (setpriv ships with util-linux).
     const root = resolve(import.meta.dirname, '../../..');
     const script = `import(${JSON.stringify(join(root, 'dist/config/index.js'))}).then(async (m) => console.log(JSON.stringify(await m.loadScalerConfigForPeople(${JSON.stringify(main)}))))`;
-    const out = execFileSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', join(root, 'node_modules/.bin/node'), '-e', script], { encoding: 'utf8' });
+    const out = execFileSync(
+      'setpriv',
+      [
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        join(root, 'node_modules/.bin/node'),
+        '-e',
+        script,
+      ],
+      { encoding: 'utf8' },
+    );
     expect(JSON.parse(out)).toEqual({ ok: false, problems: [`${main}: permission denied`] });
   });
 

@@ -11,7 +11,8 @@ import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpe
 const hs = useManagerHarnesses();
 let seq = 0;
 const job = (runsOn: string[] = ['linux']): ScaleJob => ({ id: `job-${++seq}`, runId: 'run-1', runsOn });
-const missing = () => new DeterministicSpawnError('binary-missing', 'agent binary /opt/kici/agent does not exist');
+const missing = () =>
+  new DeterministicSpawnError('binary-missing', 'agent binary /opt/kici/agent does not exist');
 
 async function scale(h: ManagerHarness, runsOn: string[] = ['linux']): Promise<ScaleResult> {
   const r = await h.manager.requestScale(job(runsOn));
@@ -27,7 +28,10 @@ async function failOnce(h: ManagerHarness, runsOn: string[] = ['linux'], scaler 
   return r.agentId;
 }
 
-const config = { version: 1, scalers: [bareMetal('alpha', [['linux'], ['linux', 'big']]), bareMetal('beta', [['gpu']])] };
+const config = {
+  version: 1,
+  scalers: [bareMetal('alpha', [['linux'], ['linux', 'big']]), bareMetal('beta', [['gpu']])],
+};
 
 describe('provision backoff', () => {
   it('defers 30 s, 60 s, 120 s, … capped at 900 s, and allows a launch exactly when the window ends', async () => {
@@ -69,7 +73,9 @@ describe('provision backoff', () => {
     expect((await scale(h, ['linux'])).action).toBe('skipped');
     expect((await scale(h, ['big'])).action).toBe('spawning');
     expect((await scale(h, ['gpu'])).action).toBe('spawning');
-    expect(h.manager.backoff.snapshot().map((e) => [e.scalerName, e.labelSetKey])).toEqual([['alpha', 'linux']]);
+    expect(h.manager.backoff.snapshot().map((e) => [e.scalerName, e.labelSetKey])).toEqual([
+      ['alpha', 'linux'],
+    ]);
   });
 
   it('passes the classified error to onSpawnFailed for the bound job and keeps it in the snapshot', async () => {
@@ -79,7 +85,14 @@ describe('provision backoff', () => {
     h.backend('alpha').failSpawn(id, missing());
     await h.settle();
     expect(h.hooks.spawnFailed).toEqual([
-      { jobId: ids[0], error: { kind: 'binary-missing', message: 'agent binary /opt/kici/agent does not exist', deterministic: true } },
+      {
+        jobId: ids[0],
+        error: {
+          kind: 'binary-missing',
+          message: 'agent binary /opt/kici/agent does not exist',
+          deterministic: true,
+        },
+      },
     ]);
     expect(h.manager.backoff.snapshot()).toEqual([
       {
@@ -92,7 +105,12 @@ describe('provision backoff', () => {
       },
     ]);
     expect(h.manager.failures.records()).toEqual([
-      expect.objectContaining({ scalerName: 'alpha', backendType: 'bare-metal', bound: true, kind: 'binary-missing' }),
+      expect.objectContaining({
+        scalerName: 'alpha',
+        backendType: 'bare-metal',
+        bound: true,
+        kind: 'binary-missing',
+      }),
     ]);
     // The waiting job says why, in memory and in the store.
     expect(h.d.queue.get(ids[0]!)?.waiting).toContain('binary-missing');
@@ -115,17 +133,30 @@ describe('provision backoff', () => {
     const id = b.spawns[0]!.agentId;
     b.resolveSpawn(id);
     await h.settle();
-    expect(await h.spawnRows()).toEqual([expect.objectContaining({ agent_id: id, backend_ref: `rec:${id}` })]);
+    expect(await h.spawnRows()).toEqual([
+      expect.objectContaining({ agent_id: id, backend_ref: `rec:${id}` }),
+    ]);
     b.emitFailed(id, 'agent process exited with code 127 before it registered');
     await h.settle();
-    expect(h.hooks.spawnFailed).toEqual([{ jobId: ids[0], error: expect.objectContaining({ kind: 'exited-before-register' }) }]);
-    expect(h.manager.backoff.snapshot()).toEqual([expect.objectContaining({ consecutive: 1, lastError: expect.objectContaining({ kind: 'exited-before-register' }) })]);
+    expect(h.hooks.spawnFailed).toEqual([
+      { jobId: ids[0], error: expect.objectContaining({ kind: 'exited-before-register' }) },
+    ]);
+    expect(h.manager.backoff.snapshot()).toEqual([
+      expect.objectContaining({
+        consecutive: 1,
+        lastError: expect.objectContaining({ kind: 'exited-before-register' }),
+      }),
+    ]);
     expect(h.manager.capBook().count()).toBe(0);
     expect(h.manager.entries()).toEqual([]);
     expect(await h.spawnRows()).toEqual([]);
     expect(await h.reservationRows()).toEqual([]);
     // The job event reached the job's timeline.
-    expect(h.hooks.jobEvents).toContainEqual({ jobId: ids[0], type: 'scaler.failed', detail: expect.stringContaining('code 127') });
+    expect(h.hooks.jobEvents).toContainEqual({
+      jobId: ids[0],
+      type: 'scaler.failed',
+      detail: expect.stringContaining('code 127'),
+    });
     // Its registration is now refused: the id is unknown and its token revoked.
     expect((await h.registerAgent(id)).ok).toBe(false);
   });

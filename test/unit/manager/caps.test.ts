@@ -10,7 +10,12 @@ const hs = useManagerHarnesses();
 const MiB = 1024 * 1024;
 const GiB = 1024 * MiB;
 let seq = 0;
-const job = (runsOn: string[], extra: Partial<ScaleJob> = {}): ScaleJob => ({ id: `job-${++seq}`, runId: 'run-1', runsOn, ...extra });
+const job = (runsOn: string[], extra: Partial<ScaleJob> = {}): ScaleJob => ({
+  id: `job-${++seq}`,
+  runId: 'run-1',
+  runsOn,
+  ...extra,
+});
 
 async function scale(h: ManagerHarness, j: ScaleJob): Promise<ScaleResult> {
   const r = await h.manager.requestScale(j);
@@ -21,8 +26,15 @@ const actions = (rs: ScaleResult[]) => rs.map((r) => r.action);
 
 describe('count caps', () => {
   it('maxAgents caps one scaler', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 2 })] } });
-    const rs = [await scale(h, job(['linux'])), await scale(h, job(['linux'])), await scale(h, job(['linux']))];
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 2 })] },
+    });
+    const rs = [
+      await scale(h, job(['linux'])),
+      await scale(h, job(['linux'])),
+      await scale(h, job(['linux'])),
+    ];
     expect(actions(rs)).toEqual(['spawning', 'spawning', 'at-capacity']);
     expect(rs[2]).toMatchObject({ reason: expect.stringContaining('maxAgents (2/2)') });
     expect(h.backend('alpha').spawns).toHaveLength(2);
@@ -31,9 +43,22 @@ describe('count caps', () => {
   it('globalMaxAgents caps the sum over scalers', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, globalMaxAgents: 3, scalers: [bareMetal('alpha', [['a']], { maxAgents: 5 }), bareMetal('beta', [['b']], { maxAgents: 5 })] },
+      config: {
+        version: 1,
+        globalMaxAgents: 3,
+        scalers: [
+          bareMetal('alpha', [['a']], { maxAgents: 5 }),
+          bareMetal('beta', [['b']], { maxAgents: 5 }),
+        ],
+      },
     });
-    const rs = [await scale(h, job(['a'])), await scale(h, job(['b'])), await scale(h, job(['a'])), await scale(h, job(['b'])), await scale(h, job(['a']))];
+    const rs = [
+      await scale(h, job(['a'])),
+      await scale(h, job(['b'])),
+      await scale(h, job(['a'])),
+      await scale(h, job(['b'])),
+      await scale(h, job(['a'])),
+    ];
     expect(actions(rs)).toEqual(['spawning', 'spawning', 'spawning', 'at-capacity', 'at-capacity']);
     expect(rs[3]).toMatchObject({ reason: expect.stringContaining('globalMaxAgents') });
   });
@@ -41,7 +66,14 @@ describe('count caps', () => {
   it('a backend reporting more live agents than there are reservations blocks (max, not reservations alone)', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, globalMaxAgents: 4, scalers: [bareMetal('alpha', [['a']], { maxAgents: 2 }), bareMetal('beta', [['b']], { maxAgents: 9 })] },
+      config: {
+        version: 1,
+        globalMaxAgents: 4,
+        scalers: [
+          bareMetal('alpha', [['a']], { maxAgents: 2 }),
+          bareMetal('beta', [['b']], { maxAgents: 9 }),
+        ],
+      },
     });
     h.backend('alpha').extraActive = 2;
     expect((await scale(h, job(['a']))).action).toBe('at-capacity');
@@ -56,7 +88,10 @@ describe('count caps', () => {
   it('reservations still queued for a spawn slot count although no backend counts them yet', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('alpha', [['a']], { maxAgents: 3, maxConcurrentSpawns: 1 })] },
+      config: {
+        version: 1,
+        scalers: [bareMetal('alpha', [['a']], { maxAgents: 3, maxConcurrentSpawns: 1 })],
+      },
     });
     const rs = [];
     for (let i = 0; i < 4; i++) rs.push(await scale(h, job(['a'])));
@@ -66,7 +101,10 @@ describe('count caps', () => {
   });
 
   it('a failed spawn gives its slot back at once', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['a'], ['b']], { maxAgents: 1 })] } });
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['a'], ['b']], { maxAgents: 1 })] },
+    });
     const first = await scale(h, job(['a']));
     expect((await scale(h, job(['b']))).action).toBe('at-capacity');
     h.backend('alpha').failSpawn((first as { agentId: string }).agentId, new Error('boom'));
@@ -87,7 +125,11 @@ describe('resource caps and resolution', () => {
       dispatcher: false,
       config: { version: 1, scalers: [bareMetal('alpha', [sized], { resourceCap: { maxCpu: 2.5 } })] },
     });
-    const rs = [await scale(h, job(['linux'])), await scale(h, job(['linux'])), await scale(h, job(['linux']))];
+    const rs = [
+      await scale(h, job(['linux'])),
+      await scale(h, job(['linux'])),
+      await scale(h, job(['linux'])),
+    ];
     // Billed on limits (2 cpus) only one agent would fit under 2.5; billed on requests (1 cpu) two do.
     expect(actions(rs)).toEqual(['spawning', 'spawning', 'at-capacity']);
     expect(rs[2]).toMatchObject({ reason: expect.stringContaining('cpu cap') });
@@ -106,7 +148,11 @@ describe('resource caps and resolution', () => {
       dispatcher: false,
       config: { version: 1, scalers: [bareMetal('alpha', [sized], { resourceCap: { maxMemory: '1g' } })] },
     });
-    const rs = [await scale(h, job(['linux'])), await scale(h, job(['linux'])), await scale(h, job(['linux']))];
+    const rs = [
+      await scale(h, job(['linux'])),
+      await scale(h, job(['linux'])),
+      await scale(h, job(['linux'])),
+    ];
     expect(actions(rs)).toEqual(['spawning', 'spawning', 'at-capacity']);
     expect(rs[2]).toMatchObject({ reason: expect.stringContaining('memory cap') });
   });
@@ -117,7 +163,10 @@ describe('resource caps and resolution', () => {
       config: {
         version: 1,
         globalResourceCap: { maxCpu: 1.5 },
-        scalers: [bareMetal('alpha', [{ ...sized, labels: ['a'] }]), bareMetal('beta', [{ ...sized, labels: ['b'] }])],
+        scalers: [
+          bareMetal('alpha', [{ ...sized, labels: ['a'] }]),
+          bareMetal('beta', [{ ...sized, labels: ['b'] }]),
+        ],
       },
     });
     expect((await scale(h, job(['a']))).action).toBe('spawning');
@@ -128,11 +177,17 @@ describe('resource caps and resolution', () => {
       config: {
         version: 1,
         globalResourceCap: { maxMemory: '768m' },
-        scalers: [bareMetal('alpha', [{ ...sized, labels: ['a'] }]), bareMetal('beta', [{ ...sized, labels: ['b'] }])],
+        scalers: [
+          bareMetal('alpha', [{ ...sized, labels: ['a'] }]),
+          bareMetal('beta', [{ ...sized, labels: ['b'] }]),
+        ],
       },
     });
     expect((await scale(g, job(['a']))).action).toBe('spawning');
-    expect(await scale(g, job(['b']))).toMatchObject({ action: 'at-capacity', reason: expect.stringContaining('global memory cap') });
+    expect(await scale(g, job(['b']))).toMatchObject({
+      action: 'at-capacity',
+      reason: expect.stringContaining('global memory cap'),
+    });
   });
 
   it('resources cascade job → label set → defaults → 0, side by side', async () => {
@@ -141,7 +196,9 @@ describe('resource caps and resolution', () => {
       config: {
         version: 1,
         defaults: { resources: { limits: { cpus: 0.5, memory: '256m' } } },
-        scalers: [bareMetal('alpha', [{ labels: ['ls'], resources: { requests: { memory: '1g' } } }, ['bare']])],
+        scalers: [
+          bareMetal('alpha', [{ labels: ['ls'], resources: { requests: { memory: '1g' } } }, ['bare']]),
+        ],
       },
     });
     const rs: ScaleResult[] = [];
@@ -164,15 +221,23 @@ describe('resource caps and resolution', () => {
   });
 
   it('with nothing declared anywhere the reservation is zero and the backend gets no limits', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { resourceCap: { maxCpu: 1 } })] } });
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { resourceCap: { maxCpu: 1 } })] },
+    });
     for (let i = 0; i < 3; i++) expect((await scale(h, job(['linux']))).action).toBe('spawning');
     expect(h.backend('alpha').spawns.every((s) => s.limits === undefined)).toBe(true);
     expect(h.manager.capBook().usage('alpha')).toEqual({ cpus: 0, memBytes: 0 });
   });
 
   it('resources declared in a run file reach the reservation through the dispatcher', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { resourceCap: { maxCpu: 3 } })] } });
-    await h.submit({ a: { runsOn: ['linux'], resources: { limits: { cpus: 2, memory: '1g' } } }, b: { runsOn: ['linux'], resources: { limits: { cpus: 2 } } } });
+    const h = await hs.make({
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { resourceCap: { maxCpu: 3 } })] },
+    });
+    await h.submit({
+      a: { runsOn: ['linux'], resources: { limits: { cpus: 2, memory: '1g' } } },
+      b: { runsOn: ['linux'], resources: { limits: { cpus: 2 } } },
+    });
     // 2 + 2 > 3: one spawn, the other waits on the cpu cap.
     expect(h.backend('alpha').spawns).toHaveLength(1);
     expect(h.backend('alpha').spawns[0]!.limits).toEqual({ cpus: 2, memBytes: GiB });

@@ -8,7 +8,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MachineLedger } from '../../../src/scaler/ledger/machine-ledger.js';
 import type { ScaleResult } from '../../../src/scaler/types.js';
-import { bareMetal, scalerConfig, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  scalerConfig,
+  useManagerHarnesses,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 let dir: string;
@@ -26,7 +31,12 @@ afterEach(async () => {
 const config = scalerConfig({
   version: 1,
   machinePools: [{ name: 'host', cap: { maxCpu: 3, maxMemory: '64g' } }],
-  scalers: [bareMetal('alpha', [{ labels: ['linux'], resources: { requests: { cpus: 1 } } }], { maxAgents: 10, machinePool: 'host' })],
+  scalers: [
+    bareMetal('alpha', [{ labels: ['linux'], resources: { requests: { cpus: 1 } } }], {
+      maxAgents: 10,
+      machinePool: 'host',
+    }),
+  ],
 });
 
 async function instance(id: string): Promise<ManagerHarness> {
@@ -41,7 +51,8 @@ describe('machine pool ledger', () => {
     const a = await instance('orch-a');
     const b = await instance('orch-b');
     let n = 0;
-    const ask = (h: ManagerHarness) => h.manager.requestScale({ id: `j${++n}`, runId: 'r', runsOn: ['linux'] });
+    const ask = (h: ManagerHarness) =>
+      h.manager.requestScale({ id: `j${++n}`, runId: 'r', runsOn: ['linux'] });
     // Eight concurrent requests, interleaved over both instances: only 3 cpus exist.
     const results: ScaleResult[] = await Promise.all([a, b, a, b, a, b, a, b].map(ask));
     await a.settle();
@@ -49,7 +60,10 @@ describe('machine pool ledger', () => {
     const spawning = results.filter((r) => r.action === 'spawning');
     expect(spawning).toHaveLength(3);
     for (const r of results.filter((x) => x.action !== 'spawning')) {
-      expect(r).toMatchObject({ action: 'at-capacity', reason: expect.stringContaining('machine pool "host"') });
+      expect(r).toMatchObject({
+        action: 'at-capacity',
+        reason: expect.stringContaining('machine pool "host"'),
+      });
     }
     const usage = await ledgers[0]!.usage('host');
     expect(usage.usedCpu).toBe(3);
@@ -62,9 +76,14 @@ describe('machine pool ledger', () => {
   it('capacity an agent of one instance gives back is usable by the other', async () => {
     const a = await instance('orch-a');
     const b = await instance('orch-b');
-    for (let i = 0; i < 3; i++) expect((await a.manager.requestScale({ id: `a${i}`, runId: 'r', runsOn: ['linux'] })).action).toBe('spawning');
+    for (let i = 0; i < 3; i++)
+      expect((await a.manager.requestScale({ id: `a${i}`, runId: 'r', runsOn: ['linux'] })).action).toBe(
+        'spawning',
+      );
     await a.settle();
-    expect((await b.manager.requestScale({ id: 'b0', runId: 'r', runsOn: ['linux'] })).action).toBe('at-capacity');
+    expect((await b.manager.requestScale({ id: 'b0', runId: 'r', runsOn: ['linux'] })).action).toBe(
+      'at-capacity',
+    );
     // One of a's agents runs and goes away.
     const id = a.backend('alpha').spawns[0]!.agentId;
     a.backend('alpha').resolveSpawn(id);
@@ -73,8 +92,11 @@ describe('machine pool ledger', () => {
     await a.manager.onAgentDisconnected(id);
     await a.settle();
     // The ledger release is fire-and-forget; wait for the file to show it.
-    for (let i = 0; i < 100 && (await ledgers[0]!.usage('host')).usedCpu !== 2; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 100 && (await ledgers[0]!.usage('host')).usedCpu !== 2; i++)
+      await new Promise((r) => setTimeout(r, 10));
     expect((await ledgers[0]!.usage('host')).usedCpu).toBe(2);
-    expect((await b.manager.requestScale({ id: 'b1', runId: 'r', runsOn: ['linux'] })).action).toBe('spawning');
+    expect((await b.manager.requestScale({ id: 'b1', runId: 'r', runsOn: ['linux'] })).action).toBe(
+      'spawning',
+    );
   });
 });

@@ -21,7 +21,13 @@ import { TERMINAL_JOB_STATES } from '../../../src/store/index.js';
 import { findLabelSet, buildRoutingTable } from '../../../src/scaler/core/routing.js';
 import { DeterministicSpawnError } from '../../../src/scaler/core/spawn-errors.js';
 import type { Reservation } from '../../../src/scaler/core/caps.js';
-import { bareMetal, scalerConfig, useManagerHarnesses, wipeStore, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  scalerConfig,
+  useManagerHarnesses,
+  wipeStore,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 
@@ -29,7 +35,14 @@ const SPAWN_TIMEOUT_MS = 60_000;
 const WIDTH = { alpha: 2, beta: 1 } as const;
 
 /** Job label choices: served ones, a removable one, and ones no label set serves. */
-const LABELS: string[][] = [['linux'], ['linux', 'small'], ['linux', 'big'], ['gpu'], ['windows'], ['linux', 'gpu']];
+const LABELS: string[][] = [
+  ['linux'],
+  ['linux', 'small'],
+  ['linux', 'big'],
+  ['gpu'],
+  ['windows'],
+  ['linux', 'gpu'],
+];
 /**
  * excludeLabels a job may carry (KICI_PROPERTY_EXCLUDE=0 turns them off when narrowing a failure).
  */
@@ -75,7 +88,16 @@ const modelArb: fc.Arbitrary<Model> = fc.record({
   betaPresent: fc.boolean(),
 });
 const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('submit' as const), jobs: fc.array(fc.record({ l: labelChoice, x: fc.nat({ max: EXCLUDES.length - 1 }) }), { minLength: 1, maxLength: 4 }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('submit' as const),
+      jobs: fc.array(fc.record({ l: labelChoice, x: fc.nat({ max: EXCLUDES.length - 1 }) }), {
+        minLength: 1,
+        maxLength: 4,
+      }),
+    }),
+  },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('resolve' as const), pick }) },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('boot' as const), pick }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('fail' as const), pick, deterministic: fc.boolean() }) },
@@ -88,7 +110,10 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ t: fc.constant('reload' as const), model: modelArb }) },
   {
     weight: 2,
-    arbitrary: fc.record({ t: fc.constant('advance' as const), ms: fc.constantFrom(25, 1_000, 10_000, 30_000, 120_000, 300_000) }),
+    arbitrary: fc.record({
+      t: fc.constant('advance' as const),
+      ms: fc.constantFrom(25, 1_000, 10_000, 30_000, 120_000, 300_000),
+    }),
   },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('pump' as const) }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('redrive' as const) }) },
@@ -101,11 +126,22 @@ function configOf(m: Model) {
     version: 1,
     globalMaxAgents: m.globalMax,
     scalers: [
-      bareMetal('alpha', m.alphaBig ? [['linux', 'small'], ['linux', 'big']] : [['linux', 'small']], {
-        maxAgents: m.alphaMax,
-        maxConcurrentSpawns: WIDTH.alpha,
-      }),
-      ...(m.betaPresent ? [bareMetal('beta', [['gpu']], { maxAgents: m.betaMax, maxConcurrentSpawns: WIDTH.beta })] : []),
+      bareMetal(
+        'alpha',
+        m.alphaBig
+          ? [
+              ['linux', 'small'],
+              ['linux', 'big'],
+            ]
+          : [['linux', 'small']],
+        {
+          maxAgents: m.alphaMax,
+          maxConcurrentSpawns: WIDTH.alpha,
+        },
+      ),
+      ...(m.betaPresent
+        ? [bareMetal('beta', [['gpu']], { maxAgents: m.betaMax, maxConcurrentSpawns: WIDTH.beta })]
+        : []),
     ],
   });
 }
@@ -119,7 +155,17 @@ class Run {
   readonly seenNoBackend = new Set<string>();
   readonly violations: string[] = [];
   readonly trace: string[] = [];
-  readonly stats = { reservations: 0, atCapAlpha: 0, atGlobalCap: 0, reloads: 0, succeeded: 0, failed: 0, noBackend: 0, requeues: 0, registered: 0 };
+  readonly stats = {
+    reservations: 0,
+    atCapAlpha: 0,
+    atGlobalCap: 0,
+    reloads: 0,
+    succeeded: 0,
+    failed: 0,
+    noBackend: 0,
+    requeues: 0,
+    registered: 0,
+  };
 
   constructor(readonly h: ManagerHarness) {
     // Observe every real reservation at the moment it is taken (the planner works on a clone).
@@ -143,10 +189,14 @@ class Run {
     if (mine === maxOf(this.model, r.scalerName)) this.stats.atCapAlpha++;
     if (owner.size === this.model.globalMax) this.stats.atGlobalCap++;
     if (mine > maxOf(this.model, r.scalerName)) {
-      this.violations.push(`(a) reserving ${r.agentId}: scaler ${r.scalerName} holds ${mine} agents > maxAgents ${maxOf(this.model, r.scalerName)}`);
+      this.violations.push(
+        `(a) reserving ${r.agentId}: scaler ${r.scalerName} holds ${mine} agents > maxAgents ${maxOf(this.model, r.scalerName)}`,
+      );
     }
     if (owner.size > this.model.globalMax) {
-      this.violations.push(`(a) reserving ${r.agentId}: ${owner.size} agents > globalMaxAgents ${this.model.globalMax}`);
+      this.violations.push(
+        `(a) reserving ${r.agentId}: ${owner.size} agents > globalMaxAgents ${this.model.globalMax}`,
+      );
     }
   }
 
@@ -164,9 +214,17 @@ class Run {
     const at = <T>(xs: T[], n: number): T | undefined => (xs.length ? xs[n % xs.length] : undefined);
     switch (c.t) {
       case 'submit': {
-        const spec = c.jobs.map(({ l, x }) => ({ runsOn: LABELS[l]!, exclude: WITH_EXCLUDES ? EXCLUDES[x]! : [] }));
+        const spec = c.jobs.map(({ l, x }) => ({
+          runsOn: LABELS[l]!,
+          exclude: WITH_EXCLUDES ? EXCLUDES[x]! : [],
+        }));
         const r = await h.submit(
-          Object.fromEntries(spec.map((j, i) => [`j${i}`, { runsOn: j.runsOn, ...(j.exclude.length ? { excludeLabels: j.exclude } : {}) }])),
+          Object.fromEntries(
+            spec.map((j, i) => [
+              `j${i}`,
+              { runsOn: j.runsOn, ...(j.exclude.length ? { excludeLabels: j.exclude } : {}) },
+            ]),
+          ),
         );
         spec.forEach((j, i) => this.jobs.set(r.byName[`j${i}`]!, j));
         return;
@@ -188,7 +246,12 @@ class Run {
       case 'fail': {
         const p = at(this.pendingSpawns(), c.pick);
         if (!p) return;
-        p.b.failSpawn(p.id, c.deterministic ? new DeterministicSpawnError('binary-missing', 'agent binary missing') : Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+        p.b.failSpawn(
+          p.id,
+          c.deterministic
+            ? new DeterministicSpawnError('binary-missing', 'agent binary missing')
+            : Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }),
+        );
         break;
       }
       case 'exit': {
@@ -205,7 +268,10 @@ class Run {
         return;
       }
       case 'start': {
-        const a = at([...d.active.values()].filter((x) => x.state === 'dispatched'), c.pick);
+        const a = at(
+          [...d.active.values()].filter((x) => x.state === 'dispatched'),
+          c.pick,
+        );
         if (a) await h.startJob(a.agentId, a.job.id);
         return;
       }
@@ -218,7 +284,8 @@ class Run {
         const id = at(h.connectedIds(), c.pick);
         if (!id) return;
         for (const a of d.active.values()) {
-          if (a.agentId === id && a.state === 'dispatched') this.requeues.set(a.job.id, (this.requeues.get(a.job.id) ?? 0) + 1);
+          if (a.agentId === id && a.state === 'dispatched')
+            this.requeues.set(a.job.id, (this.requeues.get(a.job.id) ?? 0) + 1);
         }
         await h.disconnect(id);
         return;
@@ -228,8 +295,7 @@ class Run {
         if (out.result === 'applied') {
           this.model = c.model;
           this.stats.reloads++;
-        }
-        else this.violations.push(`reload of a valid config was rejected: ${out.problems.join('; ')}`);
+        } else this.violations.push(`reload of a valid config was rejected: ${out.problems.join('; ')}`);
         break;
       }
       case 'advance':
@@ -254,27 +320,45 @@ class Run {
     const h = this.h;
     const m = h.manager;
     const entries = new Set(m.entries().map((e) => e.agentId));
-    const reserved = new Set(m.capBook().all().map((r) => r.agentId));
-    for (const id of reserved) if (!entries.has(id)) this.violations.push(`(c) reservation ${id} without an agent entry`);
-    for (const id of entries) if (!reserved.has(id)) this.violations.push(`(a) agent ${id} without a reservation`);
+    const reserved = new Set(
+      m
+        .capBook()
+        .all()
+        .map((r) => r.agentId),
+    );
+    for (const id of reserved)
+      if (!entries.has(id)) this.violations.push(`(c) reservation ${id} without an agent entry`);
+    for (const id of entries)
+      if (!reserved.has(id)) this.violations.push(`(a) agent ${id} without a reservation`);
     for (const b of h.built) {
-      for (const id of b.agents.keys()) if (!entries.has(id)) this.violations.push(`(a) backend ${b.name} holds compute ${id} the manager forgot`);
+      for (const id of b.agents.keys())
+        if (!entries.has(id))
+          this.violations.push(`(a) backend ${b.name} holds compute ${id} the manager forgot`);
       const width = WIDTH[b.name as keyof typeof WIDTH];
-      if (b.inFlight > width) this.violations.push(`(a) ${b.name}: ${b.inFlight} spawn calls in flight > maxConcurrentSpawns ${width}`);
+      if (b.inFlight > width)
+        this.violations.push(
+          `(a) ${b.name}: ${b.inFlight} spawn calls in flight > maxConcurrentSpawns ${width}`,
+        );
     }
     for (const a of h.d.registry.list()) {
-      if (a.kind === 'scaler' && !entries.has(a.id)) this.violations.push(`(a) connected scaler agent ${a.id} unknown to the manager`);
+      if (a.kind === 'scaler' && !entries.has(a.id))
+        this.violations.push(`(a) connected scaler agent ${a.id} unknown to the manager`);
     }
     // (b) assignments.
     const assigns = new Map<string, number>();
     for (const fake of h.agents.values()) {
       const mine = fake.messages.flatMap((x) => (x.type === 'job.assign' ? [x.job.id] : []));
-      if (fake.conn.kind === 'scaler' && mine.length > 1) this.violations.push(`(b) single-use agent ${fake.id} was assigned ${mine.length} jobs`);
+      if (fake.conn.kind === 'scaler' && mine.length > 1)
+        this.violations.push(`(b) single-use agent ${fake.id} was assigned ${mine.length} jobs`);
       for (const j of mine) {
         assigns.set(j, (assigns.get(j) ?? 0) + 1);
         const spec = this.jobs.get(j) ?? { runsOn: [], exclude: [] };
-        if (!spec.runsOn.every((l) => fake.conn.labels.has(l))) this.violations.push(`(b) job ${j} [${spec.runsOn}] assigned to ${fake.id} lacking its labels`);
-        if (spec.exclude.some((l) => fake.conn.labels.has(l))) this.violations.push(`(b) job ${j} excluding [${spec.exclude}] assigned to ${fake.id} carrying one`);
+        if (!spec.runsOn.every((l) => fake.conn.labels.has(l)))
+          this.violations.push(`(b) job ${j} [${spec.runsOn}] assigned to ${fake.id} lacking its labels`);
+        if (spec.exclude.some((l) => fake.conn.labels.has(l)))
+          this.violations.push(
+            `(b) job ${j} excluding [${spec.exclude}] assigned to ${fake.id} carrying one`,
+          );
       }
     }
     for (const [j, n] of assigns) {
@@ -283,12 +367,19 @@ class Run {
     }
     // no-backend only when nothing in the config in force serves the job.
     const table = buildRoutingTable(configOf(this.model));
-    const nb = await h.store.db.selectFrom('jobs').select(['id', 'runs_on']).where('state', '=', 'no-backend').execute();
+    const nb = await h.store.db
+      .selectFrom('jobs')
+      .select(['id', 'runs_on'])
+      .where('state', '=', 'no-backend')
+      .execute();
     for (const row of nb) {
       if (this.seenNoBackend.has(row.id)) continue;
       this.seenNoBackend.add(row.id);
       const hit = findLabelSet({ labels: row.runs_on, exclude: this.jobs.get(row.id)?.exclude ?? [] }, table);
-      if (hit) this.violations.push(`(d) job ${row.id} [${row.runs_on}] settled no-backend although ${hit.scalerName}[${hit.key}] serves it`);
+      if (hit)
+        this.violations.push(
+          `(d) job ${row.id} [${row.runs_on}] settled no-backend although ${hit.scalerName}[${hit.key}] serves it`,
+        );
     }
   }
 
@@ -315,16 +406,28 @@ class Run {
   async final(): Promise<void> {
     const h = this.h;
     const m = h.manager;
-    if (m.capBook().count() !== 0) this.violations.push(`(c) ${m.capBook().count()} reservations left after the drain`);
-    if (m.entries().length !== 0) this.violations.push(`(c) agents left after the drain: ${m.entries().map((e) => `${e.agentId}(${e.registered ? 'registered' : e.settled ? 'started' : 'spawning'})`)}`);
-    if (m.capBook().usage().cpus !== 0 || m.capBook().usage().memBytes !== 0) this.violations.push('(c) global usage not back to zero');
-    for (const b of h.built) if (b.agents.size) this.violations.push(`(c) backend ${b.name} still holds ${[...b.agents.keys()]}`);
+    if (m.capBook().count() !== 0)
+      this.violations.push(`(c) ${m.capBook().count()} reservations left after the drain`);
+    if (m.entries().length !== 0)
+      this.violations.push(
+        `(c) agents left after the drain: ${m.entries().map((e) => `${e.agentId}(${e.registered ? 'registered' : e.settled ? 'started' : 'spawning'})`)}`,
+      );
+    if (m.capBook().usage().cpus !== 0 || m.capBook().usage().memBytes !== 0)
+      this.violations.push('(c) global usage not back to zero');
+    for (const b of h.built)
+      if (b.agents.size) this.violations.push(`(c) backend ${b.name} still holds ${[...b.agents.keys()]}`);
     const spawnRows = await h.spawnRows();
     const resRows = await h.reservationRows();
     if (spawnRows.length) this.violations.push(`(c) spawn rows left: ${spawnRows.map((r) => r.agent_id)}`);
     if (resRows.length) this.violations.push(`(c) reservation rows left: ${resRows.map((r) => r.agent_id)}`);
-    const live = await h.store.db.selectFrom('agent_tokens').select('agent_id').where('kind', '=', 'ephemeral').where('revoked_at', 'is', null).execute();
-    if (live.length) this.violations.push(`(c) ephemeral tokens of gone agents still valid: ${live.map((r) => r.agent_id)}`);
+    const live = await h.store.db
+      .selectFrom('agent_tokens')
+      .select('agent_id')
+      .where('kind', '=', 'ephemeral')
+      .where('revoked_at', 'is', null)
+      .execute();
+    if (live.length)
+      this.violations.push(`(c) ephemeral tokens of gone agents still valid: ${live.map((r) => r.agent_id)}`);
     // (d) no starvation.
     const table = buildRoutingTable(configOf(this.model));
     const rows = await h.store.db.selectFrom('jobs').select(['id', 'state', 'runs_on', 'reason']).execute();
@@ -334,56 +437,67 @@ class Run {
       if (row.state === 'no-backend') this.stats.noBackend++;
       if (!TERMINAL_JOB_STATES.includes(row.state)) {
         const q = h.d.queue.get(row.id);
-        this.violations.push(`(d) job ${row.id} [${row.runs_on}] still ${row.state} after the drain${q?.waiting ? ` (waiting: ${q.waiting})` : ''}`);
-      } else if (row.state === 'no-backend' && findLabelSet({ labels: row.runs_on, exclude: this.jobs.get(row.id)?.exclude ?? [] }, table) && !this.seenNoBackend.has(row.id)) {
-        this.violations.push(`(d) job ${row.id} settled no-backend in the drain although the final config serves it`);
+        this.violations.push(
+          `(d) job ${row.id} [${row.runs_on}] still ${row.state} after the drain${q?.waiting ? ` (waiting: ${q.waiting})` : ''}`,
+        );
+      } else if (
+        row.state === 'no-backend' &&
+        findLabelSet({ labels: row.runs_on, exclude: this.jobs.get(row.id)?.exclude ?? [] }, table) &&
+        !this.seenNoBackend.has(row.id)
+      ) {
+        this.violations.push(
+          `(d) job ${row.id} settled no-backend in the drain although the final config serves it`,
+        );
       }
     }
   }
 }
 
-const envInt = (name: string): number | undefined => (process.env[name] ? Number(process.env[name]) : undefined);
+const envInt = (name: string): number | undefined =>
+  process.env[name] ? Number(process.env[name]) : undefined;
 
 describe('scaler + dispatcher under random interleavings', () => {
-  it(
-    'never exceeds a cap, never double-assigns, releases everything and starves nothing',
-    async () => {
-      let runNo = 0;
-      const seed = envInt('KICI_PROPERTY_SEED');
-      const path = process.env.KICI_PROPERTY_PATH;
-      await fc.assert(
-        fc.asyncProperty(fc.array(cmdArb, { minLength: 25, maxLength: 45 }), async (cmds) => {
-          await wipeStore(hs.store());
-          const h = await hs.make({ instanceId: `prop-${++runNo}`, spawnTimeoutMs: SPAWN_TIMEOUT_MS, config: configOf(INITIAL) });
-          const run = new Run(h);
-          try {
-            for (const [i, c] of cmds.entries()) {
-              run.trace.push(`${i}: ${JSON.stringify(c)}`);
-              await run.exec(c);
-              await run.check();
-              if (run.violations.length) break;
-            }
-            if (!run.violations.length) {
-              await run.drain();
-              await run.final();
-            }
-          } finally {
-            await h.close();
+  it('never exceeds a cap, never double-assigns, releases everything and starves nothing', async () => {
+    let runNo = 0;
+    const seed = envInt('KICI_PROPERTY_SEED');
+    const path = process.env.KICI_PROPERTY_PATH;
+    await fc.assert(
+      fc.asyncProperty(fc.array(cmdArb, { minLength: 25, maxLength: 45 }), async (cmds) => {
+        await wipeStore(hs.store());
+        const h = await hs.make({
+          instanceId: `prop-${++runNo}`,
+          spawnTimeoutMs: SPAWN_TIMEOUT_MS,
+          config: configOf(INITIAL),
+        });
+        const run = new Run(h);
+        try {
+          for (const [i, c] of cmds.entries()) {
+            run.trace.push(`${i}: ${JSON.stringify(c)}`);
+            await run.exec(c);
+            await run.check();
+            if (run.violations.length) break;
           }
-          run.stats.requeues = [...run.requeues.values()].reduce((a, b) => a + b, 0);
-          if (process.env.KICI_PROPERTY_STATS) console.log(JSON.stringify(run.stats));
-          if (run.violations.length) {
-            throw new Error(`${run.violations.slice(0, 8).join('\n')}\n--- commands run:\n${run.trace.join('\n')}`);
+          if (!run.violations.length) {
+            await run.drain();
+            await run.final();
           }
-        }),
-        {
-          numRuns: envInt('KICI_PROPERTY_RUNS') ?? 40,
-          endOnFailure: process.env.KICI_PROPERTY_SHRINK !== '1',
-          ...(seed !== undefined ? { seed } : {}),
-          ...(path ? { path } : {}),
-        },
-      );
-    },
-    300_000,
-  );
+        } finally {
+          await h.close();
+        }
+        run.stats.requeues = [...run.requeues.values()].reduce((a, b) => a + b, 0);
+        if (process.env.KICI_PROPERTY_STATS) console.log(JSON.stringify(run.stats));
+        if (run.violations.length) {
+          throw new Error(
+            `${run.violations.slice(0, 8).join('\n')}\n--- commands run:\n${run.trace.join('\n')}`,
+          );
+        }
+      }),
+      {
+        numRuns: envInt('KICI_PROPERTY_RUNS') ?? 40,
+        endOnFailure: process.env.KICI_PROPERTY_SHRINK !== '1',
+        ...(seed !== undefined ? { seed } : {}),
+        ...(path ? { path } : {}),
+      },
+    );
+  }, 300_000);
 });

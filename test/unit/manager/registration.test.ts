@@ -26,15 +26,25 @@ describe('registration (C.11)', () => {
   });
 
   it('returns the bound job once, the gate and the scaler; marks the backend and the spawn row', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'secure']], { mandatoryLabels: ['secure'] })] } });
+    const h = await hs.make({
+      config: {
+        version: 1,
+        scalers: [bareMetal('alpha', [['linux', 'secure']], { mandatoryLabels: ['secure'] })],
+      },
+    });
     const { jobId, agentId } = await spawned(h, ['linux', 'secure']);
     const r = h.manager.onAgentRegistered(agentId);
     expect(r).toMatchObject({ scalerName: 'alpha', boundJobId: jobId, gate: ['secure'], warm: false });
     expect(h.backend('alpha').registeredMarks).toEqual([agentId]);
-    expect(h.manager.onAgentRegistered(agentId)).toMatchObject({ scalerName: 'alpha', boundJobId: undefined });
+    expect(h.manager.onAgentRegistered(agentId)).toMatchObject({
+      scalerName: 'alpha',
+      boundJobId: undefined,
+    });
     await h.settle();
     const rows = await h.spawnRows();
-    expect(rows).toEqual([expect.objectContaining({ agent_id: agentId, registered_at: new Date(h.clock.now()) })]);
+    expect(rows).toEqual([
+      expect.objectContaining({ agent_id: agentId, registered_at: new Date(h.clock.now()) }),
+    ]);
     expect(h.manager.isProvisioning(jobId)).toBe(false);
   });
 
@@ -48,7 +58,9 @@ describe('registration (C.11)', () => {
   });
 
   it('a bound agent whose job is no longer waiting serves another waiting job instead', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] } });
+    const h = await hs.make({
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] },
+    });
     const { jobId, agentId } = await spawned(h);
     expect(await h.d.cancel(jobId)).toBe('cancelled');
     const { ids } = await h.submit({ b: { runsOn: ['linux'] } });
@@ -76,14 +88,20 @@ describe('single use (C.16)', () => {
     expect(h.backend('alpha').getActiveCount()).toBe(0);
     expect(await h.spawnRows()).toEqual([]);
     expect(await h.reservationRows()).toEqual([]);
-    const tok = await h.store.db.selectFrom('agent_tokens').select('revoked_at').where('agent_id', '=', agentId).executeTakeFirstOrThrow();
+    const tok = await h.store.db
+      .selectFrom('agent_tokens')
+      .select('revoked_at')
+      .where('agent_id', '=', agentId)
+      .executeTakeFirstOrThrow();
     expect(tok.revoked_at).not.toBeNull();
     // The same agent cannot come back.
     expect(await h.registerAgent(agentId)).toMatchObject({ ok: false });
   });
 
   it('an ephemeral agent takes exactly one job', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] } });
+    const h = await hs.make({
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] },
+    });
     const { jobId, agentId } = await spawned(h);
     await h.registerAgent(agentId);
     const { ids } = await h.submit({ b: { runsOn: ['linux'] } });
@@ -117,7 +135,9 @@ describe('single use (C.16)', () => {
 
 describe('re-drive when capacity frees', () => {
   it('an agent leaving lets a waiting job spawn at once, without the periodic sweep', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] } });
+    const h = await hs.make({
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] },
+    });
     const { ids } = await h.submit({ a: { runsOn: ['linux'] }, b: { runsOn: ['linux'] } });
     const b = h.backend('alpha');
     expect(b.spawns).toHaveLength(1);
@@ -133,7 +153,21 @@ describe('re-drive when capacity frees', () => {
   });
 
   it('a failed spawn re-drives waiting jobs within the 25 ms debounce', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'a'], ['linux', 'b']], { maxAgents: 1 })] } });
+    const h = await hs.make({
+      config: {
+        version: 1,
+        scalers: [
+          bareMetal(
+            'alpha',
+            [
+              ['linux', 'a'],
+              ['linux', 'b'],
+            ],
+            { maxAgents: 1 },
+          ),
+        ],
+      },
+    });
     const { byName } = await h.submit({ a: { runsOn: ['a'] } });
     await h.submit({ b: { runsOn: ['b'] } });
     const be = h.backend('alpha');
@@ -150,7 +184,10 @@ describe('re-drive when capacity frees', () => {
   });
 
   it('a burst of releases calls the hook once', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] },
+    });
     for (let i = 0; i < 3; i++) await h.manager.requestScale({ id: `j${i}`, runId: 'r', runsOn: ['linux'] });
     await h.settle();
     for (const id of h.backend('alpha').pendingIds()) h.backend('alpha').failSpawn(id, new Error('x'));

@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import { bareMetal, scalerConfig, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  scalerConfig,
+  useManagerHarnesses,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;
@@ -15,7 +20,11 @@ const base = () =>
   scalerConfig({
     version: 1,
     globalMaxAgents: 10,
-    scalers: [bareMetal('alpha', [['a']], { maxAgents: 1 }), bareMetal('beta', [['b']], { maxAgents: 1 }), bareMetal('gamma', [['c']], { maxAgents: 1 })],
+    scalers: [
+      bareMetal('alpha', [['a']], { maxAgents: 1 }),
+      bareMetal('beta', [['b']], { maxAgents: 1 }),
+      bareMetal('gamma', [['c']], { maxAgents: 1 }),
+    ],
   });
 
 async function spawnFor(h: ManagerHarness, runsOn: string[]): Promise<string> {
@@ -40,7 +49,14 @@ describe('reload plan', () => {
     const out = await h.manager.reload(next, h.factory);
     expect(out).toEqual({
       result: 'applied',
-      plan: { added: ['delta'], updated: ['beta'], unchanged: ['alpha'], retired: ['gamma'], resurrected: [], global: ['globalMaxAgents'] },
+      plan: {
+        added: ['delta'],
+        updated: ['beta'],
+        unchanged: ['alpha'],
+        retired: ['gamma'],
+        resurrected: [],
+        global: ['globalMaxAgents'],
+      },
     });
     expect(h.factoryCalls).toEqual(['delta']);
     expect(h.backend('beta').maxAgents).toBe(3);
@@ -52,7 +68,12 @@ describe('reload plan', () => {
     await spawnFor(h, ['d']);
     // gamma had no agents: its backend is shut down and gone.
     expect(h.backend('gamma').shutdownCalls).toBe(1);
-    expect(h.manager.backendList().map((b) => b.name).sort()).toEqual(['alpha', 'beta', 'delta']);
+    expect(
+      h.manager
+        .backendList()
+        .map((b) => b.name)
+        .sort(),
+    ).toEqual(['alpha', 'beta', 'delta']);
   });
 
   it('refuses a type change and changes nothing', async () => {
@@ -63,13 +84,20 @@ describe('reload plan', () => {
       globalMaxAgents: 3,
       scalers: [
         bareMetal('alpha', [['a']], { maxAgents: 5 }),
-        { name: 'beta', type: 'container', maxAgents: 1, labelSets: [{ labels: ['b'], image: 'ci/agent:1' }] },
+        {
+          name: 'beta',
+          type: 'container',
+          maxAgents: 1,
+          labelSets: [{ labels: ['b'], image: 'ci/agent:1' }],
+        },
         bareMetal('gamma', [['c']], { maxAgents: 1 }),
       ],
     });
     const out = await h.manager.reload(next, h.factory);
     expect(out.result).toBe('rejected');
-    expect(out).toMatchObject({ problems: [expect.stringContaining('backend type cannot change from bare-metal to container')] });
+    expect(out).toMatchObject({
+      problems: [expect.stringContaining('backend type cannot change from bare-metal to container')],
+    });
     expect(h.manager.config).toBe(before);
     expect(h.backend('alpha').maxAgents).toBe(1);
     expect(h.backend('alpha').reloads).toEqual([]);
@@ -93,7 +121,10 @@ describe('reload plan', () => {
       ],
     });
     const out = await h.manager.reload(next, h.factory);
-    expect(out).toEqual({ result: 'rejected', problems: ['scaler "beta": requireSudo cannot change while a label set runs job images'] });
+    expect(out).toEqual({
+      result: 'rejected',
+      problems: ['scaler "beta": requireSudo cannot change while a label set runs job images'],
+    });
     // alpha had accepted (and applied) the new settings; they were put back.
     expect(alpha.reloads[0]).toMatchObject({ valid: true, maxAgents: 4 });
     expect(alpha.labelSets).toBe(oldSets);
@@ -127,10 +158,17 @@ describe('reload plan', () => {
     const before = h.manager.config;
     const next = scalerConfig({
       version: 1,
-      scalers: [bareMetal('alpha', [['a']], { maxAgents: 1 }), bareMetal('beta', [['b'], ['A']], { maxAgents: 1 }), bareMetal('gamma', [['c']], { maxAgents: 1 })],
+      scalers: [
+        bareMetal('alpha', [['a']], { maxAgents: 1 }),
+        bareMetal('beta', [['b'], ['A']], { maxAgents: 1 }),
+        bareMetal('gamma', [['c']], { maxAgents: 1 }),
+      ],
     });
     const out = await h.manager.reload(next, h.factory);
-    expect(out).toEqual({ result: 'rejected', problems: [expect.stringContaining('Label set [a] overlaps between scalers "alpha" and "beta"')] });
+    expect(out).toEqual({
+      result: 'rejected',
+      problems: [expect.stringContaining('Label set [a] overlaps between scalers "alpha" and "beta"')],
+    });
     expect(h.manager.config).toBe(before);
     expect(h.backend('beta').labelSets.map((l) => l.labels)).toEqual([['b']]);
   });
@@ -146,13 +184,23 @@ describe('reload plan', () => {
     expect(out).toEqual({ result: 'rejected', problems: ['scaler "delta": cannot build "delta"'] });
     expect(h.backend('alpha').maxAgents).toBe(1);
     expect(h.manager.route({ runsOn: ['c'] })?.scalerName).toBe('gamma');
-    expect(h.manager.backendList().map((b) => b.name).sort()).toEqual(['alpha', 'beta', 'gamma']);
+    expect(
+      h.manager
+        .backendList()
+        .map((b) => b.name)
+        .sort(),
+    ).toEqual(['alpha', 'beta', 'gamma']);
   });
 });
 
 describe('retiring a removed scaler', () => {
   it('stops routing at once, keeps its running agents until they disconnect, then shuts the backend down', async () => {
-    const h = await hs.make({ config: scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['other']])] }) });
+    const h = await hs.make({
+      config: scalerConfig({
+        version: 1,
+        scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['other']])],
+      }),
+    });
     const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
     const alpha = h.backend('alpha');
     const agentId = alpha.spawns[0]!.agentId;
@@ -161,7 +209,10 @@ describe('retiring a removed scaler', () => {
     await h.registerAgent(agentId);
     await h.startJob(agentId, ids[0]!);
 
-    const out = await h.manager.reload(scalerConfig({ version: 1, scalers: [bareMetal('beta', [['other']])] }), h.factory);
+    const out = await h.manager.reload(
+      scalerConfig({ version: 1, scalers: [bareMetal('beta', [['other']])] }),
+      h.factory,
+    );
     expect(out).toMatchObject({ result: 'applied', plan: { retired: ['alpha'] } });
     await h.settle();
     // Routing stopped: a new linux job has no backend.
@@ -188,9 +239,15 @@ describe('retiring a removed scaler', () => {
     const h = await hs.make({ dispatcher: false, config: base() });
     const alpha = h.backend('alpha');
     await spawnFor(h, ['a']);
-    const without = scalerConfig({ version: 1, scalers: [bareMetal('beta', [['b']], { maxAgents: 1 }), bareMetal('gamma', [['c']], { maxAgents: 1 })] });
+    const without = scalerConfig({
+      version: 1,
+      scalers: [bareMetal('beta', [['b']], { maxAgents: 1 }), bareMetal('gamma', [['c']], { maxAgents: 1 })],
+    });
     expect(await h.manager.reload(without, h.factory)).toMatchObject({ plan: { retired: ['alpha'] } });
-    expect(await h.manager.reload(base(), h.factory)).toMatchObject({ result: 'applied', plan: { resurrected: ['alpha'] } });
+    expect(await h.manager.reload(base(), h.factory)).toMatchObject({
+      result: 'applied',
+      plan: { resurrected: ['alpha'] },
+    });
     expect(h.factoryCalls).toEqual([]);
     expect(h.backend('alpha')).toBe(alpha);
     expect(h.manager.route({ runsOn: ['a'] })?.scalerName).toBe('alpha');
@@ -201,10 +258,16 @@ describe('retiring a removed scaler', () => {
   it('re-adding a fully drained scaler builds a new backend', async () => {
     const h = await hs.make({ dispatcher: false, config: base() });
     const old = h.backend('alpha');
-    const without = scalerConfig({ version: 1, scalers: [bareMetal('beta', [['b']], { maxAgents: 1 }), bareMetal('gamma', [['c']], { maxAgents: 1 })] });
+    const without = scalerConfig({
+      version: 1,
+      scalers: [bareMetal('beta', [['b']], { maxAgents: 1 }), bareMetal('gamma', [['c']], { maxAgents: 1 })],
+    });
     await h.manager.reload(without, h.factory);
     expect(old.shutdownCalls).toBe(1);
-    expect(await h.manager.reload(base(), h.factory)).toMatchObject({ result: 'applied', plan: { added: ['alpha'] } });
+    expect(await h.manager.reload(base(), h.factory)).toMatchObject({
+      result: 'applied',
+      plan: { added: ['alpha'] },
+    });
     expect(h.factoryCalls).toEqual(['alpha']);
     expect(h.backend('alpha')).not.toBe(old);
     await spawnFor(h, ['a']);
@@ -213,24 +276,56 @@ describe('retiring a removed scaler', () => {
 
 describe('settings for new spawns', () => {
   it('a lower maxAgents / globalMaxAgents refuses new reservations; running agents stay', async () => {
-    const h = await hs.make({ dispatcher: false, config: scalerConfig({ version: 1, globalMaxAgents: 10, scalers: [bareMetal('alpha', [['a']], { maxAgents: 5 }), bareMetal('beta', [['b']], { maxAgents: 5 })] }) });
+    const h = await hs.make({
+      dispatcher: false,
+      config: scalerConfig({
+        version: 1,
+        globalMaxAgents: 10,
+        scalers: [
+          bareMetal('alpha', [['a']], { maxAgents: 5 }),
+          bareMetal('beta', [['b']], { maxAgents: 5 }),
+        ],
+      }),
+    });
     await spawnFor(h, ['a']);
     await spawnFor(h, ['a']);
-    await h.manager.reload(scalerConfig({ version: 1, globalMaxAgents: 3, scalers: [bareMetal('alpha', [['a']], { maxAgents: 1 }), bareMetal('beta', [['b']], { maxAgents: 5 })] }), h.factory);
+    await h.manager.reload(
+      scalerConfig({
+        version: 1,
+        globalMaxAgents: 3,
+        scalers: [
+          bareMetal('alpha', [['a']], { maxAgents: 1 }),
+          bareMetal('beta', [['b']], { maxAgents: 5 }),
+        ],
+      }),
+      h.factory,
+    );
     expect((await h.manager.requestScale(job(['a']))).action).toBe('at-capacity');
     expect(h.manager.capBook().count('alpha')).toBe(2);
     expect(h.backend('alpha').destroys).toEqual([]);
     await spawnFor(h, ['b']);
-    expect(await h.manager.requestScale(job(['b']))).toMatchObject({ action: 'at-capacity', reason: expect.stringContaining('globalMaxAgents') });
+    expect(await h.manager.requestScale(job(['b']))).toMatchObject({
+      action: 'at-capacity',
+      reason: expect.stringContaining('globalMaxAgents'),
+    });
   });
 
   it('a maxConcurrentSpawns change applies to new spawns', async () => {
-    const h = await hs.make({ dispatcher: false, config: scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a']], { maxConcurrentSpawns: 1 })] }) });
+    const h = await hs.make({
+      dispatcher: false,
+      config: scalerConfig({
+        version: 1,
+        scalers: [bareMetal('alpha', [['a']], { maxConcurrentSpawns: 1 })],
+      }),
+    });
     const b = h.backend('alpha');
     await spawnFor(h, ['a']);
     await spawnFor(h, ['a']);
     expect(b.inFlight).toBe(1);
-    await h.manager.reload(scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a']], { maxConcurrentSpawns: 3 })] }), h.factory);
+    await h.manager.reload(
+      scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a']], { maxConcurrentSpawns: 3 })] }),
+      h.factory,
+    );
     for (let i = 0; i < 4; i++) await spawnFor(h, ['a']);
     // One old-width spawn in flight, three new-width ones; the rest wait.
     expect(b.inFlight).toBe(4);
@@ -238,8 +333,14 @@ describe('settings for new spawns', () => {
   });
 
   it('an added label set routes at once; a removed one stops routing at once', async () => {
-    const h = await hs.make({ dispatcher: false, config: scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a'], ['old']])] }) });
-    await h.manager.reload(scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a'], ['new']])] }), h.factory);
+    const h = await hs.make({
+      dispatcher: false,
+      config: scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a'], ['old']])] }),
+    });
+    await h.manager.reload(
+      scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['a'], ['new']])] }),
+      h.factory,
+    );
     expect((await h.manager.requestScale(job(['old']))).action).toBe('no-backend');
     await spawnFor(h, ['new']);
     expect(h.backend('alpha').spawns[0]!.labelSet).toEqual(['new']);

@@ -4,17 +4,32 @@
  * reclaims what they do not, and tears down adopted agents that never reconnect.
  */
 import { describe, expect, it } from 'vitest';
-import { bareMetal, scalerConfig, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  scalerConfig,
+  useManagerHarnesses,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 const MiB = 1024 * 1024;
 const config = scalerConfig({
   version: 1,
-  scalers: [bareMetal('alpha', [{ labels: ['linux'], resources: { requests: { cpus: 1.5, memory: '256m' } } }], { maxAgents: 3 })],
+  scalers: [
+    bareMetal('alpha', [{ labels: ['linux'], resources: { requests: { cpus: 1.5, memory: '256m' } } }], {
+      maxAgents: 3,
+    }),
+  ],
 });
 
 /** An orchestrator that spawned a bound agent (registered? no) and a warm one, then "crashed". */
-async function before(): Promise<{ h: ManagerHarness; bound: string; warm: string; jobId: string; tokens: Map<string, string> }> {
+async function before(): Promise<{
+  h: ManagerHarness;
+  bound: string;
+  warm: string;
+  jobId: string;
+  tokens: Map<string, string>;
+}> {
   const h = await hs.make({ instanceId: 'orch-1', config });
   const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
   const match = h.manager.routingTable()[0]!;
@@ -25,7 +40,13 @@ async function before(): Promise<{ h: ManagerHarness; bound: string; warm: strin
   for (const id of b.pendingIds()) b.resolveSpawn(id);
   await h.settle();
   const bound = b.spawns.find((s) => s.boundJobId === ids[0])!.agentId;
-  return { h, bound, warm: w.agentId, jobId: ids[0]!, tokens: new Map(b.spawns.map((s) => [s.agentId, s.token])) };
+  return {
+    h,
+    bound,
+    warm: w.agentId,
+    jobId: ids[0]!,
+    tokens: new Map(b.spawns.map((s) => [s.agentId, s.token])),
+  };
 }
 
 describe('restart recovery', () => {
@@ -56,16 +77,22 @@ describe('restart recovery', () => {
     const counts = await h2.manager.recover(60_000);
     expect(counts).toEqual({ adopted: 2, reclaimed: 0, dropped: 0 });
     const b = h2.backend('alpha');
-    expect(b.adopts.map((a) => [a.agentId, a.backendRef]).sort()).toEqual([
-      [bound, `rec:${bound}`],
-      [warm, `rec:${warm}`],
-    ].sort());
+    expect(b.adopts.map((a) => [a.agentId, a.backendRef]).sort()).toEqual(
+      [
+        [bound, `rec:${bound}`],
+        [warm, `rec:${warm}`],
+      ].sort(),
+    );
     expect(h2.manager.capBook().count('alpha')).toBe(2);
     expect(h2.manager.capBook().usage('alpha')).toEqual({ cpus: 3, memBytes: 512 * MiB });
     // Rebuilt usage caps like live usage: one more fits maxAgents 3, a fourth does not.
     expect(h2.manager.isProvisioning(jobId)).toBe(true);
-    expect((await h2.manager.requestScale({ id: 'x1', runId: 'r', runsOn: ['linux'] })).action).toBe('spawning');
-    expect((await h2.manager.requestScale({ id: 'x2', runId: 'r', runsOn: ['linux'] })).action).toBe('at-capacity');
+    expect((await h2.manager.requestScale({ id: 'x1', runId: 'r', runsOn: ['linux'] })).action).toBe(
+      'spawning',
+    );
+    expect((await h2.manager.requestScale({ id: 'x2', runId: 'r', runsOn: ['linux'] })).action).toBe(
+      'at-capacity',
+    );
     // The agents reconnect with the tokens they were started with.
     const r1 = await h2.registerAgent(bound, { token: tokens.get(bound)! });
     expect(r1).toMatchObject({ ok: true, result: { scalerName: 'alpha', boundJobId: jobId } });

@@ -9,7 +9,12 @@ import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpe
 
 const hs = useManagerHarnesses();
 let seq = 0;
-const job = (runsOn: string[], extra: Partial<ScaleJob> = {}): ScaleJob => ({ id: `job-${++seq}`, runId: 'run-1', runsOn, ...extra });
+const job = (runsOn: string[], extra: Partial<ScaleJob> = {}): ScaleJob => ({
+  id: `job-${++seq}`,
+  runId: 'run-1',
+  runsOn,
+  ...extra,
+});
 
 async function where(h: ManagerHarness, j: ScaleJob): Promise<string> {
   const r = await h.manager.requestScale(j);
@@ -25,7 +30,16 @@ describe('label matching (C.4)', () => {
       dispatcher: false,
       config: {
         version: 1,
-        scalers: [bareMetal('wide', [['linux', 'docker', 'big'], ['linux', 'ssd']]), bareMetal('narrow', [['linux', 'docker'], ['linux', 'gpu']])],
+        scalers: [
+          bareMetal('wide', [
+            ['linux', 'docker', 'big'],
+            ['linux', 'ssd'],
+          ]),
+          bareMetal('narrow', [
+            ['linux', 'docker'],
+            ['linux', 'gpu'],
+          ]),
+        ],
       },
     });
     expect(await where(h, job(['linux', 'docker']))).toBe('narrow[docker,linux]');
@@ -38,7 +52,13 @@ describe('label matching (C.4)', () => {
   it('a job with no labels goes to the first ungated label set', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('gated', [['secure']], { mandatoryLabels: ['secure'] }), bareMetal('open', [['linux']])] },
+      config: {
+        version: 1,
+        scalers: [
+          bareMetal('gated', [['secure']], { mandatoryLabels: ['secure'] }),
+          bareMetal('open', [['linux']]),
+        ],
+      },
     });
     expect(await where(h, job([]))).toBe('open[linux]');
   });
@@ -50,7 +70,10 @@ describe('label matching (C.4)', () => {
   });
 
   it('requestScale itself folds the job labels (spec C.4: target = lowercased job labels)', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'docker']])] } });
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'docker']])] },
+    });
     expect(await where(h, job(['LINUX', 'Docker']))).toBe('alpha[docker,linux]');
     expect(await where(h, job(['linux'], { excludeLabels: ['DOCKER'] }))).toBe('no-backend');
   });
@@ -58,7 +81,10 @@ describe('label matching (C.4)', () => {
   it('mandatoryLabels gate a label set: the job must name every gate label', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('secure', [['linux', 'secure']], { mandatoryLabels: ['Secure'] })] },
+      config: {
+        version: 1,
+        scalers: [bareMetal('secure', [['linux', 'secure']], { mandatoryLabels: ['Secure'] })],
+      },
     });
     expect(await where(h, job(['linux']))).toBe('no-backend');
     expect(await where(h, job(['linux', 'secure']))).toBe('secure[linux,secure]');
@@ -67,7 +93,13 @@ describe('label matching (C.4)', () => {
   it('a gated set is skipped for a job without its gate, even when it is the more specific one', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('open', [['linux', 'x', 'y']]), bareMetal('secure', [['linux', 'hsm']], { mandatoryLabels: ['hsm'] })] },
+      config: {
+        version: 1,
+        scalers: [
+          bareMetal('open', [['linux', 'x', 'y']]),
+          bareMetal('secure', [['linux', 'hsm']], { mandatoryLabels: ['hsm'] }),
+        ],
+      },
     });
     expect(await where(h, job(['linux']))).toBe('open[linux,x,y]');
     expect(await where(h, job(['linux', 'hsm']))).toBe('secure[hsm,linux]');
@@ -76,7 +108,10 @@ describe('label matching (C.4)', () => {
   it('platform taints gate the set and are carried by the agent', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('win', [['build']], { platform: { os: 'windows', arch: 'arm64' } })] },
+      config: {
+        version: 1,
+        scalers: [bareMetal('win', [['build']], { platform: { os: 'windows', arch: 'arm64' } })],
+      },
     });
     expect(await where(h, job(['build']))).toBe('no-backend');
     expect(await where(h, job(['build', 'windows']))).toBe('no-backend');
@@ -109,26 +144,41 @@ describe('label matching (C.4)', () => {
     expect(await where(h, job(['c'], { role: 'build' }))).toBe('no-backend');
     expect(await where(h, job(['d'], { role: 'build' }))).toBe('all[d]');
     expect(await where(h, job(['e'], { role: 'init' }))).toBe('default[e]');
-    const roleLabels = (name: string) => h.backend(name).spawns[0]!.fullLabels.filter((l) => l.startsWith('kici:role:'));
+    const roleLabels = (name: string) =>
+      h.backend(name).spawns[0]!.fullLabels.filter((l) => l.startsWith('kici:role:'));
     expect(roleLabels('exec-only')).toEqual(['kici:role:execution']);
     expect(roleLabels('builders')).toEqual(['kici:role:builder', 'kici:role:execution']);
     expect(roleLabels('inits')).toEqual(['kici:role:execution', 'kici:role:init-runner']);
-    expect(roleLabels('default')).toEqual(['kici:role:builder', 'kici:role:execution', 'kici:role:init-runner']);
+    expect(roleLabels('default')).toEqual([
+      'kici:role:builder',
+      'kici:role:execution',
+      'kici:role:init-runner',
+    ]);
   });
 
   it('excludeLabels veto a label set, including by its auto labels', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['linux', 'ssd']])] },
+      config: {
+        version: 1,
+        scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['linux', 'ssd']])],
+      },
     });
     expect(await where(h, job(['linux']))).toBe('alpha[linux]');
     expect(await where(h, job(['linux'], { excludeLabels: ['kici:scaler:alpha'] }))).toBe('beta[linux,ssd]');
-    expect(await where(h, job(['linux'], { excludeLabels: ['kici:scaler:alpha', 'ssd'] }))).toBe('no-backend');
+    expect(await where(h, job(['linux'], { excludeLabels: ['kici:scaler:alpha', 'ssd'] }))).toBe(
+      'no-backend',
+    );
     expect(await where(h, job(['linux'], { excludeLabels: ['kici:agent:bare-metal'] }))).toBe('no-backend');
   });
 
   it('excludeLabels from the run file reach the scaler through the dispatcher', async () => {
-    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['linux', 'ssd']])] } });
+    const h = await hs.make({
+      config: {
+        version: 1,
+        scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['linux', 'ssd']])],
+      },
+    });
     await h.submit({ a: { runsOn: ['linux'], excludeLabels: ['KICI:SCALER:ALPHA'] } });
     expect(h.backend('alpha').spawns).toHaveLength(0);
     expect(h.backend('beta').spawns).toHaveLength(1);
@@ -141,7 +191,10 @@ describe('excludeLabels at dispatch', () => {
     await h.registerStatic('static-1', ['linux', 'dirty']);
     await h.registerStatic('static-2', ['linux', 'dirty']);
     // Same runsOn, so both jobs share a queue group; only the second excludes "dirty".
-    const { byName } = await h.submit({ any: { runsOn: ['linux'] }, picky: { runsOn: ['linux'], excludeLabels: ['dirty'] } });
+    const { byName } = await h.submit({
+      any: { runsOn: ['linux'] },
+      picky: { runsOn: ['linux'], excludeLabels: ['dirty'] },
+    });
     const onStatic = [...h.assigned('static-1'), ...h.assigned('static-2')];
     expect(onStatic).toContain(byName.any);
     expect(onStatic).not.toContain(byName.picky);
@@ -152,7 +205,10 @@ describe('excludeLabels at dispatch', () => {
   it('an idle agent that fits a later job of the group is used even when the first job excludes it', async () => {
     const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'clean']])] } });
     await h.registerStatic('static-1', ['linux', 'dirty']);
-    const { byName } = await h.submit({ picky: { runsOn: ['linux'], excludeLabels: ['dirty'] }, any: { runsOn: ['linux'] } });
+    const { byName } = await h.submit({
+      picky: { runsOn: ['linux'], excludeLabels: ['dirty'] },
+      any: { runsOn: ['linux'] },
+    });
     expect(h.assigned('static-1')).toEqual([byName.any]);
     expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.picky]);
   });
@@ -161,7 +217,10 @@ describe('excludeLabels at dispatch', () => {
 describe('no-backend verdicts are per job', () => {
   it('a servable job is not settled no-backend because an earlier job of its group excludes every label set', async () => {
     const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
-    const { byName } = await h.submit({ picky: { runsOn: ['linux'], excludeLabels: ['kici:scaler:alpha'] }, any: { runsOn: ['linux'] } });
+    const { byName } = await h.submit({
+      picky: { runsOn: ['linux'], excludeLabels: ['kici:scaler:alpha'] },
+      any: { runsOn: ['linux'] },
+    });
     expect(await h.jobState(byName.picky!)).toBe('no-backend');
     expect(await h.jobState(byName.any!)).toBe('queued');
     expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.any]);
@@ -169,7 +228,10 @@ describe('no-backend verdicts are per job', () => {
 
   it('an unservable job is settled no-backend even when an earlier job of its group is servable', async () => {
     const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
-    const { byName } = await h.submit({ any: { runsOn: ['linux'] }, picky: { runsOn: ['linux'], excludeLabels: ['kici:scaler:alpha'] } });
+    const { byName } = await h.submit({
+      any: { runsOn: ['linux'] },
+      picky: { runsOn: ['linux'], excludeLabels: ['kici:scaler:alpha'] },
+    });
     await h.sweep();
     expect(h.backend('alpha').spawns.map((s) => s.boundJobId)).toEqual([byName.any]);
     expect(await h.jobState(byName.picky!)).toBe('no-backend');
@@ -180,17 +242,38 @@ describe('agent identity and token (D.0)', () => {
   it('fullLabels = declared + kici:agent + kici:scaler + roles + taints, and the token is bound to exactly those', async () => {
     const h = await hs.make({
       agentTokenTtlMs: 120_000,
-      config: { version: 1, scalers: [bareMetal('mac', [['xcode', 'Big']], { platform: { os: 'macos', arch: 'arm64' }, roles: ['builder'] })] },
+      config: {
+        version: 1,
+        scalers: [
+          bareMetal('mac', [['xcode', 'Big']], {
+            platform: { os: 'macos', arch: 'arm64' },
+            roles: ['builder'],
+          }),
+        ],
+      },
     });
     const { ids } = await h.submit({ a: { runsOn: ['xcode', 'big', 'macos', 'arm64'] } });
     const req = h.backend('mac').spawns[0]!;
     expect(req.boundJobId).toBe(ids[0]);
     expect([...req.fullLabels].sort()).toEqual(
-      ['arm64', 'big', 'kici:agent:bare-metal', 'kici:role:builder', 'kici:role:execution', 'kici:scaler:mac', 'macos', 'xcode'].sort(),
+      [
+        'arm64',
+        'big',
+        'kici:agent:bare-metal',
+        'kici:role:builder',
+        'kici:role:execution',
+        'kici:scaler:mac',
+        'macos',
+        'xcode',
+      ].sort(),
     );
     expect(req.labelSet).toEqual(['big', 'xcode']);
     expect(req.agentId).toMatch(/^scaler-bare-metal-[0-9a-f]{8}$/);
-    const rows = await h.store.db.selectFrom('agent_tokens').selectAll().where('agent_id', '=', req.agentId).execute();
+    const rows = await h.store.db
+      .selectFrom('agent_tokens')
+      .selectAll()
+      .where('agent_id', '=', req.agentId)
+      .execute();
     expect(rows).toHaveLength(1);
     expect(rows[0]!.kind).toBe('ephemeral');
     expect([...rows[0]!.labels].sort()).toEqual([...req.fullLabels].sort());
@@ -201,7 +284,7 @@ describe('agent identity and token (D.0)', () => {
     h.backend('mac').resolveSpawn(req.agentId);
     await h.settle();
     const refused = await h.registerAgent(req.agentId, { labels: [...req.fullLabels, 'gpu'] });
-    expect(refused).toEqual({ ok: false, reason: 'labels outside the token\'s scope: gpu' });
+    expect(refused).toEqual({ ok: false, reason: "labels outside the token's scope: gpu" });
     const ok = await h.registerAgent(req.agentId, { labels: [...req.fullLabels, 'kici:os:macos'] });
     expect(ok.ok).toBe(true);
   });
@@ -215,7 +298,9 @@ describe('agent identity and token (D.0)', () => {
       expect(r.runId).toBe(runId);
       expect(r.orchestratorUrl).toBe('ws://127.0.0.1:1/ws');
       expect(r.limits).toBeUndefined();
-      expect(r.fullLabels).toEqual(expect.arrayContaining(['kici:agent:bare-metal', 'kici:scaler:alpha', 'kici:role:execution']));
+      expect(r.fullLabels).toEqual(
+        expect.arrayContaining(['kici:agent:bare-metal', 'kici:scaler:alpha', 'kici:role:execution']),
+      );
     }
     expect(new Set(reqs.map((r) => r.agentId)).size).toBe(2);
     expect(new Set(reqs.map((r) => r.token)).size).toBe(2);

@@ -24,7 +24,10 @@ async function scaleN(h: ManagerHarness, n: number, runsOn: string[] = ['linux']
 
 describe('spawn throttle', () => {
   it('defaults to 8 spawn calls in flight per backend; a finished spawn admits the next', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 20 })] } });
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 20 })] },
+    });
     const ids = await scaleN(h, 10);
     const b = h.backend('alpha');
     expect(b.spawns).toHaveLength(8);
@@ -44,7 +47,13 @@ describe('spawn throttle', () => {
   it('honours a configured width and throttles each backend separately', async () => {
     const h = await hs.make({
       dispatcher: false,
-      config: { version: 1, scalers: [bareMetal('alpha', [['a']], { maxConcurrentSpawns: 2 }), bareMetal('beta', [['b']], { maxConcurrentSpawns: 1 })] },
+      config: {
+        version: 1,
+        scalers: [
+          bareMetal('alpha', [['a']], { maxConcurrentSpawns: 2 }),
+          bareMetal('beta', [['b']], { maxConcurrentSpawns: 1 }),
+        ],
+      },
     });
     const a = await scaleN(h, 4, ['a']);
     await scaleN(h, 3, ['b']);
@@ -61,7 +70,10 @@ describe('spawn throttle', () => {
 
 describe('spawn deadline', () => {
   it('aborts the backend signal at spawnTimeoutMs, frees the reservation, and the job can be re-scaled', async () => {
-    const h = await hs.make({ spawnTimeoutMs: 5_000, config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] } });
+    const h = await hs.make({
+      spawnTimeoutMs: 5_000,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 1 })] },
+    });
     const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
     const b = h.backend('alpha');
     const first = b.spawns[0]!;
@@ -75,7 +87,9 @@ describe('spawn deadline', () => {
     expect(h.manager.entries()).toEqual([]);
     expect(await h.spawnRows()).toEqual([]);
     expect(await h.reservationRows()).toEqual([]);
-    expect(h.hooks.spawnFailed).toEqual([{ jobId: ids[0], error: expect.objectContaining({ kind: 'spawn-timeout' }) }]);
+    expect(h.hooks.spawnFailed).toEqual([
+      { jobId: ids[0], error: expect.objectContaining({ kind: 'spawn-timeout' }) },
+    ]);
     expect(h.manager.isProvisioning(ids[0]!)).toBe(false);
     expect(await h.jobState(ids[0]!)).toBe('queued');
     // Once nothing holds the job back any more (backoff window included), it is provisioned again.
@@ -86,7 +100,11 @@ describe('spawn deadline', () => {
   });
 
   it('counts from semaphore admission, not from the reservation', async () => {
-    const h = await hs.make({ dispatcher: false, spawnTimeoutMs: 5_000, config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxConcurrentSpawns: 1 })] } });
+    const h = await hs.make({
+      dispatcher: false,
+      spawnTimeoutMs: 5_000,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxConcurrentSpawns: 1 })] },
+    });
     const [a, b] = await scaleN(h, 2);
     const be = h.backend('alpha');
     await h.advance(3_000);
@@ -120,7 +138,10 @@ describe('spawn deadline', () => {
   });
 
   it('a spawn aborted while still queued for a slot never reaches the backend', async () => {
-    const h = await hs.make({ dispatcher: false, config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxConcurrentSpawns: 1 })] } });
+    const h = await hs.make({
+      dispatcher: false,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']], { maxConcurrentSpawns: 1 })] },
+    });
     const [, queued] = await scaleN(h, 2);
     await h.manager.shutdownAll(1_000);
     await h.settle();
@@ -129,7 +150,10 @@ describe('spawn deadline', () => {
   });
 
   it('an agent that registered before spawn() returned is not killed by the deadline', async () => {
-    const h = await hs.make({ spawnTimeoutMs: 5_000, config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
+    const h = await hs.make({
+      spawnTimeoutMs: 5_000,
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] },
+    });
     const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
     const b = h.backend('alpha');
     const req = b.spawns[0]!;

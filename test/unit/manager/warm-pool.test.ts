@@ -4,7 +4,12 @@
  * idle past the timeout beyond the pool size, and only take jobs of their own shape.
  */
 import { describe, expect, it } from 'vitest';
-import { bareMetal, scalerConfig, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  scalerConfig,
+  useManagerHarnesses,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 const MiB = 1024 * 1024;
@@ -62,7 +67,10 @@ describe('warm pools', () => {
     const h = await hs.make({ config: warmConfig({ maxAgents: 3 }) });
     await warmUp(h);
     // Two jobs that do not fit the warm shape need their own agents: only one slot is left.
-    await h.submit({ a: { runsOn: ['linux'], resources: { limits: { cpus: 4 } } }, b: { runsOn: ['linux'], resources: { limits: { cpus: 4 } } } });
+    await h.submit({
+      a: { runsOn: ['linux'], resources: { limits: { cpus: 4 } } },
+      b: { runsOn: ['linux'], resources: { limits: { cpus: 4 } } },
+    });
     const bound = h.backend('warm').spawns.filter((s) => s.boundJobId !== undefined);
     expect(bound).toHaveLength(1);
     expect(h.manager.capBook().count('warm')).toBe(3);
@@ -121,7 +129,12 @@ describe('warm pools', () => {
     await h.settle();
     expect(b.destroys.map((d) => d.agentId)).toEqual([first[0]]);
     expect(h.manager.capBook().count('warm')).toBe(2);
-    expect(h.manager.entries().map((e) => e.agentId).sort()).toEqual([first[1], extra.agentId].sort());
+    expect(
+      h.manager
+        .entries()
+        .map((e) => e.agentId)
+        .sort(),
+    ).toEqual([first[1], extra.agentId].sort());
     // The reaped agent's connection went away with its compute; the pool is at size: no new spawn.
     expect(h.connectedIds().sort()).toEqual([first[1], extra.agentId].sort());
     expect(b.spawns).toHaveLength(3);
@@ -143,7 +156,11 @@ describe('warm pools', () => {
     // Disabling the pool drains the rest at once.
     const off = scalerConfig({
       version: 1,
-      scalers: [bareMetal('warm', [{ labels: ['linux'], resources: { requests: { cpus: 1, memory: '512m' } } }], { maxAgents: 5 })],
+      scalers: [
+        bareMetal('warm', [{ labels: ['linux'], resources: { requests: { cpus: 1, memory: '512m' } } }], {
+          maxAgents: 5,
+        }),
+      ],
     });
     expect((await h.manager.reload(off, h.factory)).result).toBe('applied');
     await h.settle();
@@ -155,9 +172,16 @@ describe('warm pools', () => {
     const h = await hs.make({ config: warmConfig() });
     const [w] = await warmUp(h);
     const m = h.manager;
-    const j = (resources?: Record<string, unknown>) => ({ id: 'x', runId: 'r', runsOn: ['linux'], ...(resources ? { resources } : {}) });
+    const j = (resources?: Record<string, unknown>) => ({
+      id: 'x',
+      runId: 'r',
+      runsOn: ['linux'],
+      ...(resources ? { resources } : {}),
+    });
     expect(m.agentFits(w!, j())).toBe(true);
-    expect(m.agentFits(w!, j({ requests: { cpus: 1, memory: '512m' }, limits: { cpus: 1, memory: '512m' } }))).toBe(true);
+    expect(
+      m.agentFits(w!, j({ requests: { cpus: 1, memory: '512m' }, limits: { cpus: 1, memory: '512m' } })),
+    ).toBe(true);
     expect(m.agentFits(w!, j({ limits: { cpus: 1 } }))).toBe(true);
     expect(m.agentFits(w!, j({ limits: { cpus: 2 } }))).toBe(false);
     expect(m.agentFits(w!, j({ requests: { memory: '1g' } }))).toBe(false);
@@ -168,7 +192,10 @@ describe('warm pools', () => {
     const h = await hs.make({ config: warmConfig() });
     const warm = await warmUp(h);
     const b = h.backend('warm');
-    const { ids } = await h.submit({ big: { runsOn: ['linux'], resources: { limits: { cpus: 2, memory: '512m' } } }, fit: { runsOn: ['linux'], resources: { limits: { cpus: 1, memory: '512m' } } } });
+    const { ids } = await h.submit({
+      big: { runsOn: ['linux'], resources: { limits: { cpus: 2, memory: '512m' } } },
+      fit: { runsOn: ['linux'], resources: { limits: { cpus: 1, memory: '512m' } } },
+    });
     const [big, fit] = ids;
     for (const id of warm) expect(h.assigned(id)).not.toContain(big);
     expect(warm.some((id) => h.assigned(id).includes(fit!))).toBe(true);
@@ -181,7 +208,10 @@ describe('warm pools', () => {
     const h = await hs.make({ config: warmConfig() });
     const warm = await warmUp(h);
     // Same runsOn, so the two jobs share one queue group; the first fits the warm shape, the second does not.
-    const { byName } = await h.submit({ fit: { runsOn: ['linux'] }, big: { runsOn: ['linux'], resources: { limits: { cpus: 4, memory: '8g' } } } });
+    const { byName } = await h.submit({
+      fit: { runsOn: ['linux'] },
+      big: { runsOn: ['linux'], resources: { limits: { cpus: 4, memory: '8g' } } },
+    });
     const onWarm = warm.flatMap((id) => h.assigned(id));
     expect(onWarm).toContain(byName.fit);
     expect(onWarm).not.toContain(byName.big);

@@ -4,7 +4,13 @@ import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import type { Logger } from '../../../util/logger.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
-import type { DestroyContext, ManagedAgent, ScalerBackend, SpawnRequest, ValidationResult } from '../../types.js';
+import type {
+  DestroyContext,
+  ManagedAgent,
+  ScalerBackend,
+  SpawnRequest,
+  ValidationResult,
+} from '../../types.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
@@ -54,7 +60,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.maxAgents = opts.entry.maxAgents;
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
     this.log.warn(
-      'bare-metal agents run as host processes with the orchestrator user\'s filesystem and network access; use containers or micro-VMs for untrusted builds',
+      "bare-metal agents run as host processes with the orchestrator user's filesystem and network access; use containers or micro-VMs for untrusted builds",
     );
   }
 
@@ -76,7 +82,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
       try {
         await access(p, constants.X_OK);
       } catch {
-        problems.push(`scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: ${p} is not an executable file`);
+        problems.push(
+          `scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: ${p} is not an executable file`,
+        );
       }
     }
     return problems;
@@ -85,15 +93,28 @@ export class BareMetalScalerBackend implements ScalerBackend {
   async spawn(req: SpawnRequest): Promise<ManagedAgent> {
     const key = normalizeLabelSet(req.labelSet);
     const ls = this.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
-    if (!ls) throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
+    if (!ls)
+      throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
     if (this.agents.size >= this.maxAgents) {
-      throw new SpawnError('capacity', `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.maxAgents})`);
+      throw new SpawnError(
+        'capacity',
+        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.maxAgents})`,
+      );
     }
     const binary = this.binaryPathFor(ls);
     if (!binary) {
-      throw new DeterministicSpawnError('config', `label set [${key}] has no binaryPath (job-image mode needs a container runtime)`);
+      throw new DeterministicSpawnError(
+        'config',
+        `label set [${key}] has no binaryPath (job-image mode needs a container runtime)`,
+      );
     }
-    const agent: ManagedAgent = { id: req.agentId, labelSet: req.labelSet, backendRef: '', spawnedAt: Date.now(), state: 'spawning' };
+    const agent: ManagedAgent = {
+      id: req.agentId,
+      labelSet: req.labelSet,
+      backendRef: '',
+      spawnedAt: Date.now(),
+      state: 'spawning',
+    };
     const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
     this.agents.set(req.agentId, tracked);
     req.onEvent('scaler.provisioning', 'spawning agent process');
@@ -103,7 +124,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
       token: req.token,
       fullLabels: req.fullLabels,
     });
-    if (trusted) this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
+    if (trusted)
+      this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
     let launch = { file: binary, args: [] as string[] };
     if (this.enforcesLimits) {
@@ -130,9 +152,14 @@ export class BareMetalScalerBackend implements ScalerBackend {
       this.agents.delete(req.agentId);
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
       const e = err as NodeJS.ErrnoException;
-      const kind = e.code === 'ENOENT' ? 'binary-missing' : e.code === 'EACCES' ? 'not-executable' : 'unknown';
+      const kind =
+        e.code === 'ENOENT' ? 'binary-missing' : e.code === 'EACCES' ? 'not-executable' : 'unknown';
       const what =
-        kind === 'binary-missing' ? 'does not exist' : kind === 'not-executable' ? 'is not executable' : `could not start (${e.message})`;
+        kind === 'binary-missing'
+          ? 'does not exist'
+          : kind === 'not-executable'
+            ? 'is not executable'
+            : `could not start (${e.message})`;
       const message = `agent binary ${binary} ${what}`;
       req.onEvent('scaler.failed', message);
       throw new DeterministicSpawnError(kind, message, { cause: err });
@@ -182,7 +209,10 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (t.registered || t.destroying) return;
     const how = signal ? `signal ${signal}` : `code ${code}`;
     const tail = t.tail.slice(-10).join('\n');
-    req.onEvent('scaler.failed', `agent process exited with ${how} before it registered${tail ? `\n---\n${tail}` : ''}`);
+    req.onEvent(
+      'scaler.failed',
+      `agent process exited with ${how} before it registered${tail ? `\n---\n${tail}` : ''}`,
+    );
   }
 
   markRegistered(agentId: string): void {
@@ -210,7 +240,13 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
     if (!(await processBelongsToAgent(pid, agentId))) return false;
-    const agent: ManagedAgent = { id: agentId, labelSet, backendRef: String(pid), spawnedAt: Date.now(), state: 'running' };
+    const agent: ManagedAgent = {
+      id: agentId,
+      labelSet,
+      backendRef: String(pid),
+      spawnedAt: Date.now(),
+      state: 'running',
+    };
     this.agents.set(agentId, { agent, pgid: pid, registered: false, destroying: false, tail: [] });
     return true;
   }

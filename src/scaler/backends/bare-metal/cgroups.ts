@@ -17,7 +17,10 @@ export interface CgroupDriver {
 export const AGENT_PIDS_LIMIT = 4096;
 const CPU_PERIOD_US = 100_000;
 
-export async function detectCgroups(root = '/sys/fs/cgroup', parent = 'kici'): Promise<CgroupDriver | undefined> {
+export async function detectCgroups(
+  root = '/sys/fs/cgroup',
+  parent = 'kici',
+): Promise<CgroupDriver | undefined> {
   try {
     const controllers = (await readFile(join(root, 'cgroup.controllers'), 'utf8')).split(/\s+/);
     if (controllers.includes('memory') && controllers.includes('cpu')) return new CgroupV2(root, parent);
@@ -55,7 +58,11 @@ class CgroupV2 implements CgroupDriver {
       await writeFile(join(dir, 'memory.max'), String(limits.memBytes));
       await writeFile(join(dir, 'memory.swap.max'), '0').catch(() => {});
     }
-    if (limits?.cpus) await writeFile(join(dir, 'cpu.max'), `${Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US))} ${CPU_PERIOD_US}`);
+    if (limits?.cpus)
+      await writeFile(
+        join(dir, 'cpu.max'),
+        `${Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US))} ${CPU_PERIOD_US}`,
+      );
     await writeFile(join(dir, 'pids.max'), String(AGENT_PIDS_LIMIT));
     return [join(dir, 'cgroup.procs')];
   }
@@ -84,12 +91,18 @@ class CgroupV1 implements CgroupDriver {
     if (limits?.memBytes) {
       await writeFile(join(this.dir('memory', agentId), 'memory.limit_in_bytes'), String(limits.memBytes));
       // Without this the group could swap past its limit where swap accounting is on.
-      await writeFile(join(this.dir('memory', agentId), 'memory.memsw.limit_in_bytes'), String(limits.memBytes)).catch(() => {});
+      await writeFile(
+        join(this.dir('memory', agentId), 'memory.memsw.limit_in_bytes'),
+        String(limits.memBytes),
+      ).catch(() => {});
     }
     if (limits?.cpus) {
       const cpu = this.dir('cpu', agentId);
       await writeFile(join(cpu, 'cpu.cfs_period_us'), String(CPU_PERIOD_US));
-      await writeFile(join(cpu, 'cpu.cfs_quota_us'), String(Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US))));
+      await writeFile(
+        join(cpu, 'cpu.cfs_quota_us'),
+        String(Math.max(1000, Math.round(limits.cpus * CPU_PERIOD_US))),
+      );
     }
     await writeFile(join(this.dir('pids', agentId), 'pids.max'), String(AGENT_PIDS_LIMIT));
     return CgroupV1.controllers.map((c) => join(this.dir(c, agentId), 'cgroup.procs'));
@@ -125,6 +138,7 @@ async function removeWhenEmpty(dir: string): Promise<void> {
 
 /** A shell prefix that moves itself into the agent's groups, then execs the agent (no race). */
 export function joinCgroupsCommand(procsFiles: string[], binary: string): { file: string; args: string[] } {
-  const script = 'for f in "$@"; do case "$f" in --) break;; esac; echo $$ > "$f"; shift; done; shift; exec "$@"';
+  const script =
+    'for f in "$@"; do case "$f" in --) break;; esac; echo $$ > "$f"; shift; done; shift; exec "$@"';
   return { file: '/bin/sh', args: ['-c', script, 'kici-cgroup-join', ...procsFiles, '--', binary] };
 }

@@ -2,11 +2,21 @@ import type { LabelSetConfig } from '../../../config/index.js';
 
 /** Host variables a default (untrusted) agent process inherits; nothing else crosses over. */
 export const ENV_ALLOWLIST = [
-  'PATH', 'HOME', 'USER', 'SHELL', 'LANG', 'LC_ALL', 'TERM', 'TMPDIR', 'NODE_PATH', 'TZ',
+  'PATH',
+  'HOME',
+  'USER',
+  'SHELL',
+  'LANG',
+  'LC_ALL',
+  'TERM',
+  'TMPDIR',
+  'NODE_PATH',
+  'TZ',
 ] as const;
 
 /** Never handed to an agent, even in the trusted profile. */
-const SCRUB = /^(KICI_(ADMIN_TOKEN|DATABASE_URL|AGENT_TOKEN|SCALER_CLAIM_CODE)|PG(PASSWORD|USER|HOST|DATABASE)|DATABASE_URL)$/;
+const SCRUB =
+  /^(KICI_(ADMIN_TOKEN|DATABASE_URL|AGENT_TOKEN|SCALER_CLAIM_CODE)|PG(PASSWORD|USER|HOST|DATABASE)|DATABASE_URL)$/;
 
 export const AGENT_ENV_PREFIX = 'KICI_AGENT_ENV_';
 
