@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { LogStream } from '../protocol/messages.js';
+import { onLines } from '../util/lines.js';
 
 export interface StepOutcome {
   exitCode: number | null;
@@ -53,8 +54,8 @@ export function runStep(opts: {
   };
   const timeout = opts.timeoutMs ? setTimeout(() => cancel('timeout'), opts.timeoutMs) : undefined;
 
-  pipeLines(child.stdout, 'stdout', opts.onLine);
-  pipeLines(child.stderr, 'stderr', opts.onLine);
+  onLines(child.stdout, (line) => opts.onLine('stdout', line));
+  onLines(child.stderr, (line) => opts.onLine('stderr', line));
 
   const done = new Promise<StepOutcome>((resolve) => {
     let spawnError: string | undefined;
@@ -75,33 +76,6 @@ export function runStep(opts: {
     });
   });
   return { done, cancel };
-}
-
-function pipeLines(
-  stream: NodeJS.ReadableStream | null,
-  name: LogStream,
-  onLine: (stream: LogStream, line: string) => void,
-): void {
-  if (!stream) return;
-  let buf = '';
-  stream.setEncoding('utf8');
-  stream.on('data', (chunk: string) => {
-    buf += chunk;
-    let nl: number;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      onLine(name, buf.slice(0, nl).replace(/\r$/, ''));
-      buf = buf.slice(nl + 1);
-    }
-    // Bound memory for output that never ends a line.
-    if (buf.length > 64 * 1024) {
-      onLine(name, buf);
-      buf = '';
-    }
-  });
-  stream.on('end', () => {
-    if (buf) onLine(name, buf);
-    buf = '';
-  });
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };

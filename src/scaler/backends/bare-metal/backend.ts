@@ -11,6 +11,7 @@ import type {
   SpawnRequest,
   ValidationResult,
 } from '../../types.js';
+import { onLines } from '../../../util/lines.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
@@ -171,7 +172,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
     agent.backendRef = String(pid);
     agent.state = 'running';
     this.capture(tracked, child);
-    child.once('exit', (code, signal) => this.onExit(req, tracked, code, signal));
+    // 'close' comes after the output streams ended, so the failure message carries the whole tail.
+    child.once('close', (code, signal) => this.onExit(req, tracked, code, signal));
     if (req.signal.aborted || wasDestroyed(tracked)) {
       // The spawn was abandoned (deadline, teardown) while the process was starting: it must not outlive it.
       this.agents.delete(req.agentId);
@@ -187,19 +189,10 @@ export class BareMetalScalerBackend implements ScalerBackend {
   private capture(t: Tracked, child: ChildProcess): void {
     const log = this.log.child({ agentId: t.agent.id, logsSource: 'bare-metal' });
     for (const stream of [child.stdout, child.stderr]) {
-      if (!stream) continue;
-      let buf = '';
-      stream.setEncoding('utf8');
-      stream.on('data', (chunk: string) => {
-        buf += chunk;
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          t.tail.push(line);
-          if (t.tail.length > TAIL_LINES) t.tail.shift();
-          log.debug({ line }, 'agent output');
-        }
+      onLines(stream, (line) => {
+        t.tail.push(line);
+        if (t.tail.length > TAIL_LINES) t.tail.shift();
+        log.debug({ line }, 'agent output');
       });
     }
   }
