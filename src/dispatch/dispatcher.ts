@@ -12,11 +12,13 @@ import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
-import { JobQueue, type QueuedJob } from './job-queue.js';
+import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
 import { LogSink } from './log-sink.js';
 
 export interface ActiveJob {
   job: QueuedJob;
+  /** The full spec, loaded with the claim (queued jobs keep only their routing facts in memory). */
+  spec: JobSpec;
   agentId: string;
   state: 'dispatched' | 'running';
   /** The agent went away; the job waits this long for it to come back before it is settled. */
@@ -270,23 +272,23 @@ export class Dispatcher {
     this.queue.remove(job.id);
     agent.busyJobId = job.id;
     agent.jobsTaken++;
-    let ok = false;
+    let spec: JobSpec | undefined;
     try {
-      ok = await this.opts.store.jobs.claim(job.id, agent.id, this.now());
+      spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now())) as JobSpec | undefined;
     } catch (err) {
       this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
       this.queue.add(job);
     }
-    if (!ok) {
+    if (!spec) {
       agent.busyJobId = undefined;
       agent.jobsTaken--;
       return false;
     }
-    const active: ActiveJob = { job, agentId: agent.id, state: 'dispatched' };
+    const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
     this.active.set(job.id, active);
     if (agent.kind === 'scaler') this.opts.scaler?.onJobAssigned(agent.id);
     this.armTimeout(active);
-    agent.send({ type: 'job.assign', job: toAssigned(job) });
+    agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
     this.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
     return true;
   }
@@ -308,7 +310,7 @@ export class Dispatcher {
   }
 
   private armTimeout(a: ActiveJob): void {
-    const seconds = a.job.spec.timeoutSeconds;
+    const seconds = a.spec.timeoutSeconds;
     if (!seconds) return;
     a.timeoutTimer = setTimeout(
       () => {
@@ -397,6 +399,7 @@ export class Dispatcher {
       } else if (row.agent_id) {
         const a: ActiveJob = {
           job,
+          spec: row.spec as JobSpec,
           agentId: row.agent_id,
           state: row.state === 'running' ? 'running' : 'dispatched',
         };
@@ -451,25 +454,25 @@ export function toQueued(row: JobRow): QueuedJob {
     name: row.name,
     seq: Number(row.seq),
     runsOn: row.runs_on,
-    spec: row.spec as JobSpec,
+    spec: routingSpec(row.spec as JobSpec),
     createdAtMs: row.created_at.getTime(),
     ...(row.last_provisioning_error ? { waiting: row.last_provisioning_error } : {}),
   };
 }
 
-export function toAssigned(job: QueuedJob): AssignedJob {
+export function toAssigned(job: QueuedJob, spec: JobSpec): AssignedJob {
   return {
     id: job.id,
     runId: job.runId,
     name: job.name,
-    steps: job.spec.steps.map((s, i) => ({
+    steps: spec.steps.map((s, i) => ({
       name: s.name ?? `step ${i + 1}`,
       run: s.run,
       ...(s.env ? { env: s.env } : {}),
       ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),
     })),
-    env: job.spec.env ?? {},
-    ...(job.spec.timeoutSeconds ? { timeoutSeconds: job.spec.timeoutSeconds } : {}),
-    ...(job.spec.container ? { container: job.spec.container } : {}),
+    env: spec.env ?? {},
+    ...(spec.timeoutSeconds ? { timeoutSeconds: spec.timeoutSeconds } : {}),
+    ...(spec.container ? { container: spec.container } : {}),
   };
 }

@@ -1,12 +1,27 @@
 import type { JobSpec } from '../jobs/run-spec.js';
 
+/**
+ * What a queued job needs in memory: the facts routing, agent fit and caps read. Steps and env stay
+ * in the store and come back with the claim, so 100,000 queued jobs do not hold 100,000 scripts.
+ */
+export type QueuedJobSpec = Pick<JobSpec, 'role'> & Partial<Omit<JobSpec, 'role'>>;
+
+export function routingSpec(spec: JobSpec | QueuedJobSpec): QueuedJobSpec {
+  return {
+    role: spec.role,
+    ...(spec.excludeLabels ? { excludeLabels: spec.excludeLabels } : {}),
+    ...(spec.resources ? { resources: spec.resources } : {}),
+    ...(spec.container ? { container: spec.container } : {}),
+  };
+}
+
 export interface QueuedJob {
   id: string;
   runId: string;
   name: string;
   seq: number;
   runsOn: string[];
-  spec: JobSpec;
+  spec: QueuedJobSpec;
   createdAtMs: number;
   /** Why the job is still waiting, as last decided; shown by `job list` and `scaler explain`. */
   waiting?: string;
@@ -15,6 +30,7 @@ export interface QueuedJob {
 interface Group {
   key: string;
   labels: string[];
+  spec: QueuedJobSpec;
   jobs: Map<string, QueuedJob>;
   /** The highest-seq job added, to tell an append from a re-insert without scanning. */
   last?: QueuedJob;
@@ -46,11 +62,12 @@ export class JobQueue {
     const key = groupKey(job);
     let g = this.groups.get(key);
     if (!g) {
-      g = { key, labels: job.runsOn, jobs: new Map() };
+      g = { key, labels: job.runsOn, spec: routingSpec(job.spec), jobs: new Map() };
       this.groups.set(key, g);
     }
-    // Every job of a group has the same labels: share one array instead of 100,000 copies.
+    // Every job of a group has the same labels and routing facts (they make the key): share them.
     job.runsOn = g.labels;
+    job.spec = g.spec;
     const last = g.last;
     if (last && last.seq > job.seq) {
       // A requeued job goes back to its place, not to the end.

@@ -58,13 +58,19 @@ export class JobsRepo {
 
   /** queued → dispatched for one agent. False when someone else got there first. */
   async claim(jobId: string, agentId: string, now: Date): Promise<boolean> {
-    const res = await this.db
+    return (await this.claimSpec(jobId, agentId, now)) !== undefined;
+  }
+
+  /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
+  async claimSpec(jobId: string, agentId: string, now: Date): Promise<unknown> {
+    const row = await this.db
       .updateTable('jobs')
       .set({ state: 'dispatched', agent_id: agentId, dispatched_at: now, attempts: sql`attempts + 1` })
       .where('id', '=', jobId)
       .where('state', '=', 'queued')
+      .returning('spec')
       .executeTakeFirst();
-    return res.numUpdatedRows === 1n;
+    return row?.spec;
   }
 
   async markRunning(jobId: string, agentId: string, now: Date): Promise<boolean> {
