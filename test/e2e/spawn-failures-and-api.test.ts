@@ -67,47 +67,36 @@ describe('spawn failures are classified, visible and backed off', () => {
     expect(t.orch.scaler!.capBook().count()).toBe(0);
   });
 
-  it('a binary that is not executable is classified as such', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-noexec-'));
+  /** Start with a fake agent binary, submit one job, and return the error the failed spawn left on it. */
+  async function provisioningErrorWith(script: string, mode: number): Promise<string> {
+    const dir = await mkdtemp(join(tmpdir(), 'kici-agent-bin-'));
     const path = join(dir, 'agent');
-    await writeFile(path, '#!/bin/sh\necho hi\n');
-    await chmod(path, 0o644);
+    await writeFile(path, script);
+    await chmod(path, mode);
     t = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]),
     });
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
     });
-    const j = await eventually(async () => {
-      const b = (
-        await t!.api<{ lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${run.body.jobs[0]!.id}`)
-      ).body;
-      return b.lastProvisioningError ? b : undefined;
+    return eventually(async () => {
+      const url = `/api/v1/jobs/${run.body.jobs[0]!.id}`;
+      return (await t!.api<{ lastProvisioningError: string | null }>('GET', url)).body.lastProvisioningError;
     });
-    expect(j.lastProvisioningError).toMatch(/^not-executable: agent binary .* is not executable$/);
+  }
+
+  it('a binary that is not executable is classified as such', async () => {
+    const error = await provisioningErrorWith('#!/bin/sh\necho hi\n', 0o644);
+    expect(error).toMatch(/^not-executable: agent binary .* is not executable$/);
   });
 
   it('an agent that exits before registering is a failed start, with its output tail', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-crash-'));
-    const path = join(dir, 'agent');
-    await writeFile(path, '#!/bin/sh\necho "cannot reach the orchestrator" >&2\nexit 4\n');
-    await chmod(path, 0o755);
-    t = await startTestOrchestrator({
-      config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]),
-    });
-    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
-      jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
-    });
-    const j = await eventually(async () => {
-      const b = (
-        await t!.api<{ lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${run.body.jobs[0]!.id}`)
-      ).body;
-      return b.lastProvisioningError ? b : undefined;
-    });
-    expect(j.lastProvisioningError).toMatch(
-      /^exited-before-register: agent process exited with code 4 before it registered/,
+    const error = await provisioningErrorWith(
+      '#!/bin/sh\necho "cannot reach the orchestrator" >&2\nexit 4\n',
+      0o755,
     );
-    expect(j.lastProvisioningError).toMatch(/cannot reach the orchestrator/);
+    expect(error).toMatch(/^exited-before-register: agent process exited with code 4 before it registered/);
+    expect(error).toMatch(/cannot reach the orchestrator/);
   });
 
   it('maxAgents holds: extra jobs wait and run when capacity frees up', async () => {
