@@ -69,19 +69,11 @@ export class AgentRegistry {
     return !a.busyJobId && !a.draining && !(a.ephemeral && a.jobsTaken > 0);
   }
 
-  /** An idle agent for this job; scaler agents first would waste static capacity, so static first. */
-  findIdle(
-    job: Pick<QueuedJob, 'runsOn' | 'spec'>,
-    fits?: (a: ConnectedAgent) => boolean,
-  ): ConnectedAgent | undefined {
-    let fallback: ConnectedAgent | undefined;
-    for (const a of this.agents.values()) {
-      if (!this.isAvailable(a) || !canAgentRunJob(a, job)) continue;
-      if (fits && !fits(a)) continue;
-      if (a.kind === 'static') return a;
-      fallback ??= a;
-    }
-    return fallback;
+  /** Agents free for work, static ones first: they are already paid for, a scaler agent is not. */
+  idle(): ConnectedAgent[] {
+    const out: ConnectedAgent[] = [];
+    for (const a of this.agents.values()) if (this.isAvailable(a)) out.push(a);
+    return out.sort((a, b) => Number(a.kind !== 'static') - Number(b.kind !== 'static'));
   }
 
   /** Any connected agent, busy or not, that could ever run the job (a used single-use agent never will). */

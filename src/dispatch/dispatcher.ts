@@ -173,7 +173,7 @@ export class Dispatcher {
     for (const b of scaler?.backendList() ?? []) perScaler.set(b.name, b.getActiveCount());
     const plan = planReconcile({
       groups,
-      idleAgents: this.registry.list().filter((a) => this.registry.isAvailable(a)),
+      idleAgents: this.registry.idle(),
       canRun: (a, g) =>
         canAgentRunJob(a, g.sample) &&
         (a.kind !== 'scaler' || !scaler || scaler.agentFits(a.id, this.scaleJob(g.sample))),

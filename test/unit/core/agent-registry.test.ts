@@ -111,14 +111,21 @@ describe('AgentRegistry availability', () => {
   });
 });
 
-describe('AgentRegistry.findIdle', () => {
+/** What dispatch does with the registry: the first idle agent (static first) that can run the job. */
+const findIdle = (
+  r: AgentRegistry,
+  job: Parameters<typeof canAgentRunJob>[1],
+  fits?: (a: ConnectedAgent) => boolean,
+) => r.idle().find((a) => canAgentRunJob(a, job) && (!fits || fits(a)));
+
+describe('AgentRegistry.idle', () => {
   it('prefers a static agent even when a scaler agent connected first', () => {
     const r = new AgentRegistry();
     const scaler = agent('sc', ['linux'], { kind: 'scaler', ephemeral: true });
     const staticAgent = agent('st', ['linux']);
     r.add(scaler);
     r.add(staticAgent);
-    expect(r.findIdle(jobOn(['linux']))).toBe(staticAgent);
+    expect(findIdle(r, jobOn(['linux']))).toBe(staticAgent);
   });
 
   it('falls back to the first fitting scaler agent', () => {
@@ -128,7 +135,7 @@ describe('AgentRegistry.findIdle', () => {
     r.add(agent('st-wrong', ['windows']));
     r.add(first);
     r.add(agent('sc2', ['linux'], { kind: 'scaler', ephemeral: true }));
-    expect(r.findIdle(jobOn(['linux']))).toBe(first);
+    expect(findIdle(r, jobOn(['linux']))).toBe(first);
   });
 
   it('applies an extra fit check on top of the label rules, keeping the static preference', () => {
@@ -137,9 +144,9 @@ describe('AgentRegistry.findIdle', () => {
     r.add(agent('sc-big', ['linux'], { kind: 'scaler', ephemeral: true }));
     r.add(agent('st-big', ['linux']));
     const big = (a: ConnectedAgent) => a.id.endsWith('-big');
-    expect(r.findIdle(jobOn(['linux']), big)?.id).toBe('st-big');
-    expect(r.findIdle(jobOn(['linux']), (a) => a.kind === 'scaler')?.id).toBe('sc-big');
-    expect(r.findIdle(jobOn(['linux']), () => false)).toBeUndefined();
+    expect(findIdle(r, jobOn(['linux']), big)?.id).toBe('st-big');
+    expect(findIdle(r, jobOn(['linux']), (a) => a.kind === 'scaler')?.id).toBe('sc-big');
+    expect(findIdle(r, jobOn(['linux']), () => false)).toBeUndefined();
   });
 
   it('skips agents that cannot run the job or are not available', () => {
@@ -148,8 +155,8 @@ describe('AgentRegistry.findIdle', () => {
     r.add(agent('drain', ['linux'], { draining: true }));
     r.add(agent('used', ['linux'], { kind: 'scaler', ephemeral: true, jobsTaken: 1 }));
     r.add(agent('gated', ['linux', 'gpu'], { gate: ['gpu'] }));
-    expect(r.findIdle(jobOn(['linux']))).toBeUndefined();
-    expect(r.findIdle(jobOn(['linux', 'gpu']))?.id).toBe('gated');
+    expect(findIdle(r, jobOn(['linux']))).toBeUndefined();
+    expect(findIdle(r, jobOn(['linux', 'gpu']))?.id).toBe('gated');
   });
 });
 
@@ -236,7 +243,7 @@ describe('AgentRegistry properties', () => {
         for (const a of agents) r.add(a);
         const job = jobOn(j.runsOn, { role: j.role, ...(j.image ? { image: j.image } : {}) });
         const fitting = agents.filter((a) => r.isAvailable(a) && canAgentRunJob(a, job));
-        const hit = r.findIdle(job);
+        const hit = findIdle(r, job);
         if (fitting.length === 0) {
           expect(hit).toBeUndefined();
           return;
