@@ -64,10 +64,8 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     );
     expect(logs.body.lines.map((l) => l.line)).toContain('out-j0');
     expect(logs.body.lines.some((l) => l.stream === 'stderr' && l.line === 'err-0')).toBe(true);
-    // Compute is gone once each job is done.
+    // Compute is gone once each job is done: records are deleted only after destroy() returned.
     await eventually(() => t!.orch.scaler!.entries().length === 0, 10_000, 'all agents torn down');
-    for (const pid of spawnedPids) expect(alive(pid), `agent process ${pid}`).toBe(false);
-    // Spawn records go once the compute is confirmed gone (they are what a crash recovery would reclaim from).
     await eventually(
       async () =>
         (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,
@@ -75,6 +73,8 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
       'spawn records deleted',
     );
     expect(await t.orch.store.db.selectFrom('scaler_reservations').selectAll().execute()).toHaveLength(0);
+    // A process that just exited is reaped by its parent a moment later.
+    await eventually(() => [...spawnedPids].every((pid) => !alive(pid)), 2_000, 'agent processes gone');
     expect(t.orch.scaler!.capBook().count()).toBe(0);
   });
 

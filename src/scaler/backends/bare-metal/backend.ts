@@ -198,7 +198,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   private onExit(req: SpawnRequest, t: Tracked, code: number | null, signal: NodeJS.Signals | null): void {
-    if (this.agents.get(t.agent.id) === t) this.agents.delete(t.agent.id);
+    // Tracking stays until the manager's destroy(): that is what removes the cgroup and what the
+    // active count must include until then.
     if (t.registered || t.destroying) return;
     const how = signal ? `signal ${signal}` : `code ${code}`;
     const tail = t.tail.slice(-10).join('\n');
@@ -221,7 +222,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.agents.delete(agentId);
     if (t.pgid !== undefined) await stopGroup(t.pgid, this.opts.stopGraceMs);
     // Also catches anything that left the process group (setsid) but not the cgroup.
-    if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(() => {});
+    if (this.enforcesLimits) {
+      await this.opts.cgroups!.remove(agentId).catch((err: unknown) => {
+        this.log.warn({ agentId, err: (err as Error).message }, 'could not remove the agent cgroup');
+      });
+    }
   }
 
   /** Limits are enforced only where the operator asked for it and a cgroup tree is usable. */

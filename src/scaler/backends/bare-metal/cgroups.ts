@@ -69,8 +69,9 @@ class CgroupV2 implements CgroupDriver {
 
   async remove(agentId: string): Promise<void> {
     const dir = this.dir(agentId);
-    await writeFile(join(dir, 'cgroup.kill'), '1').catch(() => {});
-    await removeWhenEmpty(dir);
+    const kill = () => writeFile(join(dir, 'cgroup.kill'), '1').catch(() => {});
+    await kill();
+    await removeWhenEmpty(dir, kill);
   }
 }
 
@@ -109,31 +110,39 @@ class CgroupV1 implements CgroupDriver {
   }
 
   async remove(agentId: string): Promise<void> {
-    // v1 has no cgroup.kill: signal whatever is still listed in the pids group.
-    const procs = await readFile(join(this.dir('pids', agentId), 'cgroup.procs'), 'utf8').catch(() => '');
-    for (const pid of procs.split('\n').filter(Boolean)) {
-      try {
-        process.kill(Number(pid), 'SIGKILL');
-      } catch {
-        // already gone
+    // v1 has no cgroup.kill: signal whatever is still listed, every round, until the groups are gone.
+    const killAll = async () => {
+      for (const c of CgroupV1.controllers) {
+        const procs = await readFile(join(this.dir(c, agentId), 'cgroup.procs'), 'utf8').catch(() => '');
+        for (const pid of procs.split('\n').filter(Boolean)) {
+          try {
+            process.kill(Number(pid), 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
       }
-    }
-    for (const c of CgroupV1.controllers) await removeWhenEmpty(this.dir(c, agentId));
+    };
+    for (const c of CgroupV1.controllers) await removeWhenEmpty(this.dir(c, agentId), killAll);
   }
 }
 
-/** rmdir fails with EBUSY while the kernel still tears processes down; retry briefly. */
-async function removeWhenEmpty(dir: string): Promise<void> {
-  for (let i = 0; i < 50; i++) {
+/**
+ * rmdir fails with EBUSY while the kernel still tears processes down (an OOM kill can take a while
+ * on a busy host); keep killing stragglers and retrying for up to 10 s before giving up.
+ */
+async function removeWhenEmpty(dir: string, killStragglers?: () => Promise<void>): Promise<void> {
+  for (let i = 0; i < 200; i++) {
     try {
       await rmdir(dir);
       return;
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT') return;
-      await new Promise((r) => setTimeout(r, 20));
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      await killStragglers?.();
+      await new Promise((r) => setTimeout(r, 50));
     }
   }
+  throw new Error(`cgroup ${dir} is still busy after 10 s`);
 }
 
 /** A shell prefix that moves itself into the agent's groups, then execs the agent (no race). */
