@@ -20,6 +20,35 @@ export interface ConnectedAgent {
   close(code: number, reason: string): void;
 }
 
+/** One registered connection. The socket handler and test harnesses build agents the same way. */
+export function newConnectedAgent(a: {
+  id: string;
+  labels: string[];
+  /** The scaler's registration answer; null for a static agent. */
+  scaled: { gate: string[]; scalerName: string } | null;
+  /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
+  jobsDone?: number | undefined;
+  nowMs: number;
+  send: ConnectedAgent['send'];
+  close: ConnectedAgent['close'];
+}): ConnectedAgent {
+  return {
+    id: a.id,
+    kind: a.scaled ? 'scaler' : 'static',
+    labels: new Set(a.labels),
+    labelList: a.labels,
+    gate: a.scaled?.gate ?? [],
+    ...(a.scaled ? { scalerName: a.scaled.scalerName } : {}),
+    ephemeral: a.scaled !== null,
+    jobsTaken: a.jobsDone ?? 0,
+    draining: false,
+    connectedAtMs: a.nowMs,
+    lastSeenMs: a.nowMs,
+    send: a.send,
+    close: a.close,
+  };
+}
+
 export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
 
 /**

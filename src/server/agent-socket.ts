@@ -1,6 +1,6 @@
 import type { WebSocket } from 'ws';
 import { canonicalizeLabels } from '../config/index.js';
-import type { ConnectedAgent } from '../dispatch/agent-registry.js';
+import { newConnectedAgent, type ConnectedAgent } from '../dispatch/agent-registry.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes, SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../protocol/messages.js';
 import { RegistrationRefused, type RegistrationResult } from '../scaler/manager.js';
@@ -114,23 +114,16 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
     }
     const previous = deps.dispatcher.registry.get(msg.agentId);
     if (previous) previous.close(CloseCodes.duplicate, 'replaced by a newer connection of the same agent');
-    const nowMs = deps.clock.now();
-    agent = {
+    agent = newConnectedAgent({
       id: msg.agentId,
-      kind: scaled ? 'scaler' : 'static',
-      labels: new Set(labels),
-      labelList: labels,
-      gate: scaled?.gate ?? [],
-      ...(scaled ? { scalerName: scaled.scalerName } : {}),
-      ephemeral: scaled !== null,
+      labels,
+      scaled,
       // After a reconnect a single-use agent that already ran its job must not be offered another.
-      jobsTaken: msg.jobsDone ?? 0,
-      draining: false,
-      connectedAtMs: nowMs,
-      lastSeenMs: nowMs,
+      jobsDone: msg.jobsDone,
+      nowMs: deps.clock.now(),
       send,
       close: (code, reason) => ws.close(code, reason),
-    };
+    });
     deps.dispatcher.registry.add(agent);
     deps.store.agents
       .connected({

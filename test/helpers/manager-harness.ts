@@ -17,7 +17,7 @@ import {
   type ScalerEntry,
   type ScalerType,
 } from '../../src/config/index.js';
-import type { ConnectedAgent } from '../../src/dispatch/agent-registry.js';
+import { newConnectedAgent, type ConnectedAgent } from '../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../src/jobs/run-spec.js';
 import { SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../../src/protocol/messages.js';
@@ -568,25 +568,18 @@ export class ManagerHarness {
       messages: [],
       connected: true,
       registration: scaled,
-      conn: {
+      conn: newConnectedAgent({
         id: agentId,
-        kind: scaled ? 'scaler' : 'static',
-        labels: new Set(labels),
-        labelList: labels,
-        gate: scaled?.gate ?? [],
-        ...(scaled ? { scalerName: scaled.scalerName } : {}),
-        ephemeral: scaled !== null,
-        jobsTaken: 0,
-        draining: false,
-        connectedAtMs: this.clock.now(),
-        lastSeenMs: this.clock.now(),
+        labels,
+        scaled,
+        nowMs: this.clock.now(),
         send: (msg) => {
           if (fake.connected) fake.messages.push(msg);
         },
         close: () => {
           queueMicrotask(() => void this.disconnect(agentId));
         },
-      },
+      }),
     };
     this.agents.set(agentId, fake);
     if (this.dispatcher) {
