@@ -106,9 +106,12 @@ export class AgentRegistry {
   }
 
   /** Any connected agent, busy or not, that could ever run the job (a used single-use agent never will). */
-  anyCould(job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
+  anyCould(
+    job: Pick<QueuedJob, 'runsOn' | 'spec'>,
+    fits: (a: ConnectedAgent) => boolean = () => true,
+  ): boolean {
     for (const a of this.agents.values()) {
-      if (!a.draining && !(a.ephemeral && a.jobsTaken > 0) && canAgentRunJob(a, job)) return true;
+      if (!a.draining && !(a.ephemeral && a.jobsTaken > 0) && canAgentRunJob(a, job) && fits(a)) return true;
     }
     return false;
   }

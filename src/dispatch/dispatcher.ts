@@ -97,7 +97,7 @@ export class Dispatcher {
   }
 
   private someoneCould(job: QueuedJob): boolean {
-    return this.registry.anyCould(job) || this.staticCould(job);
+    return this.registry.anyCould(job, (a) => this.fits(a.id, job)) || this.staticCould(job);
   }
 
   get scaler(): ScalerManager | undefined {
@@ -161,6 +161,7 @@ export class Dispatcher {
         labels: g.labels,
         role: sample.spec.role,
         exclude: sample.spec.excludeLabels ? canonicalizeLabels(sample.spec.excludeLabels) : undefined,
+        image: sample.spec.container?.image,
         size: g.size,
         jobIds: function* () {
           for (const j of g.jobs()) yield j.id;

@@ -8,7 +8,14 @@ import { phaseOf, type ManagedEntry } from './agent-book.js';
 import { backoffKey, type ProvisionBackoffOptions } from './core/backoff.js';
 import { withDeadline } from './core/deadline.js';
 import { resolveResources, type EffectiveResources } from './core/resources.js';
-import { agentLabelsFor, describeTable, findLabelSet, type RoutableLabelSet } from './core/routing.js';
+import {
+  agentLabelsFor,
+  describeTable,
+  findLabelSet,
+  noMatchReason,
+  type RoutableLabelSet,
+  type RouteQuery,
+} from './core/routing.js';
 import { withSlot } from './core/semaphore.js';
 import { classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
@@ -104,12 +111,20 @@ export class ScalerManager {
     return this.state.jobToAgent.has(jobId);
   }
 
-  route(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels'>): RoutableLabelSet | undefined {
+  route(
+    job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>,
+  ): RoutableLabelSet | undefined {
+    return findLabelSet(this.routeQuery(job), this.state.table);
+  }
+
+  /** Why `route` found nothing for this job, in words (shared by the planner, requestScale and explain). */
+  noRouteReason(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>): string {
+    return noMatchReason(this.routeQuery(job), this.state.table);
+  }
+
+  private routeQuery(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>): RouteQuery {
     const exclude = job.excludeLabels ? canonicalizeLabels(job.excludeLabels) : undefined;
-    return findLabelSet(
-      { labels: canonicalizeLabels(job.runsOn), role: job.role, exclude },
-      this.state.table,
-    );
+    return { labels: canonicalizeLabels(job.runsOn), role: job.role, exclude, image: job.container?.image };
   }
 
   resourcesFor(match: RoutableLabelSet, job?: ScaleJob): EffectiveResources {
@@ -128,7 +143,7 @@ export class ScalerManager {
     if (!match) {
       return {
         action: 'no-backend',
-        reason: `no scaler label set matches [${job.runsOn.join(',')}]; ${describeTable(this.state.table)}`,
+        reason: `${this.noRouteReason(job)}; ${describeTable(this.state.table)}`,
       };
     }
     const held = this.state.backoff.check(backoffKey(match.scalerName, match.key), this.opts.clock.now());
@@ -404,6 +419,8 @@ export class ScalerManager {
   /** Can this scaler agent take a job of this shape? Only warm agents can be the wrong size. */
   agentFits(agentId: string, job: ScaleJob): boolean {
     const m = this.state.agents.get(agentId);
+    // A process-mode agent may see a container runtime on its host, but it runs steps on the host.
+    if (m && job.container && this.runsHostProcesses(m)) return false;
     if (!m || !m.warm) return true;
     const declared = job.resources;
     if (!declared) return true;
@@ -414,6 +431,11 @@ export class ScalerManager {
       if (d?.memory !== undefined && want[side].memBytes !== m[side].memBytes) return false;
     }
     return true;
+  }
+
+  private runsHostProcesses(m: ManagedEntry): boolean {
+    return !!this.state.table.find((t) => t.scalerName === m.scalerName && t.key === m.labelSetKey)
+      ?.hostProcess;
   }
 
   isManaged(agentId: string): boolean {

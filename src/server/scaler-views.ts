@@ -81,9 +81,15 @@ export function explainJob(d: Dispatcher, clock: Clock, row: JobRow) {
     lines.push('no scaler is configured; only connected agents can take this job');
     return { ...base, lines };
   }
-  const match = scaler.route({ runsOn: row.runs_on, role: spec.role });
+  const job = {
+    runsOn: row.runs_on,
+    role: spec.role,
+    excludeLabels: spec.excludeLabels,
+    container: spec.container,
+  };
+  const match = scaler.route(job);
   if (!match) {
-    lines.push(`no label set matches [${row.runs_on.join(',')}]`);
+    lines.push(scaler.noRouteReason(job));
     return { ...base, lines };
   }
   lines.push(

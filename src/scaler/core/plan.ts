@@ -1,7 +1,7 @@
 import { backoffKey, type BackoffCheck } from './backoff.js';
 import type { CapBook } from './caps.js';
 import type { ResourceAmount } from './resources.js';
-import { findLabelSet, type JobRole, type RoutableLabelSet } from './routing.js';
+import { findLabelSet, noMatchReason, type JobRole, type RoutableLabelSet } from './routing.js';
 
 /**
  * The reconcile planner: one pure pass over the whole queue that decides, per group of identical
@@ -13,6 +13,8 @@ export interface PlanGroup {
   labels: string[];
   role?: JobRole | undefined;
   exclude?: string[] | undefined;
+  /** The group's `container:` image (part of the group key, so the same for every job in it). */
+  image?: string | undefined;
   /** How many jobs are queued in the group. */
   size: number;
   /** Queued job ids, oldest first (iterated lazily: a pass rarely needs all of them). */
@@ -90,10 +92,11 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
       d.noBackend = 'no scaler is configured';
       continue;
     }
-    const match = findLabelSet({ labels: g.labels, role: g.role, exclude: g.exclude }, input.table);
+    const query = { labels: g.labels, role: g.role, exclude: g.exclude, image: g.image };
+    const match = findLabelSet(query, input.table);
     if (!match) {
       d.waiting = rest();
-      d.noBackend = `no scaler label set matches [${g.labels.join(',')}]`;
+      d.noBackend = noMatchReason(query, input.table);
       continue;
     }
     d.match = match;

@@ -27,6 +27,8 @@ export interface RoutableLabelSet {
   /** Taint tokens the agent gets as labels. */
   taints: string[];
   roleLabels: string[];
+  /** Bare-metal process mode (binaryPath): steps run on the host, so a job's `container:` image cannot be honoured. */
+  hostProcess?: boolean;
 }
 
 export type JobRole = 'execution' | 'build' | 'init';
@@ -111,6 +113,7 @@ export function buildRoutingTable(
         gate,
         taints,
         roleLabels: roleLabelsFor(entry.roles),
+        hostProcess: entry.type === 'bare-metal' && ls.binaryPath !== undefined,
       });
     });
   }
@@ -122,6 +125,8 @@ export interface RouteQuery {
   labels: string[];
   role?: JobRole | undefined;
   exclude?: readonly string[];
+  /** The job's `container:` image, if it asks for one: only sets that can run job images qualify. */
+  image?: string | undefined;
 }
 
 /** Per table: label → positions of the sets carrying it, so a lookup scans only candidates. */
@@ -154,6 +159,7 @@ function matches(
   for (const l of wanted) if (!ls.labels.has(l)) return false;
   if (roleLabel && !ls.labels.has(roleLabel)) return false;
   if (q.exclude) for (const x of q.exclude) if (ls.labels.has(x)) return false;
+  if (q.image && ls.hostProcess) return false;
   return true;
 }
 
@@ -193,4 +199,22 @@ export function describeTable(table: readonly RoutableLabelSet[], limit = 8): st
   if (table.length === 0) return 'no scaler is configured';
   const shown = table.slice(0, limit).map((t) => `${t.scalerName}[${t.key}]`);
   return `available label sets: ${shown.join(', ')}${table.length > limit ? `, … (${table.length} in all)` : ''}`;
+}
+
+/**
+ * Why no label set serves the job, naming what is missing. When the labels alone would match but
+ * every such set runs host processes, say so: that job needs a set with a container runtime.
+ */
+export function noMatchReason(query: RouteQuery, table: readonly RoutableLabelSet[]): string {
+  if (query.image) {
+    const ignoringImage = findLabelSet({ ...query, image: undefined }, table);
+    if (ignoringImage?.hostProcess) {
+      return (
+        `job asks for container image "${query.image}"; label set [${ignoringImage.key}] of scaler ` +
+        `"${ignoringImage.scalerName}" runs agents as host processes (binaryPath) and cannot run job ` +
+        `images; add a label set with a container runtime`
+      );
+    }
+  }
+  return `no scaler label set matches [${query.labels.join(',')}]`;
 }
