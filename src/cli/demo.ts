@@ -106,7 +106,8 @@ export async function demo(o: DemoOptions): Promise<number> {
       out(`  ${r.name}: ${r.state} ${r.reason ?? ''}\n`);
     return failed === 0 ? 0 : 1;
   } finally {
-    await orch.stop();
+    // Unlike `serve`, the demo owns its agents: Ctrl-C tears every one of them down.
+    await orch.stop({ agents: 'teardown' });
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     const left = orch.scaler?.entries().length ?? 0;

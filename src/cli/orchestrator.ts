@@ -16,6 +16,10 @@ program
   .option('--listen <host:port>', 'where to listen (default: $KICI_LISTEN or 127.0.0.1:8080)')
   .option('--data-dir <dir>', 'embedded database and admin token (default: $KICI_DATA_DIR or ./.kici-data)')
   .option('--database-url <url>', 'external PostgreSQL (default: $KICI_DATABASE_URL)')
+  .option(
+    '--drain-timeout <seconds>',
+    'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
+  )
   .action(
     async (o: {
       config?: string;
@@ -23,6 +27,7 @@ program
       listen?: string;
       dataDir?: string;
       databaseUrl?: string;
+      drainTimeout?: string;
     }) => {
       process.exitCode = await serve(o);
     },

@@ -1,4 +1,5 @@
 import { Orchestrator } from '../server/orchestrator.js';
+import { UserError } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
 
 export interface ServeOptions {
@@ -7,7 +8,11 @@ export interface ServeOptions {
   listen?: string;
   dataDir?: string;
   databaseUrl?: string;
+  drainTimeout?: string;
 }
+
+/** How long a graceful stop waits for running jobs when neither the flag nor the env sets it. */
+export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 60;
 
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d{1,5})$/.exec(value);
@@ -16,9 +21,23 @@ export function parseListen(value: string): { host: string; port: number } {
   return { host: m[1]!.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
 }
 
-/** `kici-orchestrator serve`: runs until SIGTERM/SIGINT; SIGHUP reloads the scaler config. */
+/** `--drain-timeout` / KICI_DRAIN_TIMEOUT: whole or fractional seconds, 0 to stop without waiting. */
+export function parseDrainTimeout(value: string | undefined): number {
+  if (value === undefined || value.trim() === '') return DEFAULT_DRAIN_TIMEOUT_SECONDS;
+  const n = Number(value);
+  if (!Number.isFinite(n) || n < 0 || n > 86_400)
+    throw new UserError(`--drain-timeout: expected seconds from 0 to 86400, got "${value}"`);
+  return n;
+}
+
+/**
+ * `kici-orchestrator serve`: runs until SIGTERM/SIGINT; SIGHUP reloads the scaler config.
+ * The first stop signal drains (running jobs finish, nothing new starts) for up to the drain
+ * timeout; a second signal, or the timeout, stops at once and leaves running agents for the next start.
+ */
 export async function serve(o: ServeOptions): Promise<number> {
   const listen = parseListen(o.listen ?? process.env.KICI_LISTEN ?? '127.0.0.1:8080');
+  const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
   const logger = createLogger();
   const orch = await Orchestrator.start({
     host: listen.host,
@@ -40,9 +59,10 @@ export async function serve(o: ServeOptions): Promise<number> {
     }, 200);
   });
   return new Promise((resolve) => {
-    const stop = (sig: string) => {
-      logger.info({ signal: sig }, 'stopping');
-      void orch.stop().then(
+    let signals = 0;
+    const stopNow = () => {
+      // Agents that still run a job are left alive: the next start re-adopts them, as after a crash.
+      void orch.stop({ agents: 'leave' }).then(
         () => resolve(0),
         (err: unknown) => {
           logger.error({ err: (err as Error).message }, 'stop failed');
@@ -50,7 +70,25 @@ export async function serve(o: ServeOptions): Promise<number> {
         },
       );
     };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    const onSignal = (sig: string) => {
+      if (++signals > 1) {
+        logger.warn({ signal: sig }, 'second stop signal: stopping now; running jobs stay with their agents');
+        return stopNow();
+      }
+      logger.info(
+        { signal: sig, drainTimeoutSeconds: drainSeconds },
+        `stopping: draining for up to ${drainSeconds}s (send ${sig} again to stop at once)`,
+      );
+      void orch.drain(drainSeconds * 1000).then((drained) => {
+        if (!drained)
+          logger.warn(
+            { activeJobs: orch.dispatcher.active.size },
+            'drain timeout reached; stopping now; running jobs stay with their agents',
+          );
+        stopNow();
+      });
+    };
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
   });
 }

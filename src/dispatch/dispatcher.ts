@@ -57,6 +57,8 @@ export class Dispatcher {
   private readonly startedAtMs: number;
   private readonly log: Logger;
   private stopped = false;
+  /** A graceful stop is under way: no new assignments or spawns; active jobs run on and report. */
+  private draining = false;
   /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
   private readonly staticScopes = new Map<string, { labels: Set<string>; expiresAtMs: number | null }>();
 
@@ -129,7 +131,7 @@ export class Dispatcher {
 
   /** Coalescing: a request during a pass makes the pass run once more, never twice at once. */
   requestPump(): Promise<void> {
-    if (this.stopped) return this.idle;
+    if (this.stopped || this.draining) return this.idle;
     if (this.pumping) {
       this.dirty = true;
       return this.idle;
@@ -140,7 +142,7 @@ export class Dispatcher {
         do {
           this.dirty = false;
           await this.pass();
-        } while (this.dirty && !this.stopped);
+        } while (this.dirty && !this.stopped && !this.draining);
       } catch (err) {
         this.log.error({ err: errorMessage(err) }, 'dispatch pass failed');
       } finally {
@@ -194,7 +196,7 @@ export class Dispatcher {
     const scaler = this.opts.scaler;
     const { groups, plan } = this.plan();
     for (const [n, d] of plan.entries()) {
-      if (this.stopped) return;
+      if (this.stopped || this.draining) return;
       const group = groups[n]!;
       for (const a of d.assign) {
         const job = this.queue.get(a.jobId);
@@ -296,6 +298,7 @@ export class Dispatcher {
 
   /** A freshly registered scaler agent takes the job it was spawned for, if that job still waits. */
   async dispatchBound(agentId: string, jobId: string): Promise<void> {
+    if (this.draining) return; // the job stays queued for the next start
     const agent = this.registry.get(agentId);
     const job = this.queue.get(jobId);
     if (
@@ -435,6 +438,12 @@ export class Dispatcher {
         false,
       );
     void this.requestPump();
+  }
+
+  /** Take no new work from now on; resolves once a pass in progress has ended. */
+  drain(): Promise<void> {
+    this.draining = true;
+    return this.idle;
   }
 
   async stop(): Promise<void> {

@@ -76,6 +76,8 @@ export class ScalerManager {
   readonly warm: WarmPools;
   private hooks: ScalerHooks | undefined;
   private freedTimer: TimerHandle | undefined;
+  /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
+  private draining = false;
   readonly log: Logger;
 
   constructor(readonly opts: ScalerManagerOptions) {
@@ -137,7 +139,8 @@ export class ScalerManager {
   }
 
   async requestScale(job: ScaleJob): Promise<ScaleResult> {
-    if (this.opts.isDraining?.()) return { action: 'skipped', reason: 'orchestrator is draining' };
+    if (this.draining || this.opts.isDraining?.())
+      return { action: 'skipped', reason: 'orchestrator is draining' };
     if (this.state.jobToAgent.has(job.id)) return { action: 'skipped', reason: 'provision-in-flight' };
     const match = this.route(job);
     if (!match) {
@@ -153,6 +156,7 @@ export class ScalerManager {
 
   /** Reserve, record, and start one agent: bound to `job`, or a warm agent when there is none. */
   async provision(match: RoutableLabelSet, res: EffectiveResources, job?: ScaleJob): Promise<ScaleResult> {
+    if (this.draining) return { action: 'skipped', reason: 'orchestrator is draining' };
     const s = this.state;
     const entry = s.entries.get(match.scalerName)!;
     const backend = s.backends.get(match.scalerName);
@@ -506,21 +510,34 @@ export class ScalerManager {
     return n;
   }
 
-  /** Stop everything this manager started. Never hangs longer than the grace. */
-  async shutdownAll(graceMs = 15_000): Promise<void> {
-    this.freedTimer?.cancel();
+  /** Graceful stop: no more spawns, warm pools stop refilling; agents already there keep running. */
+  drain(): void {
+    this.draining = true;
     this.warm.stop();
+  }
+
+  /**
+   * Stop everything this manager started. Never hangs longer than the grace. Agents in `keep` (they
+   * hold a running job) are left alive with their spawn records and tokens, so the next start adopts
+   * them exactly as after a crash.
+   */
+  async shutdownAll(graceMs = 15_000, keep?: ReadonlySet<string>): Promise<void> {
+    this.drain();
+    this.freedTimer?.cancel();
     this.hooks = undefined;
-    for (const m of this.state.agents.values()) m.abort.abort(new Error('shutting down'));
-    const all = [...this.state.agents.values()].map((m) => this.teardown(m, 'shutdown'));
-    const backends = [...this.state.backends.values()].map((b) => b.shutdownAll());
+    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId));
+    for (const m of going) m.abort.abort(new Error('shutting down'));
+    const all = going.map((m) => this.teardown(m, 'shutdown'));
+    // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.
+    const backends = keep ? [] : [...this.state.backends.values()].map((b) => b.shutdownAll());
     let timer: NodeJS.Timeout | undefined;
     const grace = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
     const outcome = await Promise.race([Promise.allSettled([...all, ...backends]), grace]);
     clearTimeout(timer);
     if (outcome === 'timeout')
       this.log.error('Scaler backends still stopping their agents after the shutdown grace');
-    await this.opts.ledger?.releaseAllForInstance().catch(() => 0);
+    // Kept agents keep their machine-pool reservations; torn-down ones released theirs above.
+    if (!keep) await this.opts.ledger?.releaseAllForInstance().catch(() => 0);
     await this.opts.ledger?.stop();
   }
 }

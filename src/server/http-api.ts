@@ -17,6 +17,8 @@ export interface HttpApiDeps {
   adminToken: string;
   metrics: Metrics;
   isReady: () => boolean;
+  /** A graceful stop is under way (checked before isReady). */
+  isDraining?: () => boolean;
   reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
 }
 
@@ -77,9 +79,10 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   const { store, dispatcher } = deps;
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', (c) =>
-    deps.isReady() ? c.json({ status: 'ready' }) : c.json({ status: 'starting' }, 503),
-  );
+  app.get('/readyz', (c) => {
+    if (deps.isDraining?.()) return c.json({ status: 'draining' }, 503);
+    return deps.isReady() ? c.json({ status: 'ready' }) : c.json({ status: 'starting' }, 503);
+  });
   app.get('/metrics', async (c) => {
     deps.metrics.refresh(dispatcher);
     return c.text(await deps.metrics.registry.metrics(), 200, {

@@ -50,6 +50,9 @@ export class Orchestrator {
   url = '';
   wsUrl = '';
   private stopping = false;
+  private stopRun: Promise<void> | undefined;
+  /** Graceful stop under way: /readyz answers 503 "draining" and no new work is started. */
+  private draining = false;
   private ready = false;
   private sweepTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
@@ -162,6 +165,7 @@ export class Orchestrator {
       adminToken: this.adminToken,
       metrics: this.metrics,
       isReady: () => this.ready && !this.stopping,
+      isDraining: () => this.draining,
       reloadScaler: () => this.reload(),
     });
     const server = createServer(getRequestListener(app.fetch));
@@ -241,18 +245,69 @@ export class Orchestrator {
     return next;
   }
 
-  /** Stop taking work, tear agents down, flush data. Queued jobs stay queued for the next start. */
-  async stop(): Promise<void> {
-    if (this.stopping) return;
+  /**
+   * First half of a graceful stop: no new assignments, spawns or warm agents; running jobs go on and
+   * their results are stored. Queued jobs stay queued in the store for the next start. Idempotent.
+   */
+  beginDrain(): void {
+    if (this.draining || this.stopping) return;
+    this.draining = true;
+    this.scaler?.drain();
+    void this.dispatcher.drain();
+    this.log.info(
+      { activeJobs: this.dispatcher.active.size, queuedJobs: this.dispatcher.queue.size },
+      'draining: no new jobs are started; waiting for running jobs to finish',
+    );
+  }
+
+  /** Drain, then wait until no job is active (true) or `timeoutMs` has passed (false). */
+  async drain(timeoutMs = Infinity): Promise<boolean> {
+    this.beginDrain();
+    const until = Date.now() + timeoutMs;
+    const waitWhile = async (busy: () => boolean, deadline: number) => {
+      while (busy() && !this.stopping) {
+        const left = deadline - Date.now();
+        if (left <= 0) return;
+        await new Promise((r) => setTimeout(r, Math.min(100, left)));
+      }
+    };
+    await waitWhile(() => this.dispatcher.active.size > 0, until);
+    const drained = this.dispatcher.active.size === 0;
+    // Single-use agents that just reported a result leave on their own once it is acknowledged;
+    // closing their socket first would leave them retrying a server that is gone.
+    const leaving = () =>
+      this.dispatcher.registry.list().some((a) => a.ephemeral && a.jobsTaken > 0 && !a.busyJobId);
+    if (drained) await waitWhile(leaving, Math.min(until, Date.now() + 3_000));
+    return drained;
+  }
+
+  /**
+   * Stop taking work, flush data and close. `teardown` (the default, for the demo and tests) destroys
+   * every agent and fails jobs that were running on scaler agents. `leave` (serve's signals) keeps
+   * agents that hold a job alive and their jobs open: the next start re-adopts them as after a crash.
+   * Queued jobs stay queued for the next start either way.
+   */
+  stop(opts: { agents?: 'teardown' | 'leave' } = {}): Promise<void> {
+    return (this.stopRun ??= this.shutdown(opts.agents ?? 'teardown'));
+  }
+
+  private async shutdown(agents: 'teardown' | 'leave'): Promise<void> {
     this.stopping = true;
+    this.draining = true;
     clearInterval(this.sweepTimer);
     clearInterval(this.heartbeatTimer);
     await this.dispatcher.stop();
     // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.
+    const kept = new Set<string>();
     for (const a of [...this.dispatcher.active.values()]) {
       const agent = this.dispatcher.registry.get(a.agentId);
       const goesAway = !agent || agent.kind === 'scaler';
       if (!goesAway) continue;
+      if (agents === 'leave') {
+        // Not even a dispatched job is requeued: its agent may be starting it right now.
+        kept.add(a.agentId);
+        continue;
+      }
       if (a.state === 'dispatched') await this.store.jobs.requeue(a.job.id, a.agentId).catch(() => {});
       else
         await this.dispatcher.settleActive(
@@ -263,14 +318,14 @@ export class Orchestrator {
           false,
         );
     }
-    await this.scaler?.shutdownAll();
+    await this.scaler?.shutdownAll(undefined, kept.size > 0 ? kept : undefined);
     for (const a of this.dispatcher.registry.list())
       a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();
     await this.database.close();
-    this.log.info('kici-orchestrator stopped');
+    this.log.info({ agentsLeftRunning: kept.size }, 'kici-orchestrator stopped');
   }
 }
 

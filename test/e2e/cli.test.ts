@@ -137,11 +137,11 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
     expect(status.stdout).toMatch(/bm\s+bare-metal/);
   });
 
-  it('SIGTERM stops serve cleanly: exit 0 and no agent left', async () => {
+  it('SIGTERM stops serve cleanly once its running job is done: exit 0 and no agent left', async () => {
     const run = join(files, 'slow.yaml');
     await writeFile(
       run,
-      stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 30' }] } } }),
+      stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 3' }] } } }),
     );
     await admin(['job', 'submit', run]);
     const wsUrl = url.replace('http', 'ws') + '/ws';
@@ -154,7 +154,13 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
     const res = await serve.exited;
     expect(res.code).toBe(0);
     expect(res.stdout).toMatch(/kici-orchestrator stopped/);
-    expect(await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).toEqual([]);
+    // Issue #7 defect 14: the drain let the job finish instead of failing it.
+    expect(res.stdout).toMatch(/"state":"succeeded".*job finished/);
+    await eventually(
+      async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).length === 0,
+      10_000,
+      'no agent left',
+    );
   });
 });
 
