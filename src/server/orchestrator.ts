@@ -15,6 +15,7 @@ import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { handleAgentSocket } from './agent-socket.js';
+import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics } from './metrics.js';
@@ -261,24 +262,9 @@ export class Orchestrator {
   }
 
   /** Drain, then wait until no job is active (true) or `timeoutMs` has passed (false). */
-  async drain(timeoutMs = Infinity): Promise<boolean> {
+  drain(timeoutMs = Infinity): Promise<boolean> {
     this.beginDrain();
-    const until = Date.now() + timeoutMs;
-    const waitWhile = async (busy: () => boolean, deadline: number) => {
-      while (busy() && !this.stopping) {
-        const left = deadline - Date.now();
-        if (left <= 0) return;
-        await new Promise((r) => setTimeout(r, Math.min(100, left)));
-      }
-    };
-    await waitWhile(() => this.dispatcher.active.size > 0, until);
-    const drained = this.dispatcher.active.size === 0;
-    // Single-use agents that just reported a result leave on their own once it is acknowledged;
-    // closing their socket first would leave them retrying a server that is gone.
-    const leaving = () =>
-      this.dispatcher.registry.list().some((a) => a.ephemeral && a.jobsTaken > 0 && !a.busyJobId);
-    if (drained) await waitWhile(leaving, Math.min(until, Date.now() + 3_000));
-    return drained;
+    return waitForDrain(this.dispatcher, timeoutMs, () => this.stopping);
   }
 
   /**

@@ -143,19 +143,21 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
       run,
       stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 3' }] } } }),
     );
-    await admin(['job', 'submit', run]);
+    const submitted = await admin(['job', 'submit', run]);
+    const jobId = /\bj-[0-9a-f]{12}\b/.exec(submitted.stdout)![0];
     const wsUrl = url.replace('http', 'ws') + '/ws';
+    // The step's shell carries the job id: once it exists, the job is running.
     await eventually(
-      async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).length > 0,
+      async () => (await pidsWithEnv(`KICI_JOB_ID=${jobId}`)).length > 0,
       15_000,
-      'agent started',
+      'the job running',
     );
     serve.child.kill('SIGTERM');
     const res = await serve.exited;
     expect(res.code).toBe(0);
     expect(res.stdout).toMatch(/kici-orchestrator stopped/);
     // Issue #7 defect 14: the drain let the job finish instead of failing it.
-    expect(res.stdout).toMatch(/"state":"succeeded".*job finished/);
+    expect(res.stdout).toMatch(new RegExp(`"jobId":"${jobId}".*"state":"succeeded".*job finished`));
     await eventually(
       async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).length === 0,
       10_000,
