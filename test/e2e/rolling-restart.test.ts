@@ -161,6 +161,7 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
       90_000,
       'a burst in progress',
     );
+    const termAt = Date.now();
     process.kill(s.first.pid, 'SIGTERM');
     const draining = await eventually(async () => {
       const r = await readyz(s.first.url);
@@ -168,6 +169,7 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
     }, 5_000);
     expect(draining.body).toEqual({ status: 'draining' });
     const exited = await s.first.exited;
+    const exitedAfterMs = Date.now() - termAt;
     expect(exited.code, tail(exited.stderr)).toBe(0);
     expect(exited.stdout).toContain('draining');
     // The drain let every started step end, and started nothing new: queued jobs stayed queued.
@@ -176,7 +178,8 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
     expect([...started.keys()].filter((id) => !countLines(text, 'end').has(id))).toEqual([]);
     expect(started.size).toBeLessThan(30);
     console.log(
-      `[rolling-restart] at SIGTERM ${JSON.stringify(before.counts)}; steps run before the stop: ${started.size}`,
+      `[rolling-restart] at SIGTERM ${JSON.stringify(before.counts)}; drained and exited in ${exitedAfterMs} ms; ` +
+        `steps run before the stop: ${started.size}`,
     );
     // A stop after a full drain leaves no agent behind (idle and spawning ones are torn down).
     await eventually(async () => (await agentProcesses(await pidsWithEnv(s.needle))).length === 0, 15_000);
@@ -197,7 +200,7 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
     process.kill(s.first.pid, 'SIGTERM');
     const exited = await s.first.exited;
     expect(exited.code, tail(exited.stderr)).toBe(0);
-    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(Date.now() - t0).toBeLessThan(10_000);
     // The agents that were running jobs are still there, their steps not yet done.
     const alive = await agentProcesses(await pidsWithEnv(s.needle));
     expect(alive.filter((pid) => agentsBefore.includes(pid)).length).toBeGreaterThanOrEqual(3);
@@ -218,13 +221,13 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
 
   it('the drain timeout (KICI_DRAIN_TIMEOUT=1) stops with jobs still running; the next start finishes them', async () => {
     const s = await setup({ KICI_DRAIN_TIMEOUT: '1' });
-    const { runId, ids } = await s.submit(4, 6);
+    const { runId, ids } = await s.submit(4, 12);
     await eventually(async () => ((await s.runOf(runId)).counts.running ?? 0) >= 2, 60_000, '2 running jobs');
     const t0 = Date.now();
     process.kill(s.first.pid, 'SIGTERM');
     const exited = await s.first.exited;
     expect(exited.code, tail(exited.stderr)).toBe(0);
-    expect(Date.now() - t0).toBeLessThan(6_000);
+    expect(Date.now() - t0).toBeLessThan(10_000);
     expect(exited.stdout).toContain('drain timeout reached');
     const second = await s.start();
     await expectAllSucceededOnce(s, runId, ids, second);
