@@ -1,0 +1,62 @@
+/**
+ * Issue #7 defect 14 at the manager: a draining orchestrator spawns nothing, and a stop that leaves
+ * running agents alive keeps exactly what the next start needs to re-adopt them (spawn record,
+ * token, compute) while everything else is torn down.
+ */
+import { describe, expect, it } from 'vitest';
+import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+
+const hs = useManagerHarnesses();
+const config = scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 5 })] });
+
+describe('drain and a stop that leaves agents', () => {
+  it('while draining, no job is assigned and no agent (bound or warm) is spawned', async () => {
+    const h = await hs.make({ config });
+    await h.dispatcher!.drain();
+    h.manager.drain();
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] }, b: { runsOn: ['linux'] } });
+    await h.sweep();
+    expect(h.backend('alpha').spawns).toEqual([]);
+    for (const id of ids) expect(await h.jobState(id)).toBe('queued');
+    const r = await h.manager.requestScale({ id: ids[0]!, runId: 'r', runsOn: ['linux'] });
+    expect(r).toMatchObject({ action: 'skipped', reason: 'orchestrator is draining' });
+    const match = h.manager.routingTable()[0]!;
+    expect(await h.manager.provision(match, h.manager.resourcesFor(match))).toMatchObject({
+      action: 'skipped',
+    });
+  });
+
+  it('an agent registering during the drain does not get its bound job', async () => {
+    const h = await hs.make({ config });
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
+    const b = h.backend('alpha');
+    const agentId = b.spawns[0]!.agentId;
+    await h.dispatcher!.drain();
+    b.resolveSpawn(agentId);
+    await h.settle();
+    await h.registerAgent(agentId);
+    expect(h.assigned(agentId)).toEqual([]);
+    expect(await h.jobState(ids[0]!)).toBe('queued');
+  });
+
+  it('shutdownAll with kept agents destroys only the others and keeps the kept ones adoptable', async () => {
+    const h = await hs.make({ config });
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] }, b: { runsOn: ['linux'] } });
+    const b = h.backend('alpha');
+    const [running, idle] = b.spawns.map((s) => s.agentId);
+    for (const id of [running!, idle!]) b.resolveSpawn(id);
+    await h.settle();
+    await h.registerAgent(running!);
+    await h.startJob(running!, ids[0]!);
+    const tokenOfRunning = b.requestFor(running!)!.token;
+
+    await h.manager.shutdownAll(1_000, new Set([running!]));
+    await h.settle();
+
+    expect(b.destroyedIds()).toEqual([idle]);
+    expect(b.shutdownCalls).toBe(0);
+    expect((await h.spawnRows()).map((r) => r.agent_id)).toEqual([running]);
+    expect((await h.store.tokens.check(tokenOfRunning, new Date(h.clock.now()))).ok).toBe(true);
+    expect(await h.jobState(ids[0]!)).toBe('running');
+  });
+});
