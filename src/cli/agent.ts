@@ -9,6 +9,8 @@ import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
 // process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+// An orchestrator runs with umask 077 for its data dir; steps we run get the usual 022 back.
+process.umask(0o022);
 
 function log(level: 'info' | 'warn' | 'error', msg: string): void {
   const line = JSON.stringify({
