@@ -80,14 +80,14 @@ export class StoreProbe {
         await writeFile(file, String(Date.now()), { mode: 0o600 });
         await unlink(file);
       } catch (err) {
-        throw new Error(`${dir} is not writable: ${errorMessage(err)}`);
+        throw new Error(`${dir} is not writable: ${errorMessage(err)}`, { cause: err });
       }
     }
     try {
       await sql`insert into kici_probe (id, checked_at) values (1, now())
         on conflict (id) do update set checked_at = excluded.checked_at`.execute(this.db);
     } catch (err) {
-      throw new Error(`database write failed: ${errorMessage(err)}`);
+      throw new Error(`database write failed: ${errorMessage(err)}`, { cause: err });
     }
   }
 }
