@@ -48,7 +48,7 @@ const NASTY_STRINGS = [
   'Ω≈ç√',
   'x'.repeat(300),
 ];
-const NASTY_NUMBERS = [0, -1, 1.5, 1e15, 1e308, -1e308, 2 ** 31, 2 ** 53, 2 ** 53 + 2, 2_592_001, 3e-324];
+const NASTY_NUMBERS = [0, -1, 1.5, 1e15, 1e308, -1e308, 2 ** 31, 2 ** 53, 2 ** 53 + 2, 2_592_001, 5e-324];
 
 function nastyValue(r: Rng, depth = 0): unknown {
   switch (r.int(10)) {
