@@ -34,6 +34,12 @@ export class LogSink {
   push(lines: LogLine[]): void {
     for (const line of lines) {
       let budget = this.budgets.get(line.jobId);
+      // Our own few system lines (e.g. spawn events for a queued job) need no budget: one made
+      // for a job that never runs would never be released.
+      if (!budget && line.stream === 'system') {
+        this.buffer.push(line);
+        continue;
+      }
       if (!budget) {
         budget = new JobLogBudget(this.maxBytes - this.tailMax, this.tailMax);
         this.budgets.set(line.jobId, budget);
