@@ -9,6 +9,10 @@ import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
 // process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+// An orchestrator runs with umask 077 for its data dir; steps it starts get the usual 022 back.
+// Any other umask (an operator's choice for a static agent) is kept.
+const inheritedUmask = process.umask(0o022);
+if (inheritedUmask !== 0o077) process.umask(inheritedUmask);
 
 function log(level: 'info' | 'warn' | 'error', msg: string): void {
   const line = JSON.stringify({

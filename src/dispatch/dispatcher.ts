@@ -359,6 +359,7 @@ export class Dispatcher {
     this.active.delete(jobId);
     if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
     if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    this.logs.jobEnded(jobId); // its held log tail is written with this flush
     await this.logs.flush();
     const done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
     if (done) this.log.info({ jobId, agentId: a.agentId, state, exitCode }, 'job finished');

@@ -2,29 +2,68 @@ import type { LogLine } from '../store/logs-repo.js';
 import type { Store } from '../store/index.js';
 import type { Logger } from '../util/logger.js';
 import { errorMessage } from '../util/errors.js';
+import { JobLogBudget, MAX_TAIL_BYTES, jobLogMaxBytesFromEnv } from './log-cap.js';
+
+/** After this many rows in a row fail on their own, the store is down: stop retrying that batch. */
+const MAX_ROW_FAILURES = 10;
 
 /**
  * Job output is written in batches: one insert per burst instead of one per line, so a chatty
- * build does not turn into thousands of tiny transactions.
+ * build does not turn into thousands of tiny transactions. Each job's stored log is capped
+ * (see log-cap.ts), and a batch that fails is retried per job and then per line, so one bad
+ * line never costs another job its output.
  */
 export class LogSink {
   private buffer: LogLine[] = [];
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
+  private readonly budgets = new Map<string, JobLogBudget>();
+  readonly maxBytes: number;
+  private readonly tailMax: number;
 
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
     private readonly intervalMs = 100,
-  ) {}
+    maxBytes = jobLogMaxBytesFromEnv(),
+  ) {
+    this.maxBytes = maxBytes;
+    this.tailMax = Math.min(Math.floor(maxBytes / 2), MAX_TAIL_BYTES);
+  }
 
   push(lines: LogLine[]): void {
-    this.buffer.push(...lines);
+    for (const line of lines) {
+      let budget = this.budgets.get(line.jobId);
+      // Our own few system lines (e.g. spawn events for a queued job) need no budget: one made
+      // for a job that never runs would never be released.
+      if (!budget && line.stream === 'system') {
+        this.buffer.push(line);
+        continue;
+      }
+      if (!budget) {
+        budget = new JobLogBudget(this.maxBytes - this.tailMax, this.tailMax);
+        this.budgets.set(line.jobId, budget);
+      }
+      const { store, firstDrop } = budget.admit(line);
+      if (store) this.buffer.push(line);
+      if (firstDrop)
+        this.store.jobs.markLogTruncated(line.jobId).catch((err: unknown) => {
+          this.log.error({ err: errorMessage(err), jobId: line.jobId }, 'could not mark a job log truncated');
+        });
+    }
     if (this.buffer.length >= 2000) void this.flush();
-    else if (!this.timer) {
+    else if (!this.timer && this.buffer.length) {
       this.timer = setTimeout(() => void this.flush(), this.intervalMs);
       this.timer.unref();
     }
+  }
+
+  /** The job settled: its held tail (and a line about any gap) joins the next write. */
+  jobEnded(jobId: string): void {
+    const budget = this.budgets.get(jobId);
+    if (!budget) return;
+    this.budgets.delete(jobId);
+    this.buffer.push(...budget.drain(jobId, this.maxBytes));
   }
 
   /** Write everything buffered so far; resolves once it is in the store. */
@@ -34,13 +73,57 @@ export class LogSink {
     const batch = this.buffer;
     this.buffer = [];
     this.flushing = this.flushing.then(async () => {
-      if (!batch.length) return;
-      try {
-        await this.store.logs.append(batch);
-      } catch (err) {
-        this.log.error({ err: errorMessage(err), lines: batch.length }, 'could not store job log lines');
-      }
+      if (batch.length) await this.write(batch);
     });
     return this.flushing;
+  }
+
+  private async write(batch: LogLine[]): Promise<void> {
+    try {
+      await this.store.logs.append(batch);
+      return;
+    } catch (err) {
+      this.log.error(
+        { err: errorMessage(err), lines: batch.length },
+        'could not store a batch of job log lines; retrying job by job',
+      );
+    }
+    const byJob = new Map<string, LogLine[]>();
+    for (const l of batch) {
+      const list = byJob.get(l.jobId);
+      if (list) list.push(l);
+      else byJob.set(l.jobId, [l]);
+    }
+    for (const [jobId, lines] of byJob) {
+      if (byJob.size > 1) {
+        try {
+          await this.store.logs.append(lines);
+          continue;
+        } catch {
+          // fall through to line by line
+        }
+      }
+      await this.writeLineByLine(jobId, lines);
+    }
+  }
+
+  private async writeLineByLine(jobId: string, lines: LogLine[]): Promise<void> {
+    let failedInARow = 0;
+    let lost = 0;
+    let lastError = '';
+    for (let i = 0; i < lines.length; i++) {
+      try {
+        await this.store.logs.append([lines[i]!]);
+        failedInARow = 0;
+      } catch (err) {
+        lost += 1;
+        lastError = errorMessage(err);
+        if (++failedInARow >= MAX_ROW_FAILURES) {
+          lost += lines.length - i - 1;
+          break;
+        }
+      }
+    }
+    if (lost) this.log.error({ jobId, lost, err: lastError }, 'job log lines could not be stored');
   }
 }

@@ -1,5 +1,20 @@
 import { z } from 'zod';
 import { isMemoryString } from '../config/memory.js';
+import { clip, findUnsafeText, quote } from './safe-text.js';
+
+/**
+ * The longest job or step timeout: 30 days. Anything longer is almost surely a typo, and Node's
+ * timers cannot hold more than about 24.8 days in one piece anyway.
+ */
+export const MAX_TIMEOUT_SECONDS = 30 * 24 * 3600;
+const timeoutSchema = z
+  .number()
+  .int()
+  .positive()
+  .max(MAX_TIMEOUT_SECONDS, `at most ${MAX_TIMEOUT_SECONDS} (30 days)`);
+
+/** At most this many problems are listed for one input; the rest are counted. */
+export const MAX_PROBLEMS = 50;
 
 /**
  * The run file (`kici-admin job submit run.yaml`) and the body of `POST /api/v1/runs`:
@@ -32,7 +47,7 @@ export const stepSpecSchema = z.strictObject({
   name: z.string().min(1).max(200).optional(),
   run: z.string().min(1, 'a shell command'),
   env: envSchema.optional(),
-  timeoutSeconds: z.number().int().positive().optional(),
+  timeoutSeconds: timeoutSchema.optional(),
 });
 
 export const JOB_ROLES = ['execution', 'build', 'init'] as const;
@@ -45,7 +60,7 @@ export const jobSpecSchema = z.strictObject({
   env: envSchema.optional(),
   resources: jobResourcesSchema.optional(),
   container: z.strictObject({ image: z.string().min(1) }).optional(),
-  timeoutSeconds: z.number().int().positive().optional(),
+  timeoutSeconds: timeoutSchema.optional(),
   role: z.enum(JOB_ROLES).default('execution'),
   /** Never run on an agent (or scaler label set) carrying any of these labels. */
   excludeLabels: z.array(z.string().min(1)).optional(),
@@ -68,29 +83,49 @@ export type JobSpec = z.output<typeof jobSpecSchema>;
 export type StepSpec = z.output<typeof stepSpecSchema>;
 export type JobResources = z.output<typeof jobResourcesSchema>;
 
-/** Format a Zod issue path the way operators read YAML: `jobs.build.steps[0].run`. */
+/**
+ * Format a Zod issue path the way operators read YAML: `jobs.build.steps[0].run`. Keys come from
+ * the sender, so each is clipped: a 1 MB job name is never echoed in full.
+ */
 export function formatIssuePath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const part of path) {
     if (typeof part === 'number') out += `[${part}]`;
-    else out += out ? `.${String(part)}` : String(part);
+    else {
+      const name = clip(String(part));
+      out += out ? `.${name}` : name;
+    }
   }
   return out || '(root)';
 }
 
 export function describeRunSpecIssues(err: z.ZodError): string[] {
-  return err.issues.map((i) => `${formatIssuePath(i.path)}: ${issueMessage(i)}`);
+  return capProblems(err.issues.map((i) => `${formatIssuePath(i.path)}: ${issueMessage(i)}`));
+}
+
+/** Keep a problem list readable: the first MAX_PROBLEMS, then a count of the rest. */
+export function capProblems(problems: string[]): string[] {
+  if (problems.length <= MAX_PROBLEMS) return problems;
+  return [...problems.slice(0, MAX_PROBLEMS), `… and ${problems.length - MAX_PROBLEMS} more problems`];
 }
 
 /** A bad record key (job name, env name) only says "Invalid key in record"; its own schema says why. */
 function issueMessage(i: z.core.$ZodIssue): string {
   if (i.code === 'invalid_key' && i.issues.length > 0) return i.issues.map((k) => k.message).join('; ');
-  return i.message;
+  // Zod quotes unknown keys verbatim; quote them ourselves, clipped and escaped.
+  if (i.code === 'unrecognized_keys')
+    return `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys
+      .slice(0, 5)
+      .map((k) => quote(k))
+      .join(', ')}`;
+  return clip(i.message, 300);
 }
 
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; problems: string[] };
 
 export function parseRunSpec(input: unknown): ParseResult<RunSpec> {
+  const unsafe = findUnsafeText(input);
+  if (unsafe.length) return { ok: false, problems: unsafe };
   const res = runSpecSchema.safeParse(input);
   if (res.success) return { ok: true, value: res.data };
   return { ok: false, problems: describeRunSpecIssues(res.error) };

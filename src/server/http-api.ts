@@ -1,13 +1,27 @@
 import { timingSafeEqual } from 'node:crypto';
 import { Hono, type Context } from 'hono';
-import { z } from 'zod';
+import { bodyLimit } from 'hono/body-limit';
+import { HTTPException } from 'hono/http-exception';
 import { canonicalizeLabels } from '../config/index.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { newId } from '../dispatch/dispatcher.js';
 import { parseRunSpec } from '../jobs/run-spec.js';
+import { clip, quote } from '../jobs/safe-text.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import {
+  MAX_BODY_BYTES,
+  afterProblem,
+  bad,
+  describeIssues,
+  idProblem,
+  readJsonBody,
+  tokenBodySchema,
+} from './http-validation.js';
 import type { Metrics } from './metrics.js';
+import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 
 export interface HttpApiDeps {
@@ -19,6 +33,10 @@ export interface HttpApiDeps {
   isReady: () => boolean;
   /** A graceful stop is under way (checked before isReady). */
   isDraining?: () => boolean;
+  /** Every 500 is logged here: a client only sees a generic message. */
+  logger: Logger;
+  /** When set, /readyz also requires the store to take writes. */
+  readiness?: StoreProbe;
   reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
 }
 
@@ -32,20 +50,6 @@ const JOB_STATES: JobState[] = [
   'timed-out',
   'no-backend',
 ];
-
-const tokenBodySchema = z.strictObject({
-  labels: z.array(z.string().min(1)).min(1, 'at least one label'),
-  agentId: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'an agent id (letters, digits, ".", "_", "-")')
-    .refine((v) => !v.startsWith('scaler-'), 'the "scaler-" prefix is reserved for scaler-spawned agents')
-    .optional(),
-  ttlSeconds: z.number().int().positive().optional(),
-});
-
-function bad(c: Context, problems: string[]) {
-  return c.json({ error: 'invalid request', problems }, 400);
-}
 
 function safeEqual(a: string, b: string): boolean {
   const x = Buffer.from(a);
@@ -61,6 +65,7 @@ export function jobView(row: JobRow, waiting?: string) {
     state: row.state,
     runsOn: row.runs_on,
     agentId: row.agent_id,
+    logTruncated: row.log_truncated,
     exitCode: row.exit_code,
     reason: row.reason,
     waiting: row.state === 'queued' ? (waiting ?? row.last_provisioning_error ?? null) : null,
@@ -77,11 +82,32 @@ export function jobView(row: JobRow, waiting?: string) {
 export function createHttpApi(deps: HttpApiDeps): Hono {
   const app = new Hono();
   const { store, dispatcher } = deps;
+  const notFound = (c: Context, what: string, id: string) =>
+    c.json({ error: 'not found', problems: [`${what} ${id} does not exist`] }, 404);
+
+  // Bodies are counted while they stream in: an oversized one is refused before it is buffered,
+  // and the connection is closed so the rest of it is never read.
+  app.use(
+    '*',
+    bodyLimit({
+      maxSize: MAX_BODY_BYTES,
+      onError: (c) => {
+        c.header('connection', 'close');
+        return c.json(
+          { error: 'payload too large', problems: [`(body): at most ${MAX_BODY_BYTES} bytes (8 MiB)`] },
+          413,
+        );
+      },
+    }),
+  );
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
-  app.get('/readyz', (c) => {
+  app.get('/readyz', async (c) => {
     if (deps.isDraining?.()) return c.json({ status: 'draining' }, 503);
-    return deps.isReady() ? c.json({ status: 'ready' }) : c.json({ status: 'starting' }, 503);
+    if (!deps.isReady()) return c.json({ status: 'starting' }, 503);
+    const health = deps.readiness ? await deps.readiness.current() : { ok: true as const };
+    if (!health.ok) return c.json({ status: 'store-unwritable', problem: health.problem }, 503);
+    return c.json({ status: 'ready' });
   });
   app.get('/metrics', async (c) => {
     deps.metrics.refresh(dispatcher);
@@ -102,27 +128,37 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     await next();
   });
 
+  // Every id in a path must look like an id before it reaches a query.
+  for (const [pattern, name] of [
+    ['/api/v1/runs/:id', 'id'],
+    ['/api/v1/jobs/:id', 'id'],
+    ['/api/v1/jobs/:id/*', 'id'],
+    ['/api/v1/scaler/explain/:jobId', 'jobId'],
+  ] as const) {
+    app.use(pattern, async (c, next) => {
+      const problem = idProblem(name, c.req.param(name as 'id') ?? '');
+      if (problem) return bad(c, [problem]);
+      await next();
+    });
+  }
+
   app.post('/api/v1/runs', async (c) => {
-    let body: unknown;
-    try {
-      body = await c.req.json();
-    } catch {
-      return bad(c, ['(body): must be a JSON object']);
-    }
-    const parsed = parseRunSpec(body);
+    const body = await readJsonBody(c);
+    if (!body.ok) return bad(c, body.problems);
+    const parsed = parseRunSpec(body.value);
     if (!parsed.ok) return bad(c, parsed.problems);
     const res = await dispatcher.submit(parsed.value);
     return c.json(res, 201);
   });
 
   app.get('/api/v1/runs/:id', async (c) => {
-    const rows = await store.jobs.list({ runId: c.req.param('id'), limit: 10_000 });
-    if (!rows.length)
-      return c.json({ error: 'not found', problems: [`run ${c.req.param('id')} does not exist`] }, 404);
+    const id = c.req.param('id');
+    const rows = await store.jobs.list({ runId: id, limit: 10_000 });
+    if (!rows.length) return notFound(c, 'run', id);
     const counts: Record<string, number> = {};
     for (const r of rows) counts[r.state] = (counts[r.state] ?? 0) + 1;
     return c.json({
-      id: c.req.param('id'),
+      id,
       counts,
       jobs: rows.reverse().map((r) => jobView(r, dispatcher.queue.get(r.id)?.waiting)),
     });
@@ -130,15 +166,18 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/jobs', async (c) => {
     const state = c.req.query('state');
-    if (state && !JOB_STATES.includes(state as JobState))
+    if (state !== undefined && !JOB_STATES.includes(state as JobState))
       return bad(c, [`state: one of ${JOB_STATES.join(', ')}`]);
     const limitRaw = c.req.query('limit');
     const limit = limitRaw === undefined ? 100 : Number(limitRaw);
     if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
       return bad(c, ['limit: an integer from 1 to 10000']);
+    const runId = c.req.query('runId');
+    const runIdProblem = runId === undefined ? undefined : idProblem('runId', runId);
+    if (runIdProblem) return bad(c, [runIdProblem]);
     const rows = await store.jobs.list({
       ...(state ? { state: state as JobState } : {}),
-      ...(c.req.query('runId') ? { runId: c.req.query('runId')! } : {}),
+      ...(runId ? { runId } : {}),
       limit,
     });
     return c.json({ jobs: rows.map((r) => jobView(r, dispatcher.queue.get(r.id)?.waiting)) });
@@ -146,8 +185,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/jobs/:id', async (c) => {
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row)
-      return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
+    if (!row) return notFound(c, 'job', c.req.param('id'));
     const steps = await store.logs.steps(row.id);
     return c.json({
       ...jobView(row, dispatcher.queue.get(row.id)?.waiting),
@@ -164,15 +202,16 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/jobs/:id/logs', async (c) => {
     const after = c.req.query('after');
-    if (after !== undefined && !/^\d+$/.test(after)) return bad(c, ['after: a log line id (integer)']);
+    const problem = afterProblem(after);
+    if (problem) return bad(c, [problem]);
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row)
-      return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
+    if (!row) return notFound(c, 'job', c.req.param('id'));
     await dispatcher.logs.flush();
     const lines = await store.logs.list(row.id, after === undefined ? undefined : Number(after));
     return c.json({
       jobId: row.id,
       state: row.state,
+      logTruncated: row.log_truncated,
       lines: lines.map((l) => ({
         id: Number(l.id),
         step: l.step_idx,
@@ -185,8 +224,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.post('/api/v1/jobs/:id/cancel', async (c) => {
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row)
-      return c.json({ error: 'not found', problems: [`job ${c.req.param('id')} does not exist`] }, 404);
+    if (!row) return notFound(c, 'job', c.req.param('id'));
     const res = await dispatcher.cancel(row.id);
     if (res === 'not-open')
       return c.json({ error: 'conflict', problems: [`job ${row.id} is already ${row.state}`] }, 409);
@@ -207,18 +245,10 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   app.post('/api/v1/agents/tokens', async (c) => {
-    let body: unknown;
-    try {
-      body = await c.req.json();
-    } catch {
-      return bad(c, ['(body): must be a JSON object']);
-    }
-    const parsed = tokenBodySchema.safeParse(body);
-    if (!parsed.success)
-      return bad(
-        c,
-        parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`),
-      );
+    const body = await readJsonBody(c);
+    if (!body.ok) return bad(c, body.problems);
+    const parsed = tokenBodySchema.safeParse(body.value);
+    if (!parsed.success) return bad(c, describeIssues(parsed.error));
     const labels = canonicalizeLabels(parsed.data.labels);
     const reserved = labels.filter((l) => l.startsWith('kici:'));
     if (reserved.length) return bad(c, [`labels: the kici: prefix is reserved (${reserved.join(', ')})`]);
@@ -238,15 +268,24 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
-    if (!row)
-      return c.json({ error: 'not found', problems: [`job ${c.req.param('jobId')} does not exist`] }, 404);
+    if (!row) return notFound(c, 'job', c.req.param('jobId'));
     return c.json(explainJob(dispatcher, deps.clock, row));
   });
   app.post('/api/v1/scaler/reload', async (c) => c.json(await deps.reloadScaler()));
 
   app.notFound((c) =>
-    c.json({ error: 'not found', problems: [`no route ${c.req.method} ${c.req.path}`] }, 404),
+    c.json({ error: 'not found', problems: [`no route ${c.req.method} ${quote(c.req.path)}`] }, 404),
   );
-  app.onError((err, c) => c.json({ error: 'internal error', problems: [err.message] }, 500));
+  app.onError((err, c) => {
+    if (err instanceof HTTPException) return err.getResponse();
+    deps.logger.error(
+      { err: errorMessage(err), stack: (err as Error).stack, method: c.req.method, path: clip(c.req.path) },
+      'HTTP request failed with a 500',
+    );
+    return c.json(
+      { error: 'internal error', problems: ['the server could not complete the request; see its log'] },
+      500,
+    );
+  });
   return app;
 }

@@ -17,8 +17,10 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
+import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
 import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics } from './metrics.js';
+import { StoreProbe } from './readiness.js';
 
 export interface OrchestratorOptions {
   host?: string;
@@ -58,6 +60,7 @@ export class Orchestrator {
   private sweepTimer: NodeJS.Timeout | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
+  private probe: StoreProbe | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -80,7 +83,15 @@ export class Orchestrator {
     const config = opts.scalerConfigPath
       ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
       : undefined;
-    const database = await openDatabase({ url: opts.databaseUrl, dataDir });
+    restrictUmask();
+    const lock = await lockDataDir(dataDir);
+    const opened = await openDatabase({ url: opts.databaseUrl, dataDir }).catch((err: unknown) => {
+      lock.release();
+      throw err;
+    });
+    const probeDirs = opened.engine === 'pglite' ? [dataDir, `${dataDir}/pg`] : [dataDir];
+    const probe = new StoreProbe(opened.db, probeDirs, log);
+    const database = holdUntilClosed(opened, lock, () => probe.stop());
     try {
       const store = createStore(database.db);
       const adminToken = await loadAdminToken(dataDir);
@@ -109,6 +120,7 @@ export class Orchestrator {
         metrics,
         log,
       );
+      orch.probe = probe;
       scaler?.setHooks(
         {
           onCapacityFreed: () => void dispatcher.requestPump(),
@@ -137,6 +149,7 @@ export class Orchestrator {
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
+      probe.start();
       scaler?.warm.start();
       orch.ready = true;
       log.info(
@@ -167,6 +180,8 @@ export class Orchestrator {
       metrics: this.metrics,
       isReady: () => this.ready && !this.stopping,
       isDraining: () => this.draining,
+      logger: this.log,
+      ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reload(),
     });
     const server = createServer(getRequestListener(app.fetch));

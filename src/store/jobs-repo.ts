@@ -127,6 +127,10 @@ export class JobsRepo {
       .execute();
   }
 
+  async markLogTruncated(jobId: string): Promise<void> {
+    await this.db.updateTable('jobs').set({ log_truncated: true }).where('id', '=', jobId).execute();
+  }
+
   async countByState(runId?: string): Promise<Record<string, number>> {
     let q = this.db.selectFrom('jobs').select(['state', (eb) => eb.fn.countAll<string>().as('n')]);
     if (runId) q = q.where('run_id', '=', runId);

@@ -1,5 +1,15 @@
 import type { Kysely, Selectable } from 'kysely';
+import { toWellFormedText } from '../jobs/safe-text.js';
 import type { Database, JobLogsTable, StepResultsTable } from './schema.js';
+
+/**
+ * PostgreSQL text cannot hold U+0000, and a lone surrogate cannot be encoded as UTF-8; either one
+ * used to fail the insert of a whole batch. Both become U+FFFD (the replacement character), so
+ * the line is kept and the spot stays visible.
+ */
+export function storableLine(line: string): string {
+  return toWellFormedText(line.includes('\0') ? line.replaceAll('\0', '\uFFFD') : line);
+}
 
 export type LogRow = Selectable<JobLogsTable>;
 export type StepRow = Selectable<StepResultsTable>;
@@ -20,8 +30,8 @@ export class LogsRepo {
       const chunk = lines.slice(i, i + 1000).map((l) => ({
         job_id: l.jobId,
         step_idx: l.stepIdx,
-        stream: l.stream,
-        line: l.line,
+        stream: storableLine(l.stream),
+        line: storableLine(l.line),
         ts: l.ts,
       }));
       await this.db.insertInto('job_logs').values(chunk).execute();
@@ -37,7 +47,14 @@ export class LogsRepo {
   async stepStarted(jobId: string, idx: number, name: string, now: Date): Promise<void> {
     await this.db
       .insertInto('step_results')
-      .values({ job_id: jobId, idx, name, exit_code: null, timed_out: false, started_at: now })
+      .values({
+        job_id: jobId,
+        idx,
+        name: storableLine(name),
+        exit_code: null,
+        timed_out: false,
+        started_at: now,
+      })
       .onConflict((oc) => oc.columns(['job_id', 'idx']).doNothing())
       .execute();
   }

@@ -115,6 +115,18 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /** Job logs over the per-job cap keep their head and tail; the job says its log was cut. */
+  '002_log_cap_and_probe': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table jobs add column log_truncated boolean not null default false`.execute(db);
+      // One row, rewritten by the readiness probe to prove the store still takes writes.
+      await sql`
+        create table kici_probe (
+          id integer primary key,
+          checked_at timestamptz not null default now()
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

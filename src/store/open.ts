@@ -1,7 +1,8 @@
-import { mkdir } from 'node:fs/promises';
 import { Kysely, PostgresDialect } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { UserError, errorMessage } from '../util/errors.js';
+import { prepareDataDir, tightenModes } from './data-dir.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { migrateToLatest } from './migrations.js';
 import type { Database } from './schema.js';
@@ -31,10 +32,20 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   }
   const dataDir = opts.dataDir ?? './.kici-data';
   const pgDir = `${dataDir}/pg`;
-  await mkdir(pgDir, { recursive: true });
-  const pglite = new PGlite(pgDir);
-  await pglite.waitReady;
+  await prepareDataDir(dataDir);
+  let pglite: PGlite;
+  try {
+    pglite = new PGlite(pgDir);
+    await pglite.waitReady;
+  } catch (err) {
+    // PGlite's own message ("failed to initialize properly") names neither the path nor the cause.
+    throw new UserError(
+      `data dir ${pgDir}: the embedded database could not start (${errorMessage(err)}); ` +
+        'check that the directory is a kici data dir, readable and writable by this user',
+    );
+  }
   const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
   await migrateToLatest(db as Kysely<unknown>);
+  await tightenModes(dataDir);
   return { db, engine: 'pglite', close: () => db.destroy() };
 }

@@ -37,6 +37,8 @@ export interface JobsTable {
   reason: string | null;
   last_provisioning_error: string | null;
   attempts: Generated<number>;
+  /** The stored log lost its middle to the per-job cap (head and tail kept). */
+  log_truncated: Generated<boolean>;
   created_at: Timestamp;
   dispatched_at: NullableTimestamp;
   started_at: NullableTimestamp;

@@ -1,0 +1,86 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { jobLogMaxBytesFromEnv } from '../../../src/dispatch/log-cap.js';
+import { LogSink } from '../../../src/dispatch/log-sink.js';
+import type { Store } from '../../../src/store/index.js';
+import type { LogLine } from '../../../src/store/logs-repo.js';
+import { UserError } from '../../../src/util/errors.js';
+import { freshStore } from '../../helpers/data-dir.js';
+
+let store: Store;
+let close: () => Promise<void>;
+beforeAll(async () => {
+  ({ store, close } = await freshStore());
+});
+afterAll(async () => close());
+
+const log = pino({ level: 'silent' });
+let n = 0;
+async function newJob(): Promise<string> {
+  const id = `j-sink-${++n}`;
+  await store.jobs.insertRun(
+    { id: `r-sink-${n}`, name: null },
+    [{ id, name: 'x', runsOn: ['a'], spec: {} }],
+    new Date(),
+  );
+  return id;
+}
+const line = (jobId: string, text: string, stepIdx: number | null = 0): LogLine => ({
+  jobId,
+  stepIdx,
+  stream: 'stdout',
+  line: text,
+  ts: new Date(),
+});
+const stored = async (jobId: string) => (await store.logs.list(jobId)).map((l) => l.line);
+
+describe('LogSink: one bad line never costs another job its output (defect 5)', () => {
+  it('a row the database refuses fails alone; the rest of the batch is stored', async () => {
+    const good = await newJob();
+    const bad = await newJob();
+    const sink = new LogSink(store, log, 10_000);
+    sink.push([line(good, 'g1'), line(bad, 'b1'), line(bad, 'out of int4 range', 2 ** 40), line(good, 'g2')]);
+    sink.push([line(bad, 'b2'), line(good, 'g3')]);
+    await sink.flush();
+    expect(await stored(good)).toEqual(['g1', 'g2', 'g3']);
+    expect(await stored(bad)).toEqual(['b1', 'b2']);
+  });
+
+  it('NUL and lone surrogates are stored as U+FFFD', async () => {
+    const job = await newJob();
+    const sink = new LogSink(store, log, 10_000);
+    sink.push([line(job, 'a\u0000b'), line(job, 'c\ud800d'), line(job, 'ok \ud83d\ude00')]);
+    await sink.flush();
+    expect(await stored(job)).toEqual(['a\uFFFDb', 'c\uFFFDd', 'ok \ud83d\ude00']);
+  });
+});
+
+describe('LogSink: the per-job cap keeps head and tail (defect 9)', () => {
+  it('stores at most the cap, first and last lines, and a line about the gap', async () => {
+    const job = await newJob();
+    const other = await newJob();
+    const cap = 4096;
+    const sink = new LogSink(store, log, 10_000, cap);
+    for (let i = 1; i <= 2000; i++) sink.push([line(job, `line ${i}`)]);
+    sink.push([line(other, 'untouched')]);
+    sink.jobEnded(job);
+    await sink.flush();
+    const lines = await stored(job);
+    const bytes = lines.reduce((s, l) => s + Buffer.byteLength(l) + 1, 0);
+    expect(bytes).toBeLessThanOrEqual(cap + 300);
+    expect(lines[0]).toBe('line 1');
+    expect(lines.at(-1)).toBe('line 2000');
+    const marker = lines.find((l) => l.startsWith('log truncated:'));
+    expect(marker).toMatch(/^log truncated: \d+ lines \(\d+ bytes\) were dropped here/);
+    expect((await store.jobs.get(job))?.log_truncated).toBe(true);
+    expect(await stored(other)).toEqual(['untouched']);
+    expect((await store.jobs.get(other))?.log_truncated).toBe(false);
+  });
+
+  it('KICI_JOB_LOG_MAX_BYTES must be a whole number of at least 1024', () => {
+    expect(jobLogMaxBytesFromEnv({})).toBe(32 * 1024 * 1024);
+    expect(jobLogMaxBytesFromEnv({ KICI_JOB_LOG_MAX_BYTES: '65536' })).toBe(65536);
+    for (const bad of ['12', '1e6', '-5', 'lots', '99999999999999999999'])
+      expect(() => jobLogMaxBytesFromEnv({ KICI_JOB_LOG_MAX_BYTES: bad })).toThrow(UserError);
+  });
+});
