@@ -1,0 +1,47 @@
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { JobRunner, MAX_FRAME_BYTES } from '../../../src/agent/job-runner.js';
+import type { AgentMessage } from '../../../src/protocol/messages.js';
+import { MAX_LINE_CHARS, onLines } from '../../../src/util/lines.js';
+
+async function runJob(run: string): Promise<{ result: string; msgs: AgentMessage[] }> {
+  const msgs: AgentMessage[] = [];
+  const runner = new JobRunner({
+    job: { id: 'job-1', runId: 'run-1', name: 'unit', env: {}, steps: [{ name: 's', run }] },
+    send: (m) => msgs.push(m),
+  });
+  return { result: await runner.run(), msgs };
+}
+
+describe('job output', () => {
+  it('control characters: every log frame stays under the limit, and nothing is lost', async () => {
+    const { result, msgs } = await runJob("head -c 3000000 /dev/zero | tr '\\0' '\\1'");
+    expect(result).toBe('succeeded');
+    const logs = msgs.filter((m) => m.type === 'log');
+    expect(logs.length).toBeGreaterThan(1);
+    for (const m of logs) expect(Buffer.byteLength(JSON.stringify(m))).toBeLessThanOrEqual(MAX_FRAME_BYTES);
+    const chars = logs.flatMap((m) => m.lines).reduce((n, l) => n + l.length, 0);
+    expect(chars).toBe(3_000_000);
+  });
+
+  it('lines longer than the cut come in pieces, never splitting a surrogate pair', async () => {
+    const s = new PassThrough();
+    const got: string[] = [];
+    onLines(s, (l) => got.push(l));
+    const long = 'x'.repeat(MAX_LINE_CHARS - 1) + '😀' + 'y'.repeat(10);
+    s.end(`${long}\nshort\npartial`);
+    await new Promise((r) => s.on('close', r));
+    expect(got).toEqual(['x'.repeat(MAX_LINE_CHARS - 1), '😀' + 'y'.repeat(10), 'short', 'partial']);
+  });
+
+  it('a destroyed stream still hands on its last partial line', async () => {
+    const s = new PassThrough();
+    const got: string[] = [];
+    onLines(s, (l) => got.push(l));
+    s.write('no newline yet');
+    await new Promise((r) => setImmediate(r));
+    s.destroy();
+    await new Promise((r) => s.on('close', r));
+    expect(got).toEqual(['no newline yet']);
+  });
+});
