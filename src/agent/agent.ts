@@ -17,6 +17,8 @@ export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 export const AgentExit = { ok: 0, error: 1, refused: 2, unreachable: 3 } as const;
 
 const OUTBOX_LIMIT = 20_000;
+/** Past this much unsent data on the socket, the job's output is not read until it drains. */
+const SEND_BACKLOG_BYTES = 8 * 1024 * 1024;
 
 /**
  * The agent's life: connect, register, take jobs, stream their output, and (when single-use) leave
@@ -146,6 +148,7 @@ export class Agent {
             send: (m) => this.send(m),
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
+            congested: () => (this.ws?.bufferedAmount ?? 0) > SEND_BACKLOG_BYTES,
           }),
         );
         return;

@@ -30,6 +30,8 @@ export interface JobRunnerOptions {
   baseEnv?: NodeJS.ProcessEnv;
   /** Grace between SIGTERM and SIGKILL for what the job left running when it ends. */
   reapGraceMs?: number;
+  /** True while sent messages pile up unsent; output is then not read, so a flood cannot fill memory. */
+  congested?: () => boolean;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -42,6 +44,7 @@ export class JobRunner {
   /** Every step run so far: their process groups and pipes are the job's until it ends. */
   private readonly steps: RunningStep[] = [];
   private ended = false;
+  private congestionTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly opts: JobRunnerOptions) {}
 
@@ -150,6 +153,7 @@ export class JobRunner {
     await stopProcesses({ env: `${JOB_MARKER_ENV}=${this.marker}`, pgids }, this.opts.reapGraceMs);
     await Promise.all(this.steps.map((s) => s.release()));
     this.ended = true;
+    if (this.congestionTimer) clearTimeout(this.congestionTimer);
   }
 
   /** Lines are batched briefly so a chatty step costs one message per burst, not per line. */
@@ -178,5 +182,20 @@ export class JobRunner {
     if (p && p.lines.length) {
       this.opts.send({ type: 'log', jobId: this.opts.job.id, idx: p.idx, stream: p.stream, lines: p.lines });
     }
+    if (!this.congestionTimer && !this.ended && this.opts.congested?.()) this.holdOutput();
+  }
+
+  /** Backpressure: stop reading every step's pipes until the link has caught up. */
+  private holdOutput(): void {
+    for (const s of this.steps) s.pause();
+    const check = () => {
+      if (!this.ended && this.opts.congested?.()) {
+        this.congestionTimer = setTimeout(check, 20);
+        return;
+      }
+      this.congestionTimer = undefined;
+      for (const s of this.steps) s.resume();
+    };
+    this.congestionTimer = setTimeout(check, 20);
   }
 }

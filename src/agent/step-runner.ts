@@ -18,6 +18,9 @@ export interface RunningStep {
   cancel(kind: 'cancel' | 'timeout'): void;
   /** Stop reading output that background processes still write; resolves once the pipes are closed. */
   release(): Promise<void>;
+  /** Stop reading output for a while (the link to the orchestrator is congested); writers block. */
+  pause(): void;
+  resume(): void;
 }
 
 const KILL_GRACE_MS = 5_000;
@@ -26,6 +29,8 @@ const KILL_GRACE_MS = 5_000;
  * process that inherited them (`server &`) must not hold the step open. See docs/step-runner.md.
  */
 export const OUTPUT_DRAIN_MS = 200;
+/** At the end of the job, how long the last output in a step's pipes may take to arrive. */
+const RELEASE_WAIT_MS = 1_000;
 
 /**
  * Run one step with /bin/sh in its own process group. The step ends when its shell exits; anything
@@ -110,13 +115,29 @@ export function runStep(opts: {
     // Normally the pipes close right after the shell exits. A failed spawn has no 'exit', only this.
     void closed.then(finish);
   });
+  let paused = false;
+  const pause = () => {
+    if (paused || pipesClosed) return;
+    paused = true;
+    child.stdout?.pause();
+    child.stderr?.pause();
+  };
+  const resume = () => {
+    if (!paused) return;
+    paused = false;
+    child.stdout?.resume();
+    child.stderr?.resume();
+  };
   const release = async () => {
     if (pipesClosed) return;
+    // What is still in the pipes is read first; a writer that outlived the clean-up cannot hold us.
+    resume();
+    await Promise.race([closed, new Promise((r) => setTimeout(r, RELEASE_WAIT_MS))]);
     child.stdout?.destroy();
     child.stderr?.destroy();
     await closed;
   };
-  return { done, cancel, release, pgid: child.pid };
+  return { done, cancel, release, pause, resume, pgid: child.pid };
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
