@@ -9,7 +9,8 @@ import {
 } from '../protocol/messages.js';
 import type { AgentConfig } from './config.js';
 import { hostLabels } from './host-labels.js';
-import { JobRunner, MAX_FRAME_BYTES } from './job-runner.js';
+import { encodeFrames, waitUntil } from './frames.js';
+import { JobRunner } from './job-runner.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 
@@ -90,10 +91,13 @@ export class Agent {
     this.log('info', `stopping: ${reason}`);
     if (this.runner) {
       this.runner.cancel('cancel');
-      await Promise.race([this.waitForRunner(), delay(10_000)]);
+      await waitUntil(() => !this.runner, 10_000);
     }
     // Give the cancelled result a moment to be stored before the connection goes.
-    await this.waitForResultAck(2_000);
+    await waitUntil(
+      () => !this.registered || (!this.outbox.length && !(this.acksResults && this.unackedResult)),
+      2_000,
+    );
     this.leave(true);
   }
   private connect(): void {
@@ -212,25 +216,6 @@ export class Agent {
     if (this.cfg.ephemeral || this.draining) this.leave();
   }
 
-  private waitForResultAck(ms: number): Promise<void> {
-    const until = Date.now() + ms;
-    return new Promise((resolve) => {
-      const check = () => {
-        const pending = this.outbox.length > 0 || (this.acksResults && this.unackedResult !== undefined);
-        if (!pending || !this.registered || Date.now() >= until) resolve();
-        else setTimeout(check, 20);
-      };
-      check();
-    });
-  }
-
-  private waitForRunner(): Promise<void> {
-    return new Promise((resolve) => {
-      const check = () => (this.runner ? setTimeout(check, 20) : resolve());
-      check();
-    });
-  }
-
   /**
    * Leave once everything is sent: the outbox is empty and the last result acknowledged. `now`
    * skips that wait (a stop that already gave the result its chance).
@@ -283,7 +268,7 @@ export class Agent {
       if (!this.runner) return this.exit(AgentExit.unreachable);
       // The job's clean-up (its background processes) must finish before the process exits.
       this.runner.cancel('cancel');
-      void Promise.race([this.waitForRunner(), delay(10_000)]).then(() => this.exit(AgentExit.unreachable));
+      void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.unreachable));
       return;
     }
     const wait = Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
@@ -298,17 +283,7 @@ export class Agent {
 
   private sendNow(msg: AgentMessage): void {
     if (this.ws?.readyState !== WebSocket.OPEN) return;
-    const data = JSON.stringify(msg);
-    // The job runner already cuts log batches to fit; this guard keeps any frame under the limit.
-    if (Buffer.byteLength(data) > MAX_FRAME_BYTES) {
-      if (msg.type === 'log' && msg.lines.length > 1) {
-        const mid = Math.ceil(msg.lines.length / 2);
-        this.sendNow({ ...msg, lines: msg.lines.slice(0, mid) });
-        this.sendNow({ ...msg, lines: msg.lines.slice(mid) });
-      } else this.log('warn', `dropped a ${msg.type} message too large for one frame`);
-      return;
-    }
-    this.ws.send(data);
+    for (const data of encodeFrames(msg, (what) => this.log('warn', `dropped ${what}`))) this.ws.send(data);
   }
 
   private exit(code: number): void {
@@ -319,8 +294,4 @@ export class Agent {
     if (this.ws && this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
     this.finish(code);
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { AgentMessage, AssignedJob, JobResult, LogStream } from '../protocol/messages.js';
 import { setLongTimeout } from '../util/long-timer.js';
 import { stopProcesses } from '../util/proc-tree.js';
+import { MAX_FRAME_BYTES } from './frames.js';
 import { runStep, type RunningStep } from './step-runner.js';
 
 /** Variables the agent itself holds that build steps must never see. */
@@ -13,11 +14,6 @@ const PRIVATE_ENV = ['KICI_AGENT_TOKEN', 'KICI_SCALER_CLAIM_CODE', 'KICI_ADMIN_T
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
 export const JOB_MARKER_ENV = 'KICI_JOB_MARKER';
 
-/**
- * No frame the agent sends may exceed this (the orchestrator refuses larger ones). A log batch is cut
- * by its serialized size: JSON escapes a control character as six bytes.
- */
-export const MAX_FRAME_BYTES = 1024 * 1024;
 /** Room left in a frame for everything but the lines (type, job id, stream, brackets). */
 const FRAME_OVERHEAD_BYTES = 1024;
 const BATCH_LINES = 200;
@@ -61,10 +57,10 @@ export class JobRunner {
   async run(): Promise<JobResult> {
     const { job, send } = this.opts;
     send({ type: 'job.started', jobId: job.id });
+    const workspace = await mkdtemp(join(this.opts.workDir ?? tmpdir(), `kici-${job.id}-`));
     const jobTimer = job.timeoutSeconds
       ? setLongTimeout(() => this.cancel('timeout'), job.timeoutSeconds * 1000)
       : undefined;
-    const workspace = await mkdtemp(join(this.opts.workDir ?? tmpdir(), `kici-${job.id}-`));
     let result: JobResult = 'succeeded';
     let exitCode: number | null = 0;
     let message: string | undefined;

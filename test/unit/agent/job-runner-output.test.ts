@@ -1,6 +1,7 @@
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { JobRunner, MAX_FRAME_BYTES } from '../../../src/agent/job-runner.js';
+import { MAX_FRAME_BYTES } from '../../../src/agent/frames.js';
+import { JobRunner } from '../../../src/agent/job-runner.js';
 import type { AgentMessage } from '../../../src/protocol/messages.js';
 import { MAX_LINE_CHARS, onLines } from '../../../src/util/lines.js';
 

@@ -12,6 +12,7 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
+import { binaryProblem } from './binary-check.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
@@ -286,18 +287,5 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const t = this.agents.get(agentId);
     if (!t) return undefined;
     return { backendType: 'bare-metal', scalerName: this.name, pid: t.pgid };
-  }
-}
-
-/** Why a binaryPath cannot be run, or undefined when it can (a directory passes an X_OK check). */
-async function binaryProblem(path: string): Promise<string | undefined> {
-  try {
-    if ((await stat(path)).isDirectory()) return `${path} is a directory, not an executable file`;
-    await access(path, constants.X_OK);
-    return undefined;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'ENOENT'
-      ? `${path} does not exist`
-      : `${path} is not an executable file`;
   }
 }
