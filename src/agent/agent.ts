@@ -78,7 +78,8 @@ export class Agent {
         `draining (${reason}): finishing the current job, then leaving; signal again to cancel it`,
       );
       this.sendNow({ type: 'agent.draining' });
-      if (!this.runner) this.leave(true);
+      // Idle: leave once the last result is acknowledged; with no connection there is no one to wait for.
+      if (!this.runner) this.leave(!this.registered);
       return Promise.resolve();
     }
     this.cancelling ??= this.cancelAndLeave(reason);
