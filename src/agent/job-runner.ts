@@ -41,6 +41,7 @@ export class JobRunner {
   private readonly steps: RunningStep[] = [];
   private ended = false;
   private congestionTimer: NodeJS.Timeout | undefined;
+  private releasing = false;
 
   constructor(private readonly opts: JobRunnerOptions) {}
 
@@ -147,9 +148,12 @@ export class JobRunner {
   private async reap(): Promise<void> {
     const pgids = new Set(this.steps.flatMap((s) => (s.pgid === undefined ? [] : [s.pgid])));
     await stopProcesses({ env: `${JOB_MARKER_ENV}=${this.marker}`, pgids }, this.opts.reapGraceMs);
+    // The last output is read without backpressure: the writers are gone, the pipes hold little.
+    this.releasing = true;
+    if (this.congestionTimer) clearTimeout(this.congestionTimer);
+    this.congestionTimer = undefined;
     await Promise.all(this.steps.map((s) => s.release()));
     this.ended = true;
-    if (this.congestionTimer) clearTimeout(this.congestionTimer);
   }
 
   /** Lines are batched briefly so a chatty step costs one message per burst, not per line. */
@@ -178,14 +182,14 @@ export class JobRunner {
     if (p && p.lines.length) {
       this.opts.send({ type: 'log', jobId: this.opts.job.id, idx: p.idx, stream: p.stream, lines: p.lines });
     }
-    if (!this.congestionTimer && !this.ended && this.opts.congested?.()) this.holdOutput();
+    if (!this.congestionTimer && !this.releasing && this.opts.congested?.()) this.holdOutput();
   }
 
   /** Backpressure: stop reading every step's pipes until the link has caught up. */
   private holdOutput(): void {
     for (const s of this.steps) s.pause();
     const check = () => {
-      if (!this.ended && this.opts.congested?.()) {
+      if (!this.releasing && this.opts.congested?.()) {
         this.congestionTimer = setTimeout(check, 20);
         return;
       }

@@ -25,6 +25,33 @@ describe('job output', () => {
     expect(chars).toBe(3_000_000);
   });
 
+  it('while the link is congested, output is not read (the step waits), and none is lost', async () => {
+    const started = Date.now();
+    const congestedMs = 800;
+    let readDuringCongestion = 0;
+    let total = 0;
+    const runner = new JobRunner({
+      job: {
+        id: 'job-2',
+        runId: 'run-1',
+        name: 'unit',
+        env: {},
+        steps: [{ name: 's', run: "head -c 6000000 /dev/zero | tr '\\0' 'a'" }],
+      },
+      send: (m) => {
+        if (m.type !== 'log') return;
+        const n = m.lines.reduce((sum, l) => sum + l.length, 0);
+        total += n;
+        if (Date.now() - started < congestedMs) readDuringCongestion += n;
+      },
+      congested: () => Date.now() - started < congestedMs,
+    });
+    expect(await runner.run()).toBe('succeeded');
+    expect(total).toBe(6_000_000);
+    // One batch (about 1 MiB) and what the pipes buffer, not the whole flood.
+    expect(readDuringCongestion).toBeLessThan(1_500_000);
+  });
+
   it('lines longer than the cut come in pieces, never splitting a surrogate pair', async () => {
     const s = new PassThrough();
     const got: string[] = [];
