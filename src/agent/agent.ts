@@ -9,6 +9,7 @@ import {
 } from '../protocol/messages.js';
 import type { AgentConfig } from './config.js';
 import { hostLabels } from './host-labels.js';
+import { encodeFrames, waitUntil } from './frames.js';
 import { JobRunner } from './job-runner.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
@@ -17,6 +18,8 @@ export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 export const AgentExit = { ok: 0, error: 1, refused: 2, unreachable: 3 } as const;
 
 const OUTBOX_LIMIT = 20_000;
+/** Past this much unsent data on the socket, the job's output is not read until it drains. */
+const SEND_BACKLOG_BYTES = 8 * 1024 * 1024;
 
 /**
  * The agent's life: connect, register, take jobs, stream their output, and (when single-use) leave
@@ -37,7 +40,13 @@ export class Agent {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private disconnectedSince: number | undefined;
   private attempt = 0;
+  /** Takes no new job; set by a drain or a stop. */
   private stopping = false;
+  /** Finishing the current job, then leaving (first SIGTERM to a static agent). */
+  private draining = false;
+  /** Closing the connection to exit. */
+  private leaving = false;
+  private cancelling: Promise<void> | undefined;
   private finish!: (code: number) => void;
   private readonly exited: Promise<number>;
 
@@ -54,18 +63,44 @@ export class Agent {
     return this.exited;
   }
 
-  /** SIGTERM / SIGINT: stop the job (it is reported as cancelled) and leave. */
-  async stop(reason: string): Promise<void> {
-    if (this.stopping) return;
+  /**
+   * SIGTERM / SIGINT. `drain`: take no new job, finish the current one, report it, then leave.
+   * `cancel` (or a second signal during a drain): cancel the job, report it cancelled, and leave.
+   */
+  stop(reason: string, mode: 'cancel' | 'drain' = 'cancel'): Promise<void> {
+    if (this.leaving) return Promise.resolve();
+    if (mode === 'drain' && !this.stopping) {
+      this.stopping = true;
+      this.draining = true;
+      this.clearIdle();
+      this.log(
+        'info',
+        `draining (${reason}): finishing the current job, then leaving; signal again to cancel it`,
+      );
+      this.sendNow({ type: 'agent.draining' });
+      // Idle: leave once the last result is acknowledged; with no connection there is no one to wait for.
+      if (!this.runner) this.leave(!this.registered);
+      return Promise.resolve();
+    }
+    this.cancelling ??= this.cancelAndLeave(reason);
+    return this.cancelling;
+  }
+
+  private async cancelAndLeave(reason: string): Promise<void> {
     this.stopping = true;
+    this.draining = false;
     this.log('info', `stopping: ${reason}`);
     if (this.runner) {
       this.runner.cancel('cancel');
-      await Promise.race([this.waitForRunner(), delay(10_000)]);
+      await waitUntil(() => !this.runner, 10_000);
     }
-    this.exit(AgentExit.ok);
+    // Give the cancelled result a moment to be stored before the connection goes.
+    await waitUntil(
+      () => !this.registered || (!this.outbox.length && !(this.acksResults && this.unackedResult)),
+      2_000,
+    );
+    this.leave(true);
   }
-
   private connect(): void {
     const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
     this.ws = ws;
@@ -118,6 +153,7 @@ export class Agent {
             send: (m) => this.send(m),
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
+            congested: () => (this.ws?.bufferedAmount ?? 0) > SEND_BACKLOG_BYTES,
           }),
         );
         return;
@@ -133,7 +169,7 @@ export class Agent {
       case 'job.finished.ack':
         if (this.unackedResult?.type === 'job.finished' && this.unackedResult.jobId === msg.jobId)
           this.unackedResult = undefined;
-        if (!this.runner && this.cfg.ephemeral && this.jobsDone > 0) this.leave();
+        if (!this.runner && (this.draining || (this.cfg.ephemeral && this.jobsDone > 0))) this.leave();
         return;
     }
   }
@@ -151,8 +187,9 @@ export class Agent {
     if (this.unackedResult && !queued.includes(this.unackedResult)) this.send(this.unackedResult);
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = setInterval(() => this.sendNow({ type: 'heartbeat' }), ack.heartbeatIntervalMs);
+    if (this.draining) this.sendNow({ type: 'agent.draining' }); // a new connection must know too
     if (this.runner) return;
-    if (this.cfg.ephemeral && this.jobsDone > 0) return this.leave();
+    if (this.draining || (this.cfg.ephemeral && this.jobsDone > 0)) return this.leave();
     if (!this.cfg.ephemeral || ack.warmPool) return;
     // A bound agent waits for its own job a while; any other single-use agent leaves soon when idle.
     this.armIdle(ack.pendingDispatch ? this.cfg.pendingDispatchTimeoutMs : this.cfg.idleTimeoutMs);
@@ -176,22 +213,21 @@ export class Agent {
       this.runner = undefined;
       this.jobsDone++;
     }
-    if (this.stopping) return;
-    if (this.cfg.ephemeral) this.leave();
+    if (this.stopping && !this.draining) return; // stop() leaves once the result is acknowledged
+    if (this.cfg.ephemeral || this.draining) this.leave();
   }
 
-  private waitForRunner(): Promise<void> {
-    return new Promise((resolve) => {
-      const check = () => (this.runner ? setTimeout(check, 20) : resolve());
-      check();
-    });
-  }
-
-  /** Single-use agent: everything is sent once the outbox is empty and the socket drained. */
-  private leave(): void {
-    if (this.stopping) return;
-    if (!this.registered || this.outbox.length) return; // wait for reconnect to deliver results
-    if (this.acksResults && this.unackedResult) return; // wait until the orchestrator stored the result
+  /**
+   * Leave once everything is sent: the outbox is empty and the last result acknowledged. `now`
+   * skips that wait (a stop that already gave the result its chance).
+   */
+  private leave(now = false): void {
+    if (this.leaving) return;
+    if (!now) {
+      if (!this.registered || this.outbox.length) return; // wait for reconnect to deliver results
+      if (this.acksResults && this.unackedResult) return; // wait until the orchestrator stored the result
+    }
+    this.leaving = true;
     this.stopping = true;
     const ws = this.ws;
     if (ws && ws.readyState === WebSocket.OPEN) {
@@ -218,7 +254,7 @@ export class Agent {
     this.registered = false;
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
-    if (this.stopping) return this.exit(AgentExit.ok);
+    if (this.leaving) return this.exit(AgentExit.ok);
     if (FATAL_CLOSE_CODES.includes(code)) {
       this.log('error', `orchestrator refused this agent (${code}): ${reason || 'no reason given'}`);
       return this.exit(AgentExit.refused);
@@ -229,8 +265,12 @@ export class Agent {
       this.log('warn', `connection lost (${code}${reason ? `: ${reason}` : ''}); reconnecting`);
     if (this.cfg.reconnectTimeoutMs > 0 && now - this.disconnectedSince >= this.cfg.reconnectTimeoutMs) {
       this.log('error', `orchestrator unreachable for ${this.cfg.reconnectTimeoutMs} ms; giving up`);
-      this.runner?.cancel('cancel');
-      return this.exit(AgentExit.unreachable);
+      this.stopping = true;
+      if (!this.runner) return this.exit(AgentExit.unreachable);
+      // The job's clean-up (its background processes) must finish before the process exits.
+      this.runner.cancel('cancel');
+      void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.unreachable));
+      return;
     }
     const wait = Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
     this.reconnectTimer = setTimeout(() => this.connect(), wait);
@@ -243,7 +283,8 @@ export class Agent {
   }
 
   private sendNow(msg: AgentMessage): void {
-    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(msg));
+    if (this.ws?.readyState !== WebSocket.OPEN) return;
+    for (const data of encodeFrames(msg, (what) => this.log('warn', `dropped ${what}`))) this.ws.send(data);
   }
 
   private exit(code: number): void {
@@ -254,8 +295,4 @@ export class Agent {
     if (this.ws && this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
     this.finish(code);
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }

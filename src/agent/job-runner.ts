@@ -1,11 +1,22 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentMessage, AssignedJob, JobResult, LogStream } from '../protocol/messages.js';
+import { setLongTimeout } from '../util/long-timer.js';
+import { stopProcesses } from '../util/proc-tree.js';
+import { MAX_FRAME_BYTES } from './frames.js';
 import { runStep, type RunningStep } from './step-runner.js';
 
 /** Variables the agent itself holds that build steps must never see. */
 const PRIVATE_ENV = ['KICI_AGENT_TOKEN', 'KICI_SCALER_CLAIM_CODE', 'KICI_ADMIN_TOKEN'];
+
+/** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
+export const JOB_MARKER_ENV = 'KICI_JOB_MARKER';
+
+/** Room left in a frame for everything but the lines (type, job id, stream, brackets). */
+const FRAME_OVERHEAD_BYTES = 1024;
+const BATCH_LINES = 200;
 
 export interface JobRunnerOptions {
   job: AssignedJob;
@@ -13,14 +24,24 @@ export interface JobRunnerOptions {
   workDir?: string | undefined;
   keepWorkspace?: boolean;
   baseEnv?: NodeJS.ProcessEnv;
+  /** Grace between SIGTERM and SIGKILL for what the job left running when it ends. */
+  reapGraceMs?: number;
+  /** True while sent messages pile up unsent; output is then not read, so a flood cannot fill memory. */
+  congested?: () => boolean;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
 export class JobRunner {
   private current: RunningStep | undefined;
   private stopped: 'cancel' | 'timeout' | undefined;
-  private pending: { idx: number | null; stream: LogStream; lines: string[] } | undefined;
+  private pending: { idx: number | null; stream: LogStream; lines: string[]; bytes: number } | undefined;
   private flushTimer: NodeJS.Timeout | undefined;
+  private readonly marker = randomBytes(12).toString('hex');
+  /** Every step run so far: their process groups and pipes are the job's until it ends. */
+  private readonly steps: RunningStep[] = [];
+  private ended = false;
+  private congestionTimer: NodeJS.Timeout | undefined;
+  private releasing = false;
 
   constructor(private readonly opts: JobRunnerOptions) {}
 
@@ -37,10 +58,10 @@ export class JobRunner {
   async run(): Promise<JobResult> {
     const { job, send } = this.opts;
     send({ type: 'job.started', jobId: job.id });
-    const jobTimer = job.timeoutSeconds
-      ? setTimeout(() => this.cancel('timeout'), job.timeoutSeconds * 1000)
-      : undefined;
     const workspace = await mkdtemp(join(this.opts.workDir ?? tmpdir(), `kici-${job.id}-`));
+    const jobTimer = job.timeoutSeconds
+      ? setLongTimeout(() => this.cancel('timeout'), job.timeoutSeconds * 1000)
+      : undefined;
     let result: JobResult = 'succeeded';
     let exitCode: number | null = 0;
     let message: string | undefined;
@@ -63,10 +84,15 @@ export class JobRunner {
           timeoutMs: step.timeoutSeconds ? step.timeoutSeconds * 1000 : undefined,
           onLine: (stream, line) => this.line(idx, stream, line),
         });
+        this.steps.push(this.current);
         const out = await this.current.done;
         this.current = undefined;
         if (out.error) this.line(idx, 'system', `step could not start: ${out.error}`);
-        if (out.timedOut) this.line(idx, 'system', `step timed out after ${step.timeoutSeconds}s`);
+        // A job timeout stops the step the same way; only the step's own timer is its timeout.
+        if (out.timedOut && this.stopped !== 'timeout') {
+          message = `step "${step.name}" timed out after ${step.timeoutSeconds}s`;
+          this.line(idx, 'system', message);
+        }
         this.flush();
         send({
           type: 'step.finished',
@@ -89,7 +115,8 @@ export class JobRunner {
         this.line(null, 'system', message);
       }
     } finally {
-      if (jobTimer) clearTimeout(jobTimer);
+      jobTimer?.clear();
+      await this.reap();
       this.flush();
       if (!this.opts.keepWorkspace) await rm(workspace, { recursive: true, force: true }).catch(() => {});
     }
@@ -109,16 +136,41 @@ export class JobRunner {
       KICI_JOB_NAME: this.opts.job.name,
       ...this.opts.job.env,
       ...stepEnv,
+      // Last, so a job cannot unset it by accident.
+      [JOB_MARKER_ENV]: this.marker,
     };
+  }
+
+  /**
+   * The job is over: stop every process it left (found by its marker, or still in a step's process
+   * group), then stop reading the pipes they held. Nothing of a job outlives its result.
+   */
+  private async reap(): Promise<void> {
+    const pgids = new Set(this.steps.flatMap((s) => (s.pgid === undefined ? [] : [s.pgid])));
+    await stopProcesses({ env: `${JOB_MARKER_ENV}=${this.marker}`, pgids }, this.opts.reapGraceMs);
+    // The last output is read without backpressure: the writers are gone, the pipes hold little.
+    this.releasing = true;
+    if (this.congestionTimer) clearTimeout(this.congestionTimer);
+    this.congestionTimer = undefined;
+    await Promise.all(this.steps.map((s) => s.release()));
+    this.ended = true;
   }
 
   /** Lines are batched briefly so a chatty step costs one message per burst, not per line. */
   private line(idx: number | null, stream: LogStream, line: string): void {
+    if (this.ended) return;
+    // The line's share of the frame: its JSON form plus a comma, in UTF-8 bytes.
+    const bytes = Buffer.byteLength(JSON.stringify(line)) + 1;
     const p = this.pending;
-    if (p && (p.idx !== idx || p.stream !== stream)) this.flush();
-    if (!this.pending) this.pending = { idx, stream, lines: [] };
+    if (
+      p &&
+      (p.idx !== idx || p.stream !== stream || p.bytes + bytes > MAX_FRAME_BYTES - FRAME_OVERHEAD_BYTES)
+    )
+      this.flush();
+    if (!this.pending) this.pending = { idx, stream, lines: [], bytes: 0 };
     this.pending.lines.push(line);
-    if (this.pending.lines.length >= 200) this.flush();
+    this.pending.bytes += bytes;
+    if (this.pending.lines.length >= BATCH_LINES) this.flush();
     else if (!this.flushTimer) this.flushTimer = setTimeout(() => this.flush(), 25);
   }
 
@@ -130,5 +182,20 @@ export class JobRunner {
     if (p && p.lines.length) {
       this.opts.send({ type: 'log', jobId: this.opts.job.id, idx: p.idx, stream: p.stream, lines: p.lines });
     }
+    if (!this.congestionTimer && !this.releasing && this.opts.congested?.()) this.holdOutput();
+  }
+
+  /** Backpressure: stop reading every step's pipes until the link has caught up. */
+  private holdOutput(): void {
+    for (const s of this.steps) s.pause();
+    const check = () => {
+      if (!this.releasing && this.opts.congested?.()) {
+        this.congestionTimer = setTimeout(check, 20);
+        return;
+      }
+      this.congestionTimer = undefined;
+      for (const s of this.steps) s.resume();
+    };
+    this.congestionTimer = setTimeout(check, 20);
   }
 }

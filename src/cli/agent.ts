@@ -33,7 +33,8 @@ async function main(): Promise<number> {
         "  KICI_AGENT_ID          this agent's id, as bound to its token (required)\n" +
         '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required)\n' +
         "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +
-        '  KICI_EPHEMERAL=1       exit after one job\n',
+        '  KICI_EPHEMERAL=1       exit after one job\n\n' +
+        'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );
     return 0;
   }
@@ -48,8 +49,15 @@ async function main(): Promise<number> {
     throw err;
   }
   const agent = new Agent(cfg, log);
-  process.once('SIGTERM', () => void agent.stop('SIGTERM'));
-  process.once('SIGINT', () => void agent.stop('SIGINT'));
+  // A static agent drains on the first SIGTERM (an operator's restart should not lose the job) and
+  // cancels on the second, or on SIGINT. A scaler's SIGTERM means "tear down now": cancel at once.
+  let terms = 0;
+  process.on('SIGTERM', () => {
+    terms++;
+    const drain = !cfg.scalerManaged && terms === 1;
+    void agent.stop(terms > 1 ? 'second SIGTERM' : 'SIGTERM', drain ? 'drain' : 'cancel');
+  });
+  process.on('SIGINT', () => void agent.stop('SIGINT'));
   return agent.run();
 }
 

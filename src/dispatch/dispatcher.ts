@@ -10,6 +10,7 @@ import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
+import { setLongTimeout } from '../util/long-timer.js';
 import type { Logger } from '../util/logger.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
@@ -316,13 +317,14 @@ export class Dispatcher {
   private armTimeout(a: ActiveJob): void {
     const seconds = a.spec.timeoutSeconds;
     if (!seconds) return;
-    a.timeoutTimer = setTimeout(
+    // A long timer re-arms in chunks; each chunk lands in a.timeoutTimer so clearTimeout still stops it.
+    setLongTimeout(
       () => {
         void this.settleActive(a.job.id, 'timed-out', null, `job exceeded its ${seconds}s timeout`, true);
       },
       seconds * 1000 + (this.opts.timeoutBackstopMs ?? 30_000),
+      { unref: true, onArm: (h) => (a.timeoutTimer = h) },
     );
-    a.timeoutTimer.unref();
   }
 
   async onJobStarted(agentId: string, jobId: string): Promise<void> {

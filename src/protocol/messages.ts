@@ -79,6 +79,10 @@ export interface JobRejectedMessage {
   jobId: string;
   reason: string;
 }
+/** The agent takes no new job: it finishes the current one and leaves (a static agent's SIGTERM). */
+export interface AgentDrainingMessage {
+  type: 'agent.draining';
+}
 
 export type AgentMessage =
   | RegisterMessage
@@ -88,7 +92,8 @@ export type AgentMessage =
   | LogMessage
   | StepFinishedMessage
   | JobFinishedMessage
-  | JobRejectedMessage;
+  | JobRejectedMessage
+  | AgentDrainingMessage;
 
 // orchestrator -> agent
 export interface RegisterAckMessage {

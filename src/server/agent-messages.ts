@@ -47,6 +47,7 @@ export const agentMessageSchema = z.discriminatedUnion('type', [
     message: z.string().max(10_000).optional(),
   }),
   z.object({ type: z.literal('job.rejected'), jobId: id, reason: z.string().max(1000) }),
+  z.object({ type: z.literal('agent.draining') }),
 ]);
 
 export type ValidRegister = z.output<typeof registerSchema>;

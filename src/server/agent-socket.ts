@@ -188,7 +188,7 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
     const msg: ValidAgentMessage = parsed.data;
     const d = deps.dispatcher;
     const now = new Date(deps.clock.now());
-    const mine = msg.type !== 'heartbeat' && d.active.get(msg.jobId)?.agentId === a.id;
+    const mine = 'jobId' in msg && d.active.get(msg.jobId)?.agentId === a.id;
     switch (msg.type) {
       case 'heartbeat':
         return send({ type: 'heartbeat.ack' });
@@ -216,6 +216,9 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
         await d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
         return send({ type: 'job.finished.ack', jobId: msg.jobId });
+      case 'agent.draining':
+        a.draining = true; // offered no new job; it leaves after the current one
+        return;
       case 'job.rejected': {
         const active = d.active.get(msg.jobId);
         if (a.busyJobId === msg.jobId) a.busyJobId = undefined;

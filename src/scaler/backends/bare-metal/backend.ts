@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { access, constants } from 'node:fs/promises';
+import { access, constants, stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import type { Logger } from '../../../util/logger.js';
@@ -12,9 +12,10 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
+import { binaryProblem } from './binary-check.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
-import { findAgentPid, groupAlive, processBelongsToAgent, stopGroup } from './process-group.js';
+import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
 export interface BareMetalBackendOptions {
   entry: ScalerEntry;
@@ -80,13 +81,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
     for (const ls of this.labelSets) {
       const p = this.binaryPathFor(ls);
       if (!p) continue;
-      try {
-        await access(p, constants.X_OK);
-      } catch {
+      const problem = await binaryProblem(p);
+      if (problem)
         problems.push(
-          `scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: ${p} is not an executable file`,
+          `scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: agent binary ${problem}`,
         );
-      }
     }
     return problems;
   }
@@ -142,7 +141,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
     }
     let child: ChildProcess;
     try {
-      // The binary is checked here, not by the cgroup shell, so a missing one is reported as such.
+      // Checked here, not left to the cgroup shell or to exec, so the reason names what is wrong.
+      if ((await stat(binary)).isDirectory())
+        throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
       if (launch.file !== binary) await access(binary, constants.X_OK);
       child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
       await new Promise<void>((ok, fail) => {
@@ -154,13 +155,19 @@ export class BareMetalScalerBackend implements ScalerBackend {
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
       const e = err as NodeJS.ErrnoException;
       const kind =
-        e.code === 'ENOENT' ? 'binary-missing' : e.code === 'EACCES' ? 'not-executable' : 'unknown';
+        e.code === 'ENOENT'
+          ? 'binary-missing'
+          : e.code === 'EACCES' || e.code === 'EISDIR'
+            ? 'not-executable'
+            : 'unknown';
       const what =
-        kind === 'binary-missing'
-          ? 'does not exist'
-          : kind === 'not-executable'
-            ? 'is not executable'
-            : `could not start (${e.message})`;
+        e.code === 'EISDIR'
+          ? 'is a directory, not an executable file'
+          : kind === 'binary-missing'
+            ? 'does not exist'
+            : kind === 'not-executable'
+              ? 'is not executable'
+              : `could not start (${e.message})`;
       const message = `agent binary ${binary} ${what}`;
       req.onEvent('scaler.failed', message);
       throw new DeterministicSpawnError(kind, message, { cause: err });
@@ -177,7 +184,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (req.signal.aborted || wasDestroyed(tracked)) {
       // The spawn was abandoned (deadline, teardown) while the process was starting: it must not outlive it.
       this.agents.delete(req.agentId);
-      await stopGroup(pid, this.opts.stopGraceMs);
+      await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
       throw new SpawnError('spawn-timeout', 'spawn aborted');
     }
@@ -220,8 +227,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
     t.destroying = true;
     t.agent.state = 'destroying';
     this.agents.delete(agentId);
-    if (t.pgid !== undefined) await stopGroup(t.pgid, this.opts.stopGraceMs);
-    // Also catches anything that left the process group (setsid) but not the cgroup.
+    // The group, then whatever left it (setsid, double fork) but still carries the agent's id.
+    if (t.pgid !== undefined) await stopAgentTree(agentId, t.pgid, this.opts.stopGraceMs);
+    // The cgroup also holds a process that scrubbed its environment; removing it kills them all.
     if (this.enforcesLimits) {
       await this.opts.cgroups!.remove(agentId).catch((err: unknown) => {
         this.log.warn({ agentId, err: (err as Error).message }, 'could not remove the agent cgroup');
@@ -252,9 +260,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
   async reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
     if (this.agents.has(agentId)) return false;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
-    if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
-    if (!(await processBelongsToAgent(pid, agentId))) return false;
-    await stopGroup(pid, this.opts.stopGraceMs);
+    const agentAlive =
+      Number.isInteger(pid) && pid > 0 && groupAlive(pid) && (await processBelongsToAgent(pid, agentId));
+    // Even with the agent gone, daemons its jobs started may still run: they carry its id.
+    await stopAgentTree(agentId, agentAlive ? pid : undefined, this.opts.stopGraceMs);
+    if (!agentAlive) return false;
     if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(() => {});
     return true;
   }

@@ -69,7 +69,11 @@ class CgroupV2 implements CgroupDriver {
 
   async remove(agentId: string): Promise<void> {
     const dir = this.dir(agentId);
-    const kill = () => writeFile(join(dir, 'cgroup.kill'), '1').catch(() => {});
+    // cgroup.kill needs Linux 5.14; on older kernels the listed processes are killed one by one.
+    const kill = async () => {
+      await writeFile(join(dir, 'cgroup.kill'), '1').catch(() => {});
+      await killListed(join(dir, 'cgroup.procs'));
+    };
     await kill();
     await removeWhenEmpty(dir, kill);
   }
@@ -112,18 +116,21 @@ class CgroupV1 implements CgroupDriver {
   async remove(agentId: string): Promise<void> {
     // v1 has no cgroup.kill: signal whatever is still listed, every round, until the groups are gone.
     const killAll = async () => {
-      for (const c of CgroupV1.controllers) {
-        const procs = await readFile(join(this.dir(c, agentId), 'cgroup.procs'), 'utf8').catch(() => '');
-        for (const pid of procs.split('\n').filter(Boolean)) {
-          try {
-            process.kill(Number(pid), 'SIGKILL');
-          } catch {
-            // already gone
-          }
-        }
-      }
+      for (const c of CgroupV1.controllers) await killListed(join(this.dir(c, agentId), 'cgroup.procs'));
     };
     for (const c of CgroupV1.controllers) await removeWhenEmpty(this.dir(c, agentId), killAll);
+  }
+}
+
+/** SIGKILL every process a `cgroup.procs` file lists. */
+async function killListed(procsFile: string): Promise<void> {
+  const procs = await readFile(procsFile, 'utf8').catch(() => '');
+  for (const pid of procs.split('\n').filter(Boolean)) {
+    try {
+      process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      // already gone
+    }
   }
 }
 

@@ -1,4 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises';
+import { stopProcesses } from '../../../util/proc-tree.js';
 
 /** Is any process of this group still alive? (EPERM means it exists but is not ours to signal.) */
 export function groupAlive(pgid: number): boolean {
@@ -69,4 +70,18 @@ export async function findAgentPid(agentId: string): Promise<number | undefined>
     }
   }
   return undefined;
+}
+
+/**
+ * Tear down an agent and everything it started: its process group first (the agent cancels its job
+ * and cleans up after it on SIGTERM), then any process still carrying the agent's id in its
+ * environment, which catches daemons that left the group with setsid or a double fork.
+ */
+export async function stopAgentTree(
+  agentId: string,
+  pgid: number | undefined,
+  graceMs = 5_000,
+): Promise<number> {
+  if (pgid !== undefined) await stopGroup(pgid, graceMs);
+  return stopProcesses({ env: `KICI_AGENT_ID=${agentId}` }, Math.min(graceMs, 2_000));
 }

@@ -1,0 +1,48 @@
+import { readFile } from 'node:fs/promises';
+import { expect } from 'vitest';
+import type { TestOrchestrator } from './orchestrator.js';
+
+/** Submit a run and return its job ids in the order the jobs were given. */
+export async function submit(t: TestOrchestrator, jobs: Record<string, unknown>): Promise<string[]> {
+  const run = await t.api<{ jobs: { id: string; name: string }[] }>('POST', '/api/v1/runs', { jobs });
+  expect(run.status).toBe(201);
+  const names = Object.keys(jobs);
+  return names.map((n) => run.body.jobs.find((j) => j.name === n)!.id);
+}
+
+/** A job's stored output lines (stdout and stderr), in order. */
+export async function outputLines(t: TestOrchestrator, jobId: string): Promise<string[]> {
+  const logs = await t.api<{ lines: { stream: string; line: string }[] }>(
+    'GET',
+    `/api/v1/jobs/${jobId}/logs`,
+  );
+  return logs.body.lines.filter((l) => l.stream !== 'system').map((l) => l.line);
+}
+
+/** Wait until the job has printed a line matching `re`; returns the first match. */
+export async function waitForLine(
+  t: TestOrchestrator,
+  jobId: string,
+  re: RegExp,
+  timeoutMs = 30_000,
+): Promise<RegExpMatchArray> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    for (const line of await outputLines(t, jobId)) {
+      const m = line.match(re);
+      if (m) return m;
+    }
+    if (Date.now() > until) throw new Error(`job ${jobId} printed no line matching ${re}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Is `pid` a live process? A zombie (dead, not yet reaped by its new parent) does not count. */
+export async function running(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
