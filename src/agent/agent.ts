@@ -7,6 +7,7 @@ import {
   type OrchestratorMessage,
   type RegisterAckMessage,
 } from '../protocol/messages.js';
+import { parseOrchestratorMessage } from '../protocol/orchestrator-messages.js';
 import type { AgentConfig } from './config.js';
 import { hostLabels } from './host-labels.js';
 import { JobRunner } from './job-runner.js';
@@ -84,14 +85,16 @@ export class Agent {
       });
     });
     ws.on('message', (data) => {
-      let msg: OrchestratorMessage;
-      try {
-        msg = JSON.parse(String(data)) as OrchestratorMessage;
-      } catch {
-        this.log('warn', 'ignored a message that is not JSON');
-        return;
-      }
-      this.onMessage(msg);
+      const checked = parseOrchestratorMessage(String(data));
+      if (checked.ok) return this.onMessage(checked.msg);
+      this.log('warn', `ignored an invalid message from the orchestrator: ${checked.problem}`);
+      // A job we cannot read is refused by id, so the orchestrator puts it back in the queue.
+      if (checked.jobId)
+        this.send({
+          type: 'job.rejected',
+          jobId: checked.jobId,
+          reason: `invalid job.assign: ${checked.problem}`,
+        });
     });
     ws.on('error', (err) => {
       if (!this.registered) this.log('warn', `connection error: ${err.message}`);
