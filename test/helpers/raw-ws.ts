@@ -179,3 +179,19 @@ export async function rawRegister(
   }
   return conn;
 }
+
+/** The first message from the server that matches, waiting up to `ms` for it. */
+export async function nextMessage(
+  conn: RawConn,
+  match: (m: { type: string; [k: string]: unknown }) => boolean,
+  ms = 10_000,
+): Promise<{ type: string; [k: string]: unknown }> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const found = conn.messages().find(match);
+    if (found) return found;
+    if (Date.now() > until)
+      throw new Error(`no matching message within ${ms} ms: ${JSON.stringify(conn.messages())}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
