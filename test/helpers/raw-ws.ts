@@ -71,6 +71,8 @@ export function rawConnect(httpUrl: string, path = '/ws', extraHeaders = ''): Pr
   const { hostname, port } = new URL(httpUrl);
   return new Promise((resolve, reject) => {
     const socket = connect(Number(port), hostname);
+    // A server that never answers the handshake (because it threw) must not hang the test.
+    const handshakeTimer = setTimeout(() => socket.destroy(), 5_000);
     let buf: Buffer = Buffer.alloc(0);
     let status = 0;
     const frames: ServerFrame[] = [];
@@ -88,6 +90,7 @@ export function rawConnect(httpUrl: string, path = '/ws', extraHeaders = ''): Pr
         if (end < 0) return;
         status = Number(/^HTTP\/1\.1 (\d+)/.exec(buf.subarray(0, end).toString('latin1'))?.[1] ?? -1);
         buf = buf.subarray(end + 4);
+        clearTimeout(handshakeTimer);
         resolve(conn);
       }
       buf = readFrames(buf, frames, (f) => {

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LIMITS } from '../../../src/protocol/limits.js';
 import { bystanderJob, expectHealthy } from '../../helpers/adversarial.js';
+import { uncaughtErrors, watchUncaught } from '../../helpers/uncaught.js';
 import {
   bareMetalConfig,
   eventually,
@@ -23,6 +24,7 @@ let bystander: Awaited<ReturnType<typeof bystanderJob>>;
 let token: string;
 
 beforeAll(async () => {
+  watchUncaught();
   t = await startTestOrchestrator({ config: bareMetalConfig() });
   bystander = await bystanderJob(t, ['linux', 'small']);
   const minted = await t.api<{ token: string }>('POST', '/api/v1/agents/tokens', {
@@ -39,6 +41,7 @@ afterAll(async () => {
 
 /** After every attack: the server answers, the bystander is untouched, and an agent can still register. */
 async function expectUnharmed(): Promise<void> {
+  expect(uncaughtErrors()).toEqual([]);
   await expectHealthy(t);
   await bystander.check();
   const conn = await rawRegister(t.orch.url, 'frames-agent', token, ['frames']);

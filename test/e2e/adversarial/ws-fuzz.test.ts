@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { bystanderJob, expectHealthy } from '../../helpers/adversarial.js';
+import { uncaughtErrors, watchUncaught } from '../../helpers/uncaught.js';
 import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
 import { frame, rawConnect, rawRegister, type RawConn } from '../../helpers/raw-ws.js';
 import { fuzzItems, mulberry32 } from '../../helpers/ws-fuzz-cases.js';
@@ -19,6 +20,7 @@ let bystander: Awaited<ReturnType<typeof bystanderJob>>;
 const tokens: string[] = [];
 
 beforeAll(async () => {
+  watchUncaught();
   t = await startTestOrchestrator({ config: bareMetalConfig() });
   bystander = await bystanderJob(t, ['linux', 'small']);
   for (let k = 0; k < WORKERS; k++) {
@@ -84,6 +86,8 @@ it(`survives ${CASES} fuzzed WebSocket cases before and after authentication`, a
     console.log(
       `ws fuzz: ${CASES} cases in ${seconds}s, ${registered} after authentication; close codes ${JSON.stringify(Object.fromEntries(closeCodes))}`,
     );
+    // Zero server exits: nothing escaped to the process (it would have killed a real orchestrator).
+    expect(uncaughtErrors()).toEqual([]);
     // No case ended in an internal error (a peer's own close frame is echoed, whatever its code).
     expect(closeCodes.has('1011')).toBe(false);
     for (const code of ['1002', '1007', '1009', '4400']) expect(closeCodes.get(code) ?? 0).toBeGreaterThan(0);
