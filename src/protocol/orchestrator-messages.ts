@@ -116,7 +116,8 @@ export function parseOrchestratorMessage(text: string): CheckedMessage {
     check(m);
     return { ok: true, msg: m as unknown as OrchestratorMessage };
   } catch (err) {
-    const job = (raw as Obj).type === 'job.assign' ? (raw as Obj).job : undefined;
+    const m = typeof raw === 'object' && raw !== null ? (raw as Obj) : {};
+    const job = m.type === 'job.assign' ? m.job : undefined;
     const jobId = typeof job === 'object' && job !== null ? (job as Obj).id : undefined;
     return {
       ok: false,
