@@ -17,7 +17,15 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
-import { frame, rawConnect, rawRegister, textFrame, within, type RawConn } from '../../helpers/raw-ws.js';
+import {
+  frame,
+  nextMessage,
+  rawConnect,
+  rawRegister,
+  textFrame,
+  within,
+  type RawConn,
+} from '../../helpers/raw-ws.js';
 
 let t: TestOrchestrator;
 let bystander: Awaited<ReturnType<typeof bystanderJob>>;
@@ -141,6 +149,50 @@ describe('malformed frames after authentication', () => {
   });
 });
 
+describe('defect 2, server half: an oversized log frame from a running job', () => {
+  it('closes that agent with 1009; the job survives its reconnect and finishes', async () => {
+    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { chatty: { runsOn: ['frames'], steps: [{ run: 'true' }] } },
+    });
+    const jobId = run.body.jobs[0]!.id;
+    const conn = await rawRegister(t.orch.url, 'frames-agent', token, ['frames']);
+    await nextMessage(conn, (m) => m.type === 'job.assign' && (m.job as { id: string }).id === jobId);
+    conn.send(textFrame({ type: 'job.started', jobId }));
+    await t.waitForJob(jobId, ['running'], 10_000);
+    // Control characters are escaped six-fold by JSON: 3 M of them make an 18 MB frame.
+    const flood = textFrame({
+      type: 'log',
+      jobId,
+      idx: 0,
+      stream: 'stdout',
+      lines: ['\u0001'.repeat(3_000_000)],
+    });
+    expect(flood.length).toBeGreaterThan(16 * 1024 * 1024);
+    expect((await closeCodeAfter(conn, flood)).code).toBe(1009);
+    await expectHealthy(t);
+
+    // What the agent does next: reconnect, say which job it is running, and report it.
+    const again = await rawConnect(t.orch.url);
+    again.send(
+      textFrame({
+        type: 'register',
+        protocol: 1,
+        agentId: 'frames-agent',
+        token,
+        labels: ['frames'],
+        activeJobId: jobId,
+      }),
+    );
+    const ack = await nextMessage(again, (m) => m.type === 'register.ack');
+    expect(ack.resumeJobId).toBe(jobId);
+    again.send(textFrame({ type: 'job.finished', jobId, result: 'succeeded', exitCode: 0 }));
+    await nextMessage(again, (m) => m.type === 'job.finished.ack' && m.jobId === jobId);
+    again.destroy();
+    expect((await t.waitForJob(jobId)).state).toBe('succeeded');
+    await expectUnharmed();
+  });
+});
+
 describe('limits before authentication', () => {
   it(`more than ${LIMITS.preAuthBytes} bytes before register closes with 1009`, async () => {
     const conn = await rawConnect(t.orch.url);
@@ -215,6 +267,13 @@ describe('malformed upgrade requests', () => {
   it('an upgrade with an unparseable URL is refused, not thrown', async () => {
     const conn = await rawConnect(t.orch.url, 'http://[');
     expect([400, 404]).toContain(conn.status);
+    conn.destroy();
+    await expectUnharmed();
+  });
+
+  it('a malformed HTTP request gets 400', async () => {
+    const conn = await rawConnect(t.orch.url, '/ws HTTP/9\r\nBroken header');
+    expect(conn.status).toBe(400);
     conn.destroy();
     await expectUnharmed();
   });
