@@ -68,13 +68,19 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         else await onMessage(agent, raw);
       } catch (err) {
         log.error({ err: errorMessage(err), agentId: agent?.id }, 'agent message handling failed');
+        // A registration that failed half-way (the store, say) must not leave an open, unregistered socket.
+        if (!agent) closeWithin(ws, CloseCodes.internal, 'registration failed; retry');
       }
     });
   });
 
   ws.on('close', () => {
     clearTimeout(registerTimer);
-    void chain.then(() => (agent ? onGone(agent) : undefined));
+    chain = chain
+      .then(() => (agent ? onGone(agent) : undefined))
+      .catch((err: unknown) =>
+        log.error({ err: errorMessage(err), agentId: agent?.id }, 'agent cleanup failed'),
+      );
   });
 
   async function onRegister(raw: unknown): Promise<void> {
