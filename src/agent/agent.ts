@@ -88,12 +88,15 @@ export class Agent {
       const checked = parseOrchestratorMessage(String(data));
       if (checked.ok) return this.onMessage(checked.msg);
       this.log('warn', `ignored an invalid message from the orchestrator: ${checked.problem}`);
-      // A job we cannot read is refused by id, so the orchestrator puts it back in the queue.
+      // A job we cannot read fails with the reason, by its id. Refusing it instead would put it back
+      // in the queue, and the same agent could be offered it again and again.
       if (checked.jobId)
         this.send({
-          type: 'job.rejected',
+          type: 'job.finished',
           jobId: checked.jobId,
-          reason: `invalid job.assign: ${checked.problem}`,
+          result: 'failed',
+          exitCode: null,
+          message: `the agent could not read the job: ${checked.problem}`,
         });
     });
     ws.on('error', (err) => {

@@ -6,7 +6,7 @@ import type { OrchestratorMessage } from './messages.js';
 
 export type CheckedMessage =
   | { ok: true; msg: OrchestratorMessage }
-  /** `jobId` is set when a `job.assign` names a job, so the agent can refuse that job by id. */
+  /** `jobId` is set when a `job.assign` names a job, so the agent can report that job as failed. */
   | { ok: false; problem: string; jobId?: string };
 
 /** A field that fails its check: the path names the field, as in "job.steps[2].run". */

@@ -17,7 +17,7 @@ afterEach(async () => {
   wss = undefined;
 });
 
-it('an agent ignores invalid orchestrator messages, refuses a job it cannot read, and still works', async () => {
+it('an agent ignores invalid orchestrator messages, fails a job it cannot read, naming the field, and still works', async () => {
   wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   await new Promise<void>((r) => wss!.once('listening', () => r()));
   const port = (wss.address() as AddressInfo).port;
@@ -62,12 +62,14 @@ it('an agent ignores invalid orchestrator messages, refuses a job it cannot read
     type: 'job.assign',
     job: { id: 'j-bad', runId: 'r-1', name: 'bad', env: {}, steps: [{ name: 's' }] },
   });
-  const rejected = await eventually(
-    () => received.find((m) => m.type === 'job.rejected' && m.jobId === 'j-bad'),
+  const failed = await eventually(
+    () => received.find((m) => m.type === 'job.finished' && m.jobId === 'j-bad'),
     10_000,
-    'the unreadable job to be refused',
+    'the unreadable job to be failed',
   );
-  expect(String(rejected.reason)).toContain('job.steps[0].run');
+  expect(failed).toMatchObject({ result: 'failed', exitCode: null });
+  expect(String(failed.message)).toContain('job.steps[0].run');
+  send({ type: 'job.finished.ack', jobId: 'j-bad' });
 
   // Still alive and still working.
   send({
