@@ -15,7 +15,14 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
-import { nextMessage, rawRegister, textFrame, type RawConn } from '../../helpers/raw-ws.js';
+import {
+  nextMessage,
+  rawConnect,
+  rawRegister,
+  textFrame,
+  within,
+  type RawConn,
+} from '../../helpers/raw-ws.js';
 
 let t: TestOrchestrator;
 let bystander: Awaited<ReturnType<typeof bystanderJob>>;
@@ -185,6 +192,25 @@ describe('a result the store refuses stays in memory', () => {
       await sql`DROP TRIGGER IF EXISTS pv_refuse ON jobs`.execute(db);
       await sql`DROP FUNCTION IF EXISTS pv_refuse()`.execute(db);
     }
+    await expectUnharmed();
+  });
+});
+
+describe('a registration the store cannot check', () => {
+  it('closes with 1011 instead of leaving an unregistered socket open', async () => {
+    const db = t.orch.store.db;
+    // A real store failure: the token lookup finds no table.
+    await sql`ALTER TABLE agent_tokens RENAME TO agent_tokens_away`.execute(db);
+    try {
+      const c = await rawConnect(t.orch.url);
+      c.send(textFrame({ type: 'register', protocol: 1, agentId: 'pv-agent', token, labels: ['pv'] }));
+      const closed = await within(c.closed, 5_000, 'the connection to be closed');
+      c.destroy();
+      expect(closed.code).toBe(1011);
+    } finally {
+      await sql`ALTER TABLE agent_tokens_away RENAME TO agent_tokens`.execute(db);
+    }
+    expect(logs.some((l) => l.msg === 'agent message handling failed')).toBe(true);
     await expectUnharmed();
   });
 });
