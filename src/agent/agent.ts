@@ -7,6 +7,7 @@ import {
   type OrchestratorMessage,
   type RegisterAckMessage,
 } from '../protocol/messages.js';
+import { parseOrchestratorMessage } from '../protocol/orchestrator-messages.js';
 import type { AgentConfig } from './config.js';
 import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
@@ -119,14 +120,19 @@ export class Agent {
       });
     });
     ws.on('message', (data) => {
-      let msg: OrchestratorMessage;
-      try {
-        msg = JSON.parse(String(data)) as OrchestratorMessage;
-      } catch {
-        this.log('warn', 'ignored a message that is not JSON');
-        return;
-      }
-      this.onMessage(msg);
+      const checked = parseOrchestratorMessage(String(data));
+      if (checked.ok) return this.onMessage(checked.msg);
+      this.log('warn', `ignored an invalid message from the orchestrator: ${checked.problem}`);
+      // A job we cannot read fails with the reason, by its id. Refusing it instead would put it back
+      // in the queue, and the same agent could be offered it again and again.
+      if (checked.jobId)
+        this.send({
+          type: 'job.finished',
+          jobId: checked.jobId,
+          result: 'failed',
+          exitCode: null,
+          message: `the agent could not read the job: ${checked.problem}`,
+        });
     });
     ws.on('error', (err) => {
       if (!this.registered) this.log('warn', `connection error: ${err.message}`);

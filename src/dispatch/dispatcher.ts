@@ -25,6 +25,8 @@ export interface ActiveJob {
   /** The agent went away; the job waits this long for it to come back before it is settled. */
   orphanTimer?: NodeJS.Timeout;
   timeoutTimer?: NodeJS.Timeout;
+  /** The result being written; a second report for the job waits for it instead of writing again. */
+  settling?: Promise<boolean>;
 }
 
 export interface DispatcherOptions {
@@ -340,32 +342,68 @@ export class Dispatcher {
     result: JobState,
     exitCode: number | null,
     message?: string,
-  ) {
+  ): Promise<boolean> {
     const agent = this.registry.get(agentId);
-    if (agent?.busyJobId === jobId) agent.busyJobId = undefined;
     const a = this.active.get(jobId);
-    if (a && a.agentId === agentId) await this.settleActive(jobId, result, exitCode, message ?? null, false);
+    if (a && a.agentId === agentId) {
+      // Not stored: the agent keeps the result (no ack) and stays busy with it until it is.
+      if (!(await this.settleActive(jobId, result, exitCode, message ?? null, false))) return false;
+    }
+    if (agent?.busyJobId === jobId) agent.busyJobId = undefined;
     if (agent && this.registry.isAvailable(agent)) void this.requestPump();
+    return true;
   }
 
-  /** Settle an active job once; later reports for it change nothing. */
-  async settleActive(
+  /**
+   * Settle an active job once; later reports for it change nothing. False when the result could not
+   * be stored: the job then stays active (cancellable, and settled again by its timers or a re-sent
+   * result), because the in-memory entry is only dropped once the row that replaces it is written.
+   */
+  settleActive(
     jobId: string,
     state: JobState,
     exitCode: number | null,
     reason: string | null,
     tellAgent: boolean,
-  ) {
+  ): Promise<boolean> {
     const a = this.active.get(jobId);
-    if (!a) return;
-    this.active.delete(jobId);
-    if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
-    if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    if (!a) return Promise.resolve(true);
+    if (!a.settling) {
+      const settling = this.storeResult(a, state, exitCode, reason, tellAgent);
+      a.settling = settling;
+      void settling.then(() => {
+        if (a.settling === settling) a.settling = undefined;
+      });
+    }
+    return a.settling;
+  }
+
+  private async storeResult(
+    a: ActiveJob,
+    state: JobState,
+    exitCode: number | null,
+    reason: string | null,
+    tellAgent: boolean,
+  ): Promise<boolean> {
+    const jobId = a.job.id;
     this.logs.jobEnded(jobId); // its held log tail is written with this flush
     await this.logs.flush();
-    const done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
+    let done: boolean;
+    try {
+      done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
+    } catch (err) {
+      this.log.error(
+        { err: errorMessage(err), jobId, agentId: a.agentId, state, exitCode },
+        'could not store the job result; the job stays open',
+      );
+      return false;
+    }
+    if (this.active.get(jobId) === a) this.active.delete(jobId);
+    if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
+    if (a.orphanTimer) clearTimeout(a.orphanTimer);
     if (done) this.log.info({ jobId, agentId: a.agentId, state, exitCode }, 'job finished');
     if (tellAgent) this.registry.get(a.agentId)?.send({ type: 'job.cancel', jobId, reason: reason ?? state });
+    return true;
   }
 
   /** dispatched → queued again: the agent never started it. */
@@ -386,7 +424,8 @@ export class Dispatcher {
       return 'cancelled';
     }
     if (this.active.has(jobId)) {
-      await this.settleActive(jobId, 'cancelled', null, reason, true);
+      if (!(await this.settleActive(jobId, 'cancelled', null, reason, true)))
+        throw new Error(`could not store the cancellation of job ${jobId}; it is still open`);
       return 'cancelled';
     }
     return 'not-open';

@@ -2,6 +2,7 @@ import type { WebSocket } from 'ws';
 import { canonicalizeLabels } from '../config/index.js';
 import { newConnectedAgent, type ConnectedAgent } from '../dispatch/agent-registry.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { LIMITS } from '../protocol/limits.js';
 import { CloseCodes, SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../protocol/messages.js';
 import { RegistrationRefused, type RegistrationResult } from '../scaler/manager.js';
 import type { Store } from '../store/index.js';
@@ -14,6 +15,7 @@ import {
   registerSchema,
   type ValidAgentMessage,
 } from './agent-messages.js';
+import { closeWithin } from './ws-close.js';
 
 export interface AgentSocketDeps {
   store: Store;
@@ -22,9 +24,9 @@ export interface AgentSocketDeps {
   logger: Logger;
   heartbeatIntervalMs: number;
   isStopping: () => boolean;
+  /** Told once the agent is registered: the limits on unregistered connections no longer apply. */
+  onRegistered?: () => void;
 }
-
-const REGISTER_TIMEOUT_MS = 10_000;
 
 /** One agent connection: authenticate and register it, then route its messages to the dispatcher. */
 export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: string): void {
@@ -36,36 +38,49 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
   const reject = (code: number, reason: string, fields: Record<string, unknown> = {}) => {
     log.warn({ ...fields, code, reason }, 'agent refused');
     send({ type: 'register.rejected', code, reason });
-    ws.close(code, reason.slice(0, 120));
+    closeWithin(ws, code, reason);
   };
   const registerTimer = setTimeout(
-    () => reject(CloseCodes.badMessage, 'no register message within 10s'),
-    REGISTER_TIMEOUT_MS,
+    () => reject(CloseCodes.badMessage, `no register message within ${LIMITS.registerTimeoutMs / 1000}s`),
+    LIMITS.registerTimeoutMs,
   );
   registerTimer.unref();
   // Messages are handled strictly in arrival order, even though handling awaits the store.
   let chain: Promise<void> = Promise.resolve();
 
-  ws.on('message', (data) => {
+  // ws has already closed the connection with 1002/1007/1009 when it reports an error; it is logged
+  // here with the agent's id, when there is one.
+  ws.on('error', (err: Error & { code?: string }) =>
+    log.info({ agentId: agent?.id, code: err.code, err: err.message }, 'agent connection broke the protocol'),
+  );
+
+  ws.on('message', (data, isBinary) => {
     chain = chain.then(async () => {
       let raw: unknown;
       try {
+        if (isBinary) throw new Error('binary frame');
         raw = JSON.parse(String(data));
       } catch {
-        return reject(CloseCodes.badMessage, 'message is not JSON');
+        return reject(CloseCodes.badMessage, 'message is not a JSON text frame');
       }
       try {
         if (!agent) await onRegister(raw);
         else await onMessage(agent, raw);
       } catch (err) {
         log.error({ err: errorMessage(err), agentId: agent?.id }, 'agent message handling failed');
+        // A registration that failed half-way (the store, say) must not leave an open, unregistered socket.
+        if (!agent) closeWithin(ws, CloseCodes.internal, 'registration failed; retry');
       }
     });
   });
 
   ws.on('close', () => {
     clearTimeout(registerTimer);
-    void chain.then(() => (agent ? onGone(agent) : undefined));
+    chain = chain
+      .then(() => (agent ? onGone(agent) : undefined))
+      .catch((err: unknown) =>
+        log.error({ err: errorMessage(err), agentId: agent?.id }, 'agent cleanup failed'),
+      );
   });
 
   async function onRegister(raw: unknown): Promise<void> {
@@ -136,6 +151,7 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         now,
       })
       .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'could not record agent'));
+    deps.onRegistered?.();
     const resume = reattach(agent, msg.activeJobId);
     send({
       type: 'register.ack',
@@ -181,7 +197,15 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
   async function onMessage(a: ConnectedAgent, raw: unknown): Promise<void> {
     const parsed = agentMessageSchema.safeParse(raw);
     if (!parsed.success) {
-      log.warn({ agentId: a.id, problem: describeIssues(parsed.error) }, 'ignored an invalid agent message');
+      const type = (raw as { type?: unknown } | null)?.type;
+      log.warn(
+        {
+          agentId: a.id,
+          type: typeof type === 'string' ? type.slice(0, 40) : undefined,
+          problem: describeIssues(parsed.error),
+        },
+        'ignored an invalid agent message',
+      );
       return;
     }
     a.lastSeenMs = deps.clock.now();
@@ -214,8 +238,9 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         return;
       case 'job.finished':
         // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
-        await d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
-        return send({ type: 'job.finished.ack', jobId: msg.jobId });
+        if (await d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message))
+          send({ type: 'job.finished.ack', jobId: msg.jobId });
+        return;
       case 'agent.draining':
         a.draining = true; // offered no new job; it leaves after the current one
         return;

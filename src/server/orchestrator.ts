@@ -1,7 +1,7 @@
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
-import { WebSocketServer } from 'ws';
+import type { WebSocketServer } from 'ws';
 import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
@@ -14,6 +14,7 @@ import { createStore, openDatabase, type OpenedDatabase, type Store } from '../s
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
+import { answerClientErrors, attachAgentEndpoint } from './agent-endpoint.js';
 import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
@@ -185,28 +186,28 @@ export class Orchestrator {
       reloadScaler: () => this.reload(),
     });
     const server = createServer(getRequestListener(app.fetch));
-    const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
-    server.on('upgrade', (req: IncomingMessage, socket, head) => {
-      if (new URL(req.url ?? '/', 'http://x').pathname !== '/ws') return socket.destroy();
-      wss.handleUpgrade(req, socket, head, (ws) => {
-        handleAgentSocket(
-          ws,
-          {
-            store: this.store,
-            dispatcher: this.dispatcher,
-            clock: this.opts.clock ?? systemClock,
-            logger: this.log,
-            heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
-            isStopping: () => this.stopping,
-          },
-          req.socket.remoteAddress ?? 'unknown',
-        );
-      });
-    });
+    answerClientErrors(server, this.log);
+    const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered) =>
+      handleAgentSocket(
+        ws,
+        {
+          store: this.store,
+          dispatcher: this.dispatcher,
+          clock: this.opts.clock ?? systemClock,
+          logger: this.log,
+          heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
+          isStopping: () => this.stopping,
+          onRegistered,
+        },
+        remote,
+      ),
+    );
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => resolve());
     });
+    // After start-up an error on the listening socket (EMFILE on accept, say) is logged, never thrown.
+    server.on('error', (err) => this.log.error({ err: errorMessage(err) }, 'http server error'));
     const addr = server.address() as AddressInfo;
     const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
     this.url = `http://${shownHost}:${addr.port}`;

@@ -1,0 +1,103 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { LIMITS } from '../protocol/limits.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import { closeWithin } from './ws-close.js';
+
+/** Called for every accepted connection; `registered()` lifts the limits on unregistered peers. */
+export type OnAgentConnection = (ws: WebSocket, remote: string, registered: () => void) => void;
+
+/**
+ * The `/ws` endpoint on the HTTP server. It owns everything a stranger can reach before a token is
+ * checked, so nothing here may throw: every socket gets an 'error' listener, a connection that has
+ * not registered may send only LIMITS.preAuthBytes, and only LIMITS.maxPendingConnections of them may
+ * be open at once.
+ */
+export function attachAgentEndpoint(server: Server, logger: Logger, onConnection: OnAgentConnection) {
+  const log = logger.child({ component: 'agent-endpoint' });
+  // ws enforces maxPayload itself: a larger frame closes the connection with 1009.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: LIMITS.maxPayloadBytes });
+  wss.on('error', (err) => log.error({ err: errorMessage(err) }, 'websocket server error'));
+  let pending = 0;
+
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const remote = req.socket.remoteAddress ?? 'unknown';
+    // A peer that resets the connection mid-handshake must not become an uncaught exception.
+    socket.on('error', (err) => log.debug({ remote, err: errorMessage(err) }, 'agent socket error'));
+    if (pathOf(req.url) !== '/ws') return refuse(socket, 404, 'Not Found');
+    if (pending >= LIMITS.maxPendingConnections) {
+      log.warn({ remote, pending }, 'too many unregistered agent connections; refusing one');
+      return refuse(socket, 503, 'Service Unavailable');
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      pending++;
+      let counting = true;
+      let seen = 0;
+      const stopCounting = () => {
+        if (!counting) return;
+        counting = false;
+        pending--;
+        socket.off('data', count);
+      };
+      // A second 'data' listener only observes: ws still receives every byte.
+      const count = (chunk: Buffer) => {
+        seen += chunk.length;
+        if (seen <= LIMITS.preAuthBytes) return;
+        stopCounting();
+        log.warn({ remote, bytes: seen }, 'unregistered connection sent too much; closing it');
+        // Nothing more is read: ws's own listener goes too (its receiver would buffer the rest of a
+        // large frame), and ws resuming the socket when its receiver drains is undone at once.
+        socket.removeAllListeners('data');
+        socket.pause();
+        socket.on('resume', () => socket.pause());
+        closeWithin(ws, 1009, `more than ${LIMITS.preAuthBytes} bytes before registration`);
+      };
+      socket.on('data', count);
+      ws.on('close', stopCounting);
+      // ws reports protocol violations (bad UTF-8, unmasked or oversized frames, reserved opcodes)
+      // as 'error' and closes with 1007/1002/1009 itself; without a listener they would crash us.
+      // The connection handler logs them with the agent's id.
+      ws.on('error', (err) => log.debug({ remote, err: err.message }, 'agent connection error'));
+      try {
+        onConnection(ws, remote, stopCounting);
+      } catch (err) {
+        log.error({ remote, err: errorMessage(err) }, 'could not set up an agent connection');
+        ws.terminate();
+      }
+    });
+  });
+  return wss;
+}
+
+function pathOf(url: string | undefined): string | undefined {
+  try {
+    return new URL(url ?? '/', 'http://x').pathname;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Answer an upgrade we will not accept with a plain HTTP status, then drop the socket. */
+function refuse(socket: Duplex, status: number, text: string): void {
+  if (!socket.writable) return void socket.destroy();
+  socket.once('finish', () => socket.destroy());
+  socket.end(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+}
+
+/**
+ * Malformed HTTP from a client ('clientError'): answer like Node's default, and never let the
+ * socket's own error escape.
+ */
+export function answerClientErrors(server: Server, logger: Logger): void {
+  server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => {
+    logger.debug({ code: err.code, err: err.message }, 'malformed HTTP request');
+    socket.on('error', () => {});
+    if (!socket.writable) return void socket.destroy();
+    const status =
+      err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : '400 Bad Request';
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    socket.destroy();
+  });
+}
