@@ -39,6 +39,12 @@ export async function serve(o: ServeOptions): Promise<number> {
   const listen = parseListen(o.listen ?? process.env.KICI_LISTEN ?? '127.0.0.1:8080');
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
   const logger = createLogger();
+  // A stop signal that arrives while the server is still starting is kept and acted on once it is up,
+  // instead of killing the process half-way through opening its store.
+  const early: string[] = [];
+  const keepEarly = (sig: string) => early.push(sig);
+  process.on('SIGTERM', keepEarly);
+  process.on('SIGINT', keepEarly);
   const orch = await Orchestrator.start({
     host: listen.host,
     port: listen.port,
@@ -88,7 +94,10 @@ export async function serve(o: ServeOptions): Promise<number> {
         stopNow();
       });
     };
+    process.off('SIGTERM', keepEarly);
+    process.off('SIGINT', keepEarly);
     process.on('SIGTERM', () => onSignal('SIGTERM'));
     process.on('SIGINT', () => onSignal('SIGINT'));
+    for (const sig of early) onSignal(sig);
   });
 }

@@ -408,10 +408,21 @@ export class Dispatcher {
 
   /** dispatched → queued again: the agent never started it. */
   async requeue(a: ActiveJob, why: string): Promise<void> {
-    this.active.delete(a.job.id);
+    // The write comes first: if it fails the job stays active (and cancellable) instead of vanishing.
+    let requeued: boolean;
+    try {
+      requeued = await this.opts.store.jobs.requeue(a.job.id, a.agentId);
+    } catch (err) {
+      this.log.error(
+        { err: errorMessage(err), jobId: a.job.id, agentId: a.agentId, why },
+        'could not requeue the job; it stays active',
+      );
+      return;
+    }
+    if (this.active.get(a.job.id) === a) this.active.delete(a.job.id);
     if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
     if (a.orphanTimer) clearTimeout(a.orphanTimer);
-    if (await this.opts.store.jobs.requeue(a.job.id, a.agentId)) {
+    if (requeued) {
       a.job.waiting = why;
       this.queue.add(a.job);
       this.log.info({ jobId: a.job.id, agentId: a.agentId, why }, 'job requeued');
@@ -462,7 +473,10 @@ export class Dispatcher {
   orphan(a: ActiveJob, why: string, graceMs = this.opts.reconnectGraceMs ?? 30_000): void {
     if (a.orphanTimer) clearTimeout(a.orphanTimer);
     a.orphanTimer = setTimeout(
-      () => void this.loseJob(a, `${why}; agent ${a.agentId} did not come back`),
+      () =>
+        void this.loseJob(a, `${why}; agent ${a.agentId} did not come back`).catch((err: unknown) =>
+          this.log.error({ err: errorMessage(err), jobId: a.job.id }, 'could not settle an orphaned job'),
+        ),
       graceMs,
     );
     a.orphanTimer.unref();

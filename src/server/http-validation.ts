@@ -2,6 +2,10 @@ import type { Context } from 'hono';
 import { z } from 'zod';
 import { capProblems, formatIssuePath } from '../jobs/run-spec.js';
 import { findUnsafeText, quote } from '../jobs/safe-text.js';
+import { LIMITS } from '../protocol/limits.js';
+
+/** Room left in a register message for the labels an agent reports about its own host. */
+const MAX_TOKEN_LABELS = LIMITS.registerLabels - 8;
 
 /**
  * Input checks of the admin API. Every bad input is a 400 that names the field; nothing a client
@@ -57,10 +61,19 @@ export async function readJsonBody(
 const tokenLabelSchema = z
   .string()
   .min(1, 'a label must not be empty')
+  .max(LIMITS.labelChars, `at most ${LIMITS.labelChars} characters`)
   .regex(/^[^\s,]+$/, 'a label is one word: no commas, spaces or other whitespace');
 
 export const tokenBodySchema = z.strictObject({
-  labels: z.array(tokenLabelSchema).min(1, 'at least one label').max(100, 'at most 100 labels'),
+  labels: z
+    .array(tokenLabelSchema)
+    .min(1, 'at least one label')
+    // An agent must be able to register with every label its token grants.
+    .max(MAX_TOKEN_LABELS, `at most ${MAX_TOKEN_LABELS} labels`)
+    .refine(
+      (labels) => labels.join('').length <= LIMITS.registerLabelChars - 512,
+      `at most ${LIMITS.registerLabelChars - 512} characters of labels in all`,
+    ),
   agentId: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'an agent id (letters, digits, ".", "_", "-")')

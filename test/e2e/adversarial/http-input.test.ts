@@ -202,6 +202,21 @@ describe('defect 12: token labels and echoed names', () => {
     },
   );
 
+  it('a token grants no more labels than an agent can register with', async () => {
+    const long = await call('POST', '/api/v1/agents/tokens', { labels: ['l'.repeat(301)] });
+    expect(long.status).toBe(400);
+    expect(long.body.problems?.[0]).toMatch(/^labels\[0\]: at most 300 characters/);
+    const many = await call('POST', '/api/v1/agents/tokens', {
+      labels: Array.from({ length: 57 }, (_, i) => `l${i}`),
+    });
+    expect(many.status).toBe(400);
+    expect(many.body.problems?.[0]).toMatch(/^labels: at most 56 labels/);
+    const fits = await call('POST', '/api/v1/agents/tokens', {
+      labels: Array.from({ length: 56 }, (_, i) => `l${i}`),
+    });
+    expect(fits.status).toBe(201);
+  });
+
   it('a 1 MB job name is not echoed back in full', async () => {
     const name = 'n'.repeat(1024 * 1024);
     const res = await fetch(`${t.orch.url}/api/v1/runs`, {
