@@ -8,9 +8,9 @@ import { CapBook } from '../scaler/core/caps.js';
 import { planReconcile } from '../scaler/core/plan.js';
 import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
-import type { Clock } from '../util/clock.js';
+import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
-import { setLongTimeout } from '../util/long-timer.js';
+import { setLongTimer } from '../util/long-timer.js';
 import type { Logger } from '../util/logger.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
@@ -23,8 +23,8 @@ export interface ActiveJob {
   agentId: string;
   state: 'dispatched' | 'running';
   /** The agent went away; the job waits this long for it to come back before it is settled. */
-  orphanTimer?: NodeJS.Timeout;
-  timeoutTimer?: NodeJS.Timeout;
+  orphanTimer?: TimerHandle | undefined;
+  timeoutTimer?: TimerHandle | undefined;
   /** The result being written; a second report for the job waits for it instead of writing again. */
   settling?: Promise<boolean>;
 }
@@ -177,6 +177,8 @@ export class Dispatcher {
     });
     const perScaler = new Map<string, number>();
     for (const b of scaler?.backendList() ?? []) perScaler.set(b.name, b.getActiveCount());
+    // The scaler's own decision facts, so the plan decides exactly as requestScale and explain do.
+    const facts = scaler?.decisionState();
     const plan = planReconcile({
       groups,
       idleAgents: this.registry.idle(),
@@ -186,10 +188,17 @@ export class Dispatcher {
       table: scaler?.routingTable() ?? [],
       caps: scaler?.capBook() ?? NO_CAPS,
       live: { global: scaler?.globalActiveCount() ?? 0, perScaler },
-      backoff: (key) => scaler?.backoff.check(key, now) ?? { blocked: false },
+      backoff: (key) => facts?.backoff(key, now) ?? { blocked: false },
       isProvisioning: (id) => scaler?.isProvisioning(id) ?? false,
       requestsFor: (m, g) => scaler!.resourcesFor(m, this.scaleJob(g.sample)).requests,
       scaling: scaler !== undefined,
+      ...(facts && {
+        now,
+        draining: facts.draining,
+        hasBackend: facts.hasBackend,
+        machinePool: facts.machinePool,
+        ...(facts.streak && { streak: facts.streak }),
+      }),
     });
     return { groups, plan };
   }
@@ -319,13 +328,14 @@ export class Dispatcher {
   private armTimeout(a: ActiveJob): void {
     const seconds = a.spec.timeoutSeconds;
     if (!seconds) return;
-    // A long timer re-arms in chunks; each chunk lands in a.timeoutTimer so clearTimeout still stops it.
-    setLongTimeout(
+    a.timeoutTimer?.cancel();
+    // On the injected clock (tests drive it); a long timeout sleeps in chunks under Node's limit.
+    a.timeoutTimer = setLongTimer(
+      this.opts.clock,
+      seconds * 1000 + (this.opts.timeoutBackstopMs ?? 30_000),
       () => {
         void this.settleActive(a.job.id, 'timed-out', null, `job exceeded its ${seconds}s timeout`, true);
       },
-      seconds * 1000 + (this.opts.timeoutBackstopMs ?? 30_000),
-      { unref: true, onArm: (h) => (a.timeoutTimer = h) },
     );
   }
 
@@ -399,8 +409,8 @@ export class Dispatcher {
       return false;
     }
     if (this.active.get(jobId) === a) this.active.delete(jobId);
-    if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
-    if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    a.timeoutTimer?.cancel();
+    a.orphanTimer?.cancel();
     if (done) this.log.info({ jobId, agentId: a.agentId, state, exitCode }, 'job finished');
     if (tellAgent) this.registry.get(a.agentId)?.send({ type: 'job.cancel', jobId, reason: reason ?? state });
     return true;
@@ -420,8 +430,8 @@ export class Dispatcher {
       return;
     }
     if (this.active.get(a.job.id) === a) this.active.delete(a.job.id);
-    if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
-    if (a.orphanTimer) clearTimeout(a.orphanTimer);
+    a.timeoutTimer?.cancel();
+    a.orphanTimer?.cancel();
     if (requeued) {
       a.job.waiting = why;
       this.queue.add(a.job);
@@ -471,15 +481,14 @@ export class Dispatcher {
 
   /** The agent of an active job is away: wait for it, then settle without running anything twice. */
   orphan(a: ActiveJob, why: string, graceMs = this.opts.reconnectGraceMs ?? 30_000): void {
-    if (a.orphanTimer) clearTimeout(a.orphanTimer);
-    a.orphanTimer = setTimeout(
+    a.orphanTimer?.cancel();
+    a.orphanTimer = this.opts.clock.setTimer(
+      graceMs,
       () =>
         void this.loseJob(a, `${why}; agent ${a.agentId} did not come back`).catch((err: unknown) =>
           this.log.error({ err: errorMessage(err), jobId: a.job.id }, 'could not settle an orphaned job'),
         ),
-      graceMs,
     );
-    a.orphanTimer.unref();
   }
 
   async loseJob(a: ActiveJob, why: string): Promise<void> {
@@ -506,8 +515,8 @@ export class Dispatcher {
     this.stopped = true;
     await this.idle;
     for (const a of this.active.values()) {
-      if (a.timeoutTimer) clearTimeout(a.timeoutTimer);
-      if (a.orphanTimer) clearTimeout(a.orphanTimer);
+      a.timeoutTimer?.cancel();
+      a.orphanTimer?.cancel();
     }
     await this.logs.flush();
   }

@@ -6,6 +6,7 @@ import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { phaseOf, type ManagedEntry } from './agent-book.js';
 import { backoffKey, type ProvisionBackoffOptions } from './core/backoff.js';
+import { decide, type DecideState, type Decision, type PoolView } from './core/decide.js';
 import { withDeadline } from './core/deadline.js';
 import { resolveResources, type EffectiveResources } from './core/resources.js';
 import {
@@ -17,7 +18,7 @@ import {
   type RouteQuery,
 } from './core/routing.js';
 import { withSlot } from './core/semaphore.js';
-import { classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
+import { armsBackoff, classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
@@ -36,6 +37,11 @@ export interface ScalerHooks {
   onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
   /** A spawn bound to this job failed; the classified reason belongs on the waiting job. */
   onSpawnFailed(jobId: string, error: ClassifiedSpawnError): void;
+  /**
+   * An error the manager logged and carried on from (cleanup that may fail without harm), by site;
+   * for a counter. The manager logs it either way.
+   */
+  onSwallowedError?(site: string, err: unknown): void;
 }
 
 export interface ScalerManagerOptions {
@@ -78,6 +84,7 @@ export class ScalerManager {
   private freedTimer: TimerHandle | undefined;
   /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
   private draining = false;
+  private readonly swallowed = new Map<string, number>();
   readonly log: Logger;
 
   constructor(readonly opts: ScalerManagerOptions) {
@@ -138,20 +145,71 @@ export class ScalerManager {
     );
   }
 
-  async requestScale(job: ScaleJob): Promise<ScaleResult> {
-    if (this.draining || this.opts.isDraining?.())
-      return { action: 'skipped', reason: 'orchestrator is draining' };
-    if (this.state.jobToAgent.has(job.id)) return { action: 'skipped', reason: 'provision-in-flight' };
-    const match = this.route(job);
-    if (!match) {
-      return {
-        action: 'no-backend',
-        reason: `${this.noRouteReason(job)}; ${describeTable(this.state.table)}`,
-      };
+  /** The facts the decision reads, as they are now. `pools`: ledger usage read just before. */
+  decisionState(job?: ScaleJob, pools?: ReadonlyMap<string, PoolView>): DecideState {
+    const s = this.state;
+    return {
+      now: this.opts.clock.now(),
+      draining: this.draining || !!this.opts.isDraining?.(),
+      table: s.table,
+      isProvisioning: (id) => s.jobToAgent.has(id),
+      backoff: (key, now) => s.backoff.check(key, now),
+      streak: (key) => s.backoff.streak(key),
+      hasBackend: (name) => s.backends.has(name),
+      requests: (m) => this.resourcesFor(m, job).requests,
+      caps: s.caps,
+      live: (name) => ({
+        global: s.globalActiveCount(),
+        scaler: s.backends.get(name)?.getActiveCount() ?? 0,
+      }),
+      machinePool: (name) => (this.opts.ledger ? s.entries.get(name)?.machinePool : undefined),
+      pool: pools && ((name) => pools.get(name)),
+    };
+  }
+
+  /** The one decision for this job over the state as it is now (synchronous; no ledger read). */
+  decideNow(job: ScaleJob, pools?: ReadonlyMap<string, PoolView>): Decision {
+    return decide({ id: job.id, ...this.routeQuery(job) }, this.decisionState(job, pools));
+  }
+
+  /** Ledger usage of the machine pool this job would draw from, when there is one. */
+  async poolViewsFor(job: ScaleJob): Promise<ReadonlyMap<string, PoolView> | undefined> {
+    const ledger = this.opts.ledger;
+    const match = ledger && this.route(job);
+    const pool = match && this.state.entries.get(match.scalerName)?.machinePool;
+    if (!ledger || !pool) return undefined;
+    try {
+      return new Map([[pool, await ledger.usage(pool)]]);
+    } catch (err) {
+      return new Map([[pool, { error: errorMessage(err) }]]);
     }
-    const held = this.state.backoff.check(backoffKey(match.scalerName, match.key), this.opts.clock.now());
-    if (held.blocked) return { action: 'skipped', reason: held.reason, retryAfterMs: held.retryAfterMs };
-    return this.provision(match, this.resourcesFor(match, job), job);
+  }
+
+  /** What `requestScale` would decide for this job now, without acting (scaler explain). */
+  async decideFor(job: ScaleJob): Promise<Decision> {
+    return this.decideNow(job, await this.poolViewsFor(job));
+  }
+
+  async requestScale(job: ScaleJob): Promise<ScaleResult> {
+    // Only a machine pool makes the decision wait (for the ledger). Without one nothing awaits
+    // between the in-flight gate and the reservation, so two requests for one job cannot both pass.
+    const pools = this.opts.ledger ? await this.poolViewsFor(job) : undefined;
+    const d = this.decideNow(job, pools);
+    switch (d.action) {
+      case 'spawn':
+        return this.provision(d.match!, this.resourcesFor(d.match!, job), job);
+      case 'backoff':
+        return { action: 'skipped', reason: d.reason, retryAfterMs: d.retryAfterMs ?? 0 };
+      case 'skip':
+        return { action: 'skipped', reason: d.reason };
+      case 'at-capacity':
+        return { action: 'at-capacity', reason: d.reason };
+      case 'no-backend':
+        return {
+          action: 'no-backend',
+          reason: d.match ? d.reason : `${d.reason}; ${describeTable(this.state.table)}`,
+        };
+    }
   }
 
   /** Reserve, record, and start one agent: bound to `job`, or a warm agent when there is none. */
@@ -233,7 +291,9 @@ export class ScalerManager {
     } catch (err) {
       this.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');
       this.forget(m);
-      void this.opts.store.spawns.deleteAgent(agentId).catch(() => {});
+      void this.opts.store.spawns
+        .deleteAgent(agentId)
+        .catch((e: unknown) => this.noteSwallowed('spawn-record-delete', e, { agentId }));
       return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
     }
     void this.runSpawn(m, backend, entry, token);
@@ -304,10 +364,14 @@ export class ScalerManager {
     if (this.state.agents.get(m.agentId) !== m || m.registered) return;
     const now = this.opts.clock.now();
     const key = backoffKey(m.scalerName, m.labelSetKey);
-    const st = this.state.backoff.recordFailure(key, now, m.agentId, {
-      kind: error.kind,
-      message: error.message,
-    });
+    // Only a failure that will repeat defers the label set; a transient one is retried at once.
+    const st = this.state.backoff.recordFailure(
+      key,
+      now,
+      m.agentId,
+      { kind: error.kind, message: error.message },
+      { transient: !armsBackoff(error) },
+    );
     this.state.failures.record({
       scalerName: m.scalerName,
       backendType: m.type,
@@ -323,11 +387,20 @@ export class ScalerManager {
         labelSet: m.labelSetKey,
         jobId: m.boundJobId,
         kind: error.kind,
+        deterministic: error.deterministic,
         consecutive: st.consecutive,
-        retryInMs: st.delayMs,
+        retryInMs: st.armed ? st.delayMs : 0,
       },
       `Scaler spawn failed: ${error.message}`,
     );
+    if (st.becameConsistent) {
+      this.log.error(
+        { scaler: m.scalerName, labelSet: m.labelSetKey, consecutive: st.consecutive, kind: error.kind },
+        `scaler "${m.scalerName}" label set [${m.labelSetKey}] is failing consistently: ` +
+          `${st.consecutive} spawn failures in a row (last: ${error.kind}: ${error.message}); ` +
+          '`kici-admin diagnose` shows the cause',
+      );
+    }
     if (m.boundJobId) this.hooks?.onSpawnFailed(m.boundJobId, error);
     m.abort.abort(new Error('spawn failed'));
     await this.teardown(m, 'spawn-failed');
@@ -345,7 +418,9 @@ export class ScalerManager {
     await this.opts.store.spawns.deleteAgent(m.agentId).catch((err: unknown) => {
       this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'could not delete spawn record');
     });
-    await this.opts.store.tokens.revokeForAgent(m.agentId, new Date(this.opts.clock.now())).catch(() => {});
+    await this.opts.store.tokens
+      .revokeForAgent(m.agentId, new Date(this.opts.clock.now()))
+      .catch((e: unknown) => this.noteSwallowed('token-revoke', e, { agentId: m.agentId }));
     this.sweepRetired();
     this.notifyCapacityFreed();
   }
@@ -356,8 +431,30 @@ export class ScalerManager {
     if (s.agents.get(m.agentId) === m) s.agents.delete(m.agentId);
     if (m.boundJobId && s.jobToAgent.get(m.boundJobId) === m.agentId) s.jobToAgent.delete(m.boundJobId);
     if (s.caps.release(m.agentId) && m.machinePool && this.opts.ledger) {
-      this.opts.ledger.release(m.machinePool, m.agentId).catch(() => {});
+      const pool = m.machinePool;
+      this.opts.ledger
+        .release(pool, m.agentId)
+        .catch((e: unknown) => this.noteSwallowed('ledger-release', e, { agentId: m.agentId, pool }));
     }
+  }
+
+  /**
+   * An error we carry on from (cleanup whose failure harms nothing now, or that a later sweep
+   * redoes): logged with its context, counted per site, and passed to the hook for a metric.
+   */
+  noteSwallowed(site: string, err: unknown, context: Record<string, unknown> = {}): void {
+    this.swallowed.set(site, (this.swallowed.get(site) ?? 0) + 1);
+    this.log.warn({ ...context, site, err: errorMessage(err) }, `scaler carried on after an error (${site})`);
+    try {
+      this.hooks?.onSwallowedError?.(site, err);
+    } catch (hookErr) {
+      this.log.error({ site, err: errorMessage(hookErr) }, 'swallowed-error hook failed');
+    }
+  }
+
+  /** How many errors were carried on from, per site, since start. */
+  swallowedErrors(): Record<string, number> {
+    return Object.fromEntries(this.swallowed);
   }
 
   notifyCapacityFreed(): void {
@@ -400,7 +497,9 @@ export class ScalerManager {
           'scaler recovered: an agent registered',
         );
       }
-      this.opts.store.spawns.markRegistered(agentId, new Date(this.opts.clock.now())).catch(() => {});
+      this.opts.store.spawns
+        .markRegistered(agentId, new Date(this.opts.clock.now()))
+        .catch((e: unknown) => this.noteSwallowed('spawn-mark-registered', e, { agentId }));
     }
     return {
       scalerName: m.scalerName,
@@ -537,7 +636,10 @@ export class ScalerManager {
     if (outcome === 'timeout')
       this.log.error('Scaler backends still stopping their agents after the shutdown grace');
     // Kept agents keep their machine-pool reservations; torn-down ones released theirs above.
-    if (!keep) await this.opts.ledger?.releaseAllForInstance().catch(() => 0);
+    if (!keep)
+      await this.opts.ledger
+        ?.releaseAllForInstance()
+        .catch((e: unknown) => this.noteSwallowed('ledger-release-all', e, { instanceId: this.instanceId }));
     await this.opts.ledger?.stop();
   }
 }

@@ -1,6 +1,7 @@
 import { normalizeLabelSet } from '../config/index.js';
 import type { ManagedEntry } from './agent-book.js';
 import { agentLabelsFor } from './core/routing.js';
+import { errorMessage } from '../util/errors.js';
 import type { ScalerManager } from './manager.js';
 
 export interface RecoveryCounts {
@@ -27,11 +28,16 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
       backend && entry ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
     if (!adopted || !entry) {
       const reclaimed =
-        (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch(() => false)) ?? false;
+        (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch((err: unknown) => {
+          m.noteSwallowed('reap-unowned', err, { agentId: row.agent_id, scaler: row.scaler_name });
+          return false;
+        })) ?? false;
       if (reclaimed) counts.reclaimed++;
       else counts.dropped++;
       await store.spawns.deleteAgent(row.agent_id);
-      await store.tokens.revokeForAgent(row.agent_id, new Date(clock.now())).catch(() => {});
+      await store.tokens
+        .revokeForAgent(row.agent_id, new Date(clock.now()))
+        .catch((err: unknown) => m.noteSwallowed('token-revoke', err, { agentId: row.agent_id }));
       continue;
     }
     const r = reservations.get(row.agent_id);
@@ -62,8 +68,15 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
     s.agents.set(e.agentId, e);
     if (e.boundJobId && !row.registered_at) s.jobToAgent.set(e.boundJobId, e.agentId);
     s.caps.add({ agentId: e.agentId, scalerName: e.scalerName, requests: amount, limits: amount });
-    if (e.machinePool && ledger)
-      await ledger.tryReserve(e.machinePool, e.agentId, amount.cpus, amount.memBytes).catch(() => {});
+    if (e.machinePool && ledger) {
+      // The agent runs whatever the ledger says; a refusal means the pool is now overcommitted.
+      const pool = e.machinePool;
+      const held = await ledger
+        .tryReserve(pool, e.agentId, amount.cpus, amount.memBytes)
+        .catch((err: unknown) => ({ ok: false as const, reason: errorMessage(err) }));
+      if (!held.ok)
+        m.noteSwallowed('ledger-rereserve', new Error(held.reason), { agentId: e.agentId, pool, ...amount });
+    }
     counts.adopted++;
   }
   if (counts.adopted > 0) {

@@ -176,7 +176,7 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
     if (activeJobId) {
       const active = d.active.get(activeJobId);
       if (active && active.agentId === a.id) {
-        if (active.orphanTimer) clearTimeout(active.orphanTimer);
+        active.orphanTimer?.cancel();
         active.orphanTimer = undefined;
         a.busyJobId = activeJobId;
         a.jobsTaken = 1;

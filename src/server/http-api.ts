@@ -269,7 +269,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
     if (!row) return notFound(c, 'job', c.req.param('jobId'));
-    return c.json(explainJob(dispatcher, deps.clock, row));
+    return c.json(await explainJob(dispatcher, deps.clock, row));
   });
   app.post('/api/v1/scaler/reload', async (c) => c.json(await deps.reloadScaler()));
 

@@ -1,6 +1,6 @@
-import { backoffKey } from '../scaler/core/backoff.js';
 import { phaseOf } from '../scaler/agent-book.js';
-import { resolveResources } from '../scaler/core/resources.js';
+import { PROVISION_IN_FLIGHT, type DecisionAction, type PoolView } from '../scaler/core/decide.js';
+import type { ScaleJob } from '../scaler/types.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { JobSpec } from '../jobs/run-spec.js';
 import type { JobRow } from '../store/index.js';
@@ -64,10 +64,51 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
   };
 }
 
-/** `kici-admin scaler explain <job>`: the same checks the manager runs, read-only, in words. */
-export function explainJob(d: Dispatcher, clock: Clock, row: JobRow) {
-  const lines: string[] = [];
+/** The job as the scaler sees it, from its stored row (the same facts the dispatcher passes). */
+function scaleJobOf(row: JobRow): ScaleJob {
   const spec = row.spec as JobSpec;
+  return {
+    id: row.id,
+    runId: row.run_id,
+    runsOn: row.runs_on,
+    ...(spec.resources ? { resources: spec.resources } : {}),
+    ...(spec.container ? { container: spec.container } : {}),
+    ...(spec.role ? { role: spec.role } : {}),
+    ...(spec.excludeLabels ? { excludeLabels: spec.excludeLabels } : {}),
+  };
+}
+
+export interface JobExplanation {
+  jobId: string;
+  state: JobRow['state'];
+  runsOn: string[];
+  /** Unset for a job that is no longer queued. */
+  action?: DecisionAction;
+  reason?: string;
+  matched?: string;
+  /** The gates the decision checked, in order. */
+  trace?: string[];
+  lines: string[];
+}
+
+/**
+ * `kici-admin scaler explain <job>`: the scaler's own decision for the job (the one `requestScale`
+ * and the planner make), read-only, gate by gate.
+ */
+export async function explainJob(d: Dispatcher, clock: Clock, row: JobRow): Promise<JobExplanation> {
+  const queued = row.state === 'queued' && d.scaler ? scaleJobOf(row) : undefined;
+  const pools = queued ? await d.scaler!.poolViewsFor(queued) : undefined;
+  return explainJobWith(d, clock, row, pools);
+}
+
+/** The synchronous part of `explainJob`, over machine-pool usage already read. */
+export function explainJobWith(
+  d: Dispatcher,
+  _clock: Clock,
+  row: JobRow,
+  pools?: ReadonlyMap<string, PoolView>,
+): JobExplanation {
+  const lines: string[] = [];
   const base = { jobId: row.id, state: row.state, runsOn: row.runs_on };
   if (row.state !== 'queued') {
     lines.push(`job is ${row.state}${row.agent_id ? ` on agent ${row.agent_id}` : ''}; nothing to scale`);
@@ -78,46 +119,23 @@ export function explainJob(d: Dispatcher, clock: Clock, row: JobRow) {
   if (waiting) lines.push(`waiting: ${waiting}`);
   const scaler = d.scaler;
   if (!scaler) {
-    lines.push('no scaler is configured; only connected agents can take this job');
-    return { ...base, lines };
+    const reason = 'no scaler is configured; only connected agents can take this job';
+    lines.push(reason);
+    return { ...base, action: 'no-backend', reason, trace: [], lines };
   }
-  const job = {
-    runsOn: row.runs_on,
-    role: spec.role,
-    excludeLabels: spec.excludeLabels,
-    container: spec.container,
-  };
-  const match = scaler.route(job);
-  if (!match) {
-    lines.push(scaler.noRouteReason(job));
-    return { ...base, lines };
+  const decision = scaler.decideNow(scaleJobOf(row), pools);
+  lines.push(...decision.trace);
+  if (decision.reason === PROVISION_IN_FLIGHT) {
+    const inFlight = scaler.entries().find((e) => e.boundJobId === row.id && !e.registered);
+    if (inFlight) lines.push(`agent ${inFlight.agentId} is being provisioned for it (${phaseOf(inFlight)})`);
   }
-  lines.push(
-    `matched scaler "${match.scalerName}" label set [${match.key}]${match.gate.length ? ` (gate: ${match.gate.join(',')})` : ''}`,
-  );
-  const inFlight = scaler.entries().find((e) => e.boundJobId === row.id && !e.registered);
-  if (inFlight) {
-    lines.push(`agent ${inFlight.agentId} is being provisioned for it (${phaseOf(inFlight)})`);
-    return { ...base, matched: match.key, lines };
-  }
-  const held = scaler.backoff.check(backoffKey(match.scalerName, match.key), clock.now());
-  if (held.blocked) lines.push(`backoff: ${held.reason}`);
-  const entry = scaler.config.scalers.find((s) => s.name === match.scalerName)!;
-  const res = resolveResources(
-    spec.resources,
-    entry.labelSets[match.index]?.resources,
-    scaler.config.defaults?.resources,
-  );
-  const backend = scaler.backendList().find((b) => b.name === match.scalerName);
-  const cap = scaler.capBook().check(match.scalerName, res.requests, {
-    global: scaler.globalActiveCount(),
-    scaler: backend?.getActiveCount() ?? 0,
-  });
-  lines.push(
-    cap.ok
-      ? `caps: room for one more agent (requests ${res.requests.cpus} cpu, ${res.requests.memBytes} bytes)`
-      : `blocked by cap: ${cap.reason}`,
-  );
   if (row.last_provisioning_error) lines.push(`last provisioning error: ${row.last_provisioning_error}`);
-  return { ...base, matched: match.key, lines };
+  return {
+    ...base,
+    action: decision.action,
+    reason: decision.reason,
+    ...(decision.match ? { matched: decision.match.key } : {}),
+    trace: decision.trace,
+    lines,
+  };
 }

@@ -1,3 +1,5 @@
+import type { Clock, TimerHandle } from './clock.js';
+
 /**
  * Node clamps a timer delay above 2^31-1 ms (about 24.8 days) to 1 ms, so a long timeout would fire
  * at once. These timers sleep in chunks below that limit and check the wall clock on each wake-up.
@@ -52,6 +54,33 @@ export function setLongTimeout(fn: () => void, ms: number, opts: LongTimerOption
       cleared = true;
       if (handle) clearTimeout(handle);
       handle = undefined;
+    },
+  };
+}
+
+/**
+ * `setLongTimeout` on an injected Clock, so tests drive it by hand: sleeps in chunks no longer than
+ * `chunkMs` and checks the clock on each wake-up. A non-finite delay never fires.
+ */
+export function setLongTimer(clock: Clock, ms: number, fn: () => void, chunkMs = MAX_TIMER_MS): TimerHandle {
+  if (!Number.isFinite(ms)) return { cancel: () => {} };
+  const chunk = Math.max(1, Math.min(chunkMs, MAX_TIMER_MS));
+  const due = clock.now() + Math.max(0, ms);
+  let handle: TimerHandle | undefined;
+  let cancelled = false;
+  const arm = (wait: number): void => {
+    handle = clock.setTimer(Math.min(wait, chunk), () => {
+      if (cancelled) return;
+      const left = due - clock.now();
+      if (left > 0) arm(left);
+      else fn();
+    });
+  };
+  arm(Math.max(0, ms));
+  return {
+    cancel() {
+      cancelled = true;
+      handle?.cancel();
     },
   };
 }

@@ -36,6 +36,7 @@ import type {
 } from '../../src/scaler/types.js';
 import type { Store } from '../../src/store/index.js';
 import { ManualClock } from '../../src/util/clock.js';
+import type { Logger } from '../../src/util/logger.js';
 import { freshStore } from './data-dir.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -327,6 +328,8 @@ export interface HarnessOptions {
   configureBackend?: (b: RecordingBackend) => void;
   /** A destroyed connected agent drops its socket, like a killed process (default true). */
   killOnDestroy?: boolean;
+  /** The manager's logger (silent by default). */
+  logger?: Logger;
 }
 
 export type RegisterOutcome =
@@ -372,7 +375,7 @@ export class ManagerHarness {
       backends,
       store,
       clock: this.clock,
-      logger: pino({ level: 'silent' }),
+      logger: opts.logger ?? pino({ level: 'silent' }),
       instanceId: opts.instanceId ?? 'orch-test',
       orchestratorUrlFor: () => 'ws://127.0.0.1:1/ws',
       ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),

@@ -1,13 +1,19 @@
 /**
- * Provision backoff (spec C.9, narrowed by our issue to scaler + label set): consecutive failed
- * launches of one label set of one scaler defer further launches from 30 s doubling to 900 s;
- * any success resets it. Pure state: time is always passed in, nothing here schedules work.
+ * Provision backoff (spec C.9, narrowed by our issue to scaler + label set): failed launches that
+ * will fail the same way again (deterministic ones) defer further launches of that label set of
+ * that scaler from 30 s doubling to 900 s. A transient failure is counted but does not defer: the
+ * next launch is retried at once, until the streak reaches `maxConsecutiveFailures` (the retry
+ * budget), after which every failure defers too. Any success resets it. Pure state: time is
+ * always passed in, nothing here schedules work.
  */
 
 export interface ProvisionBackoffOptions {
   baseMs?: number;
   maxMs?: number;
-  /** From this many consecutive failures on, the state is reported as failing consistently. */
+  /**
+   * From this many consecutive failures on, the state is reported as failing consistently, and
+   * transient failures defer like deterministic ones.
+   */
   maxConsecutiveFailures?: number;
 }
 
@@ -32,6 +38,16 @@ export interface BackoffState {
   failingConsistently: boolean;
   /** False when this report was a duplicate (agent already counted) and changed nothing. */
   counted: boolean;
+  /** This failure deferred further launches (0 delay otherwise). */
+  armed: boolean;
+  /** This failure made the streak reach the limit: the one report to log "failing consistently". */
+  becameConsistent: boolean;
+}
+
+/** What a label set's streak looks like while it does not block (for explain and status). */
+export interface BackoffStreak {
+  consecutive: number;
+  lastError?: BackoffError;
 }
 
 export type BackoffCheck =
@@ -48,7 +64,10 @@ export interface BackoffSnapshotEntry {
 }
 
 interface Entry {
+  /** Failures in a row, of any class. */
   consecutive: number;
+  /** How many of them deferred launches: the delay doubles per deferral, not per failure. */
+  deferrals: number;
   deferUntilMs: number;
   delayMs: number;
   lastError?: BackoffError;
@@ -117,19 +136,48 @@ export class ProvisionBackoff {
 
   /**
    * Count one failed launch. With an `agentId`, a provision reported dead twice is counted once.
+   * `transient` failures defer nothing until the streak has used up the retry budget.
    */
-  recordFailure(key: string, nowMs: number, agentId?: string, classified?: BackoffError): BackoffState {
+  recordFailure(
+    key: string,
+    nowMs: number,
+    agentId?: string,
+    classified?: BackoffError,
+    opts: { transient?: boolean } = {},
+  ): BackoffState {
     if (agentId !== undefined && !this.remember(key, agentId)) {
-      return { ...this.view(this.states.get(key)), counted: false };
+      return { ...this.view(this.states.get(key)), counted: false, armed: false, becameConsistent: false };
     }
     const prev = this.states.get(key);
     const consecutive = (prev?.consecutive ?? 0) + 1;
-    const delayMs = this.delayFor(consecutive);
-    const next: Entry = { consecutive, delayMs, deferUntilMs: nowMs + delayMs };
+    const armed = !opts.transient || consecutive >= this.maxConsecutiveFailures;
+    const deferrals = (prev?.deferrals ?? 0) + (armed ? 1 : 0);
+    const delayMs = armed ? this.delayFor(deferrals) : 0;
+    const next: Entry = {
+      consecutive,
+      deferrals,
+      delayMs,
+      // A transient failure leaves an earlier deferral as it was (it may still be running).
+      deferUntilMs: armed ? nowMs + delayMs : (prev?.deferUntilMs ?? 0),
+    };
     const lastError = classified ?? prev?.lastError;
     if (lastError) next.lastError = { kind: lastError.kind, message: lastError.message };
     this.states.set(key, next);
-    return { ...this.view(next), counted: true };
+    return {
+      ...this.view(next),
+      counted: true,
+      armed,
+      becameConsistent: consecutive === this.maxConsecutiveFailures,
+    };
+  }
+
+  /** The failure streak of a key that may not be blocking (undefined when there is none). */
+  streak(key: string): BackoffStreak | undefined {
+    const s = this.states.get(key);
+    if (!s) return undefined;
+    return s.lastError
+      ? { consecutive: s.consecutive, lastError: { ...s.lastError } }
+      : { consecutive: s.consecutive };
   }
 
   /** A launch of this key registered: clear the backoff. True when there was one to clear. */
@@ -139,7 +187,7 @@ export class ProvisionBackoff {
 
   check(key: string, nowMs: number): BackoffCheck {
     const s = this.states.get(key);
-    if (!s || s.consecutive <= 0 || nowMs >= s.deferUntilMs) return { blocked: false };
+    if (!s || s.deferrals <= 0 || nowMs >= s.deferUntilMs) return { blocked: false };
     const retryAfterMs = s.deferUntilMs - nowMs;
     const result: BackoffCheck = {
       blocked: true,
@@ -197,7 +245,7 @@ export class ProvisionBackoff {
     return true;
   }
 
-  private view(s: Entry | undefined): Omit<BackoffState, 'counted'> {
+  private view(s: Entry | undefined): Omit<BackoffState, 'counted' | 'armed' | 'becameConsistent'> {
     if (!s) return { consecutive: 0, deferUntilMs: 0, delayMs: 0, failingConsistently: false };
     return {
       consecutive: s.consecutive,

@@ -1,12 +1,15 @@
-import { backoffKey, type BackoffCheck } from './backoff.js';
+import type { BackoffCheck, BackoffStreak } from './backoff.js';
 import type { CapBook } from './caps.js';
+import { decide, type DecideState, type DecisionAction, type PoolView } from './decide.js';
 import type { ResourceAmount } from './resources.js';
-import { findLabelSet, noMatchReason, type JobRole, type RoutableLabelSet } from './routing.js';
+import type { JobRole, RoutableLabelSet } from './routing.js';
 
 /**
  * The reconcile planner: one pure pass over the whole queue that decides, per group of identical
  * jobs, which go to idle agents, which need a fresh agent, and why the rest wait. No I/O and no
  * clock reads: the shell applies the decisions (and the manager re-checks each spawn it makes).
+ * Whether a group gets an agent is the scaler's one decision (`decide`), asked once per group
+ * against the caps as this pass has already filled them.
  */
 export interface PlanGroup {
   key: string;
@@ -39,6 +42,13 @@ export interface PlanInput<A extends PlanAgent, G extends PlanGroup = PlanGroup>
   requestsFor: (match: RoutableLabelSet, group: G) => ResourceAmount;
   /** False when no scaler is configured at all. */
   scaling: boolean;
+  /** The rest of the scaler's decision facts; the defaults suit a scaler with nothing special on. */
+  now?: number;
+  draining?: boolean;
+  hasBackend?: (scalerName: string) => boolean;
+  machinePool?: (scalerName: string) => string | undefined;
+  pool?: (name: string) => PoolView | undefined;
+  streak?: (key: string) => BackoffStreak | undefined;
 }
 
 export interface GroupDecision {
@@ -52,6 +62,8 @@ export interface GroupDecision {
   /** Set when no label set can ever serve the group. */
   noBackend?: string;
   match?: RoutableLabelSet;
+  /** The decision for the group's first job that needs an agent (unset when idle agents took all). */
+  action?: DecisionAction;
 }
 
 export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
@@ -63,6 +75,22 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
   let live = input.live.global;
   let synthetic = 0;
   const out: GroupDecision[] = [];
+  let current: G | undefined;
+  const state: DecideState = {
+    now: input.now ?? 0,
+    draining: input.draining ?? false,
+    table: input.table,
+    isProvisioning: () => false, // `next()` below already skips jobs in flight
+    backoff: (key) => input.backoff(key),
+    streak: input.streak,
+    hasBackend: input.hasBackend ?? (() => true),
+    requests: (m) => input.requestsFor(m, current!),
+    caps,
+    live: (name) => ({ global: live, scaler: perScaler.get(name) ?? 0 }),
+    machinePool: input.machinePool ?? (() => undefined),
+    pool: input.pool,
+    quiet: true,
+  };
   for (const g of input.groups) {
     const d: GroupDecision = { key: g.key, assign: [], spawn: [], waiting: 0 };
     out.push(d);
@@ -92,21 +120,19 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
       d.noBackend = 'no scaler is configured';
       continue;
     }
-    const query = { labels: g.labels, role: g.role, exclude: g.exclude, image: g.image };
-    const match = findLabelSet(query, input.table);
-    if (!match) {
+    current = g;
+    const dec = decide({ labels: g.labels, role: g.role, exclude: g.exclude, image: g.image }, state);
+    d.action = dec.action;
+    if (dec.match) d.match = dec.match;
+    if (dec.action !== 'spawn') {
       d.waiting = rest();
-      d.noBackend = noMatchReason(query, input.table);
+      if (dec.action === 'no-backend' && !dec.match) d.noBackend = dec.reason;
+      else d.reason = dec.reason;
       continue;
     }
-    d.match = match;
-    const held = input.backoff(backoffKey(match.scalerName, match.key));
-    if (held.blocked) {
-      d.waiting = rest();
-      d.reason = held.reason;
-      continue;
-    }
-    const requests = input.requestsFor(match, g);
+    const match = dec.match!;
+    const requests = dec.requests!;
+    // The decision admitted the first job; each further one of the group takes the next cap slot.
     while (pending !== undefined) {
       const scalerLive = perScaler.get(match.scalerName) ?? 0;
       const res = caps.reserve(

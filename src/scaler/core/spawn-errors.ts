@@ -89,6 +89,8 @@ const TRANSIENT_CODES = new Set([
 ]);
 const CAPACITY_CODES = new Set(['EAGAIN', 'EMFILE', 'ENFILE', 'ENOMEM', 'ENOSPC']);
 const IMAGE_PULL_TEXT = /pull access denied|manifest unknown|no such image|image not found|failed to pull/i;
+/** The registry answered, and the image is not there (or not ours): pulling again gets the same answer. */
+const IMAGE_ABSENT_TEXT = /pull access denied|manifest unknown|no such image|image not found/i;
 
 function fromCode(err: Error & NodeErrorFields): ClassifiedSpawnError | undefined {
   if (typeof err.code !== 'string') return undefined;
@@ -138,6 +140,15 @@ function fromCode(err: Error & NodeErrorFields): ClassifiedSpawnError | undefine
   return undefined;
 }
 
+/**
+ * Whether this failure defers further launches of its label set (spec C.9). Deterministic failures
+ * do; so does compute that started and died before registering (C.9 (c)): the identical launch
+ * dies the same way. Everything else (timeouts, an unreachable engine, a busy host) is retried.
+ */
+export function armsBackoff(e: ClassifiedSpawnError): boolean {
+  return e.deterministic || e.kind === 'exited-before-register';
+}
+
 /** Map anything a backend threw to a kind, a short message and whether it is deterministic. */
 export function classifySpawnError(err: unknown): ClassifiedSpawnError {
   // Walk the cause chain: an AbortError from a Node API carries our SpawnTimeoutError as cause.
@@ -159,7 +170,8 @@ export function classifySpawnError(err: unknown): ClassifiedSpawnError {
   if (byCode) return { ...byCode, message: short(byCode.message) };
 
   if (IMAGE_PULL_TEXT.test(err.message) || (fields.statusCode === 404 && /image/i.test(err.message))) {
-    return { kind: 'image-pull', message: short(`image pull failed: ${err.message}`), deterministic: false };
+    const absent = IMAGE_ABSENT_TEXT.test(err.message) || fields.statusCode === 404;
+    return { kind: 'image-pull', message: short(`image pull failed: ${err.message}`), deterministic: absent };
   }
   if (err.name === 'UserError' || err.name === 'ZodError') {
     return { kind: 'config', message: short(err.message), deterministic: true };

@@ -16,6 +16,7 @@ import {
   type PoolCap,
 } from './ledger-file.js';
 import { isProcessAlive, isRowDead, readBootId, type RowOwnerContext } from './liveness.js';
+import { poolFit } from './pool-fit.js';
 
 /**
  * Machine-pool ledger (spec C.8): orchestrator processes on one host share a resource budget
@@ -48,9 +49,6 @@ export interface PoolUsage {
   usedMemoryBytes: number;
   reservations: LedgerReservation[];
 }
-
-/** Float sums of fractional cpus (0.1 + 0.2) must not refuse a request that exactly fits. */
-const CPU_EPSILON = 1e-9;
 
 export class MachineLedger {
   readonly dir: string;
@@ -124,7 +122,7 @@ export class MachineLedger {
       );
     }
     const cap = this.capOf(pool);
-    return this.mutate(pool, (file, path) => {
+    return this.mutate<ReserveResult>(pool, (file, path) => {
       if (!sameCap(file.cap, cap)) {
         throw new LedgerError(
           'cap-mismatch',
@@ -137,14 +135,13 @@ export class MachineLedger {
       if (file.reservations.some((r) => r.instanceId === this.instanceId && r.agentId === agentId)) {
         return { result: { ok: true }, changed }; // already reserved by us: idempotent
       }
-      const usedCpu = sum(file.reservations, 'cpus');
-      const usedMem = sum(file.reservations, 'memBytes');
-      if (cap.maxCpu !== undefined && usedCpu + cpus > cap.maxCpu + CPU_EPSILON) {
-        return { result: refuse(pool, 'cpu', usedCpu, cpus, cap.maxCpu), changed };
-      }
-      if (cap.maxMemoryBytes !== undefined && usedMem + memBytes > cap.maxMemoryBytes) {
-        return { result: refuse(pool, 'memory', usedMem, memBytes, cap.maxMemoryBytes), changed };
-      }
+      const load = {
+        cap,
+        usedCpu: sum(file.reservations, 'cpus'),
+        usedMemoryBytes: sum(file.reservations, 'memBytes'),
+      };
+      const fit = poolFit(pool, load, cpus, memBytes);
+      if (!fit.ok) return { result: fit, changed };
       file.reservations.push({
         instanceId: this.instanceId,
         pid: process.pid,
@@ -289,10 +286,3 @@ export class MachineLedger {
 }
 
 const sum = (rows: LedgerReservation[], f: 'cpus' | 'memBytes'): number => rows.reduce((a, r) => a + r[f], 0);
-
-function refuse(pool: string, dim: string, used: number, req: number, cap: number): ReserveResult {
-  return {
-    ok: false,
-    reason: `machine pool "${pool}" ${dim} cap exceeded: used ${used} + requested ${req} > cap ${cap}`,
-  };
-}

@@ -7,6 +7,10 @@
  *       manager's knowledge of it; spawn calls in flight stay within maxConcurrentSpawns;
  *   (b) no job is assigned twice, unless its agent left before starting it (a requeue);
  *   a job settles `no-backend` only when no label set of the config in force could serve it.
+ *   (e) `scaler explain` agrees with the scaler: at every requestScale, explain (asked just before,
+ *       on the same state) named the action the manager then took; at every reconcile plan, explain
+ *       named the planner's action for each group; at rest, for every queued job, explain and the
+ *       manager's own decision path give the same action.
  * After draining (finish all, disconnect all, advance past every backoff, pump):
  *   (c) every reservation is released, in memory and in the store;
  *   (d) no starvation: every job is final, and a job that a label set serves finished by running.
@@ -21,6 +25,10 @@ import { TERMINAL_JOB_STATES } from '../../../src/store/index.js';
 import { findLabelSet, buildRoutingTable } from '../../../src/scaler/core/routing.js';
 import { DeterministicSpawnError } from '../../../src/scaler/core/spawn-errors.js';
 import type { Reservation } from '../../../src/scaler/core/caps.js';
+import type { GroupDecision } from '../../../src/scaler/core/plan.js';
+import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';
+import { explainJobWith } from '../../../src/server/scaler-views.js';
+import type { JobRow } from '../../../src/store/index.js';
 import {
   bareMetal,
   scalerConfig,
@@ -165,9 +173,11 @@ class Run {
     noBackend: 0,
     requeues: 0,
     registered: 0,
+    explainChecks: 0,
   };
 
   constructor(readonly h: ManagerHarness) {
+    this.watchExplain();
     // Observe every real reservation at the moment it is taken (the planner works on a clone).
     const caps = h.manager.capBook();
     const reserve = caps.reserve.bind(caps);
@@ -180,6 +190,80 @@ class Run {
       return res;
     };
   }
+
+  // ---- (e) explain vs the manager (issue #8: one decision) -----------------------------------
+
+  /** What `scaler explain` says for a queued job, from a row built off the dispatcher's queue. */
+  private explainAction(jobId: string): string | undefined {
+    const q = this.h.d.queue.get(jobId);
+    if (!q) return undefined;
+    const row = {
+      id: q.id,
+      run_id: q.runId,
+      name: q.name,
+      state: 'queued',
+      runs_on: q.runsOn,
+      spec: { runsOn: q.runsOn, steps: [{ run: 'true' }], ...q.spec },
+      agent_id: null,
+      reason: null,
+      last_provisioning_error: null,
+    } as unknown as JobRow;
+    return explainJobWith(this.h.d, this.h.clock, row).action;
+  }
+
+  private disagree(jobId: string, said: string | undefined, did: string, where: string): void {
+    this.stats.explainChecks++;
+    if (said !== did)
+      this.violations.push(`(e) ${where}: explain said ${said} for job ${jobId}, the scaler ${did}`);
+  }
+
+  /** Watch every requestScale and every reconcile plan, comparing each with explain. */
+  private watchExplain(): void {
+    const m = this.h.manager;
+    const d = this.h.d;
+    const requestScale = m.requestScale.bind(m);
+    m.requestScale = (job: ScaleJob) => {
+      // Asked synchronously, just before: the very state the manager decides on.
+      const said = this.explainAction(job.id);
+      const result = requestScale(job);
+      if (said !== undefined)
+        void result.then((r) => this.disagree(job.id, said, actionOf(r), 'requestScale'));
+      return result;
+    };
+    const plan = d.plan.bind(d);
+    d.plan = () => {
+      const out = plan();
+      // The planner fills a copy of the caps as it goes: once a group got spawns, later groups see
+      // fewer free slots than explain does, so from there on only its spawn answers must match.
+      let filled = false;
+      for (const [n, dec] of out.plan.entries()) {
+        const jobId = firstNeedingAgent(
+          dec,
+          [...out.groups[n]!.jobs()].map((j) => j.id),
+          (id) => m.isProvisioning(id),
+        );
+        if (jobId === undefined || dec.action === undefined) continue;
+        if (!filled || dec.action !== 'at-capacity')
+          this.disagree(jobId, this.explainAction(jobId), dec.action, 'reconcile plan');
+        if (dec.spawn.length) filled = true;
+      }
+      return out;
+    };
+  }
+
+  /** At rest: explain and the manager's own decision path agree on every queued job. */
+  private checkExplainAtRest(): void {
+    for (const q of this.h.d.queue.all()) {
+      this.disagree(
+        q.id,
+        this.explainAction(q.id),
+        this.h.manager.decideNow(this.h.d.scaleJob(q)).action,
+        'at rest',
+      );
+    }
+  }
+
+  // ---- end of (e) ----------------------------------------------------------------------------
 
   private checkAtReservation(r: Reservation): void {
     const owner = new Map<string, string>();
@@ -317,6 +401,7 @@ class Run {
 
   /** Invariants that must hold whenever the system is at rest. */
   async check(): Promise<void> {
+    this.checkExplainAtRest();
     const h = this.h;
     const m = h.manager;
     const entries = new Set(m.entries().map((e) => e.agentId));
@@ -451,6 +536,23 @@ class Run {
       }
     }
   }
+}
+
+/** A requestScale result as a decision action. */
+function actionOf(r: ScaleResult): string {
+  if (r.action === 'spawning') return 'spawn';
+  if (r.action === 'skipped') return r.retryAfterMs !== undefined ? 'backoff' : 'skip';
+  return r.action;
+}
+
+/** The group's first job the planner decided an agent for (not in flight, not given an idle agent). */
+function firstNeedingAgent(
+  dec: GroupDecision,
+  jobIds: string[],
+  inFlight: (id: string) => boolean,
+): string | undefined {
+  const assigned = new Set(dec.assign.map((a) => a.jobId));
+  return dec.spawn[0]?.jobId ?? jobIds.find((id) => !assigned.has(id) && !inFlight(id));
 }
 
 const envInt = (name: string): number | undefined =>

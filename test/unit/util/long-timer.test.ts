@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { MAX_TIMER_MS, setLongTimeout } from '../../../src/util/long-timer.js';
+import { ManualClock } from '../../../src/util/clock.js';
+import { MAX_TIMER_MS, setLongTimeout, setLongTimer } from '../../../src/util/long-timer.js';
 
 describe('setLongTimeout', () => {
   beforeEach(() => {
@@ -65,5 +66,48 @@ describe('setLongTimeout', () => {
     expect(now).toHaveBeenCalledTimes(1);
     vi.advanceTimersByTime(100 * MAX_TIMER_MS);
     expect(never).not.toHaveBeenCalled();
+  });
+});
+
+describe('setLongTimer (on a Clock)', () => {
+  it('sleeps in chunks on the clock and fires exactly at its time', () => {
+    const clock = new ManualClock();
+    let fired = 0;
+    setLongTimer(clock, 1_000, () => fired++, 300);
+    clock.advance(999);
+    expect(fired).toBe(0);
+    // One chunk at a time: never more than one timer pending.
+    expect(clock.pendingTimers()).toBe(1);
+    clock.advance(1);
+    expect(fired).toBe(1);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('cancel stops it between chunks; a non-finite delay never fires', () => {
+    const clock = new ManualClock();
+    let fired = 0;
+    const t = setLongTimer(clock, 1_000, () => fired++, 300);
+    clock.advance(400);
+    t.cancel();
+    clock.advance(10_000);
+    expect(fired).toBe(0);
+    expect(clock.pendingTimers()).toBe(0);
+    setLongTimer(clock, Infinity, () => fired++);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('caps a chunk at what a Node timer can hold', () => {
+    const seen: number[] = [];
+    const clock = new ManualClock();
+    const spy = {
+      now: () => clock.now(),
+      setTimer: (ms: number, fn: () => void) => (seen.push(ms), clock.setTimer(ms, fn)),
+    };
+    let fired = 0;
+    setLongTimer(spy, 3 * MAX_TIMER_MS, () => fired++);
+    clock.advance(3 * MAX_TIMER_MS);
+    expect(fired).toBe(1);
+    expect(Math.max(...seen)).toBe(MAX_TIMER_MS);
+    expect(seen).toHaveLength(3);
   });
 });
