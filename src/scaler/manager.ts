@@ -293,7 +293,7 @@ export class ScalerManager {
       this.forget(m);
       void this.opts.store.spawns
         .deleteAgent(agentId)
-        .catch((e: unknown) => this.noteSwallowed('spawn-record-delete', e, { agentId }));
+        .catch((e: unknown) => this.noteSwallowed('scaler.spawn-record-delete', e, { agentId }));
       return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
     }
     void this.runSpawn(m, backend, entry, token);
@@ -420,7 +420,7 @@ export class ScalerManager {
     });
     await this.opts.store.tokens
       .revokeForAgent(m.agentId, new Date(this.opts.clock.now()))
-      .catch((e: unknown) => this.noteSwallowed('token-revoke', e, { agentId: m.agentId }));
+      .catch((e: unknown) => this.noteSwallowed('scaler.token-revoke', e, { agentId: m.agentId }));
     this.sweepRetired();
     this.notifyCapacityFreed();
   }
@@ -434,7 +434,7 @@ export class ScalerManager {
       const pool = m.machinePool;
       this.opts.ledger
         .release(pool, m.agentId)
-        .catch((e: unknown) => this.noteSwallowed('ledger-release', e, { agentId: m.agentId, pool }));
+        .catch((e: unknown) => this.noteSwallowed('scaler.ledger-release', e, { agentId: m.agentId, pool }));
     }
   }
 
@@ -499,7 +499,7 @@ export class ScalerManager {
       }
       this.opts.store.spawns
         .markRegistered(agentId, new Date(this.opts.clock.now()))
-        .catch((e: unknown) => this.noteSwallowed('spawn-mark-registered', e, { agentId }));
+        .catch((e: unknown) => this.noteSwallowed('scaler.spawn-mark-registered', e, { agentId }));
     }
     return {
       scalerName: m.scalerName,
@@ -639,7 +639,9 @@ export class ScalerManager {
     if (!keep)
       await this.opts.ledger
         ?.releaseAllForInstance()
-        .catch((e: unknown) => this.noteSwallowed('ledger-release-all', e, { instanceId: this.instanceId }));
+        .catch((e: unknown) =>
+          this.noteSwallowed('scaler.ledger-release-all', e, { instanceId: this.instanceId }),
+        );
     await this.opts.ledger?.stop();
   }
 }

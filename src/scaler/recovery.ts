@@ -29,7 +29,7 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
     if (!adopted || !entry) {
       const reclaimed =
         (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch((err: unknown) => {
-          m.noteSwallowed('reap-unowned', err, { agentId: row.agent_id, scaler: row.scaler_name });
+          m.noteSwallowed('scaler.reap-unowned', err, { agentId: row.agent_id, scaler: row.scaler_name });
           return false;
         })) ?? false;
       if (reclaimed) counts.reclaimed++;
@@ -37,7 +37,7 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
       await store.spawns.deleteAgent(row.agent_id);
       await store.tokens
         .revokeForAgent(row.agent_id, new Date(clock.now()))
-        .catch((err: unknown) => m.noteSwallowed('token-revoke', err, { agentId: row.agent_id }));
+        .catch((err: unknown) => m.noteSwallowed('scaler.token-revoke', err, { agentId: row.agent_id }));
       continue;
     }
     const r = reservations.get(row.agent_id);
@@ -75,7 +75,11 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
         .tryReserve(pool, e.agentId, amount.cpus, amount.memBytes)
         .catch((err: unknown) => ({ ok: false as const, reason: errorMessage(err) }));
       if (!held.ok)
-        m.noteSwallowed('ledger-rereserve', new Error(held.reason), { agentId: e.agentId, pool, ...amount });
+        m.noteSwallowed('scaler.ledger-rereserve', new Error(held.reason), {
+          agentId: e.agentId,
+          pool,
+          ...amount,
+        });
     }
     counts.adopted++;
   }

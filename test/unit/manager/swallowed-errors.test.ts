@@ -102,21 +102,21 @@ describe('errors the scaler carries on from are logged, counted and reported', (
     b.failSpawn(id!, new Error('boom'));
     await until(h, () => Object.keys(h.manager.swallowedErrors()).length === 2);
 
-    expect(h.manager.swallowedErrors()).toEqual({ 'token-revoke': 1, 'ledger-release': 1 });
+    expect(h.manager.swallowedErrors()).toEqual({ 'scaler.token-revoke': 1, 'scaler.ledger-release': 1 });
     expect(calls).toEqual(
       expect.arrayContaining([
-        { site: 'token-revoke', err: 'database is gone' },
-        { site: 'ledger-release', err: 'ledger directory is read-only' },
+        { site: 'scaler.token-revoke', err: 'database is gone' },
+        { site: 'scaler.ledger-release', err: 'ledger directory is read-only' },
       ]),
     );
-    expect(of('token-revoke')).toEqual([
+    expect(of('scaler.token-revoke')).toEqual([
       expect.objectContaining({
         agentId: id,
         err: 'database is gone',
-        msg: expect.stringContaining('token-revoke'),
+        msg: expect.stringContaining('scaler.token-revoke'),
       }),
     ]);
-    expect(of('ledger-release')).toEqual([
+    expect(of('scaler.ledger-release')).toEqual([
       expect.objectContaining({ agentId: id, pool: 'host', err: 'ledger directory is read-only' }),
     ]);
   });
@@ -138,8 +138,8 @@ describe('errors the scaler carries on from are logged, counted and reported', (
     });
     h.backend('alpha').failSpawn(r.agentId, new Error('boom'));
     await h.settle();
-    expect(h.manager.swallowedErrors()).toEqual({ 'token-revoke': 1 });
-    expect(of('token-revoke')).toHaveLength(1);
+    expect(h.manager.swallowedErrors()).toEqual({ 'scaler.token-revoke': 1 });
+    expect(of('scaler.token-revoke')).toHaveLength(1);
   });
 
   it('the re-reservation after a restart reports a refusal and an error, and the agent is still adopted', async () => {
@@ -185,9 +185,9 @@ describe('errors the scaler carries on from are logged, counted and reported', (
       onSwallowedError: (site) => calls.push(site),
     });
     expect(await h.manager.recover(60_000)).toEqual({ adopted: 2, reclaimed: 0, dropped: 0 });
-    expect(h.manager.swallowedErrors()).toEqual({ 'ledger-rereserve': 2 });
-    expect(calls).toEqual(['ledger-rereserve', 'ledger-rereserve']);
-    const logged = of('ledger-rereserve');
+    expect(h.manager.swallowedErrors()).toEqual({ 'scaler.ledger-rereserve': 2 });
+    expect(calls).toEqual(['scaler.ledger-rereserve', 'scaler.ledger-rereserve']);
+    const logged = of('scaler.ledger-rereserve');
     expect(logged).toContainEqual(
       expect.objectContaining({
         agentId: refused,
