@@ -58,6 +58,9 @@ export class WarmPools {
   private timer: TimerHandle | undefined;
   private soon: TimerHandle | undefined;
   private running = false;
+  /** The pass in progress (with its re-runs), and whether another was asked for meanwhile. */
+  private inFlight: Promise<void> | undefined;
+  private again = false;
 
   constructor(
     private readonly m: ScalerManager,
@@ -152,8 +155,32 @@ export class WarmPools {
     }
   }
 
+  /**
+   * Run a pass, single-flight: a pass counts its deficit once and then awaits each spawn, so two
+   * passes at once would each fill the same gap. A call made while a pass runs asks for one more
+   * pass after it (however many calls came), and resolves when that one is done.
+   */
+  tick(): Promise<void> {
+    if (this.inFlight) {
+      this.again = true;
+      return this.inFlight;
+    }
+    const run = async () => {
+      try {
+        do {
+          this.again = false;
+          await this.pass();
+        } while (this.again);
+      } finally {
+        this.inFlight = undefined;
+      }
+    };
+    this.inFlight = run();
+    return this.inFlight;
+  }
+
   /** One pass: reap surplus idle agents, then top every pool up within caps and backoff. */
-  async tick(): Promise<void> {
+  private async pass(): Promise<void> {
     if (!this.registry) return;
     const now = this.clock.now();
     for (const spec of this.pools.values()) this.reap(spec, spec.size, false);
