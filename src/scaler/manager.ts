@@ -4,7 +4,8 @@ import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { phaseOf, type ManagedEntry } from './agent-book.js';
+import { isWarmStock, type ManagedEntry } from './agent-book.js';
+import { hasRegistered, isPending, transition, type AgentPhase } from './agent-lifecycle.js';
 import { backoffKey, type ProvisionBackoffOptions } from './core/backoff.js';
 import { withDeadline } from './core/deadline.js';
 import { resolveResources, type EffectiveResources } from './core/resources.js';
@@ -19,10 +20,11 @@ import {
 import { withSlot } from './core/semaphore.js';
 import { classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
+import type { ReloadHost, RecoveryHost, TeardownReason, WarmPoolHost } from './lifecycle-port.js';
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { ScalerState } from './state.js';
-import type { DestroyContext, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
@@ -64,14 +66,12 @@ export interface RegistrationResult {
   warm: boolean;
 }
 
-type TeardownReason = NonNullable<DestroyContext['reason']>;
-
 /**
  * The thin async shell around the pure decision core: it asks the core where a job goes and whether
  * caps allow it, persists the spawn record, and runs the backend call under the scaler's spawn
  * semaphore and deadline. Every outcome flows back into the core (reservation released, backoff armed).
  */
-export class ScalerManager {
+export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   readonly state: ScalerState;
   readonly warm: WarmPools;
   private hooks: ScalerHooks | undefined;
@@ -79,6 +79,8 @@ export class ScalerManager {
   /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
   private draining = false;
   readonly log: Logger;
+  /** Lifecycle moves the table refused: each one is a bug, logged when it happens. */
+  illegalTransitions = 0;
 
   constructor(readonly opts: ScalerManagerOptions) {
     this.state = new ScalerState(opts.config, opts.backends, opts.backoff);
@@ -180,11 +182,8 @@ export class ScalerManager {
       boundJobId: job?.id,
       runId: job?.runId,
       createdAtMs: now,
-      settled: false,
-      registered: false,
-      recovered: false,
-      warm: !job,
-      consumed: false,
+      phase: 'reserved',
+      origin: { warm: !job },
       requests: res.requests,
       limits: res.limits,
       machinePool: entry.machinePool,
@@ -252,6 +251,9 @@ export class ScalerManager {
       const agent = await withSlot(
         this.state.semaphoreFor(entry),
         () => {
+          // Torn down while it queued for a slot: never start compute for it.
+          if (m.phase === 'destroying') throw new Error('agent torn down before its spawn began');
+          this.move(m, 'spawning');
           m.spawnStartedAtMs = this.opts.clock.now();
           return withDeadline(
             timeoutMs,
@@ -275,9 +277,9 @@ export class ScalerManager {
         },
         m.abort.signal,
       );
-      m.settled = true;
+      if (m.phase === 'spawning') this.move(m, 'starting');
       m.backendRef = agent.backendRef;
-      if (this.state.agents.get(m.agentId) !== m) {
+      if (m.phase === 'destroying') {
         // Torn down while the backend was still creating it: the compute must not outlive the entry.
         await backend.destroy(m.agentId, { reason: 'spawn-timeout' });
         return;
@@ -294,14 +296,14 @@ export class ScalerManager {
 
   private onBackendEvent(m: ManagedEntry, type: ScalerEventType, detail: string): void {
     if (m.boundJobId) this.hooks?.onJobEvent(m.boundJobId, type, detail);
-    if (type === 'scaler.failed' && m.settled && !m.registered) {
+    if (type === 'scaler.failed' && m.phase === 'starting') {
       void this.failSpawn(m, { kind: 'exited-before-register', message: detail, deterministic: false });
     }
   }
 
   /** A spawn that will never produce a working agent: back off, tell the job, give everything back. */
   async failSpawn(m: ManagedEntry, error: ClassifiedSpawnError): Promise<void> {
-    if (this.state.agents.get(m.agentId) !== m || m.registered) return;
+    if (this.state.agents.get(m.agentId) !== m || !isPending(m.phase)) return;
     const now = this.opts.clock.now();
     const key = backoffKey(m.scalerName, m.labelSetKey);
     const st = this.state.backoff.recordFailure(key, now, m.agentId, {
@@ -335,6 +337,8 @@ export class ScalerManager {
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
   async teardown(m: ManagedEntry, reason: TeardownReason): Promise<void> {
+    // A second teardown of the same agent (a racing disconnect, reap or sweep) has nothing to do.
+    if (m.phase === 'destroying') return;
     this.forget(m);
     const backend = this.state.backends.get(m.scalerName);
     try {
@@ -352,12 +356,24 @@ export class ScalerManager {
 
   /** Forget an agent in memory and give its capacity back (synchronously, so caps see it at once). */
   forget(m: ManagedEntry): void {
+    if (m.phase !== 'destroying') this.move(m, 'destroying');
     const s = this.state;
     if (s.agents.get(m.agentId) === m) s.agents.delete(m.agentId);
     if (m.boundJobId && s.jobToAgent.get(m.boundJobId) === m.agentId) s.jobToAgent.delete(m.boundJobId);
     if (s.caps.release(m.agentId) && m.machinePool && this.opts.ledger) {
       this.opts.ledger.release(m.machinePool, m.agentId).catch(() => {});
     }
+  }
+
+  /** Every phase change goes through the table; a refused one is logged and counted, then thrown. */
+  private move(m: ManagedEntry, to: AgentPhase): void {
+    transition(m, to, (err) => {
+      this.illegalTransitions++;
+      this.log.error(
+        { agentId: m.agentId, from: err.from, to: err.to },
+        'illegal agent lifecycle transition',
+      );
+    });
   }
 
   notifyCapacityFreed(): void {
@@ -385,10 +401,11 @@ export class ScalerManager {
       }
       return null;
     }
-    const first = !m.registered;
-    m.registered = true;
-    m.recovered = false;
+    if (m.phase === 'reserved') throw new RegistrationRefused('this agent has not been spawned yet');
+    const first = isPending(m.phase);
     if (first) {
+      // An adopted agent that had registered before the restart may already hold a job.
+      this.move(m, m.origin.recovered?.registeredBefore ? 'busy' : 'registered');
       m.registeredAtMs = this.opts.clock.now();
       (m.registeredSignal ??= new AbortController()).abort();
       if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId)
@@ -407,17 +424,17 @@ export class ScalerManager {
       boundJobId: first ? m.boundJobId : undefined,
       gate: m.gate,
       labels: m.fullLabels,
-      warm: m.warm && !m.consumed,
+      warm: isWarmStock(m),
     };
   }
 
   /** The dispatcher handed a job to one of our agents: a warm agent is no longer idle stock. */
   onJobAssigned(agentId: string): void {
     const m = this.state.agents.get(agentId);
-    if (m && m.warm && !m.consumed) {
-      m.consumed = true;
-      this.warm.replenishSoon();
-    }
+    if (m?.phase !== 'registered') return;
+    const stock = isWarmStock(m);
+    this.move(m, 'busy');
+    if (stock) this.warm.replenishSoon();
   }
 
   /** Can this scaler agent take a job of this shape? Only warm agents can be the wrong size. */
@@ -425,7 +442,7 @@ export class ScalerManager {
     const m = this.state.agents.get(agentId);
     // A process-mode agent may see a container runtime on its host, but it runs steps on the host.
     if (m && job.container && this.runsHostProcesses(m)) return false;
-    if (!m || !m.warm) return true;
+    if (!m || !m.origin.warm) return true;
     const declared = job.resources;
     if (!declared) return true;
     const want = resolveResources(declared, undefined, undefined);
@@ -449,7 +466,7 @@ export class ScalerManager {
   /** Single-use agents: any disconnect of a registered agent ends its compute. */
   async onAgentDisconnected(agentId: string): Promise<void> {
     const m = this.state.agents.get(agentId);
-    if (!m || !m.registered) return;
+    if (!m || !hasRegistered(m.phase)) return;
     await this.teardown(m, 'disconnected');
   }
 
@@ -481,7 +498,7 @@ export class ScalerManager {
     const limit = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const now = this.opts.clock.now();
     for (const m of this.state.agents.values()) {
-      if (m.settled && !m.registered && !m.recovered && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
+      if (m.phase === 'starting' && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
         void this.failSpawn(m, {
           kind: 'spawn-timeout',
           message: `agent ${m.agentId} started but did not register within ${Math.round(limit / 1000)}s`,
@@ -495,6 +512,15 @@ export class ScalerManager {
   entries(): ManagedEntry[] {
     return [...this.state.agents.values()];
   }
+  /** Configured scalers, then removed ones still draining their agents (and since when). */
+  scalerEntries(): { entry: ScalerEntry; retiringSinceMs: number | undefined }[] {
+    const s = this.state;
+    const retiring = [...s.retiring].flatMap(([name, since]) => {
+      const entry = s.entries.get(name);
+      return entry ? [{ entry, retiringSinceMs: since }] : [];
+    });
+    return [...s.config.scalers.map((entry) => ({ entry, retiringSinceMs: undefined })), ...retiring];
+  }
   capBook() {
     return this.state.caps;
   }
@@ -506,7 +532,7 @@ export class ScalerManager {
   }
   spawningCount(): number {
     let n = 0;
-    for (const m of this.state.agents.values()) if (phaseOf(m) !== 'registered') n++;
+    for (const m of this.state.agents.values()) if (isPending(m.phase)) n++;
     return n;
   }
 

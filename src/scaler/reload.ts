@@ -5,7 +5,7 @@ import {
   type ScalerEntry,
 } from '../config/index.js';
 import { errorMessage } from '../util/errors.js';
-import type { ScalerManager } from './manager.js';
+import type { ReloadHost } from './lifecycle-port.js';
 import type { ScalerBackend } from './types.js';
 
 export type BackendFactory = (entry: ScalerEntry, config: ScalerConfig) => Promise<ScalerBackend>;
@@ -82,7 +82,7 @@ export function planReload(
  * new settings apply to new spawns. Removed scalers retire: no new routing, torn down when empty.
  */
 export async function applyReload(
-  m: ScalerManager,
+  m: ReloadHost,
   next: ScalerConfig,
   factory: BackendFactory,
 ): Promise<ReloadOutcome> {

@@ -2,9 +2,10 @@ import { normalizeLabelSet } from '../config/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import type { ManagedEntry } from './agent-book.js';
+import { isWarmStock, type ManagedEntry } from './agent-book.js';
+import { isPending } from './agent-lifecycle.js';
 import { backoffKey } from './core/backoff.js';
-import type { ScalerManager } from './manager.js';
+import type { WarmPoolHost } from './lifecycle-port.js';
 
 /** What the warm pools need to know about connected agents (the dispatcher's registry). */
 export interface RegistryView {
@@ -63,7 +64,7 @@ export class WarmPools {
   private again = false;
 
   constructor(
-    private readonly m: ScalerManager,
+    private readonly m: WarmPoolHost,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {
@@ -134,12 +135,14 @@ export class WarmPools {
   private members(spec: WarmPoolSpec): ManagedEntry[] {
     return this.m.state
       .agentsOf(spec.scalerName)
-      .filter((a) => a.warm && !a.consumed && a.labelSetKey === spec.labelSetKey);
+      .filter((a) => isWarmStock(a) && a.labelSetKey === spec.labelSetKey);
   }
 
   /** Idle, registered warm agents of this pool: the ones a job could take right now. */
   ready(spec: WarmPoolSpec): ManagedEntry[] {
-    return this.members(spec).filter((a) => a.registered && (this.registry?.isIdle(a.agentId) ?? false));
+    return this.members(spec).filter(
+      (a) => a.phase === 'registered' && (this.registry?.isIdle(a.agentId) ?? false),
+    );
   }
 
   private reap(spec: WarmPoolSpec, size: number, force: boolean): void {
@@ -187,7 +190,7 @@ export class WarmPools {
     for (const spec of this.pools.values()) {
       if (this.m.opts.isDraining?.()) return;
       const members = this.members(spec);
-      const pending = members.filter((a) => !a.registered).length;
+      const pending = members.filter((a) => isPending(a.phase)).length;
       let deficit = warmDeficit(spec.size, this.ready(spec).length, pending);
       if (deficit === 0) continue;
       if (this.m.state.backoff.check(backoffKey(spec.scalerName, spec.labelSetKey), now).blocked) continue;

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { hasRegistered } from '../scaler/agent-lifecycle.js';
 
 /** Prometheus metrics. Gauges are refreshed from live state on each scrape; counters are bumped in place. */
 export class Metrics {
@@ -66,7 +67,7 @@ export class Metrics {
     if (!scaler) return;
     this.scalerActive.reset();
     for (const e of scaler.entries()) {
-      const phase = e.registered ? 'registered' : 'spawning';
+      const phase = hasRegistered(e.phase) ? 'registered' : 'spawning';
       this.scalerActive.inc({ scaler: e.scalerName, phase });
     }
     const book = scaler.capBook();

@@ -499,7 +499,7 @@ export class ManagerHarness {
     const parts: (string | number)[] = [
       m
         .entries()
-        .map((e) => `${e.agentId}:${e.settled}:${e.registered}:${e.spawnStartedAtMs ?? '-'}`)
+        .map((e) => `${e.agentId}:${e.phase}:${e.spawnStartedAtMs ?? '-'}`)
         .join(','),
       m.capBook().count(),
       this.hooks.capacityFreed,

@@ -410,7 +410,7 @@ class Run {
       this.violations.push(`(c) ${m.capBook().count()} reservations left after the drain`);
     if (m.entries().length !== 0)
       this.violations.push(
-        `(c) agents left after the drain: ${m.entries().map((e) => `${e.agentId}(${e.registered ? 'registered' : e.settled ? 'started' : 'spawning'})`)}`,
+        `(c) agents left after the drain: ${m.entries().map((e) => `${e.agentId}(${e.phase})`)}`,
       );
     if (m.capBook().usage().cpus !== 0 || m.capBook().usage().memBytes !== 0)
       this.violations.push('(c) global usage not back to zero');
