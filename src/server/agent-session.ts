@@ -54,6 +54,8 @@ export class AgentSession {
   state: SessionState = 'hello';
   agent: ConnectedAgent | undefined;
   refusal: { kind: RefusalKind; code: number; reason: string } | undefined;
+  /** The scaler's answer for a scaler agent; null for a static one. */
+  registration: RegistrationResult | null = null;
   private chain: Promise<void> = Promise.resolve();
   private readonly registerTimer: NodeJS.Timeout;
   private readonly log: Logger;
@@ -115,6 +117,7 @@ export class AgentSession {
   private refuse(kind: RefusalKind, reason: string, fields: Record<string, unknown> = {}): void {
     const code = REFUSAL_CODES[kind];
     this.refusal = { kind, code, reason };
+    clearTimeout(this.registerTimer);
     this.log.warn({ ...fields, code, reason }, 'agent refused');
     if (announcesRefusal(kind)) this.port.send({ type: 'register.rejected', code, reason });
     this.move('refuse');
@@ -223,6 +226,7 @@ export class AgentSession {
       close: (code, reason) => this.port.close(code, reason, false),
     });
     this.agent = agent;
+    this.registration = scaled;
     this.move('register.ok');
     deps.dispatcher.registry.add(agent);
     deps.store.agents
