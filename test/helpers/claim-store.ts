@@ -16,7 +16,8 @@ export class MemoryClaimStore implements ClaimStore {
   >();
   redeemed = 0;
 
-  constructor(private readonly store: Store) {}
+  /** The store may be set after construction: an orchestrator opens its own at start. */
+  constructor(public store?: Store) {}
 
   add(
     code: string,
@@ -32,6 +33,7 @@ export class MemoryClaimStore implements ClaimStore {
     if (c.expiresAtMs <= now) return { ok: false, reason: 'claim code expired' };
     c.used = true;
     this.redeemed++;
+    if (!this.store) throw new Error('MemoryClaimStore has no store');
     const { token } = await this.store.tokens.mint({
       agentId: c.agentId,
       labels: c.labels,
