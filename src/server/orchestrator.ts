@@ -192,6 +192,7 @@ export class Orchestrator {
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reload(),
+      scalerConfigPath: this.opts.scalerConfigPath,
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);
