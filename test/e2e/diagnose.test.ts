@@ -91,9 +91,23 @@ describe('kici-admin diagnose', () => {
       },
     ]);
     expect(s.caps).toMatchObject({ active: 0, maxAgents: 4 });
+  });
 
-    // The failed spawn is counted under the backend's type, not a generic "scaler".
-    const metrics = await fetch(`${t.orch.url}/metrics`).then((r) => r.text());
+  it('counts the failed spawn in /metrics under the backend type', async () => {
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({}, [
+        { labels: ['linux'], binaryPath: join(tmpdir(), 'kici-metrics-no-agent') },
+      ]),
+    });
+    await t.api('POST', '/api/v1/runs', { jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } } });
+    const metrics = await eventually(
+      async () => {
+        const m = await fetch(`${t!.orch.url}/metrics`).then((r) => r.text());
+        return m.includes('kici_orch_scaler_spawn_failures_total{') ? m : undefined;
+      },
+      10_000,
+      'a spawn failure in /metrics',
+    );
     expect(metrics).toMatch(
       /kici_orch_scaler_spawn_failures_total\{backend="bare-metal",bound="true",kind="binary-missing"\} [1-9]/,
     );
