@@ -137,6 +137,11 @@ export class AgentSession {
       this.log.error({ err: errorMessage(err), agentId: this.agent?.id }, 'agent message handling failed');
       // A registration that failed half-way (the store, say) must not leave an open, unregistered socket.
       if (!this.agent) {
+        this.refusal = {
+          kind: 'store-unavailable',
+          code: CloseCodes.internal,
+          reason: 'registration failed',
+        };
         this.move('refuse');
         this.port.close(CloseCodes.internal, 'registration failed; retry', true);
       }
