@@ -272,4 +272,20 @@ describe('session refusals keep their close codes', () => {
     expect(d.session.state).toBe('closed');
     expect(h.dispatcher!.registry.get('box-1')).toBeUndefined();
   });
+
+  it('a refused scaler- id is reaped by the backend its kici:scaler: label names, else by each local one', async () => {
+    const h = await hs.make({
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['mac']])] },
+    });
+    const id = 'scaler-bare-metal-0badf00d';
+    const named = await mint(h, id, ['linux', 'kici:scaler:beta'], 'ephemeral');
+    await drive(h).session.receive(register(id, named, ['linux', 'kici:scaler:beta']));
+    expect(h.backend('beta').reaps).toEqual([{ agentId: id, backendRef: null }]);
+    expect(h.backend('alpha').reaps).toEqual([]);
+    const other = 'scaler-bare-metal-0badf00e';
+    const unnamed = await mint(h, other, ['linux'], 'ephemeral');
+    await drive(h).session.receive(register(other, unnamed, ['linux']));
+    expect(h.backend('alpha').reaps).toEqual([{ agentId: other, backendRef: null }]);
+    expect(h.backend('beta').reaps.map((r) => r.agentId)).toEqual([id, other]);
+  });
 });
