@@ -2,7 +2,13 @@ import type { LabelSetConfig, ScalerEntry, ScalerType } from '../config/index.js
 
 /** Lifecycle notes a backend reports while it provisions; they reach the waiting job's timeline. */
 export type ScalerEventType =
-  'scaler.provisioning' | 'scaler.network' | 'scaler.ready' | 'scaler.failed' | 'agent.connecting';
+  | 'scaler.provisioning'
+  | 'scaler.network'
+  | 'scaler.ready'
+  | 'scaler.failed'
+  | 'agent.connecting'
+  /** A line the agent process itself wrote (stdout/stderr), captured by the backend. */
+  | 'agent.output';
 
 export interface ScalerEvent {
   agentId: string;

@@ -14,8 +14,10 @@ import { createStore, openDatabase, type OpenedDatabase, type Store } from '../s
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
+import { swallow } from '../util/swallowed-errors.js';
 import { answerClientErrors, attachAgentEndpoint } from './agent-endpoint.js';
 import { handleAgentSocket } from './agent-socket.js';
+import type { ClaimStore } from './claim-store.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
@@ -39,6 +41,8 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   reconnectGraceMs?: number;
   hostEnv?: NodeJS.ProcessEnv;
+  /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
+  claimStore?: ClaimStore | undefined;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -136,11 +140,15 @@ export class Orchestrator {
               },
             ]),
           onSpawnFailed: (jobId, err) => {
-            metrics.spawnFailures.inc({ backend: 'scaler', bound: 'true', kind: err.kind });
+            // The entry is still tracked while its failure is reported: it names the backend type.
+            const backend = scaler.entries().find((e) => e.boundJobId === jobId)?.type ?? 'unknown';
+            metrics.spawnFailures.inc({ backend, bound: 'true', kind: err.kind });
             const message = `${err.kind}: ${err.message}`;
             const q = dispatcher.queue.get(jobId);
             if (q) q.waiting = message;
-            store.jobs.setProvisioningError(jobId, message).catch(() => {});
+            store.jobs
+              .setProvisioningError(jobId, message)
+              .catch(swallow(log, 'job.provisioning-error', { jobId }));
           },
         },
         dispatcher.registryView(),
@@ -167,7 +175,7 @@ export class Orchestrator {
       void dispatcher.requestPump();
       return orch;
     } catch (err) {
-      await database.close().catch(() => {});
+      await database.close().catch(swallow(log, 'start.database-close'));
       throw err;
     }
   }
@@ -184,6 +192,7 @@ export class Orchestrator {
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reload(),
+      scalerConfigPath: this.opts.scalerConfigPath,
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);
@@ -198,6 +207,7 @@ export class Orchestrator {
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
           onRegistered,
+          claimStore: this.opts.claimStore,
         },
         remote,
       ),
@@ -258,7 +268,11 @@ export class Orchestrator {
       return outcome;
     };
     const next = this.reloadChain.then(run, run);
-    this.reloadChain = next.catch(() => {});
+    // Only orders the next reload after this one; the caller gets this one's error from `next`.
+    this.reloadChain = next.then(
+      () => undefined,
+      () => undefined,
+    );
     return next;
   }
 
@@ -310,7 +324,10 @@ export class Orchestrator {
         kept.add(a.agentId);
         continue;
       }
-      if (a.state === 'dispatched') await this.store.jobs.requeue(a.job.id, a.agentId).catch(() => {});
+      if (a.state === 'dispatched')
+        await this.store.jobs
+          .requeue(a.job.id, a.agentId)
+          .catch(swallow(this.log, 'shutdown.requeue', { jobId: a.job.id }));
       else
         await this.dispatcher.settleActive(
           a.job.id,

@@ -20,6 +20,7 @@ import {
 import { newConnectedAgent, type ConnectedAgent } from '../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../src/jobs/run-spec.js';
+import { AgentSession } from '../../src/server/agent-session.js';
 import { SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../../src/protocol/messages.js';
 import type { ProvisionBackoffOptions } from '../../src/scaler/core/backoff.js';
 import { SpawnError, type ClassifiedSpawnError } from '../../src/scaler/core/spawn-errors.js';
@@ -307,6 +308,8 @@ export interface FakeAgent {
   connected: boolean;
   conn: ConnectedAgent;
   registration: RegistrationResult | null;
+  /** The shared agent session (absent in manager-only harnesses). */
+  session?: AgentSession;
 }
 
 export interface HarnessOptions {
@@ -534,16 +537,65 @@ export class ManagerHarness {
   }
 
   /**
-   * What agent-socket does for a `register` message: token check and scope, then
-   * scaler.onAgentRegistered → registry.add → dispatchBound / requestPump.
+   * A `register` message through the same AgentSession the WebSocket handler uses (token check and
+   * scope, scaler.onAgentRegistered, registry.add, dispatchBound / requestPump). Without an explicit
+   * token, a scaler agent uses the one its spawn got and any other agent gets a freshly minted one.
    */
   async registerAgent(
     agentId: string,
     opts: { labels?: string[]; token?: string } = {},
   ): Promise<RegisterOutcome> {
     const req = this.backendOf(agentId)?.requestFor(agentId);
-    const token = opts.token ?? req?.token;
     const labels = canonicalizeLabels(opts.labels ?? req?.fullLabels ?? []);
+    if (!this.dispatcher) return this.registerWithoutDispatcher(agentId, labels, opts.token ?? req?.token);
+    const token =
+      opts.token ??
+      req?.token ??
+      (
+        await this.store.tokens.mint({
+          agentId,
+          labels,
+          kind: agentId.startsWith('scaler-') ? 'ephemeral' : 'static',
+          now: new Date(this.clock.now()),
+        })
+      ).token;
+    const fake = { id: agentId, messages: [], connected: true, registration: null } as unknown as FakeAgent;
+    fake.session = new AgentSession(
+      {
+        store: this.store,
+        dispatcher: this.dispatcher,
+        clock: this.clock,
+        logger: pino({ level: 'silent' }),
+        heartbeatIntervalMs: 10_000,
+        isStopping: () => false,
+      },
+      {
+        send: (msg) => void fake.messages.push(msg),
+        // A closed fake socket ends its session the way a real close event does.
+        close: () => queueMicrotask(() => void this.disconnectFake(fake)),
+        isOpen: () => fake.connected,
+      },
+      'harness',
+    );
+    await fake.session.receive({ type: 'register', protocol: 1, agentId, token, labels });
+    if (!fake.session.agent) {
+      fake.connected = false;
+      await fake.session.closed();
+      return { ok: false, reason: fake.session.refusal?.reason ?? 'registration failed' };
+    }
+    fake.conn = fake.session.agent;
+    fake.registration = fake.session.registration;
+    this.agents.set(agentId, fake);
+    await this.settle();
+    return { ok: true, result: fake.registration, agent: fake };
+  }
+
+  /** Manager-only harnesses (no dispatcher) check the token and call the scaler directly. */
+  private async registerWithoutDispatcher(
+    agentId: string,
+    labels: string[],
+    token: string | undefined,
+  ): Promise<RegisterOutcome> {
     if (token !== undefined) {
       const check = await this.store.tokens.check(token, new Date(this.clock.now()));
       if (!check.ok) return { ok: false, reason: check.reason };
@@ -576,17 +628,10 @@ export class ManagerHarness {
         send: (msg) => {
           if (fake.connected) fake.messages.push(msg);
         },
-        close: () => {
-          queueMicrotask(() => void this.disconnect(agentId));
-        },
+        close: () => queueMicrotask(() => void this.disconnectFake(fake)),
       }),
     };
     this.agents.set(agentId, fake);
-    if (this.dispatcher) {
-      this.dispatcher.registry.add(fake.conn);
-      if (scaled?.boundJobId) await this.dispatcher.dispatchBound(agentId, scaled.boundJobId);
-      else void this.dispatcher.requestPump();
-    }
     await this.settle();
     return { ok: true, result: scaled, agent: fake };
   }
@@ -621,24 +666,17 @@ export class ManagerHarness {
     await this.settle();
   }
 
-  /** The agent's socket closed: what agent-socket's onGone does. */
+  /** The agent's socket closed. */
   async disconnect(agentId: string): Promise<void> {
     const fake = this.agents.get(agentId);
-    if (!fake || !fake.connected) return;
+    if (fake) await this.disconnectFake(fake);
+  }
+
+  private async disconnectFake(fake: FakeAgent): Promise<void> {
+    if (!fake.connected) return;
     fake.connected = false;
-    const d = this.dispatcher;
-    if (d) {
-      if (d.registry.get(agentId) !== fake.conn) return;
-      d.registry.remove(agentId, fake.conn);
-      for (const active of [...d.active.values()]) {
-        if (active.agentId !== agentId) continue;
-        if (fake.conn.kind === 'scaler')
-          await d.loseJob(active, `scaler-managed agent ${agentId} disconnected`);
-        else d.orphan(active, 'agent disconnected');
-      }
-    }
-    await this.manager.onAgentDisconnected(agentId);
-    void d?.requestPump();
+    if (fake.session) await fake.session.closed();
+    else await this.manager.onAgentDisconnected(fake.id);
     await this.settle();
   }
 

@@ -178,7 +178,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     tracked.pgid = pid;
     agent.backendRef = String(pid);
     agent.state = 'running';
-    this.capture(tracked, child);
+    this.capture(tracked, child, req.onEvent);
     // 'close' comes after the output streams ended, so the failure message carries the whole tail.
     child.once('close', (code, signal) => this.onExit(req, tracked, code, signal));
     if (req.signal.aborted || wasDestroyed(tracked)) {
@@ -193,13 +193,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return agent;
   }
 
-  private capture(t: Tracked, child: ChildProcess): void {
+  /** The agent's own output goes to our log at info and, as system lines, to its bound job's log. */
+  private capture(t: Tracked, child: ChildProcess, onEvent: SpawnRequest['onEvent']): void {
     const log = this.log.child({ agentId: t.agent.id, logsSource: 'bare-metal' });
-    for (const stream of [child.stdout, child.stderr]) {
+    for (const [name, stream] of [
+      ['stdout', child.stdout],
+      ['stderr', child.stderr],
+    ] as const) {
       onLines(stream, (line) => {
         t.tail.push(line);
         if (t.tail.length > TAIL_LINES) t.tail.shift();
-        log.debug({ line }, 'agent output');
+        log.info({ stream: name, line }, 'agent output');
+        onEvent('agent.output', `[${name}] ${line}`);
       });
     }
   }
