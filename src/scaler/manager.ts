@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import { canonicalizeLabels, platformToTaints, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -22,7 +22,7 @@ import type { MachineLedger } from './ledger/machine-ledger.js';
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { ScalerState } from './state.js';
-import type { DestroyContext, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
@@ -64,7 +64,7 @@ export interface RegistrationResult {
   warm: boolean;
 }
 
-type TeardownReason = NonNullable<DestroyContext['reason']>;
+type TeardownReason = DestroyReason;
 
 /**
  * The thin async shell around the pure decision core: it asks the core where a job goes and whether
@@ -236,7 +236,7 @@ export class ScalerManager {
       void this.opts.store.spawns.deleteAgent(agentId).catch(() => {});
       return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
     }
-    void this.runSpawn(m, backend, entry, token);
+    void this.runSpawn(m, backend, entry, token, job?.container?.image);
     return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
   }
 
@@ -245,6 +245,7 @@ export class ScalerManager {
     backend: ScalerBackend,
     entry: ScalerEntry,
     token: string,
+    image: string | undefined,
   ): Promise<void> {
     const timeoutMs = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
@@ -261,11 +262,14 @@ export class ScalerManager {
                 agentId: m.agentId,
                 labelSet: m.labelSet,
                 fullLabels: m.fullLabels,
+                mandatoryLabels: m.gate,
+                taints: platformToTaints(entry.platform),
                 orchestratorUrl: this.opts.orchestratorUrlFor(entry),
-                token,
+                auth: { kind: 'token', token },
                 limits,
                 boundJobId: m.boundJobId,
                 runId: m.runId,
+                image,
                 signal,
                 onEvent: (type, detail) => this.onBackendEvent(m, type, detail),
               }),
@@ -446,11 +450,17 @@ export class ScalerManager {
     return this.state.agents.has(agentId);
   }
 
-  /** Single-use agents: any disconnect of a registered agent ends its compute. */
-  async onAgentDisconnected(agentId: string): Promise<void> {
+  /**
+   * Single-use agents: any disconnect of a registered agent ends its compute. `reason` says why the
+   * socket closed when the orchestrator closed it (heartbeat timeout); a plain disconnect otherwise.
+   */
+  async onAgentDisconnected(
+    agentId: string,
+    reason: Extract<DestroyReason, 'disconnected' | 'heartbeat-timeout' | 'job-complete'> = 'disconnected',
+  ): Promise<void> {
     const m = this.state.agents.get(agentId);
     if (!m || !m.registered) return;
-    await this.teardown(m, 'disconnected');
+    await this.teardown(m, reason);
   }
 
   recover(reconnectWindowMs = 60_000) {
@@ -525,7 +535,10 @@ export class ScalerManager {
     this.drain();
     this.freedTimer?.cancel();
     this.hooks = undefined;
-    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId));
+    // Agents of a cluster-lifetime backend belong to the cluster: this orchestrator stopping leaves them be.
+    const clusterOwned = (m: ManagedEntry) =>
+      this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
+    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId) && !clusterOwned(m));
     for (const m of going) m.abort.abort(new Error('shutting down'));
     const all = going.map((m) => this.teardown(m, 'shutdown'));
     // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.

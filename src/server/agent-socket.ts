@@ -268,7 +268,7 @@ export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: 
         await d.loseJob(active, `scaler-managed agent ${a.id} disconnected`);
       } else d.orphan(active, 'agent disconnected');
     }
-    await d.scaler?.onAgentDisconnected(a.id);
+    await d.scaler?.onAgentDisconnected(a.id, a.closedFor);
     void d.requestPump();
   }
 }

@@ -2,17 +2,21 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { access, constants, stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import { checkLabelSets } from '../../core/label-set-check.js';
 import type { Logger } from '../../../util/logger.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
+  BackendCapabilities,
   DestroyContext,
+  LogCapture,
   ManagedAgent,
+  RequiredTool,
   ScalerBackend,
-  SpawnRequest,
+  SpawnContext as SpawnRequest,
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
-import { binaryProblem } from './binary-check.js';
+import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
@@ -49,17 +53,23 @@ const wasDestroyed = (t: Tracked) => t.destroying;
  */
 export class BareMetalScalerBackend implements ScalerBackend {
   readonly type = 'bare-metal' as const;
-  readonly spawnsOnLocalHost = true;
+  readonly capabilities: BackendCapabilities = {
+    localCompute: true,
+    lifetime: 'orchestrator',
+    cleansOrphans: false,
+    capturesLogs: true,
+  };
   readonly name: string;
-  labelSets: LabelSetConfig[];
-  maxAgents: number;
+  /** The config in force for new spawns; replaced whole by applyReload. */
+  private entry: ScalerEntry;
   private readonly agents = new Map<string, Tracked>();
+  /** Teardowns under way, so a repeated or concurrent destroy waits for the same one. */
+  private readonly stopping = new Map<string, Promise<void>>();
   private readonly log: Logger;
 
   constructor(private readonly opts: BareMetalBackendOptions) {
     this.name = opts.entry.name;
-    this.labelSets = opts.entry.labelSets;
-    this.maxAgents = opts.entry.maxAgents;
+    this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
     this.log.warn(
       "bare-metal agents run as host processes with the orchestrator user's filesystem and network access; use containers or micro-VMs for untrusted builds",
@@ -75,30 +85,24 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(this.opts.baseDir, ls.binaryPath);
   }
 
-  /** Startup check: warn early about binaries that cannot run (the spawn would fail the same way). */
-  async checkBinaries(): Promise<string[]> {
-    const problems: string[] = [];
-    for (const ls of this.labelSets) {
-      const p = this.binaryPathFor(ls);
-      if (!p) continue;
-      const problem = await binaryProblem(p);
-      if (problem)
-        problems.push(
-          `scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: agent binary ${problem}`,
-        );
-    }
-    return problems;
+  getRequiredTools(entry: ScalerEntry): RequiredTool[] {
+    return bareMetalTools(entry, this.opts.baseDir);
+  }
+
+  getLogCapture(agentId: string): LogCapture | undefined {
+    const t = this.agents.get(agentId);
+    return t ? { tail: (n = TAIL_LINES) => t.tail.slice(-n) } : undefined;
   }
 
   async spawn(req: SpawnRequest): Promise<ManagedAgent> {
     const key = normalizeLabelSet(req.labelSet);
-    const ls = this.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
+    const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls)
       throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
-    if (this.agents.size >= this.maxAgents) {
+    if (this.agents.size >= this.entry.maxAgents) {
       throw new SpawnError(
         'capacity',
-        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.maxAgents})`,
+        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.entry.maxAgents})`,
       );
     }
     const binary = this.binaryPathFor(ls);
@@ -115,13 +119,17 @@ export class BareMetalScalerBackend implements ScalerBackend {
       spawnedAt: Date.now(),
       state: 'spawning',
     };
+    if (req.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
+    if (req.auth.kind !== 'token') {
+      throw new DeterministicSpawnError('config', 'bare-metal agents authenticate with a token, not a claim code');
+    }
     const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
     this.agents.set(req.agentId, tracked);
     req.onEvent('scaler.provisioning', 'spawning agent process');
     const { env, trusted } = buildAgentEnv(this.opts.hostEnv ?? process.env, ls, {
       orchestratorUrl: req.orchestratorUrl,
       agentId: req.agentId,
-      token: req.token,
+      token: req.auth.token,
       fullLabels: req.fullLabels,
     });
     if (trusted)
@@ -221,9 +229,17 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (t) t.registered = true;
   }
 
-  async destroy(agentId: string, _ctx?: DestroyContext): Promise<void> {
+  destroy(agentId: string, _ctx: DestroyContext): Promise<void> {
+    const under = this.stopping.get(agentId);
+    if (under) return under;
     const t = this.agents.get(agentId);
-    if (!t) return;
+    if (!t) return Promise.resolve();
+    const run = this.teardown(agentId, t).finally(() => this.stopping.delete(agentId));
+    this.stopping.set(agentId, run);
+    return run;
+  }
+
+  private async teardown(agentId: string, t: Tracked): Promise<void> {
     t.destroying = true;
     t.agent.state = 'destroying';
     this.agents.delete(agentId);
@@ -269,16 +285,22 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return true;
   }
 
-  reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult {
-    const errors = labelSets.flatMap((ls, i) =>
-      ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
-    );
-    if (errors.length) return { valid: false, errors };
-    this.labelSets = labelSets;
-    if (opts.maxAgents !== undefined) this.maxAgents = opts.maxAgents;
-    return { valid: true };
+  checkReload(entry: ScalerEntry): ValidationResult {
+    const errors = [
+      ...checkLabelSets(entry.labelSets),
+      ...entry.labelSets.flatMap((ls, i) =>
+        ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
+      ),
+    ];
+    if (entry.type !== this.type) errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    return errors.length ? { valid: false, errors } : { valid: true };
   }
 
+  applyReload(entry: ScalerEntry): void {
+    this.entry = entry;
+  }
+
+  /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */
   async shutdownAll(): Promise<void> {
     await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
   }
