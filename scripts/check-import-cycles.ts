@@ -14,7 +14,8 @@ const KNOWN_CYCLES: string[][] = [
   ['src/scaler/manager.ts', 'src/scaler/recovery.ts', 'src/scaler/reload.ts', 'src/scaler/warm-pool.ts'],
 ];
 
-const SPECIFIER = /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
+const SPECIFIER =
+  /(?:^|[\s;])(?:import|export)\s[^'"`;]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 
 export type ImportGraph = Map<string, string[]>;
 

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { canonicalizeLabels, platformToTaints, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import {
+  canonicalizeLabels,
+  platformToTaints,
+  type ScalerConfig,
+  type ScalerEntry,
+} from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';

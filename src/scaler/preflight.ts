@@ -26,7 +26,10 @@ export async function executableProblem(path: string): Promise<string | undefine
 }
 
 /** The first executable `command` on PATH, or undefined. */
-export async function findOnPath(command: string, env: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+export async function findOnPath(
+  command: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<string | undefined> {
   for (const dir of (env.PATH ?? '').split(delimiter)) {
     if (!dir) continue;
     const candidate = join(dir, command);

@@ -101,7 +101,12 @@ export async function applyReload(
   const built: ScalerBackend[] = [];
   for (const name of plan.added) {
     try {
-      built.push(await factory(next.scalers.find((e) => e.name === name)!, next));
+      built.push(
+        await factory(
+          next.scalers.find((e) => e.name === name)!,
+          next,
+        ),
+      );
     } catch (err) {
       await Promise.allSettled(built.map((b) => b.shutdownAll()));
       const said = err instanceof UserError ? err.problems : [errorMessage(err)];

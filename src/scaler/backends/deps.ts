@@ -2,7 +2,7 @@ import type Docker from 'dockerode';
 import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
-import type { CgroupDriver } from './bare-metal/cgroups.js';
+import type { EffectiveLimits } from '../types.js';
 
 /** Runs nft with a ruleset on stdin (the container and micro-VM backends' network policy). */
 export interface NftRunner {
@@ -18,6 +18,15 @@ export interface VmmDriver {
   }>;
   stop(ref: string): Promise<void>;
   isRunning(ref: string): Promise<boolean>;
+}
+
+/** Per-agent cgroups for bare-metal `enforceCgroups` (v1 or v2, detected on the host). */
+export interface CgroupDriver {
+  readonly version: 1 | 2;
+  /** Create the agent's group with its limits; returns the `cgroup.procs` files a process must join. */
+  create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]>;
+  /** Kill everything left in the group and remove it. */
+  remove(agentId: string): Promise<void>;
 }
 
 /**

@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import { bareMetal, spawnToken, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  spawnToken,
+  useManagerHarnesses,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;

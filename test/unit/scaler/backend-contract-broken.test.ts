@@ -12,7 +12,8 @@ import type {
   ValidationResult,
 } from '../../../src/scaler/types.js';
 import { contractChecks, ContractViolation, type ContractCheck } from '../../helpers/backend-contract.js';
-import { FakeHost, RecordingBackend } from '../../helpers/manager-harness.js';
+import type { FakeHost } from '../../helpers/manager-harness.js';
+import { RecordingBackend } from '../../helpers/manager-harness.js';
 import {
   recordingFixture,
   sharedStore,

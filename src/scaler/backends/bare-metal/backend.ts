@@ -121,7 +121,10 @@ export class BareMetalScalerBackend implements ScalerBackend {
     };
     if (req.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
     if (req.auth.kind !== 'token') {
-      throw new DeterministicSpawnError('config', 'bare-metal agents authenticate with a token, not a claim code');
+      throw new DeterministicSpawnError(
+        'config',
+        'bare-metal agents authenticate with a token, not a claim code',
+      );
     }
     const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
     this.agents.set(req.agentId, tracked);
@@ -292,7 +295,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
         ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
       ),
     ];
-    if (entry.type !== this.type) errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    if (entry.type !== this.type)
+      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
     return errors.length ? { valid: false, errors } : { valid: true };
   }
 
