@@ -1,5 +1,5 @@
 import type { ScalerEntry, ScalerType } from '../../config/index.js';
-import { UserError } from '../../util/errors.js';
+import { errorMessage, UserError } from '../../util/errors.js';
 import { describeToolProblem, fatalToolError, preflightTools, type ToolProblem } from '../preflight.js';
 import type { ScalerBackend } from '../types.js';
 import { bareMetalDescriptor } from './bare-metal/index.js';
@@ -30,17 +30,27 @@ export function availableBackendTypes(): ScalerType[] {
 export function preflightEntry(
   entry: ScalerEntry,
   deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>,
+  descriptor: BackendDescriptor = descriptorFor(entry),
 ): Promise<ToolProblem[]> {
-  return preflightTools(entry, descriptorFor(entry).requiredTools(entry, deps), deps.hostEnv ?? process.env);
+  return preflightTools(entry, descriptor.requiredTools(entry, deps), deps.hostEnv ?? process.env);
+}
+
+/** Build one backend from the registry, the same way at start-up and on reload. */
+export function createScalerBackend(entry: ScalerEntry, deps: BackendDeps): Promise<ScalerBackend> {
+  return buildBackend(descriptorFor(entry), entry, deps);
 }
 
 /**
- * Build one backend, the same way at start-up and on reload: preflight first (a missing fatal tool
- * throws a UserError naming the scaler, the tool and the fix; the others are logged), then create.
+ * Preflight, then create. A missing fatal tool throws a UserError naming the scaler, the tool and
+ * the fix (start-up stops; a reload adding the scaler is refused); spawn-severity problems are
+ * logged and left to fail each spawn with a classified reason.
  */
-export async function createScalerBackend(entry: ScalerEntry, deps: BackendDeps): Promise<ScalerBackend> {
-  const descriptor = descriptorFor(entry);
-  const problems = await preflightEntry(entry, deps);
+export async function buildBackend(
+  descriptor: BackendDescriptor,
+  entry: ScalerEntry,
+  deps: BackendDeps,
+): Promise<ScalerBackend> {
+  const problems = await preflightEntry(entry, deps, descriptor);
   const fatal = fatalToolError(problems);
   if (fatal) throw fatal;
   for (const p of problems) deps.logger.warn({ scaler: p.scaler, tool: p.tool }, describeToolProblem(p));
@@ -48,6 +58,6 @@ export async function createScalerBackend(entry: ScalerEntry, deps: BackendDeps)
     return await descriptor.create(entry, deps);
   } catch (err) {
     if (err instanceof UserError) throw err;
-    throw new UserError((err as Error).message);
+    throw new UserError(errorMessage(err));
   }
 }
