@@ -16,6 +16,7 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
+import { launchError } from './launch-error.js';
 import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
@@ -43,9 +44,6 @@ interface Tracked {
 }
 
 const TAIL_LINES = 50;
-
-/** destroy() ran for this agent (possibly before its process existed). */
-const wasDestroyed = (t: Tracked) => t.destroying;
 
 /**
  * Agents as host processes. Each agent runs in its own process group so destroy reaches everything
@@ -164,24 +162,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
     } catch (err) {
       this.agents.delete(req.agentId);
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
-      const e = err as NodeJS.ErrnoException;
-      const kind =
-        e.code === 'ENOENT'
-          ? 'binary-missing'
-          : e.code === 'EACCES' || e.code === 'EISDIR'
-            ? 'not-executable'
-            : 'unknown';
-      const what =
-        e.code === 'EISDIR'
-          ? 'is a directory, not an executable file'
-          : kind === 'binary-missing'
-            ? 'does not exist'
-            : kind === 'not-executable'
-              ? 'is not executable'
-              : `could not start (${e.message})`;
-      const message = `agent binary ${binary} ${what}`;
-      req.onEvent('scaler.failed', message);
-      throw new DeterministicSpawnError(kind, message, { cause: err });
+      const failure = launchError(binary, err);
+      req.onEvent('scaler.failed', failure.message);
+      throw failure;
     }
     child.unref();
     const pid = child.pid!;
@@ -192,8 +175,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.capture(tracked, child);
     // 'close' comes after the output streams ended, so the failure message carries the whole tail.
     child.once('close', (code, signal) => this.onExit(req, tracked, code, signal));
-    if (req.signal.aborted || wasDestroyed(tracked)) {
-      // The spawn was abandoned (deadline, teardown) while the process was starting: it must not outlive it.
+    if (req.signal.aborted || tracked.destroying) {
+      // Abandoned (deadline, or destroy() ran before the process existed) while starting: it must not outlive that.
       this.agents.delete(req.agentId);
       await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
@@ -232,11 +215,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (t) t.registered = true;
   }
 
-  destroy(agentId: string, _ctx: DestroyContext): Promise<void> {
+  destroy(agentId: string, ctx: DestroyContext): Promise<void> {
     const under = this.stopping.get(agentId);
     if (under) return under;
     const t = this.agents.get(agentId);
     if (!t) return Promise.resolve();
+    this.log.info({ agentId, reason: ctx.reason, pid: t.pgid }, 'stopping agent process');
     const run = this.teardown(agentId, t).finally(() => this.stopping.delete(agentId));
     this.stopping.set(agentId, run);
     return run;
