@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import {
+  canonicalizeLabels,
+  platformToTaints,
+  type ScalerConfig,
+  type ScalerEntry,
+} from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -24,7 +29,7 @@ import type { ReloadHost, RecoveryHost, TeardownReason, WarmPoolHost } from './l
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { ScalerState } from './state.js';
-import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
@@ -235,7 +240,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
       void this.opts.store.spawns.deleteAgent(agentId).catch(() => {});
       return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
     }
-    void this.runSpawn(m, backend, entry, token);
+    void this.runSpawn(m, backend, entry, token, job?.container?.image);
     return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
   }
 
@@ -244,6 +249,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     backend: ScalerBackend,
     entry: ScalerEntry,
     token: string,
+    image: string | undefined,
   ): Promise<void> {
     const timeoutMs = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
@@ -263,11 +269,14 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
                 agentId: m.agentId,
                 labelSet: m.labelSet,
                 fullLabels: m.fullLabels,
+                mandatoryLabels: m.gate,
+                taints: platformToTaints(entry.platform),
                 orchestratorUrl: this.opts.orchestratorUrlFor(entry),
-                token,
+                auth: { kind: 'token', token },
                 limits,
                 boundJobId: m.boundJobId,
                 runId: m.runId,
+                image,
                 signal,
                 onEvent: (type, detail) => this.onBackendEvent(m, type, detail),
               }),
@@ -463,11 +472,17 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     return this.state.agents.has(agentId);
   }
 
-  /** Single-use agents: any disconnect of a registered agent ends its compute. */
-  async onAgentDisconnected(agentId: string): Promise<void> {
+  /**
+   * Single-use agents: any disconnect of a registered agent ends its compute. `reason` says why the
+   * socket closed when the orchestrator closed it (heartbeat timeout); a plain disconnect otherwise.
+   */
+  async onAgentDisconnected(
+    agentId: string,
+    reason: Extract<DestroyReason, 'disconnected' | 'heartbeat-timeout' | 'job-complete'> = 'disconnected',
+  ): Promise<void> {
     const m = this.state.agents.get(agentId);
     if (!m || !hasRegistered(m.phase)) return;
-    await this.teardown(m, 'disconnected');
+    await this.teardown(m, reason);
   }
 
   recover(reconnectWindowMs = 60_000) {
@@ -551,7 +566,10 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     this.drain();
     this.freedTimer?.cancel();
     this.hooks = undefined;
-    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId));
+    // Agents of a cluster-lifetime backend belong to the cluster: this orchestrator stopping leaves them be.
+    const clusterOwned = (m: ManagedEntry) =>
+      this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
+    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId) && !clusterOwned(m));
     for (const m of going) m.abort.abort(new Error('shutting down'));
     const all = going.map((m) => this.teardown(m, 'shutdown'));
     // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.

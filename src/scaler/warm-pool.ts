@@ -154,7 +154,8 @@ export class WarmPools {
       const a = this.m.state.agents.get(id);
       if (!a || !this.registry?.tryDrain(id)) continue;
       this.log.info({ agentId: id, scaler: spec.scalerName }, 'reaping idle warm agent');
-      void this.m.teardown(a, 'shutdown');
+      // Reaped because it sat idle past the pool's need, not because anything is shutting down.
+      void this.m.teardown(a, 'idle');
     }
   }
 

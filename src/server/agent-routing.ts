@@ -111,6 +111,6 @@ export async function agentGone(deps: RoutingDeps, a: ConnectedAgent, log: Logge
       await d.loseJob(active, `scaler-managed agent ${a.id} disconnected`);
     } else d.orphan(active, 'agent disconnected');
   }
-  await d.scaler?.onAgentDisconnected(a.id);
+  await d.scaler?.onAgentDisconnected(a.id, a.closedFor);
   void d.requestPump();
 }

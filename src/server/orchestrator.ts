@@ -5,8 +5,8 @@ import type { WebSocketServer } from 'ws';
 import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
-import { createScalerBackend } from '../scaler/backends/factory.js';
-import type { BareMetalScalerBackend } from '../scaler/backends/bare-metal/backend.js';
+import { createScalerBackend } from '../scaler/backends/registry.js';
+import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
@@ -237,7 +237,10 @@ export class Orchestrator {
     this.heartbeatTimer = setInterval(() => {
       const now = (opts.clock ?? systemClock).now();
       for (const a of this.dispatcher.registry.list()) {
-        if (now - a.lastSeenMs > hb * 3) a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
+        if (now - a.lastSeenMs > hb * 3) {
+          a.closedFor = 'heartbeat-timeout';
+          a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
+        }
       }
     }, hb);
     this.heartbeatTimer.unref();
@@ -255,7 +258,7 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log)),
+            createScalerBackend(entry, backendContext(this.opts, this.log, this.store)),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
@@ -348,8 +351,14 @@ export class Orchestrator {
   }
 }
 
-function backendContext(opts: OrchestratorOptions, logger: Logger) {
-  return { logger, configPath: opts.scalerConfigPath!, ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}) };
+function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store): BackendDeps {
+  return {
+    logger,
+    clock: opts.clock ?? systemClock,
+    store,
+    configPath: opts.scalerConfigPath!,
+    ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+  };
 }
 
 async function buildScaler(
@@ -359,12 +368,12 @@ async function buildScaler(
 ): Promise<ScalerManager> {
   const backends = [];
   for (const entry of config.scalers) {
-    const backend = await createScalerBackend(entry, backendContext(opts, deps.log)).catch((err: unknown) => {
-      throw new UserError(errorMessage(err));
-    });
-    if (backend.type === 'bare-metal') {
-      for (const p of await (backend as BareMetalScalerBackend).checkBinaries()) deps.log.warn(p);
-    }
+    // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
+    const backend = await createScalerBackend(entry, backendContext(opts, deps.log, deps.store)).catch(
+      (err: unknown) => {
+        throw err instanceof UserError ? err : new UserError(errorMessage(err));
+      },
+    );
     backends.push(backend);
   }
   let ledger: MachineLedger | undefined;

@@ -2,7 +2,7 @@ import { normalizeLabelSet } from '../config/index.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Clock } from '../util/clock.js';
 import { describeScalerStatus } from './scaler-views.js';
-import { requiredToolsFor, toolProblem, type ToolProblem } from './tool-check.js';
+import { preflightTools } from '../scaler/preflight.js';
 
 /** Failures older than this are history, not a current problem. */
 const FAILURE_WINDOW_MS = 3_600_000;
@@ -30,11 +30,6 @@ function fixForKind(kind: string, file: string): string {
   }
 }
 
-const TOOL_WORDS: Record<ToolProblem, string> = {
-  missing: 'does not exist',
-  'not-executable': 'is not executable',
-  directory: 'is a directory, not an executable file',
-};
 
 /**
  * `kici-admin diagnose`: per scaler, what is wrong and what to do about it. Built from the same state
@@ -84,20 +79,16 @@ export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: s
         });
       }
 
-      const missingTools = [];
-      for (const t of requiredToolsFor(entry, configPath, backend)) {
-        const problem = await toolProblem(t.path);
-        if (!problem) continue;
-        const where = t.labelSet ? ` (label set [${normalizeLabelSet(t.labelSet)}])` : '';
-        const fix =
-          problem === 'missing'
-            ? `install the ${t.tool} at ${t.path} or fix binaryPath in ${file}`
-            : problem === 'directory'
-              ? `point binaryPath in ${file} at the executable inside ${t.path}`
-              : `chmod +x ${t.path}, or fix binaryPath in ${file}`;
-        missingTools.push({ ...t, problem, fix });
-        findings.push({ problem: `${t.tool} ${t.path} ${TOOL_WORDS[problem]}${where}`, fix });
-      }
+      // The backend port says which host tools it needs; preflight checks them the way start-up does.
+      const missingTools = backend
+        ? (await preflightTools(entry, backend.getRequiredTools(entry))).map((p) => ({
+            tool: p.tool,
+            problem: p.problem,
+            severity: p.severity,
+            fix: p.fix,
+          }))
+        : [];
+      for (const t of missingTools) findings.push({ problem: `${t.tool}: ${t.problem}`, fix: t.fix });
 
       return {
         name: entry.name,

@@ -56,10 +56,10 @@ describe('kici-admin diagnose', () => {
       /spawn failures: binary-missing x\d+, last at \S+: agent binary .* does not exist/,
     );
     expect(text.stdout).toMatch(/backoff: \[linux\] \d+ consecutive failure\(s\); lifts at \d{4}-/);
-    expect(text.stdout).toContain(`missing tool: agent binary ${missing} (missing)`);
     expect(text.stdout).toContain(
-      `fix: install the agent binary at ${missing} or fix binaryPath in ${configPath}`,
+      `missing tool: agent binary of label set [linux]: ${missing} does not exist (spawns fail)`,
     );
+    expect(text.stdout).toContain(`fix: install kici-agent at ${missing} (chmod +x), or point binaryPath at it`);
     expect(text.stdout).toMatch(/caps: 0\/4 agents/);
 
     const json = await admin(['diagnose', '--json']);
@@ -70,7 +70,7 @@ describe('kici-admin diagnose', () => {
         name: string;
         failures: { kind: string; count: number }[];
         backoff: { active: boolean; liftsAt: string | null; lastError: { kind: string } }[];
-        missingTools: { tool: string; path: string; problem: string; fix: string }[];
+        missingTools: { tool: string; problem: string; severity: string; fix: string }[];
         findings: { problem: string; fix: string }[];
         caps: { active: number; maxAgents: number };
       }[];
@@ -83,11 +83,10 @@ describe('kici-admin diagnose', () => {
     expect(Date.parse(s.backoff[0]!.liftsAt!)).toBeGreaterThan(Date.now());
     expect(s.missingTools).toEqual([
       {
-        tool: 'agent binary',
-        path: missing,
-        labelSet: ['linux'],
-        problem: 'missing',
-        fix: `install the agent binary at ${missing} or fix binaryPath in ${configPath}`,
+        tool: 'agent binary of label set [linux]',
+        problem: `${missing} does not exist`,
+        severity: 'spawn',
+        fix: `install kici-agent at ${missing} (chmod +x), or point binaryPath at it`,
       },
     ]);
     expect(s.caps).toMatchObject({ active: 0, maxAgents: 4 });

@@ -25,7 +25,7 @@ interface Diagnosis {
       resourceCap: { maxCpu?: number; maxMemoryBytes?: number } | null;
     };
     warmPool: { pools: { labelSet: string; target: number; ready: number; inFlight: number }[] } | null;
-    missingTools: { tool: string; path: string; problem: string; fix: string }[];
+    missingTools: { tool: string; problem: string; severity: string; fix: string }[];
     findings: { problem: string; fix: string }[];
   }[];
 }
@@ -58,7 +58,7 @@ function render(d: Diagnosis): string {
       out.push(
         `  backoff: [${b.labelSet}] ${b.consecutiveFailures} consecutive failure(s); ${b.liftsAt ? `lifts at ${b.liftsAt}` : 'retrying now'}`,
       );
-    for (const t of s.missingTools) out.push(`  missing tool: ${t.tool} ${t.path} (${t.problem})`);
+    for (const t of s.missingTools) out.push(`  missing tool: ${t.tool}: ${t.problem} (${t.severity === 'fatal' ? 'start-up fails' : 'spawns fail'})`);
     for (const f of s.findings) {
       out.push(`  problem: ${f.problem}`);
       out.push(`    fix: ${f.fix}`);

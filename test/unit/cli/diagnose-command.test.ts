@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildAdminProgram } from '../../../src/cli/admin/program.js';
 import { backoffKey, ProvisionBackoff } from '../../../src/scaler/core/backoff.js';
-import { toolProblem } from '../../../src/server/tool-check.js';
+import { executableProblem } from '../../../src/scaler/preflight.js';
 
 describe('kici-admin diagnose', () => {
   it('is the command the backoff message tells operators to run', () => {
@@ -29,10 +29,10 @@ describe('kici-admin diagnose', () => {
     await writeFile(file, '#!/bin/sh\n');
     await chmod(file, 0o644);
     await mkdir(join(dir, 'sub'));
-    expect(await toolProblem(join(dir, 'nope'))).toBe('missing');
-    expect(await toolProblem(file)).toBe('not-executable');
-    expect(await toolProblem(join(dir, 'sub'))).toBe('directory');
+    expect(await executableProblem(join(dir, 'nope'))).toMatch(/does not exist$/);
+    expect(await executableProblem(file)).toMatch(/is not an executable file$/);
+    expect(await executableProblem(join(dir, 'sub'))).toMatch(/is a directory, not an executable file$/);
     await chmod(file, 0o755);
-    expect(await toolProblem(file)).toBeUndefined();
+    expect(await executableProblem(file)).toBeUndefined();
   });
 });
