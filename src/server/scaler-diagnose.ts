@@ -30,7 +30,6 @@ function fixForKind(kind: string, file: string): string {
   }
 }
 
-
 /**
  * `kici-admin diagnose`: per scaler, what is wrong and what to do about it. Built from the same state
  * `scaler status` shows, plus recent classified failures and a check of the tools each scaler needs.

@@ -59,7 +59,9 @@ describe('kici-admin diagnose', () => {
     expect(text.stdout).toContain(
       `missing tool: agent binary of label set [linux]: ${missing} does not exist (spawns fail)`,
     );
-    expect(text.stdout).toContain(`fix: install kici-agent at ${missing} (chmod +x), or point binaryPath at it`);
+    expect(text.stdout).toContain(
+      `fix: install kici-agent at ${missing} (chmod +x), or point binaryPath at it`,
+    );
     expect(text.stdout).toMatch(/caps: 0\/4 agents/);
 
     const json = await admin(['diagnose', '--json']);

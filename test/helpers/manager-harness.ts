@@ -618,7 +618,12 @@ export class ManagerHarness {
   ): Promise<RegisterOutcome> {
     const req = this.backendOf(agentId)?.requestFor(agentId);
     const labels = canonicalizeLabels(opts.labels ?? req?.fullLabels ?? []);
-    if (!this.dispatcher) return this.registerWithoutDispatcher(agentId, labels, opts.token ?? (req ? spawnToken(req) : undefined));
+    if (!this.dispatcher)
+      return this.registerWithoutDispatcher(
+        agentId,
+        labels,
+        opts.token ?? (req ? spawnToken(req) : undefined),
+      );
     const token =
       opts.token ??
       (req ? spawnToken(req) : undefined) ??

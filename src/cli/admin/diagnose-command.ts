@@ -58,7 +58,10 @@ function render(d: Diagnosis): string {
       out.push(
         `  backoff: [${b.labelSet}] ${b.consecutiveFailures} consecutive failure(s); ${b.liftsAt ? `lifts at ${b.liftsAt}` : 'retrying now'}`,
       );
-    for (const t of s.missingTools) out.push(`  missing tool: ${t.tool}: ${t.problem} (${t.severity === 'fatal' ? 'start-up fails' : 'spawns fail'})`);
+    for (const t of s.missingTools)
+      out.push(
+        `  missing tool: ${t.tool}: ${t.problem} (${t.severity === 'fatal' ? 'start-up fails' : 'spawns fail'})`,
+      );
     for (const f of s.findings) {
       out.push(`  problem: ${f.problem}`);
       out.push(`    fix: ${f.fix}`);
