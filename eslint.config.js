@@ -28,4 +28,41 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  {
+    // The port is the seam: outside src/scaler/backends/, nothing names a concrete backend (its
+    // class, or anything else in its folder). Only the registry and the backend's own folder may.
+    files: ['src/**/*.ts'],
+    ignores: ['src/scaler/backends/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)backends/[^/]+/',
+              message:
+                'import backends through src/scaler/backends/registry.ts; only the registry and the backend folder itself know a concrete backend',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // A backend folder does not reach into another backend's folder.
+    files: ['src/scaler/backends/*/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./(?!\\.\\.)[^/]+/',
+              message: "a backend folder must not import another backend's files",
+            },
+          ],
+        },
+      ],
+    },
+  },
 );

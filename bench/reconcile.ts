@@ -28,13 +28,18 @@ export function buildState() {
   const backends = config.scalers.map((e) => ({
     name: e.name,
     type: 'bare-metal' as const,
-    spawnsOnLocalHost: true,
-    labelSets: e.labelSets,
-    maxAgents: e.maxAgents,
+    capabilities: {
+      localCompute: true,
+      lifetime: 'orchestrator' as const,
+      cleansOrphans: false,
+      capturesLogs: false,
+    },
     getActiveCount: () => 0,
+    getRequiredTools: () => [],
     spawn: () => Promise.reject(new Error('not in a benchmark')),
     destroy: async () => {},
-    reload: () => ({ valid: true as const }),
+    checkReload: () => ({ valid: true as const }),
+    applyReload: () => {},
     shutdownAll: async () => {},
   }));
   const logger = pino({ level: 'silent' });

@@ -28,13 +28,18 @@ export { ScalerManager, RegistrationRefused, type ScalerManagerOptions } from '.
 export type {
   ScalerBackend,
   SpawnRequest,
+  SpawnContext,
+  AgentAuth,
+  BackendCapabilities,
+  DestroyReason,
+  RequiredTool,
   ManagedAgent,
   ScaleResult,
   ScaleJob,
   ScalerEvent,
 } from './scaler/types.js';
-export { BareMetalScalerBackend } from './scaler/backends/bare-metal/backend.js';
-export { createScalerBackend } from './scaler/backends/factory.js';
+export { createScalerBackend, descriptorFor, availableBackendTypes } from './scaler/backends/registry.js';
+export type { BackendDeps, NftRunner, VmmDriver } from './scaler/backends/deps.js';
 export { Orchestrator, type OrchestratorOptions } from './server/orchestrator.js';
 export { parseRunSpec, runSpecSchema, type RunSpec, type JobSpec } from './jobs/run-spec.js';
 export type * from './protocol/messages.js';

@@ -106,19 +106,30 @@ export class Agent {
     const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
     this.ws = ws;
     ws.on('open', () => {
-      const labels = [...new Set([...this.cfg.labels, ...hostLabels()])];
-      this.sendNow({
-        type: 'register',
-        protocol: PROTOCOL_VERSION,
-        agentId: this.cfg.agentId,
-        token: this.cfg.token,
-        labels,
-        version: this.version,
-        hostname: hostname(),
-        ...(this.runner ? { activeJobId: this.runner.jobId } : {}),
-        jobsDone: this.jobsDone,
-      });
+      // A claim-code agent trades its code for an id and a token first (once; a reconnect reuses them).
+      if (!this.cfg.token && this.cfg.claimCode)
+        return this.sendNow({ type: 'claim', protocol: PROTOCOL_VERSION, code: this.cfg.claimCode });
+      this.sendRegister();
     });
+    this.listen(ws);
+  }
+
+  private sendRegister(): void {
+    const labels = [...new Set([...this.cfg.labels, ...hostLabels()])];
+    this.sendNow({
+      type: 'register',
+      protocol: PROTOCOL_VERSION,
+      agentId: this.cfg.agentId,
+      token: this.cfg.token,
+      labels,
+      version: this.version,
+      hostname: hostname(),
+      ...(this.runner ? { activeJobId: this.runner.jobId } : {}),
+      jobsDone: this.jobsDone,
+    });
+  }
+
+  private listen(ws: WebSocket): void {
     ws.on('message', (data) => {
       const checked = parseOrchestratorMessage(String(data));
       if (checked.ok) return this.onMessage(checked.msg);
@@ -144,6 +155,13 @@ export class Agent {
     switch (msg.type) {
       case 'register.ack':
         return this.onRegistered(msg);
+      case 'claim.ack':
+        // The claim names who this agent is; the token never leaves memory.
+        this.cfg.agentId = msg.agentId;
+        this.cfg.token = msg.token;
+        this.cfg.labels = [...new Set([...this.cfg.labels, ...msg.labels])];
+        this.log('info', `claim redeemed: this agent is ${msg.agentId}`);
+        return this.sendRegister();
       case 'register.rejected':
         this.log('error', `registration refused: ${msg.reason}`);
         return;

@@ -2,7 +2,10 @@
 export interface AgentConfig {
   orchestratorUrl: string;
   agentId: string;
+  /** Empty until a claim is redeemed when the agent was started with a claim code. */
   token: string;
+  /** KICI_SCALER_CLAIM_CODE: redeemed for an id and a token when no token is given. */
+  claimCode?: string | undefined;
   labels: string[];
   /** Single-use: exit after one job (set for every scaler-spawned agent). */
   ephemeral: boolean;
@@ -26,7 +29,12 @@ function intEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number 
 }
 
 export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const missing = ['KICI_ORCHESTRATOR_URL', 'KICI_AGENT_ID', 'KICI_AGENT_TOKEN'].filter((k) => !env[k]);
+  // With a claim code and no token, the id and the token come from the claim.
+  const claimCode = env.KICI_AGENT_TOKEN ? undefined : env.KICI_SCALER_CLAIM_CODE || undefined;
+  const required = claimCode
+    ? ['KICI_ORCHESTRATOR_URL']
+    : ['KICI_ORCHESTRATOR_URL', 'KICI_AGENT_ID', 'KICI_AGENT_TOKEN'];
+  const missing = required.filter((k) => !env[k]);
   if (missing.length) throw new AgentConfigError(`missing environment: ${missing.join(', ')}`);
   const url = env.KICI_ORCHESTRATOR_URL!;
   if (!/^wss?:\/\//.test(url)) {
@@ -35,8 +43,9 @@ export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
   const scalerManaged = env.KICI_SCALER_MANAGED === '1';
   return {
     orchestratorUrl: url,
-    agentId: env.KICI_AGENT_ID!,
-    token: env.KICI_AGENT_TOKEN!,
+    agentId: env.KICI_AGENT_ID ?? '',
+    token: env.KICI_AGENT_TOKEN ?? '',
+    claimCode,
     labels: (env.KICI_LABELS ?? '')
       .split(',')
       .map((l) => l.trim().toLowerCase())

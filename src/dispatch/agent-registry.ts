@@ -16,6 +16,8 @@ export interface ConnectedAgent {
   draining: boolean;
   connectedAtMs: number;
   lastSeenMs: number;
+  /** Set when the orchestrator closes the socket for a reason the scaler should learn (destroy reason). */
+  closedFor?: 'heartbeat-timeout';
   send(msg: OrchestratorMessage): void;
   close(code: number, reason: string): void;
 }

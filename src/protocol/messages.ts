@@ -39,6 +39,16 @@ export interface RegisterMessage {
   /** Jobs this agent has finished; a single-use agent that already ran one takes no other. */
   jobsDone?: number;
 }
+/**
+ * Sent first, instead of `register`, by an agent that holds a one-time claim code and no token
+ * (an agent provisioned by a cluster). The answer, `claim.ack`, carries its id and token; the agent
+ * then registers with them on the same connection.
+ */
+export interface ClaimMessage {
+  type: 'claim';
+  protocol: number;
+  code: string;
+}
 export interface HeartbeatMessage {
   type: 'heartbeat';
 }
@@ -86,6 +96,7 @@ export interface AgentDrainingMessage {
 
 export type AgentMessage =
   | RegisterMessage
+  | ClaimMessage
   | HeartbeatMessage
   | JobStartedMessage
   | StepStartedMessage
@@ -108,6 +119,13 @@ export interface RegisterAckMessage {
   resumeJobId?: string;
   /** This orchestrator acknowledges `job.finished` once the result is stored (`job.finished.ack`). */
   acksResults?: boolean;
+}
+/** The claim code was redeemed: register next with this id, token and labels. */
+export interface ClaimAckMessage {
+  type: 'claim.ack';
+  agentId: string;
+  token: string;
+  labels: string[];
 }
 export interface RegisterRejectedMessage {
   type: 'register.rejected';
@@ -138,6 +156,7 @@ export interface ShutdownMessage {
 
 export type OrchestratorMessage =
   | RegisterAckMessage
+  | ClaimAckMessage
   | RegisterRejectedMessage
   | JobAssignMessage
   | JobCancelMessage

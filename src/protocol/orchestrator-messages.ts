@@ -80,6 +80,11 @@ function check(m: Obj): void {
       str(m, 'resumeJobId', '', { optional: true });
       bool(m, 'acksResults', '', true);
       return;
+    case 'claim.ack':
+      str(m, 'agentId', '', { nonEmpty: true });
+      str(m, 'token', '', { nonEmpty: true });
+      strings(m.labels, 'labels');
+      return;
     case 'register.rejected':
       num(m, 'code', '', 0, 65_535);
       str(m, 'reason', '');

@@ -1,4 +1,5 @@
 import type { ScalerType } from '../config/index.js';
+import type { AgentOrigin, AgentPhase } from './agent-lifecycle.js';
 
 /** Everything the manager knows about one agent it spawned, from reservation until destroy. */
 export interface ManagedEntry {
@@ -14,14 +15,10 @@ export interface ManagedEntry {
   createdAtMs: number;
   /** Set when the spawn semaphore admitted the spawn. */
   spawnStartedAtMs?: number;
-  /** The backend's spawn() resolved. */
-  settled: boolean;
-  registered: boolean;
-  /** Recovered after a restart; waiting for the agent to reconnect. */
-  recovered: boolean;
-  /** Pre-spawned by a warm pool (no job); `consumed` once it took a job. */
-  warm: boolean;
-  consumed: boolean;
+  /** Where it is in its life; changed only through `transition` (agent-lifecycle.ts). */
+  phase: AgentPhase;
+  /** Fixed at creation: spawned for a warm pool, adopted after a restart. */
+  readonly origin: AgentOrigin;
   registeredAtMs?: number;
   /** Effective resources, for the warm-agent shape check and the ledger. */
   requests: { cpus: number; memBytes: number };
@@ -33,11 +30,17 @@ export interface ManagedEntry {
   registeredSignal?: AbortController;
 }
 
-export type AgentPhase = 'reserved' | 'spawning' | 'starting' | 'registered';
+export type { AgentPhase };
 
 export function phaseOf(e: ManagedEntry): AgentPhase {
-  if (e.registered) return 'registered';
-  if (e.settled) return 'starting';
-  if (e.spawnStartedAtMs !== undefined) return 'spawning';
-  return 'reserved';
+  return e.phase;
+}
+
+/**
+ * Warm stock a job could still take (in flight or idle): pool-spawned and never given a job. An
+ * adopted warm agent that had registered before the restart may hold a job, so it is not stock.
+ */
+export function isWarmStock(e: ManagedEntry): boolean {
+  if (!e.origin.warm || e.origin.recovered?.registeredBefore) return false;
+  return e.phase !== 'busy' && e.phase !== 'destroying';
 }

@@ -1,10 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import {
+  canonicalizeLabels,
+  platformToTaints,
+  type ScalerConfig,
+  type ScalerEntry,
+} from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { phaseOf, type ManagedEntry } from './agent-book.js';
+import { isWarmStock, type ManagedEntry } from './agent-book.js';
+import { hasRegistered, isPending, transition, type AgentPhase } from './agent-lifecycle.js';
 import { backoffKey, type ProvisionBackoffOptions } from './core/backoff.js';
 import { decide, type DecideState, type Decision, type PoolView } from './core/decide.js';
 import { withDeadline } from './core/deadline.js';
@@ -20,10 +26,11 @@ import {
 import { withSlot } from './core/semaphore.js';
 import { armsBackoff, classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
+import type { ReloadHost, RecoveryHost, TeardownReason, WarmPoolHost } from './lifecycle-port.js';
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { ScalerState } from './state.js';
-import type { DestroyContext, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
@@ -70,14 +77,12 @@ export interface RegistrationResult {
   warm: boolean;
 }
 
-type TeardownReason = NonNullable<DestroyContext['reason']>;
-
 /**
  * The thin async shell around the pure decision core: it asks the core where a job goes and whether
  * caps allow it, persists the spawn record, and runs the backend call under the scaler's spawn
  * semaphore and deadline. Every outcome flows back into the core (reservation released, backoff armed).
  */
-export class ScalerManager {
+export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   readonly state: ScalerState;
   readonly warm: WarmPools;
   private hooks: ScalerHooks | undefined;
@@ -86,6 +91,8 @@ export class ScalerManager {
   private draining = false;
   private readonly swallowed = new Map<string, number>();
   readonly log: Logger;
+  /** Lifecycle moves the table refused: each one is a bug, logged when it happens. */
+  illegalTransitions = 0;
 
   constructor(readonly opts: ScalerManagerOptions) {
     this.state = new ScalerState(opts.config, opts.backends, opts.backoff);
@@ -238,11 +245,8 @@ export class ScalerManager {
       boundJobId: job?.id,
       runId: job?.runId,
       createdAtMs: now,
-      settled: false,
-      registered: false,
-      recovered: false,
-      warm: !job,
-      consumed: false,
+      phase: 'reserved',
+      origin: { warm: !job },
       requests: res.requests,
       limits: res.limits,
       machinePool: entry.machinePool,
@@ -296,7 +300,7 @@ export class ScalerManager {
         .catch((e: unknown) => this.noteSwallowed('scaler.spawn-record-delete', e, { agentId }));
       return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
     }
-    void this.runSpawn(m, backend, entry, token);
+    void this.runSpawn(m, backend, entry, token, job?.container?.image);
     return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
   }
 
@@ -305,6 +309,7 @@ export class ScalerManager {
     backend: ScalerBackend,
     entry: ScalerEntry,
     token: string,
+    image: string | undefined,
   ): Promise<void> {
     const timeoutMs = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
@@ -312,6 +317,9 @@ export class ScalerManager {
       const agent = await withSlot(
         this.state.semaphoreFor(entry),
         () => {
+          // Torn down while it queued for a slot: never start compute for it.
+          if (m.phase === 'destroying') throw new Error('agent torn down before its spawn began');
+          this.move(m, 'spawning');
           m.spawnStartedAtMs = this.opts.clock.now();
           return withDeadline(
             timeoutMs,
@@ -321,11 +329,14 @@ export class ScalerManager {
                 agentId: m.agentId,
                 labelSet: m.labelSet,
                 fullLabels: m.fullLabels,
+                mandatoryLabels: m.gate,
+                taints: platformToTaints(entry.platform),
                 orchestratorUrl: this.opts.orchestratorUrlFor(entry),
-                token,
+                auth: { kind: 'token', token },
                 limits,
                 boundJobId: m.boundJobId,
                 runId: m.runId,
+                image,
                 signal,
                 onEvent: (type, detail) => this.onBackendEvent(m, type, detail),
               }),
@@ -335,9 +346,9 @@ export class ScalerManager {
         },
         m.abort.signal,
       );
-      m.settled = true;
+      if (m.phase === 'spawning') this.move(m, 'starting');
       m.backendRef = agent.backendRef;
-      if (this.state.agents.get(m.agentId) !== m) {
+      if (m.phase === 'destroying') {
         // Torn down while the backend was still creating it: the compute must not outlive the entry.
         await backend.destroy(m.agentId, { reason: 'spawn-timeout' });
         return;
@@ -354,14 +365,14 @@ export class ScalerManager {
 
   private onBackendEvent(m: ManagedEntry, type: ScalerEventType, detail: string): void {
     if (m.boundJobId) this.hooks?.onJobEvent(m.boundJobId, type, detail);
-    if (type === 'scaler.failed' && m.settled && !m.registered) {
+    if (type === 'scaler.failed' && m.phase === 'starting') {
       void this.failSpawn(m, { kind: 'exited-before-register', message: detail, deterministic: false });
     }
   }
 
   /** A spawn that will never produce a working agent: back off, tell the job, give everything back. */
   async failSpawn(m: ManagedEntry, error: ClassifiedSpawnError): Promise<void> {
-    if (this.state.agents.get(m.agentId) !== m || m.registered) return;
+    if (this.state.agents.get(m.agentId) !== m || !isPending(m.phase)) return;
     const now = this.opts.clock.now();
     const key = backoffKey(m.scalerName, m.labelSetKey);
     // Only a failure that will repeat defers the label set; a transient one is retried at once.
@@ -408,6 +419,8 @@ export class ScalerManager {
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
   async teardown(m: ManagedEntry, reason: TeardownReason): Promise<void> {
+    // A second teardown of the same agent (a racing disconnect, reap or sweep) has nothing to do.
+    if (m.phase === 'destroying') return;
     this.forget(m);
     const backend = this.state.backends.get(m.scalerName);
     try {
@@ -427,6 +440,7 @@ export class ScalerManager {
 
   /** Forget an agent in memory and give its capacity back (synchronously, so caps see it at once). */
   forget(m: ManagedEntry): void {
+    if (m.phase !== 'destroying') this.move(m, 'destroying');
     const s = this.state;
     if (s.agents.get(m.agentId) === m) s.agents.delete(m.agentId);
     if (m.boundJobId && s.jobToAgent.get(m.boundJobId) === m.agentId) s.jobToAgent.delete(m.boundJobId);
@@ -457,6 +471,17 @@ export class ScalerManager {
     return Object.fromEntries(this.swallowed);
   }
 
+  /** Every phase change goes through the table; a refused one is logged and counted, then thrown. */
+  private move(m: ManagedEntry, to: AgentPhase): void {
+    transition(m, to, (err) => {
+      this.illegalTransitions++;
+      this.log.error(
+        { agentId: m.agentId, from: err.from, to: err.to },
+        'illegal agent lifecycle transition',
+      );
+    });
+  }
+
   notifyCapacityFreed(): void {
     if (this.freedTimer) return;
     this.freedTimer = this.opts.clock.setTimer(CAPACITY_FREED_DEBOUNCE_MS, () => {
@@ -482,10 +507,11 @@ export class ScalerManager {
       }
       return null;
     }
-    const first = !m.registered;
-    m.registered = true;
-    m.recovered = false;
+    if (m.phase === 'reserved') throw new RegistrationRefused('this agent has not been spawned yet');
+    const first = isPending(m.phase);
     if (first) {
+      // An adopted agent that had registered before the restart may already hold a job.
+      this.move(m, m.origin.recovered?.registeredBefore ? 'busy' : 'registered');
       m.registeredAtMs = this.opts.clock.now();
       (m.registeredSignal ??= new AbortController()).abort();
       if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId)
@@ -506,17 +532,17 @@ export class ScalerManager {
       boundJobId: first ? m.boundJobId : undefined,
       gate: m.gate,
       labels: m.fullLabels,
-      warm: m.warm && !m.consumed,
+      warm: isWarmStock(m),
     };
   }
 
   /** The dispatcher handed a job to one of our agents: a warm agent is no longer idle stock. */
   onJobAssigned(agentId: string): void {
     const m = this.state.agents.get(agentId);
-    if (m && m.warm && !m.consumed) {
-      m.consumed = true;
-      this.warm.replenishSoon();
-    }
+    if (m?.phase !== 'registered') return;
+    const stock = isWarmStock(m);
+    this.move(m, 'busy');
+    if (stock) this.warm.replenishSoon();
   }
 
   /** Can this scaler agent take a job of this shape? Only warm agents can be the wrong size. */
@@ -524,7 +550,7 @@ export class ScalerManager {
     const m = this.state.agents.get(agentId);
     // A process-mode agent may see a container runtime on its host, but it runs steps on the host.
     if (m && job.container && this.runsHostProcesses(m)) return false;
-    if (!m || !m.warm) return true;
+    if (!m || !m.origin.warm) return true;
     const declared = job.resources;
     if (!declared) return true;
     const want = resolveResources(declared, undefined, undefined);
@@ -545,11 +571,17 @@ export class ScalerManager {
     return this.state.agents.has(agentId);
   }
 
-  /** Single-use agents: any disconnect of a registered agent ends its compute. */
-  async onAgentDisconnected(agentId: string): Promise<void> {
+  /**
+   * Single-use agents: any disconnect of a registered agent ends its compute. `reason` says why the
+   * socket closed when the orchestrator closed it (heartbeat timeout); a plain disconnect otherwise.
+   */
+  async onAgentDisconnected(
+    agentId: string,
+    reason: Extract<DestroyReason, 'disconnected' | 'heartbeat-timeout' | 'job-complete'> = 'disconnected',
+  ): Promise<void> {
     const m = this.state.agents.get(agentId);
-    if (!m || !m.registered) return;
-    await this.teardown(m, 'disconnected');
+    if (!m || !hasRegistered(m.phase)) return;
+    await this.teardown(m, reason);
   }
 
   recover(reconnectWindowMs = 60_000) {
@@ -580,7 +612,7 @@ export class ScalerManager {
     const limit = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const now = this.opts.clock.now();
     for (const m of this.state.agents.values()) {
-      if (m.settled && !m.registered && !m.recovered && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
+      if (m.phase === 'starting' && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
         void this.failSpawn(m, {
           kind: 'spawn-timeout',
           message: `agent ${m.agentId} started but did not register within ${Math.round(limit / 1000)}s`,
@@ -594,6 +626,15 @@ export class ScalerManager {
   entries(): ManagedEntry[] {
     return [...this.state.agents.values()];
   }
+  /** Configured scalers, then removed ones still draining their agents (and since when). */
+  scalerEntries(): { entry: ScalerEntry; retiringSinceMs: number | undefined }[] {
+    const s = this.state;
+    const retiring = [...s.retiring].flatMap(([name, since]) => {
+      const entry = s.entries.get(name);
+      return entry ? [{ entry, retiringSinceMs: since }] : [];
+    });
+    return [...s.config.scalers.map((entry) => ({ entry, retiringSinceMs: undefined })), ...retiring];
+  }
   capBook() {
     return this.state.caps;
   }
@@ -605,7 +646,7 @@ export class ScalerManager {
   }
   spawningCount(): number {
     let n = 0;
-    for (const m of this.state.agents.values()) if (phaseOf(m) !== 'registered') n++;
+    for (const m of this.state.agents.values()) if (isPending(m.phase)) n++;
     return n;
   }
 
@@ -624,7 +665,10 @@ export class ScalerManager {
     this.drain();
     this.freedTimer?.cancel();
     this.hooks = undefined;
-    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId));
+    // Agents of a cluster-lifetime backend belong to the cluster: this orchestrator stopping leaves them be.
+    const clusterOwned = (m: ManagedEntry) =>
+      this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
+    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId) && !clusterOwned(m));
     for (const m of going) m.abort.abort(new Error('shutting down'));
     const all = going.map((m) => this.teardown(m, 'shutdown'));
     // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.

@@ -2,7 +2,7 @@ import { normalizeLabelSet } from '../config/index.js';
 import type { ManagedEntry } from './agent-book.js';
 import { agentLabelsFor } from './core/routing.js';
 import { errorMessage } from '../util/errors.js';
-import type { ScalerManager } from './manager.js';
+import type { RecoveryHost } from './lifecycle-port.js';
 
 export interface RecoveryCounts {
   adopted: number;
@@ -15,7 +15,7 @@ export interface RecoveryCounts {
  * still there (they may reconnect), reclaim the rest, and rebuild cap usage from stored
  * reservations. Agents that do not reconnect within the window are torn down.
  */
-export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number): Promise<RecoveryCounts> {
+export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number): Promise<RecoveryCounts> {
   const { store, instanceId, clock, ledger } = m.opts;
   const s = m.state;
   const counts: RecoveryCounts = { adopted: 0, reclaimed: 0, dropped: 0 };
@@ -54,11 +54,11 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
       runId: row.run_id ?? undefined,
       createdAtMs: row.spawned_at.getTime(),
       spawnStartedAtMs: row.spawned_at.getTime(),
-      settled: true,
-      registered: false,
-      recovered: true,
-      warm: row.bound_job_id === null,
-      consumed: row.registered_at !== null && row.bound_job_id === null,
+      phase: 'reconnecting',
+      origin: {
+        warm: row.bound_job_id === null,
+        recovered: { registeredBefore: row.registered_at !== null },
+      },
       requests: amount,
       limits: amount,
       machinePool: entry.machinePool,
@@ -86,7 +86,7 @@ export async function recoverAgents(m: ScalerManager, reconnectWindowMs: number)
   if (counts.adopted > 0) {
     clock.setTimer(reconnectWindowMs, () => {
       for (const e of [...s.agents.values()]) {
-        if (e.recovered && !e.registered) {
+        if (e.phase === 'reconnecting') {
           m.log.warn({ agentId: e.agentId }, 'recovered agent did not reconnect; reclaiming it');
           void m.teardown(e, 'spawn-timeout');
         }

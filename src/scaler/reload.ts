@@ -1,11 +1,6 @@
-import {
-  detectLabelSetOverlaps,
-  type LabelSetConfig,
-  type ScalerConfig,
-  type ScalerEntry,
-} from '../config/index.js';
-import { errorMessage } from '../util/errors.js';
-import type { ScalerManager } from './manager.js';
+import { detectLabelSetOverlaps, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import { errorMessage, UserError } from '../util/errors.js';
+import type { ReloadHost } from './lifecycle-port.js';
 import type { ScalerBackend } from './types.js';
 
 export type BackendFactory = (entry: ScalerEntry, config: ScalerConfig) => Promise<ScalerBackend>;
@@ -77,12 +72,14 @@ export function planReload(
 }
 
 /**
- * Apply a new config all-or-nothing: validate every kept backend (restoring all of them if one
- * refuses), build the added ones, then commit in one synchronous step. Running agents are untouched;
- * new settings apply to new spawns. Removed scalers retire: no new routing, torn down when empty.
+ * Apply a new config all-or-nothing: every kept backend checks its new entry (changing nothing),
+ * the added ones are built (preflight included), and only when all of that passed is anything
+ * changed, in one synchronous step. So a refusal has nothing to roll back. Running agents are
+ * untouched; new settings apply to new spawns. Removed scalers retire: no new routing, torn down
+ * when empty.
  */
 export async function applyReload(
-  m: ScalerManager,
+  m: ReloadHost,
   next: ScalerConfig,
   factory: BackendFactory,
 ): Promise<ReloadOutcome> {
@@ -90,37 +87,17 @@ export async function applyReload(
   const { plan, problems } = planReload(s, next);
   if (problems.length) return { result: 'rejected', problems };
 
-  const snapshots: {
-    backend: ScalerBackend;
-    labelSets: LabelSetConfig[];
-    maxAgents: number;
-    entry?: ScalerEntry;
-  }[] = [];
-  const restore = () => {
-    for (const snap of snapshots) {
-      snap.backend.reload(snap.labelSets, {
-        maxAgents: snap.maxAgents,
-        ...(snap.entry ? { entry: snap.entry } : {}),
-      });
-    }
-  };
+  const kept: { backend: ScalerBackend; entry: ScalerEntry }[] = [];
+  const refused: string[] = [];
   for (const entry of next.scalers) {
     if (plan.added.includes(entry.name)) continue;
     const backend = s.backends.get(entry.name);
     if (!backend) continue;
-    const previous = s.entries.get(entry.name);
-    snapshots.push({
-      backend,
-      labelSets: backend.labelSets,
-      maxAgents: backend.maxAgents,
-      ...(previous ? { entry: previous } : {}),
-    });
-    const v = backend.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
-    if (!v.valid) {
-      restore();
-      return { result: 'rejected', problems: v.errors.map((e) => `scaler "${entry.name}": ${e}`) };
-    }
+    const v = backend.checkReload(entry);
+    if (v.valid) kept.push({ backend, entry });
+    else refused.push(...v.errors.map((e) => `scaler "${entry.name}": ${e}`));
   }
+  if (refused.length) return { result: 'rejected', problems: refused };
   const built: ScalerBackend[] = [];
   for (const name of plan.added) {
     try {
@@ -132,12 +109,16 @@ export async function applyReload(
       );
     } catch (err) {
       await Promise.allSettled(built.map((b) => b.shutdownAll()));
-      restore();
-      return { result: 'rejected', problems: [`scaler "${name}": ${errorMessage(err)}`] };
+      const said = err instanceof UserError ? err.problems : [errorMessage(err)];
+      return {
+        result: 'rejected',
+        problems: said.map((p) => (p.startsWith(`scaler "${name}"`) ? p : `scaler "${name}": ${p}`)),
+      };
     }
   }
 
   // Commit: nothing below awaits, so no decision sees a half-applied config.
+  for (const k of kept) k.backend.applyReload(k.entry);
   for (const b of built) s.backends.set(b.name, b);
   for (const name of plan.retired) s.retiring.set(name, m.opts.clock.now());
   for (const name of plan.resurrected) s.retiring.delete(name);

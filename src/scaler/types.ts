@@ -1,8 +1,14 @@
-import type { LabelSetConfig, ScalerEntry, ScalerType } from '../config/index.js';
+import type { ScalerEntry, ScalerType } from '../config/index.js';
 
 /** Lifecycle notes a backend reports while it provisions; they reach the waiting job's timeline. */
 export type ScalerEventType =
-  'scaler.provisioning' | 'scaler.network' | 'scaler.ready' | 'scaler.failed' | 'agent.connecting';
+  | 'scaler.provisioning'
+  | 'scaler.network'
+  | 'scaler.ready'
+  | 'scaler.failed'
+  | 'agent.connecting'
+  /** A line the agent process itself wrote (stdout/stderr), captured by the backend. */
+  | 'agent.output';
 
 export interface ScalerEvent {
   agentId: string;
@@ -17,20 +23,38 @@ export interface EffectiveLimits {
   memBytes: number;
 }
 
-export interface SpawnRequest {
+/**
+ * How a spawned agent proves who it is: a scoped token it presents in `register`, or a one-time
+ * claim code it redeems first (for compute the orchestrator cannot hand a secret to directly).
+ */
+export type AgentAuth = { kind: 'token'; token: string } | { kind: 'claim'; code: string };
+
+/** Everything a backend needs to start one agent. */
+export interface SpawnContext {
   agentId: string;
   /** The label set as declared in the config (canonical). */
   labelSet: string[];
-  /** Declared labels plus kici:agent/scaler/role labels and platform taints; the token is bound to these. */
+  /** Declared labels plus kici:agent/scaler/role labels and platform taints; the credential is bound to these. */
   fullLabels: string[];
+  /** Labels a job must carry to land on this agent (mandatoryLabels ∪ platform taints). */
+  mandatoryLabels: string[];
+  /** Platform taint tokens the agent carries as labels. */
+  taints: string[];
   orchestratorUrl: string;
-  token: string;
+  auth: AgentAuth;
   limits: EffectiveLimits | undefined;
+  /** The job this agent is spawned for; undefined for a warm agent. */
   boundJobId: string | undefined;
   runId: string | undefined;
+  /** The bound job's `container.image`, for backends that run the job inside it. */
+  image: string | undefined;
+  /** Aborted on the spawn deadline, on destroy and on shutdown: the backend must then leave no compute. */
   signal: AbortSignal;
   onEvent: (type: ScalerEventType, detail: string) => void;
 }
+
+/** Older name of SpawnContext. */
+export type SpawnRequest = SpawnContext;
 
 export type AgentState = 'spawning' | 'running' | 'destroying';
 
@@ -43,31 +67,86 @@ export interface ManagedAgent {
   state: AgentState;
 }
 
+/** Why compute is torn down; backends may log it or treat some reasons differently (keep logs on a failure). */
+export type DestroyReason =
+  | 'job-complete'
+  | 'idle'
+  | 'heartbeat-timeout'
+  | 'spawn-timeout'
+  | 'spawn-failed'
+  | 'drain'
+  | 'shutdown'
+  | 'orphan'
+  | 'disconnected';
+
 export interface DestroyContext {
-  reason?: 'job-complete' | 'disconnected' | 'spawn-timeout' | 'spawn-failed' | 'shutdown' | 'orphan';
+  reason: DestroyReason;
 }
 
 export type ValidationResult = { valid: true } | { valid: false; errors: string[] };
+
+/** What a backend is, so policy code can ask instead of checking the backend type. */
+export interface BackendCapabilities {
+  /** Agents run on this host (they share its CPU, memory and machine pool). */
+  localCompute: boolean;
+  /**
+   * `orchestrator`: agents live and die with this orchestrator, and shutdown destroys them.
+   * `cluster`: agents belong to the cluster; this orchestrator stopping leaves them alone.
+   */
+  lifetime: 'orchestrator' | 'cluster';
+  /** Implements cleanupOrphans (compute left behind by a crashed orchestrator). */
+  cleansOrphans: boolean;
+  /** Implements getLogCapture (agent output beyond what the agent streams itself). */
+  capturesLogs: boolean;
+}
+
+/** A host tool a backend needs, how to find it, and what to tell the operator when it is missing. */
+export interface RequiredTool {
+  /** Shown to the operator: `docker`, `nft`, `agent binary for [linux]`. */
+  name: string;
+  find: { kind: 'command'; command: string } | { kind: 'path'; path: string };
+  /** The fix, in words. */
+  fix: string;
+  /**
+   * `fatal`: start-up fails and a reload adding the scaler is refused. `spawn`: logged as a warning;
+   * each spawn fails with a classified reason (and backs off) until it is fixed.
+   */
+  severity: 'fatal' | 'spawn';
+}
+
+/** Agent output a backend kept (a container's log, a VM's console). */
+export interface LogCapture {
+  /** The last lines, oldest first. */
+  tail(maxLines?: number): string[];
+}
 
 /** One interface for every backend; policy (caps, backoff, warm pools) stays in the manager. */
 export interface ScalerBackend {
   readonly name: string;
   readonly type: ScalerType;
-  readonly spawnsOnLocalHost: boolean;
-  labelSets: LabelSetConfig[];
-  maxAgents: number;
+  readonly capabilities: BackendCapabilities;
   /** Agents this backend holds compute for, spawning ones included. */
   getActiveCount(): number;
-  spawn(req: SpawnRequest): Promise<ManagedAgent>;
-  /** Idempotent: destroying an unknown id is a no-op. */
-  destroy(agentId: string, ctx?: DestroyContext): Promise<void>;
+  /** Host tools this backend needs for `entry` (checked by preflight at start-up and on reload). */
+  getRequiredTools(entry: ScalerEntry): RequiredTool[];
+  /** Start one agent. Rejects (leaving no compute) when it fails or `ctx.signal` aborts. */
+  spawn(ctx: SpawnContext): Promise<ManagedAgent>;
+  /** Idempotent: a second or concurrent call for the same id, or an unknown id, tears nothing down again. */
+  destroy(agentId: string, ctx: DestroyContext): Promise<void>;
   /** The agent registered: a later exit is a normal disconnect, not a failed start. */
   markRegistered?(agentId: string): void;
-  /** Reclaim compute for an id this backend does not track, using host-local evidence only. */
+  getLogCapture?(agentId: string): LogCapture | undefined;
+  /** Remove compute this backend started earlier that no live agent owns; returns how many. */
+  cleanupOrphans?(isRegistered: (agentId: string) => boolean): Promise<number>;
+  /** Reclaim compute for an id this backend does not track, using its own evidence only; never foreign compute. */
   reapUnowned?(agentId: string, backendRef: string | null): Promise<boolean>;
   /** Re-track compute that survived an orchestrator restart; false when it is gone. */
   adopt?(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean>;
-  reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult;
+  /** Would this backend accept `entry` as its new config? Changes nothing. */
+  checkReload(entry: ScalerEntry): ValidationResult;
+  /** Take `entry` (already checked) for new spawns; running agents are untouched. Cannot fail. */
+  applyReload(entry: ScalerEntry): void;
+  /** This orchestrator is stopping: destroy every agent when `lifetime` is `orchestrator`, none when `cluster`. */
   shutdownAll(): Promise<void>;
   getScalerContext?(agentId: string): Record<string, unknown> | undefined;
 }

@@ -2,9 +2,10 @@ import { normalizeLabelSet } from '../config/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import type { ManagedEntry } from './agent-book.js';
+import { isWarmStock, type ManagedEntry } from './agent-book.js';
+import { isPending } from './agent-lifecycle.js';
 import { backoffKey } from './core/backoff.js';
-import type { ScalerManager } from './manager.js';
+import type { WarmPoolHost } from './lifecycle-port.js';
 
 /** What the warm pools need to know about connected agents (the dispatcher's registry). */
 export interface RegistryView {
@@ -58,9 +59,12 @@ export class WarmPools {
   private timer: TimerHandle | undefined;
   private soon: TimerHandle | undefined;
   private running = false;
+  /** The pass in progress (with its re-runs), and whether another was asked for meanwhile. */
+  private inFlight: Promise<void> | undefined;
+  private again = false;
 
   constructor(
-    private readonly m: ScalerManager,
+    private readonly m: WarmPoolHost,
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {
@@ -131,12 +135,14 @@ export class WarmPools {
   private members(spec: WarmPoolSpec): ManagedEntry[] {
     return this.m.state
       .agentsOf(spec.scalerName)
-      .filter((a) => a.warm && !a.consumed && a.labelSetKey === spec.labelSetKey);
+      .filter((a) => isWarmStock(a) && a.labelSetKey === spec.labelSetKey);
   }
 
   /** Idle, registered warm agents of this pool: the ones a job could take right now. */
   ready(spec: WarmPoolSpec): ManagedEntry[] {
-    return this.members(spec).filter((a) => a.registered && (this.registry?.isIdle(a.agentId) ?? false));
+    return this.members(spec).filter(
+      (a) => a.phase === 'registered' && (this.registry?.isIdle(a.agentId) ?? false),
+    );
   }
 
   private reap(spec: WarmPoolSpec, size: number, force: boolean): void {
@@ -148,19 +154,44 @@ export class WarmPools {
       const a = this.m.state.agents.get(id);
       if (!a || !this.registry?.tryDrain(id)) continue;
       this.log.info({ agentId: id, scaler: spec.scalerName }, 'reaping idle warm agent');
-      void this.m.teardown(a, 'shutdown');
+      // Reaped because it sat idle past the pool's need, not because anything is shutting down.
+      void this.m.teardown(a, 'idle');
     }
   }
 
+  /**
+   * Run a pass, single-flight: a pass counts its deficit once and then awaits each spawn, so two
+   * passes at once would each fill the same gap. A call made while a pass runs asks for one more
+   * pass after it (however many calls came), and resolves when that one is done.
+   */
+  tick(): Promise<void> {
+    if (this.inFlight) {
+      this.again = true;
+      return this.inFlight;
+    }
+    const run = async () => {
+      try {
+        do {
+          this.again = false;
+          await this.pass();
+        } while (this.again);
+      } finally {
+        this.inFlight = undefined;
+      }
+    };
+    this.inFlight = run();
+    return this.inFlight;
+  }
+
   /** One pass: reap surplus idle agents, then top every pool up within caps and backoff. */
-  async tick(): Promise<void> {
+  private async pass(): Promise<void> {
     if (!this.registry) return;
     const now = this.clock.now();
     for (const spec of this.pools.values()) this.reap(spec, spec.size, false);
     for (const spec of this.pools.values()) {
       if (this.m.opts.isDraining?.()) return;
       const members = this.members(spec);
-      const pending = members.filter((a) => !a.registered).length;
+      const pending = members.filter((a) => isPending(a.phase)).length;
       let deficit = warmDeficit(spec.size, this.ready(spec).length, pending);
       if (deficit === 0) continue;
       if (this.m.state.backoff.check(backoffKey(spec.scalerName, spec.labelSetKey), now).blocked) continue;

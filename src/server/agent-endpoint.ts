@@ -93,6 +93,7 @@ function refuse(socket: Duplex, status: number, text: string): void {
 export function answerClientErrors(server: Server, logger: Logger): void {
   server.on('clientError', (err: Error & { code?: string }, socket: Duplex) => {
     logger.debug({ code: err.code, err: err.message }, 'malformed HTTP request');
+    // A malformed client's socket may error while we answer it; there is nothing more to do with it.
     socket.on('error', () => {});
     if (!socket.writable) return void socket.destroy();
     const status =

@@ -50,6 +50,13 @@ export const registerSchema = z.object({
   jobsDone: z.number().int().min(0).max(INT4_MAX).optional(),
 });
 
+/** A claim code is a secret like a token, and as bounded. */
+export const claimSchema = z.object({
+  type: z.literal('claim'),
+  protocol: z.number().int().min(0).max(INT4_MAX).optional(),
+  code: z.string().min(1).max(LIMITS.tokenChars),
+});
+
 export const agentMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('heartbeat') }),
   z.object({ type: z.literal('job.started'), jobId: id }),

@@ -23,6 +23,7 @@ import {
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
+import { diagnoseScalers } from './scaler-diagnose.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -38,6 +39,8 @@ export interface HttpApiDeps {
   /** When set, /readyz also requires the store to take writes. */
   readiness?: StoreProbe;
   reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
+  /** Named in `diagnose` fixes ("fix binaryPath in <file>"). */
+  scalerConfigPath?: string | undefined;
 }
 
 const JOB_STATES: JobState[] = [
@@ -266,6 +269,9 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
+  app.get('/api/v1/scaler/diagnose', async (c) =>
+    c.json(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+  );
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
     if (!row) return notFound(c, 'job', c.req.param('jobId'));

@@ -1,5 +1,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { hasRegistered } from '../scaler/agent-lifecycle.js';
+import { swallowedCounts } from '../util/swallowed-errors.js';
 
 /** Prometheus metrics. Gauges are refreshed from live state on each scrape; counters are bumped in place. */
 export class Metrics {
@@ -51,6 +53,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly swallowedErrors = new Counter({
+    name: 'kici_orch_swallowed_errors_total',
+    help: 'Errors logged and not propagated (best-effort writes, cleanup), by call site',
+    labelNames: ['site'],
+    registers: [this.registry],
+    // Read from the process-wide tally on each scrape, so any module can count without a handle.
+    collect() {
+      this.reset();
+      for (const [site, n] of swallowedCounts()) this.inc({ site }, n);
+    },
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'kici_orch_process_' });
   }
@@ -66,7 +80,7 @@ export class Metrics {
     if (!scaler) return;
     this.scalerActive.reset();
     for (const e of scaler.entries()) {
-      const phase = e.registered ? 'registered' : 'spawning';
+      const phase = hasRegistered(e.phase) ? 'registered' : 'spawning';
       this.scalerActive.inc({ scaler: e.scalerName, phase });
     }
     const book = scaler.capBook();

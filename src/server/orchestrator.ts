@@ -5,8 +5,8 @@ import type { WebSocketServer } from 'ws';
 import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
-import { createScalerBackend } from '../scaler/backends/factory.js';
-import type { BareMetalScalerBackend } from '../scaler/backends/bare-metal/backend.js';
+import { createScalerBackend } from '../scaler/backends/registry.js';
+import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
@@ -14,8 +14,10 @@ import { createStore, openDatabase, type OpenedDatabase, type Store } from '../s
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
+import { countSwallowed, swallow } from '../util/swallowed-errors.js';
 import { answerClientErrors, attachAgentEndpoint } from './agent-endpoint.js';
 import { handleAgentSocket } from './agent-socket.js';
+import type { ClaimStore } from './claim-store.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
@@ -39,6 +41,8 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   reconnectGraceMs?: number;
   hostEnv?: NodeJS.ProcessEnv;
+  /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
+  claimStore?: ClaimStore | undefined;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -136,12 +140,18 @@ export class Orchestrator {
               },
             ]),
           onSpawnFailed: (jobId, err) => {
-            metrics.spawnFailures.inc({ backend: 'scaler', bound: 'true', kind: err.kind });
+            // The entry is still tracked while its failure is reported: it names the backend type.
+            const backend = scaler.entries().find((e) => e.boundJobId === jobId)?.type ?? 'unknown';
+            metrics.spawnFailures.inc({ backend, bound: 'true', kind: err.kind });
             const message = `${err.kind}: ${err.message}`;
             const q = dispatcher.queue.get(jobId);
             if (q) q.waiting = message;
-            store.jobs.setProvisioningError(jobId, message).catch(() => {});
+            store.jobs
+              .setProvisioningError(jobId, message)
+              .catch(swallow(log, 'job.provisioning-error', { jobId }));
           },
+          // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
+          onSwallowedError: (site) => countSwallowed(site),
         },
         dispatcher.registryView(),
       );
@@ -167,7 +177,7 @@ export class Orchestrator {
       void dispatcher.requestPump();
       return orch;
     } catch (err) {
-      await database.close().catch(() => {});
+      await database.close().catch(swallow(log, 'start.database-close'));
       throw err;
     }
   }
@@ -184,6 +194,7 @@ export class Orchestrator {
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reload(),
+      scalerConfigPath: this.opts.scalerConfigPath,
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);
@@ -198,6 +209,7 @@ export class Orchestrator {
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
           onRegistered,
+          claimStore: this.opts.claimStore,
         },
         remote,
       ),
@@ -227,7 +239,10 @@ export class Orchestrator {
     this.heartbeatTimer = setInterval(() => {
       const now = (opts.clock ?? systemClock).now();
       for (const a of this.dispatcher.registry.list()) {
-        if (now - a.lastSeenMs > hb * 3) a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
+        if (now - a.lastSeenMs > hb * 3) {
+          a.closedFor = 'heartbeat-timeout';
+          a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
+        }
       }
     }, hb);
     this.heartbeatTimer.unref();
@@ -245,7 +260,7 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log)),
+            createScalerBackend(entry, backendContext(this.opts, this.log, this.store)),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
@@ -258,7 +273,11 @@ export class Orchestrator {
       return outcome;
     };
     const next = this.reloadChain.then(run, run);
-    this.reloadChain = next.catch(() => {});
+    // Only orders the next reload after this one; the caller gets this one's error from `next`.
+    this.reloadChain = next.then(
+      () => undefined,
+      () => undefined,
+    );
     return next;
   }
 
@@ -310,7 +329,10 @@ export class Orchestrator {
         kept.add(a.agentId);
         continue;
       }
-      if (a.state === 'dispatched') await this.store.jobs.requeue(a.job.id, a.agentId).catch(() => {});
+      if (a.state === 'dispatched')
+        await this.store.jobs
+          .requeue(a.job.id, a.agentId)
+          .catch(swallow(this.log, 'shutdown.requeue', { jobId: a.job.id }));
       else
         await this.dispatcher.settleActive(
           a.job.id,
@@ -331,8 +353,14 @@ export class Orchestrator {
   }
 }
 
-function backendContext(opts: OrchestratorOptions, logger: Logger) {
-  return { logger, configPath: opts.scalerConfigPath!, ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}) };
+function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store): BackendDeps {
+  return {
+    logger,
+    clock: opts.clock ?? systemClock,
+    store,
+    configPath: opts.scalerConfigPath!,
+    ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+  };
 }
 
 async function buildScaler(
@@ -342,12 +370,12 @@ async function buildScaler(
 ): Promise<ScalerManager> {
   const backends = [];
   for (const entry of config.scalers) {
-    const backend = await createScalerBackend(entry, backendContext(opts, deps.log)).catch((err: unknown) => {
-      throw new UserError(errorMessage(err));
-    });
-    if (backend.type === 'bare-metal') {
-      for (const p of await (backend as BareMetalScalerBackend).checkBinaries()) deps.log.warn(p);
-    }
+    // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
+    const backend = await createScalerBackend(entry, backendContext(opts, deps.log, deps.store)).catch(
+      (err: unknown) => {
+        throw err instanceof UserError ? err : new UserError(errorMessage(err));
+      },
+    );
     backends.push(backend);
   }
   let ledger: MachineLedger | undefined;

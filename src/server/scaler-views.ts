@@ -1,4 +1,5 @@
-import { phaseOf } from '../scaler/agent-book.js';
+import { isWarmStock, phaseOf } from '../scaler/agent-book.js';
+import { hasRegistered, isPending } from '../scaler/agent-lifecycle.js';
 import { PROVISION_IN_FLIGHT, type DecisionAction, type PoolView } from '../scaler/core/decide.js';
 import type { ScaleJob } from '../scaler/types.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
@@ -6,7 +7,10 @@ import type { JobSpec } from '../jobs/run-spec.js';
 import type { JobRow } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 
-/** `kici-admin scaler status`: one row per scaler with counts, usage, caps and backoff. */
+/**
+ * `kici-admin scaler status`: one row per scaler with counts, usage, caps, backoff and its agents.
+ * A scaler removed by a reload stays listed, marked retiring, until its last agent is gone.
+ */
 export function describeScalerStatus(d: Dispatcher, clock: Clock) {
   const scaler = d.scaler;
   if (!scaler) return { configured: false, scalers: [] };
@@ -21,20 +25,29 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
     globalReserved: book.count(),
     globalUsage: book.usage(),
     globalResourceCap: scaler.config.globalResourceCap ?? null,
-    scalers: scaler.config.scalers.map((s) => {
+    scalers: scaler.scalerEntries().map(({ entry: s, retiringSinceMs }) => {
       const mine = entries.filter((e) => e.scalerName === s.name);
       const backend = scaler.backendList().find((b) => b.name === s.name);
       return {
         name: s.name,
         type: s.type,
+        retiring: retiringSinceMs !== undefined,
+        retiringForMs: retiringSinceMs === undefined ? null : Math.max(0, now - retiringSinceMs),
         active: backend?.getActiveCount() ?? 0,
-        spawning: mine.filter((e) => phaseOf(e) !== 'registered').length,
-        registered: mine.filter((e) => e.registered).length,
+        spawning: mine.filter((e) => isPending(e.phase)).length,
+        registered: mine.filter((e) => hasRegistered(e.phase)).length,
         reserved: book.count(s.name),
         maxAgents: s.maxAgents,
         usage: book.usage(s.name),
         resourceCap: s.resourceCap ?? null,
         labelSets: s.labelSets.map((l) => l.labels),
+        agents: mine.map((e) => ({
+          agentId: e.agentId,
+          phase: e.phase,
+          labelSet: e.labelSetKey,
+          boundJobId: e.boundJobId ?? null,
+          warm: e.origin.warm,
+        })),
         backoff: backoff
           .filter((b) => b.scalerName === s.name)
           .map((b) => ({
@@ -43,22 +56,23 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
             retryInMs: Math.max(0, b.deferUntilMs - now),
             lastError: b.lastError ?? null,
           })),
-        warmPool: s.warmPool?.enabled
-          ? {
-              ...s.warmPool,
-              pools: scaler.warm
-                .specs()
-                .filter((p) => p.scalerName === s.name)
-                .map((p) => ({
-                  labelSet: p.labelSetKey,
-                  target: p.size,
-                  ready: scaler.warm.ready(p).length,
-                  inFlight: mine.filter(
-                    (e) => e.warm && !e.consumed && !e.registered && e.labelSetKey === p.labelSetKey,
-                  ).length,
-                })),
-            }
-          : null,
+        warmPool:
+          s.warmPool?.enabled && retiringSinceMs === undefined
+            ? {
+                ...s.warmPool,
+                pools: scaler.warm
+                  .specs()
+                  .filter((p) => p.scalerName === s.name)
+                  .map((p) => ({
+                    labelSet: p.labelSetKey,
+                    target: p.size,
+                    ready: scaler.warm.ready(p).length,
+                    inFlight: mine.filter(
+                      (e) => isWarmStock(e) && isPending(e.phase) && e.labelSetKey === p.labelSetKey,
+                    ).length,
+                  })),
+              }
+            : null,
       };
     }),
   };
@@ -126,7 +140,7 @@ export function explainJobWith(
   const decision = scaler.decideNow(scaleJobOf(row), pools);
   lines.push(...decision.trace);
   if (decision.reason === PROVISION_IN_FLIGHT) {
-    const inFlight = scaler.entries().find((e) => e.boundJobId === row.id && !e.registered);
+    const inFlight = scaler.entries().find((e) => e.boundJobId === row.id && isPending(e.phase));
     if (inFlight) lines.push(`agent ${inFlight.agentId} is being provisioned for it (${phaseOf(inFlight)})`);
   }
   if (row.last_provisioning_error) lines.push(`last provisioning error: ${row.last_provisioning_error}`);

@@ -20,18 +20,23 @@ import {
 import { newConnectedAgent, type ConnectedAgent } from '../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../src/jobs/run-spec.js';
+import { AgentSession } from '../../src/server/agent-session.js';
 import { SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../../src/protocol/messages.js';
 import type { ProvisionBackoffOptions } from '../../src/scaler/core/backoff.js';
 import { SpawnError, type ClassifiedSpawnError } from '../../src/scaler/core/spawn-errors.js';
 import type { MachineLedger } from '../../src/scaler/ledger/machine-ledger.js';
 import { RegistrationRefused, ScalerManager, type RegistrationResult } from '../../src/scaler/manager.js';
 import type { BackendFactory } from '../../src/scaler/reload.js';
+import { checkLabelSets } from '../../src/scaler/core/label-set-check.js';
 import type {
+  BackendCapabilities,
   DestroyContext,
+  DestroyReason,
   ManagedAgent,
+  RequiredTool,
   ScalerBackend,
   ScalerEventType,
-  SpawnRequest,
+  SpawnContext as SpawnRequest,
   ValidationResult,
 } from '../../src/scaler/types.js';
 import type { Store } from '../../src/store/index.js';
@@ -66,8 +71,31 @@ export function bareMetal(
   };
 }
 
+/** The token a spawn request carries (the manager always spawns with a token). */
+export function spawnToken(req: SpawnRequest): string {
+  if (req.auth.kind !== 'token') throw new Error(`spawn of ${req.agentId} carries a claim code, not a token`);
+  return req.auth.token;
+}
+
 // ---------------------------------------------------------------------------------------------
 // RecordingBackend
+
+/**
+ * Compute as the "host" sees it, independent of any backend's bookkeeping: what the contract
+ * suite inspects, and what a second backend instance (after a restart) finds again.
+ */
+export class FakeHost {
+  readonly compute = new Map<string, { owner: string }>();
+  /** How many times each agent's compute was actually removed. */
+  readonly removals = new Map<string, number>();
+  remove(agentId: string): void {
+    if (!this.compute.delete(agentId)) return;
+    this.removals.set(agentId, (this.removals.get(agentId) ?? 0) + 1);
+  }
+  owned(owner: string): string[] {
+    return [...this.compute].filter(([, c]) => c.owner === owner).map(([id]) => id);
+  }
+}
 
 interface Pending {
   req: SpawnRequest;
@@ -91,16 +119,28 @@ export interface BackendAgent {
  */
 export class RecordingBackend implements ScalerBackend {
   readonly type: ScalerType;
-  readonly spawnsOnLocalHost = true;
+  readonly capabilities: BackendCapabilities;
   readonly name: string;
-  labelSets: LabelSetConfig[];
-  maxAgents: number;
   /** The entry this backend was built from or last reloaded with. */
   entry: ScalerEntry;
+  get labelSets(): LabelSetConfig[] {
+    return this.entry.labelSets;
+  }
+  get maxAgents(): number {
+    return this.entry.maxAgents;
+  }
+  /** Where this backend's compute lives; shared with a "restarted" backend in the contract suite. */
+  readonly host: FakeHost;
+  /** With a shared host, adopt and reapUnowned answer from it instead of the adoptResult/reapResult knobs. */
+  private readonly hostDecides: boolean;
+  requiredTools: RequiredTool[] = [];
 
   /** Every spawn request, in call order. */
   readonly spawns: SpawnRequest[] = [];
-  readonly destroys: { agentId: string; reason: DestroyContext['reason']; known: boolean }[] = [];
+  readonly destroys: { agentId: string; reason: DestroyReason; known: boolean }[] = [];
+  /** Entries applied by applyReload, in order. */
+  readonly applied: ScalerEntry[] = [];
+  /** checkReload calls (what the manager asked, and the answer). */
   readonly reloads: {
     labelSets: LabelSetConfig[];
     maxAgents: number | undefined;
@@ -133,12 +173,25 @@ export class RecordingBackend implements ScalerBackend {
   /** Called after destroy() removed compute the backend knew (the harness uses it to drop the agent's socket). */
   onDestroyed: ((agentId: string) => void) | undefined;
 
-  constructor(entry: ScalerEntry) {
+  constructor(
+    entry: ScalerEntry,
+    opts: { host?: FakeHost; lifetime?: BackendCapabilities['lifetime'] } = {},
+  ) {
     this.entry = entry;
     this.name = entry.name;
     this.type = entry.type;
-    this.labelSets = entry.labelSets;
-    this.maxAgents = entry.maxAgents;
+    this.host = opts.host ?? new FakeHost();
+    this.hostDecides = opts.host !== undefined;
+    this.capabilities = {
+      localCompute: true,
+      lifetime: opts.lifetime ?? 'orchestrator',
+      cleansOrphans: false,
+      capturesLogs: false,
+    };
+  }
+
+  getRequiredTools(): RequiredTool[] {
+    return this.requiredTools;
   }
 
   getActiveCount(): number {
@@ -152,6 +205,7 @@ export class RecordingBackend implements ScalerBackend {
       return Promise.reject(new SpawnError('config', `label set [${key}] is not served by "${this.name}"`));
     }
     if (req.signal.aborted) return Promise.reject(req.signal.reason);
+    this.host.compute.set(req.agentId, { owner: this.name });
     this.agents.set(req.agentId, {
       id: req.agentId,
       state: 'spawning',
@@ -187,6 +241,7 @@ export class RecordingBackend implements ScalerBackend {
           if (p.settled || this.ignoreAbort) return;
           this.aborted.push(req.agentId);
           this.agents.delete(req.agentId);
+          this.host.remove(req.agentId);
           p.reject(req.signal.reason ?? new Error('spawn aborted'));
         },
         { once: true },
@@ -228,6 +283,7 @@ export class RecordingBackend implements ScalerBackend {
     const p = this.pending.get(agentId);
     if (!p) throw new Error(`backend "${this.name}": no spawn of ${agentId} is in flight`);
     this.agents.delete(agentId);
+    this.host.remove(agentId);
     p.reject(err);
   }
 
@@ -236,6 +292,7 @@ export class RecordingBackend implements ScalerBackend {
     const req = this.requestFor(agentId);
     if (!req) throw new Error(`backend "${this.name}": never spawned ${agentId}`);
     this.agents.delete(agentId);
+    this.host.remove(agentId);
     req.onEvent('scaler.failed', detail);
   }
 
@@ -243,10 +300,11 @@ export class RecordingBackend implements ScalerBackend {
     this.requestFor(agentId)?.onEvent(type, detail);
   }
 
-  destroy(agentId: string, ctx?: DestroyContext): Promise<void> {
+  destroy(agentId: string, ctx: DestroyContext): Promise<void> {
     const known = this.agents.has(agentId);
-    this.destroys.push({ agentId, reason: ctx?.reason, known });
+    this.destroys.push({ agentId, reason: ctx.reason, known });
     this.agents.delete(agentId);
+    if (known) this.host.remove(agentId);
     this.pending.get(agentId)?.reject(new Error('destroyed while spawning'));
     if (known) this.onDestroyed?.(agentId);
     return Promise.resolve();
@@ -264,37 +322,51 @@ export class RecordingBackend implements ScalerBackend {
 
   reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
     this.reaps.push({ agentId, backendRef });
-    return Promise.resolve(this.reapResult);
+    if (!this.hostDecides) return Promise.resolve(this.reapResult);
+    // Only compute this scaler started and no longer tracks; anyone else's is left alone.
+    if (this.agents.has(agentId) || this.host.compute.get(agentId)?.owner !== this.name)
+      return Promise.resolve(false);
+    this.host.remove(agentId);
+    return Promise.resolve(true);
   }
 
-  adopt(agentId: string, labelSet: string[], backendRef: string): Promise<boolean> {
-    this.adopts.push({ agentId, labelSet, backendRef });
-    const ok = typeof this.adoptResult === 'function' ? this.adoptResult(agentId) : this.adoptResult;
+  adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
+    this.adopts.push({ agentId, labelSet, backendRef: backendRef ?? '' });
+    const ok = this.hostDecides
+      ? this.host.compute.get(agentId)?.owner === this.name
+      : typeof this.adoptResult === 'function'
+        ? this.adoptResult(agentId)
+        : this.adoptResult;
     if (ok) this.agents.set(agentId, { id: agentId, state: 'running', registered: false, adopted: true });
     return Promise.resolve(ok);
   }
 
-  /** Validates like the real bare-metal backend (a label set needs binaryPath or image); applies nothing when invalid. */
-  reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult {
-    const errors = labelSets.flatMap((ls, i) =>
-      ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: needs binaryPath or image`],
-    );
+  /** Checks like the real bare-metal backend (shared label-set rules; binaryPath or image); changes nothing. */
+  checkReload(entry: ScalerEntry): ValidationResult {
+    const errors = [
+      ...checkLabelSets(entry.labelSets),
+      ...entry.labelSets.flatMap((ls, i) =>
+        ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: needs binaryPath or image`],
+      ),
+    ];
     if (this.refuseReload) errors.push(...this.refuseReload);
     this.reloads.push({
-      labelSets,
-      maxAgents: opts.maxAgents,
-      entry: opts.entry,
+      labelSets: entry.labelSets,
+      maxAgents: entry.maxAgents,
+      entry,
       valid: errors.length === 0,
     });
-    if (errors.length) return { valid: false, errors };
-    this.labelSets = labelSets;
-    if (opts.maxAgents !== undefined) this.maxAgents = opts.maxAgents;
-    if (opts.entry) this.entry = opts.entry;
-    return { valid: true };
+    return errors.length ? { valid: false, errors } : { valid: true };
+  }
+
+  applyReload(entry: ScalerEntry): void {
+    this.applied.push(entry);
+    this.entry = entry;
   }
 
   async shutdownAll(): Promise<void> {
     this.shutdownCalls += 1;
+    if (this.capabilities.lifetime === 'cluster') return;
     await Promise.all([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
   }
 }
@@ -308,6 +380,8 @@ export interface FakeAgent {
   connected: boolean;
   conn: ConnectedAgent;
   registration: RegistrationResult | null;
+  /** The shared agent session (absent in manager-only harnesses). */
+  session?: AgentSession;
 }
 
 export interface HarnessOptions {
@@ -502,7 +576,7 @@ export class ManagerHarness {
     const parts: (string | number)[] = [
       m
         .entries()
-        .map((e) => `${e.agentId}:${e.settled}:${e.registered}:${e.spawnStartedAtMs ?? '-'}`)
+        .map((e) => `${e.agentId}:${e.phase}:${e.spawnStartedAtMs ?? '-'}`)
         .join(','),
       m.capBook().count(),
       this.hooks.capacityFreed,
@@ -537,16 +611,70 @@ export class ManagerHarness {
   }
 
   /**
-   * What agent-socket does for a `register` message: token check and scope, then
-   * scaler.onAgentRegistered → registry.add → dispatchBound / requestPump.
+   * A `register` message through the same AgentSession the WebSocket handler uses (token check and
+   * scope, scaler.onAgentRegistered, registry.add, dispatchBound / requestPump). Without an explicit
+   * token, a scaler agent uses the one its spawn got and any other agent gets a freshly minted one.
    */
   async registerAgent(
     agentId: string,
     opts: { labels?: string[]; token?: string } = {},
   ): Promise<RegisterOutcome> {
     const req = this.backendOf(agentId)?.requestFor(agentId);
-    const token = opts.token ?? req?.token;
     const labels = canonicalizeLabels(opts.labels ?? req?.fullLabels ?? []);
+    if (!this.dispatcher)
+      return this.registerWithoutDispatcher(
+        agentId,
+        labels,
+        opts.token ?? (req ? spawnToken(req) : undefined),
+      );
+    const token =
+      opts.token ??
+      (req ? spawnToken(req) : undefined) ??
+      (
+        await this.store.tokens.mint({
+          agentId,
+          labels,
+          kind: agentId.startsWith('scaler-') ? 'ephemeral' : 'static',
+          now: new Date(this.clock.now()),
+        })
+      ).token;
+    const fake = { id: agentId, messages: [], connected: true, registration: null } as unknown as FakeAgent;
+    fake.session = new AgentSession(
+      {
+        store: this.store,
+        dispatcher: this.dispatcher,
+        clock: this.clock,
+        logger: pino({ level: 'silent' }),
+        heartbeatIntervalMs: 10_000,
+        isStopping: () => false,
+      },
+      {
+        send: (msg) => void fake.messages.push(msg),
+        // A closed fake socket ends its session the way a real close event does.
+        close: () => queueMicrotask(() => void this.disconnectFake(fake)),
+        isOpen: () => fake.connected,
+      },
+      'harness',
+    );
+    await fake.session.receive({ type: 'register', protocol: 1, agentId, token, labels });
+    if (!fake.session.agent) {
+      fake.connected = false;
+      await fake.session.closed();
+      return { ok: false, reason: fake.session.refusal?.reason ?? 'registration failed' };
+    }
+    fake.conn = fake.session.agent;
+    fake.registration = fake.session.registration;
+    this.agents.set(agentId, fake);
+    await this.settle();
+    return { ok: true, result: fake.registration, agent: fake };
+  }
+
+  /** Manager-only harnesses (no dispatcher) check the token and call the scaler directly. */
+  private async registerWithoutDispatcher(
+    agentId: string,
+    labels: string[],
+    token: string | undefined,
+  ): Promise<RegisterOutcome> {
     if (token !== undefined) {
       const check = await this.store.tokens.check(token, new Date(this.clock.now()));
       if (!check.ok) return { ok: false, reason: check.reason };
@@ -579,17 +707,10 @@ export class ManagerHarness {
         send: (msg) => {
           if (fake.connected) fake.messages.push(msg);
         },
-        close: () => {
-          queueMicrotask(() => void this.disconnect(agentId));
-        },
+        close: () => queueMicrotask(() => void this.disconnectFake(fake)),
       }),
     };
     this.agents.set(agentId, fake);
-    if (this.dispatcher) {
-      this.dispatcher.registry.add(fake.conn);
-      if (scaled?.boundJobId) await this.dispatcher.dispatchBound(agentId, scaled.boundJobId);
-      else void this.dispatcher.requestPump();
-    }
     await this.settle();
     return { ok: true, result: scaled, agent: fake };
   }
@@ -624,24 +745,17 @@ export class ManagerHarness {
     await this.settle();
   }
 
-  /** The agent's socket closed: what agent-socket's onGone does. */
+  /** The agent's socket closed. */
   async disconnect(agentId: string): Promise<void> {
     const fake = this.agents.get(agentId);
-    if (!fake || !fake.connected) return;
+    if (fake) await this.disconnectFake(fake);
+  }
+
+  private async disconnectFake(fake: FakeAgent): Promise<void> {
+    if (!fake.connected) return;
     fake.connected = false;
-    const d = this.dispatcher;
-    if (d) {
-      if (d.registry.get(agentId) !== fake.conn) return;
-      d.registry.remove(agentId, fake.conn);
-      for (const active of [...d.active.values()]) {
-        if (active.agentId !== agentId) continue;
-        if (fake.conn.kind === 'scaler')
-          await d.loseJob(active, `scaler-managed agent ${agentId} disconnected`);
-        else d.orphan(active, 'agent disconnected');
-      }
-    }
-    await this.manager.onAgentDisconnected(agentId);
-    void d?.requestPump();
+    if (fake.session) await fake.session.closed();
+    else await this.manager.onAgentDisconnected(fake.id);
     await this.settle();
   }
 

@@ -2,6 +2,7 @@ import { Command, CommanderError } from 'commander';
 import { UserError } from '../../util/errors.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
+import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
@@ -27,6 +28,7 @@ export function buildAdminProgram(): Command {
   const scaler = program.command('scaler').description('the autoscaler: configuration, status, explanations');
   registerScalerConfigCommands(scaler);
   registerScalerApiCommands(scaler, client);
+  registerDiagnoseCommand(program, client);
   return program;
 }
 

@@ -11,6 +11,9 @@ interface StatusView {
   scalers: {
     name: string;
     type: string;
+    /** Removed by a reload and still draining its agents. */
+    retiring?: boolean;
+    agents?: { agentId: string; phase: string }[];
     active: number;
     spawning: number;
     reserved: number;
@@ -64,7 +67,7 @@ export function registerScalerApiCommands(
             'BACKOFF',
           ],
           s.scalers.map((r) => [
-            r.name,
+            r.retiring ? `${r.name} (retiring)` : r.name,
             r.type,
             r.active,
             r.spawning,
@@ -91,6 +94,12 @@ export function registerScalerApiCommands(
           ]),
         ) + '\n',
       );
+      for (const r of s.scalers.filter((x) => x.retiring)) {
+        const left = (r.agents ?? []).map((a) => `${a.agentId} (${a.phase})`).join(', ');
+        process.stdout.write(
+          `${r.name}: retiring, ${r.agents?.length ?? 0} agent(s) left${left ? `: ${left}` : ''}\n`,
+        );
+      }
     });
 
   scaler

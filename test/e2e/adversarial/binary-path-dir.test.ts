@@ -31,8 +31,10 @@ describe('adversarial: binaryPath names a directory', () => {
       logger,
     });
     const startup = logged.map((l) => (JSON.parse(l) as { msg: string }).msg);
-    expect(startup).toContain(
-      `scaler "bm" label set [linux]: agent binary ${dir} is a directory, not an executable file`,
+    expect(startup).toContainEqual(
+      expect.stringContaining(
+        `scaler "bm": agent binary of label set [linux]: ${dir} is a directory, not an executable file. Fix:`,
+      ),
     );
 
     const [id] = await submit(t, { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } });

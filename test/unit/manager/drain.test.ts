@@ -4,7 +4,7 @@
  * token, compute) while everything else is torn down.
  */
 import { describe, expect, it } from 'vitest';
-import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig, spawnToken, useManagerHarnesses } from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 const config = scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 5 })] });
@@ -48,7 +48,7 @@ describe('drain and a stop that leaves agents', () => {
     await h.settle();
     await h.registerAgent(running!);
     await h.startJob(running!, ids[0]!);
-    const tokenOfRunning = b.requestFor(running!)!.token;
+    const tokenOfRunning = spawnToken(b.requestFor(running!)!);
 
     await h.manager.shutdownAll(1_000, new Set([running!]));
     await h.settle();

@@ -29,6 +29,7 @@ import type { GroupDecision } from '../../../src/scaler/core/plan.js';
 import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';
 import { explainJobWith } from '../../../src/server/scaler-views.js';
 import type { JobRow } from '../../../src/store/index.js';
+import { isWarmStock } from '../../../src/scaler/agent-book.js';
 import {
   bareMetal,
   scalerConfig,
@@ -63,6 +64,8 @@ interface Model {
   globalMax: number;
   alphaBig: boolean;
   betaPresent: boolean;
+  /** Warm-pool size of each alpha label set (0 = no pool). */
+  warm: number;
 }
 
 type Cmd =
@@ -79,7 +82,8 @@ type Cmd =
   | { t: 'reload'; model: Model }
   | { t: 'advance'; ms: number }
   | { t: 'pump' }
-  | { t: 'redrive' };
+  | { t: 'redrive' }
+  | WarmTickCmd;
 
 const pick = fc.nat({ max: 1_000 });
 /** Mostly served labels; unserved ones less often. */
@@ -94,7 +98,15 @@ const modelArb: fc.Arbitrary<Model> = fc.record({
   globalMax: fc.integer({ min: 1, max: 4 }),
   alphaBig: fc.boolean(),
   betaPresent: fc.boolean(),
+  warm: fc.integer({ min: 0, max: 2 }),
 });
+/** Warm-pool ticks (issue #8; the rest of that block is further down). */
+const warmTickArb: fc.Arbitrary<WarmTickCmd> = fc.record({
+  t: fc.constant('warmTick' as const),
+  ticks: fc.integer({ min: 1, max: 3 }),
+  awaited: fc.boolean(),
+});
+
 const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   {
     weight: 4,
@@ -125,9 +137,64 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('pump' as const) }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('redrive' as const) }) },
+  { weight: 3, arbitrary: warmTickArb },
 );
 
-const INITIAL: Model = { alphaMax: 2, betaMax: 1, globalMax: 3, alphaBig: true, betaPresent: true };
+// ---------------------------------------------------------------------------------------------
+// Warm-pool ticks (issue #8). Ticks run among the other commands, awaited or left running while
+// the next commands go on (so ticks overlap each other and everything else). Every warm spawn is
+// checked at the moment it is asked for: the pool it fills must be below its size in force.
+
+type WarmTickCmd = { t: 'warmTick'; ticks: number; awaited: boolean };
+
+function warmPoolOf(m: Model): Record<string, unknown> {
+  return m.warm > 0 ? { warmPool: { enabled: true, size: m.warm, idleTimeoutSeconds: 60 } } : {};
+}
+
+async function runWarmTicks(run: Run, c: WarmTickCmd): Promise<void> {
+  const ticks = Array.from({ length: c.ticks }, () => run.h.manager.warm.tick());
+  if (c.awaited) await Promise.all(ticks);
+  await run.h.settle();
+}
+
+/** Fail the run when a warm spawn is asked for although its pool already holds its size. */
+function watchWarmSpawns(run: Run): void {
+  const m = run.h.manager;
+  const provision = m.provision.bind(m);
+  m.provision = (match, res, job) => {
+    if (!job) {
+      const spec = m.warm
+        .specs()
+        .find((p) => p.scalerName === match.scalerName && p.labelSetKey === match.key);
+      const stock = m
+        .entries()
+        .filter(
+          (e) => isWarmStock(e) && e.scalerName === match.scalerName && e.labelSetKey === match.key,
+        ).length;
+      if (spec && stock >= spec.size)
+        run.violations.push(
+          `(w) warm spawn for ${spec.key} with ${stock} warm agents, pool size ${spec.size}`,
+        );
+    }
+    return provision(match, res, job);
+  };
+}
+
+/** Lifecycle: no move the table refuses ever happened. */
+function lifecycleViolations(h: ManagerHarness): string[] {
+  const n = h.manager.illegalTransitions;
+  return n ? [`(l) ${n} illegal agent lifecycle transition(s)`] : [];
+}
+// --- end of warm-pool ticks ------------------------------------------------------------------
+
+const INITIAL: Model = {
+  alphaMax: 2,
+  betaMax: 1,
+  globalMax: 3,
+  alphaBig: true,
+  betaPresent: true,
+  warm: 1,
+};
 
 function configOf(m: Model) {
   return scalerConfig({
@@ -145,6 +212,7 @@ function configOf(m: Model) {
         {
           maxAgents: m.alphaMax,
           maxConcurrentSpawns: WIDTH.alpha,
+          ...warmPoolOf(m),
         },
       ),
       ...(m.betaPresent
@@ -390,6 +458,9 @@ class Run {
       case 'pump':
         await h.pump();
         return;
+      case 'warmTick':
+        await runWarmTicks(this, c);
+        return;
       case 'redrive':
         // Spec C.2 retryPendingScaleRequests: ask the scaler for the oldest waiting jobs directly,
         // so the manager's own cap checks are exercised (not only the dispatcher's planner).
@@ -425,6 +496,7 @@ class Run {
           `(a) ${b.name}: ${b.inFlight} spawn calls in flight > maxConcurrentSpawns ${width}`,
         );
     }
+    this.violations.push(...lifecycleViolations(h));
     for (const a of h.d.registry.list()) {
       if (a.kind === 'scaler' && !entries.has(a.id))
         this.violations.push(`(a) connected scaler agent ${a.id} unknown to the manager`);
@@ -495,7 +567,7 @@ class Run {
       this.violations.push(`(c) ${m.capBook().count()} reservations left after the drain`);
     if (m.entries().length !== 0)
       this.violations.push(
-        `(c) agents left after the drain: ${m.entries().map((e) => `${e.agentId}(${e.registered ? 'registered' : e.settled ? 'started' : 'spawning'})`)}`,
+        `(c) agents left after the drain: ${m.entries().map((e) => `${e.agentId}(${e.phase})`)}`,
       );
     if (m.capBook().usage().cpus !== 0 || m.capBook().usage().memBytes !== 0)
       this.violations.push('(c) global usage not back to zero');
@@ -572,6 +644,7 @@ describe('scaler + dispatcher under random interleavings', () => {
           config: configOf(INITIAL),
         });
         const run = new Run(h);
+        watchWarmSpawns(run);
         try {
           for (const [i, c] of cmds.entries()) {
             run.trace.push(`${i}: ${JSON.stringify(c)}`);

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import {
   bareMetal,
   scalerConfig,
+  spawnToken,
   useManagerHarnesses,
   type ManagerHarness,
 } from '../../helpers/manager-harness.js';
@@ -45,7 +46,7 @@ async function before(): Promise<{
     bound,
     warm: w.agentId,
     jobId: ids[0]!,
-    tokens: new Map(b.spawns.map((s) => [s.agentId, s.token])),
+    tokens: new Map(b.spawns.map((s) => [s.agentId, spawnToken(s)])),
   };
 }
 

@@ -5,7 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import {
+  bareMetal,
+  spawnToken,
+  useManagerHarnesses,
+  type ManagerHarness,
+} from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;
@@ -278,7 +283,7 @@ describe('agent identity and token (D.0)', () => {
     expect(rows[0]!.kind).toBe('ephemeral');
     expect([...rows[0]!.labels].sort()).toEqual([...req.fullLabels].sort());
     expect(rows[0]!.expires_at!.getTime()).toBe(h.clock.now() + 120_000);
-    const check = await h.store.tokens.check(req.token, new Date(h.clock.now()));
+    const check = await h.store.tokens.check(spawnToken(req), new Date(h.clock.now()));
     expect(check).toMatchObject({ ok: true, agentId: req.agentId });
     // The agent may add only self-reported facts; a label outside the token is refused.
     h.backend('mac').resolveSpawn(req.agentId);
@@ -303,6 +308,6 @@ describe('agent identity and token (D.0)', () => {
       );
     }
     expect(new Set(reqs.map((r) => r.agentId)).size).toBe(2);
-    expect(new Set(reqs.map((r) => r.token)).size).toBe(2);
+    expect(new Set(reqs.map((r) => spawnToken(r))).size).toBe(2);
   });
 });

@@ -2,17 +2,22 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { access, constants, stat } from 'node:fs/promises';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import { checkLabelSets } from '../../core/label-set-check.js';
 import type { Logger } from '../../../util/logger.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
+  BackendCapabilities,
   DestroyContext,
+  LogCapture,
   ManagedAgent,
+  RequiredTool,
   ScalerBackend,
-  SpawnRequest,
+  SpawnContext as SpawnRequest,
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
-import { binaryProblem } from './binary-check.js';
+import { launchError } from './launch-error.js';
+import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
@@ -40,26 +45,29 @@ interface Tracked {
 
 const TAIL_LINES = 50;
 
-/** destroy() ran for this agent (possibly before its process existed). */
-const wasDestroyed = (t: Tracked) => t.destroying;
-
 /**
  * Agents as host processes. Each agent runs in its own process group so destroy reaches everything
  * it started. This mode has no network isolation: agents share the host's network and filesystem.
  */
 export class BareMetalScalerBackend implements ScalerBackend {
   readonly type = 'bare-metal' as const;
-  readonly spawnsOnLocalHost = true;
+  readonly capabilities: BackendCapabilities = {
+    localCompute: true,
+    lifetime: 'orchestrator',
+    cleansOrphans: false,
+    capturesLogs: true,
+  };
   readonly name: string;
-  labelSets: LabelSetConfig[];
-  maxAgents: number;
+  /** The config in force for new spawns; replaced whole by applyReload. */
+  private entry: ScalerEntry;
   private readonly agents = new Map<string, Tracked>();
+  /** Teardowns under way, so a repeated or concurrent destroy waits for the same one. */
+  private readonly stopping = new Map<string, Promise<void>>();
   private readonly log: Logger;
 
   constructor(private readonly opts: BareMetalBackendOptions) {
     this.name = opts.entry.name;
-    this.labelSets = opts.entry.labelSets;
-    this.maxAgents = opts.entry.maxAgents;
+    this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
     this.log.warn(
       "bare-metal agents run as host processes with the orchestrator user's filesystem and network access; use containers or micro-VMs for untrusted builds",
@@ -75,30 +83,24 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(this.opts.baseDir, ls.binaryPath);
   }
 
-  /** Startup check: warn early about binaries that cannot run (the spawn would fail the same way). */
-  async checkBinaries(): Promise<string[]> {
-    const problems: string[] = [];
-    for (const ls of this.labelSets) {
-      const p = this.binaryPathFor(ls);
-      if (!p) continue;
-      const problem = await binaryProblem(p);
-      if (problem)
-        problems.push(
-          `scaler "${this.name}" label set [${normalizeLabelSet(ls.labels)}]: agent binary ${problem}`,
-        );
-    }
-    return problems;
+  getRequiredTools(entry: ScalerEntry): RequiredTool[] {
+    return bareMetalTools(entry, this.opts.baseDir);
+  }
+
+  getLogCapture(agentId: string): LogCapture | undefined {
+    const t = this.agents.get(agentId);
+    return t ? { tail: (n = TAIL_LINES) => t.tail.slice(-n) } : undefined;
   }
 
   async spawn(req: SpawnRequest): Promise<ManagedAgent> {
     const key = normalizeLabelSet(req.labelSet);
-    const ls = this.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
+    const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls)
       throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
-    if (this.agents.size >= this.maxAgents) {
+    if (this.agents.size >= this.entry.maxAgents) {
       throw new SpawnError(
         'capacity',
-        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.maxAgents})`,
+        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.entry.maxAgents})`,
       );
     }
     const binary = this.binaryPathFor(ls);
@@ -115,13 +117,20 @@ export class BareMetalScalerBackend implements ScalerBackend {
       spawnedAt: Date.now(),
       state: 'spawning',
     };
+    if (req.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
+    if (req.auth.kind !== 'token') {
+      throw new DeterministicSpawnError(
+        'config',
+        'bare-metal agents authenticate with a token, not a claim code',
+      );
+    }
     const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
     this.agents.set(req.agentId, tracked);
     req.onEvent('scaler.provisioning', 'spawning agent process');
     const { env, trusted } = buildAgentEnv(this.opts.hostEnv ?? process.env, ls, {
       orchestratorUrl: req.orchestratorUrl,
       agentId: req.agentId,
-      token: req.token,
+      token: req.auth.token,
       fullLabels: req.fullLabels,
     });
     if (trusted)
@@ -153,24 +162,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
     } catch (err) {
       this.agents.delete(req.agentId);
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
-      const e = err as NodeJS.ErrnoException;
-      const kind =
-        e.code === 'ENOENT'
-          ? 'binary-missing'
-          : e.code === 'EACCES' || e.code === 'EISDIR'
-            ? 'not-executable'
-            : 'unknown';
-      const what =
-        e.code === 'EISDIR'
-          ? 'is a directory, not an executable file'
-          : kind === 'binary-missing'
-            ? 'does not exist'
-            : kind === 'not-executable'
-              ? 'is not executable'
-              : `could not start (${e.message})`;
-      const message = `agent binary ${binary} ${what}`;
-      req.onEvent('scaler.failed', message);
-      throw new DeterministicSpawnError(kind, message, { cause: err });
+      const failure = launchError(binary, err);
+      req.onEvent('scaler.failed', failure.message);
+      throw failure;
     }
     child.unref();
     const pid = child.pid!;
@@ -178,11 +172,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
     tracked.pgid = pid;
     agent.backendRef = String(pid);
     agent.state = 'running';
-    this.capture(tracked, child);
+    this.capture(tracked, child, req.onEvent);
     // 'close' comes after the output streams ended, so the failure message carries the whole tail.
     child.once('close', (code, signal) => this.onExit(req, tracked, code, signal));
-    if (req.signal.aborted || wasDestroyed(tracked)) {
-      // The spawn was abandoned (deadline, teardown) while the process was starting: it must not outlive it.
+    if (req.signal.aborted || tracked.destroying) {
+      // Abandoned (deadline, or destroy() ran before the process existed) while starting: it must not outlive that.
       this.agents.delete(req.agentId);
       await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
       if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
@@ -193,13 +187,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return agent;
   }
 
-  private capture(t: Tracked, child: ChildProcess): void {
+  /** The agent's own output goes to our log at info and, as system lines, to its bound job's log. */
+  private capture(t: Tracked, child: ChildProcess, onEvent: SpawnRequest['onEvent']): void {
     const log = this.log.child({ agentId: t.agent.id, logsSource: 'bare-metal' });
-    for (const stream of [child.stdout, child.stderr]) {
+    for (const [name, stream] of [
+      ['stdout', child.stdout],
+      ['stderr', child.stderr],
+    ] as const) {
       onLines(stream, (line) => {
         t.tail.push(line);
         if (t.tail.length > TAIL_LINES) t.tail.shift();
-        log.debug({ line }, 'agent output');
+        log.info({ stream: name, line }, 'agent output');
+        onEvent('agent.output', `[${name}] ${line}`);
       });
     }
   }
@@ -221,9 +220,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (t) t.registered = true;
   }
 
-  async destroy(agentId: string, _ctx?: DestroyContext): Promise<void> {
+  destroy(agentId: string, ctx: DestroyContext): Promise<void> {
+    const under = this.stopping.get(agentId);
+    if (under) return under;
     const t = this.agents.get(agentId);
-    if (!t) return;
+    if (!t) return Promise.resolve();
+    this.log.info({ agentId, reason: ctx.reason, pid: t.pgid }, 'stopping agent process');
+    const run = this.teardown(agentId, t).finally(() => this.stopping.delete(agentId));
+    this.stopping.set(agentId, run);
+    return run;
+  }
+
+  private async teardown(agentId: string, t: Tracked): Promise<void> {
     t.destroying = true;
     t.agent.state = 'destroying';
     this.agents.delete(agentId);
@@ -269,16 +277,23 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return true;
   }
 
-  reload(labelSets: LabelSetConfig[], opts: { maxAgents?: number; entry?: ScalerEntry }): ValidationResult {
-    const errors = labelSets.flatMap((ls, i) =>
-      ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
-    );
-    if (errors.length) return { valid: false, errors };
-    this.labelSets = labelSets;
-    if (opts.maxAgents !== undefined) this.maxAgents = opts.maxAgents;
-    return { valid: true };
+  checkReload(entry: ScalerEntry): ValidationResult {
+    const errors = [
+      ...checkLabelSets(entry.labelSets),
+      ...entry.labelSets.flatMap((ls, i) =>
+        ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
+      ),
+    ];
+    if (entry.type !== this.type)
+      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    return errors.length ? { valid: false, errors } : { valid: true };
   }
 
+  applyReload(entry: ScalerEntry): void {
+    this.entry = entry;
+  }
+
+  /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */
   async shutdownAll(): Promise<void> {
     await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
   }

@@ -1,18 +1,14 @@
 import { access, mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EffectiveLimits } from '../../types.js';
+import type { CgroupDriver } from '../deps.js';
 
 /**
  * Resource limits for bare-metal agents through the cgroup filesystem directly (no systemd needed).
  * Works on cgroup v2 (unified) and v1 (one hierarchy per controller), since hosts have either.
+ * The driver's interface lives in ../deps.ts with the other host-tool slots.
  */
-export interface CgroupDriver {
-  readonly version: 1 | 2;
-  /** Create the agent's group with its limits; returns the `cgroup.procs` files a process must join. */
-  create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]>;
-  /** Kill everything left in the group and remove it. */
-  remove(agentId: string): Promise<void>;
-}
+export type { CgroupDriver };
 
 export const AGENT_PIDS_LIMIT = 4096;
 const CPU_PERIOD_US = 100_000;

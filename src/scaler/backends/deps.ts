@@ -1,0 +1,48 @@
+import type Docker from 'dockerode';
+import type { Store } from '../../store/index.js';
+import type { Clock } from '../../util/clock.js';
+import type { Logger } from '../../util/logger.js';
+import type { EffectiveLimits } from '../types.js';
+
+/** Runs nft with a ruleset on stdin (the container and micro-VM backends' network policy). */
+export interface NftRunner {
+  apply(ruleset: string): Promise<void>;
+  list(table: string): Promise<string>;
+  deleteTable(table: string): Promise<void>;
+}
+
+/** Starts and stops micro-VMs (firecracker); the micro-VM backend's only way to the VMM. */
+export interface VmmDriver {
+  start(spec: { id: string; kernel: string; rootfs: string; vcpus: number; memBytes: number }): Promise<{
+    ref: string;
+  }>;
+  stop(ref: string): Promise<void>;
+  isRunning(ref: string): Promise<boolean>;
+}
+
+/** Per-agent cgroups for bare-metal `enforceCgroups` (v1 or v2, detected on the host). */
+export interface CgroupDriver {
+  readonly version: 1 | 2;
+  /** Create the agent's group with its limits; returns the `cgroup.procs` files a process must join. */
+  create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]>;
+  /** Kill everything left in the group and remove it. */
+  remove(agentId: string): Promise<void>;
+}
+
+/**
+ * What every backend is built from. Shared slots are always there; the typed slots for host tools
+ * are filled by the composition root (or a test) only for backends that use them.
+ */
+export interface BackendDeps {
+  logger: Logger;
+  clock: Clock;
+  store: Store;
+  /** The main config file; relative paths in entries resolve against its directory. */
+  configPath: string;
+  hostEnv?: NodeJS.ProcessEnv;
+  docker?: Docker;
+  nft?: NftRunner;
+  vmm?: VmmDriver;
+  /** Bare-metal `enforceCgroups` driver; detected on the host when absent. */
+  cgroups?: CgroupDriver;
+}

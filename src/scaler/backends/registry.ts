@@ -1,0 +1,63 @@
+import type { ScalerEntry, ScalerType } from '../../config/index.js';
+import { errorMessage, UserError } from '../../util/errors.js';
+import { describeToolProblem, fatalToolError, preflightTools, type ToolProblem } from '../preflight.js';
+import type { ScalerBackend } from '../types.js';
+import { bareMetalDescriptor } from './bare-metal/index.js';
+import type { BackendDeps } from './deps.js';
+import type { BackendDescriptor } from './descriptor.js';
+
+/** The only place that knows which backends this build has. */
+const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
+  [bareMetalDescriptor.type, bareMetalDescriptor],
+]);
+
+export class UnsupportedBackendError extends UserError {}
+
+export function descriptorFor(entry: Pick<ScalerEntry, 'name' | 'type'>): BackendDescriptor {
+  const d = DESCRIPTORS.get(entry.type);
+  if (!d)
+    throw new UnsupportedBackendError(
+      `scaler "${entry.name}": the ${entry.type} backend is not available in this build yet`,
+    );
+  return d;
+}
+
+export function availableBackendTypes(): ScalerType[] {
+  return [...DESCRIPTORS.keys()];
+}
+
+/** Check `entry`'s host tools before it is built; every problem, fatal or not, is returned. */
+export function preflightEntry(
+  entry: ScalerEntry,
+  deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>,
+  descriptor: BackendDescriptor = descriptorFor(entry),
+): Promise<ToolProblem[]> {
+  return preflightTools(entry, descriptor.requiredTools(entry, deps), deps.hostEnv ?? process.env);
+}
+
+/** Build one backend from the registry, the same way at start-up and on reload. */
+export function createScalerBackend(entry: ScalerEntry, deps: BackendDeps): Promise<ScalerBackend> {
+  return buildBackend(descriptorFor(entry), entry, deps);
+}
+
+/**
+ * Preflight, then create. A missing fatal tool throws a UserError naming the scaler, the tool and
+ * the fix (start-up stops; a reload adding the scaler is refused); spawn-severity problems are
+ * logged and left to fail each spawn with a classified reason.
+ */
+export async function buildBackend(
+  descriptor: BackendDescriptor,
+  entry: ScalerEntry,
+  deps: BackendDeps,
+): Promise<ScalerBackend> {
+  const problems = await preflightEntry(entry, deps, descriptor);
+  const fatal = fatalToolError(problems);
+  if (fatal) throw fatal;
+  for (const p of problems) deps.logger.warn({ scaler: p.scaler, tool: p.tool }, describeToolProblem(p));
+  try {
+    return await descriptor.create(entry, deps);
+  } catch (err) {
+    if (err instanceof UserError) throw err;
+    throw new UserError(errorMessage(err));
+  }
+}

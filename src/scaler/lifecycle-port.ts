@@ -1,0 +1,53 @@
+/**
+ * What recovery, reload and the warm pools may do to the manager's agents: the narrow ports they
+ * receive instead of the whole ScalerManager. Living here (not in manager.ts) keeps those modules
+ * free of any import back into the manager, so no import cycle runs through them.
+ */
+import type { Store } from '../store/index.js';
+import type { Clock } from '../util/clock.js';
+import type { Logger } from '../util/logger.js';
+import type { ManagedEntry } from './agent-book.js';
+import type { EffectiveResources } from './core/resources.js';
+import type { RoutableLabelSet } from './core/routing.js';
+import type { MachineLedger } from './ledger/machine-ledger.js';
+import type { ScalerState } from './state.js';
+import type { DestroyContext, ScaleResult } from './types.js';
+
+export type TeardownReason = NonNullable<DestroyContext['reason']>;
+
+/** The manager's collaborators that the lifecycle code reads. */
+export interface LifecycleDeps {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly instanceId: string;
+  readonly ledger?: MachineLedger | undefined;
+  readonly isDraining?: (() => boolean) | undefined;
+}
+
+/** The common core: the shared in-memory state and the one way an agent leaves it. */
+export interface AgentLifecycle {
+  readonly opts: LifecycleDeps;
+  readonly state: ScalerState;
+  readonly log: Logger;
+  /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
+  teardown(m: ManagedEntry, reason: TeardownReason): Promise<void>;
+}
+
+/** Restart recovery: adopts agents into the state, tears down the ones that never come back. */
+export interface RecoveryHost extends AgentLifecycle {
+  /** Log, count and report an error recovery carries on from (a failed revoke or re-reservation). */
+  noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
+}
+
+/** Reload: swaps config and backends in the state, then lets the pools and the sweep catch up. */
+export interface ReloadHost extends AgentLifecycle {
+  readonly warm: { configure(): void };
+  sweepRetired(): void;
+  notifyCapacityFreed(): void;
+}
+
+/** Warm pools: start unbound agents through the normal reservation path; reap idle ones. */
+export interface WarmPoolHost extends AgentLifecycle {
+  provision(match: RoutableLabelSet, res: EffectiveResources): Promise<ScaleResult>;
+  resourcesFor(match: RoutableLabelSet): EffectiveResources;
+}

@@ -1,0 +1,116 @@
+import type { ConnectedAgent } from '../dispatch/agent-registry.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { OrchestratorMessage } from '../protocol/messages.js';
+import type { Store } from '../store/index.js';
+import type { Clock } from '../util/clock.js';
+import type { Logger } from '../util/logger.js';
+import { swallow } from '../util/swallowed-errors.js';
+import type { ValidAgentMessage } from './agent-messages.js';
+
+/** What a registered agent's messages reach: the dispatcher and the store. */
+export interface RoutingDeps {
+  store: Store;
+  dispatcher: Dispatcher;
+  clock: Clock;
+  isStopping: () => boolean;
+}
+
+/** After a reconnect: pick up the job the agent is still running, or settle the one it lost. */
+export function reattach(
+  d: Dispatcher,
+  a: ConnectedAgent,
+  activeJobId: string | undefined,
+  send: (m: OrchestratorMessage) => void,
+): string | undefined {
+  if (activeJobId) {
+    const active = d.active.get(activeJobId);
+    if (active && active.agentId === a.id) {
+      active.orphanTimer?.cancel();
+      active.orphanTimer = undefined;
+      a.busyJobId = activeJobId;
+      a.jobsTaken = 1;
+      return activeJobId;
+    }
+    // The orchestrator already settled it (timeout, cancel): tell the agent to stop.
+    send({ type: 'job.cancel', jobId: activeJobId, reason: 'the orchestrator no longer expects this job' });
+    a.jobsTaken = 1;
+    return undefined;
+  }
+  for (const active of d.active.values()) {
+    // The agent is back without the job: its result may still be in its outbox; give it a moment.
+    if (active.agentId === a.id) d.orphan(active, 'agent reconnected without the job', 3_000);
+  }
+  return undefined;
+}
+
+/** One checked message from a registered agent. */
+export async function routeMessage(
+  deps: RoutingDeps,
+  a: ConnectedAgent,
+  msg: ValidAgentMessage,
+  send: (m: OrchestratorMessage) => void,
+): Promise<void> {
+  const d = deps.dispatcher;
+  const now = new Date(deps.clock.now());
+  const mine = 'jobId' in msg && d.active.get(msg.jobId)?.agentId === a.id;
+  switch (msg.type) {
+    case 'heartbeat':
+      return send({ type: 'heartbeat.ack' });
+    case 'job.started':
+      return d.onJobStarted(a.id, msg.jobId);
+    case 'step.started':
+      if (mine) await deps.store.logs.stepStarted(msg.jobId, msg.idx, msg.name, now);
+      return;
+    case 'log':
+      if (mine)
+        d.logs.push(
+          msg.lines.map((line) => ({
+            jobId: msg.jobId,
+            stepIdx: msg.idx,
+            stream: msg.stream,
+            line,
+            ts: now,
+          })),
+        );
+      return;
+    case 'step.finished':
+      if (mine) await deps.store.logs.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
+      return;
+    case 'job.finished':
+      // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
+      if (await d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message))
+        send({ type: 'job.finished.ack', jobId: msg.jobId });
+      return;
+    case 'agent.draining':
+      a.draining = true; // offered no new job; it leaves after the current one
+      return;
+    case 'job.rejected': {
+      const active = d.active.get(msg.jobId);
+      if (a.busyJobId === msg.jobId) a.busyJobId = undefined;
+      if (active?.agentId === a.id && active.state === 'dispatched')
+        await d.requeue(active, `agent refused it: ${msg.reason}`);
+      return;
+    }
+  }
+}
+
+/** The registered agent's connection closed. */
+export async function agentGone(deps: RoutingDeps, a: ConnectedAgent, log: Logger): Promise<void> {
+  const d = deps.dispatcher;
+  if (d.registry.get(a.id) !== a) return; // replaced by a newer connection
+  d.registry.remove(a.id, a);
+  deps.store.agents
+    .gone(a.id, new Date(deps.clock.now()))
+    .catch(swallow(log, 'agent.record-gone', { agentId: a.id }));
+  log.info({ agentId: a.id }, 'agent disconnected');
+  if (deps.isStopping()) return;
+  for (const active of [...d.active.values()]) {
+    if (active.agentId !== a.id) continue;
+    // A single-use agent cannot come back; a static one gets a grace period to reconnect.
+    if (a.kind === 'scaler') {
+      await d.loseJob(active, `scaler-managed agent ${a.id} disconnected`);
+    } else d.orphan(active, 'agent disconnected');
+  }
+  await d.scaler?.onAgentDisconnected(a.id, a.closedFor);
+  void d.requestPump();
+}

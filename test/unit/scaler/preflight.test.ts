@@ -1,0 +1,134 @@
+/**
+ * Preflight: a backend's required host tools are checked before it is built. A missing fatal tool
+ * stops start-up (UserError naming scaler, tool and fix); a missing agent binary is only a warning,
+ * because each spawn then fails with a classified reason the operator sees on the job.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { ScalerEntry } from '../../../src/config/index.js';
+import type { BackendDescriptor } from '../../../src/scaler/backends/descriptor.js';
+import {
+  buildBackend,
+  createScalerBackend,
+  descriptorFor,
+  UnsupportedBackendError,
+} from '../../../src/scaler/backends/registry.js';
+import { preflightTools } from '../../../src/scaler/preflight.js';
+import { systemClock } from '../../../src/util/clock.js';
+import { UserError } from '../../../src/util/errors.js';
+import { bareMetal, RecordingBackend, scalerConfig } from '../../helpers/manager-harness.js';
+
+const entryOf = (input: Record<string, unknown>): ScalerEntry =>
+  scalerConfig({ version: 1, scalers: [input] }).scalers[0]!;
+
+function deps(logged: string[] = []) {
+  return {
+    logger: pino({ level: 'warn' }, { write: (s: string) => void logged.push(JSON.parse(s).msg as string) }),
+    clock: systemClock,
+    store: {} as never,
+    configPath: '/etc/kici/scalers.yaml',
+  };
+}
+
+/** A backend type that needs `tool` on PATH, built as a RecordingBackend. */
+const needs = (tool: string): BackendDescriptor => ({
+  type: 'bare-metal',
+  requiredTools: () => [
+    {
+      name: 'container runtime',
+      find: { kind: 'command', command: tool },
+      fix: `install ${tool}`,
+      severity: 'fatal',
+    },
+  ],
+  create: (entry) => Promise.resolve(new RecordingBackend(entry)),
+});
+
+describe('preflight', () => {
+  it('finds a command on PATH and reports a missing one, a missing path and a directory, with their fixes', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kici-preflight-'));
+    const problems = await preflightTools({ name: 'x' }, [
+      { name: 'shell', find: { kind: 'command', command: 'sh' }, fix: 'install sh', severity: 'fatal' },
+      {
+        name: 'nft',
+        find: { kind: 'command', command: 'kici-no-such-tool' },
+        fix: 'apt install nftables',
+        severity: 'fatal',
+      },
+      {
+        name: 'vmm',
+        find: { kind: 'path', path: join(dir, 'firecracker') },
+        fix: 'install firecracker',
+        severity: 'fatal',
+      },
+      {
+        name: 'agent',
+        find: { kind: 'path', path: dir },
+        fix: 'point binaryPath at a file',
+        severity: 'spawn',
+      },
+    ]);
+    expect(problems).toEqual([
+      {
+        scaler: 'x',
+        tool: 'nft',
+        problem: 'kici-no-such-tool was not found on PATH',
+        fix: 'apt install nftables',
+        severity: 'fatal',
+      },
+      {
+        scaler: 'x',
+        tool: 'vmm',
+        problem: `${join(dir, 'firecracker')} does not exist`,
+        fix: 'install firecracker',
+        severity: 'fatal',
+      },
+      {
+        scaler: 'x',
+        tool: 'agent',
+        problem: `${dir} is a directory, not an executable file`,
+        fix: 'point binaryPath at a file',
+        severity: 'spawn',
+      },
+    ]);
+  });
+
+  it('a missing fatal tool stops the build with a UserError naming the scaler, the tool and the fix', async () => {
+    const entry = entryOf(bareMetal('ci', [['linux']]));
+    const err = await buildBackend(needs('kici-no-such-runtime'), entry, deps()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UserError);
+    expect((err as UserError).problems).toEqual([
+      'scaler "ci": container runtime: kici-no-such-runtime was not found on PATH. Fix: install kici-no-such-runtime',
+    ]);
+    await expect(buildBackend(needs('sh'), entry, deps())).resolves.toBeInstanceOf(RecordingBackend);
+  });
+
+  it('a missing agent binary only warns: the bare-metal backend is built and each spawn fails instead', async () => {
+    const logged: string[] = [];
+    const entry = entryOf(bareMetal('bm', [{ labels: ['linux'], binaryPath: '/nonexistent/kici-agent' }]));
+    const backend = await createScalerBackend(entry, deps(logged));
+    expect(backend.type).toBe('bare-metal');
+    expect(backend.capabilities).toEqual({
+      localCompute: true,
+      lifetime: 'orchestrator',
+      cleansOrphans: false,
+      capturesLogs: true,
+    });
+    expect(logged).toContainEqual(
+      expect.stringMatching(
+        /^scaler "bm": agent binary of label set \[linux\]: \/nonexistent\/kici-agent does not exist\. Fix: install kici-agent/,
+      ),
+    );
+    expect(backend.getRequiredTools(entry)).toMatchObject([{ severity: 'spawn' }]);
+  });
+
+  it('a type without a descriptor gives the "not available in this build yet" error', () => {
+    expect(() => descriptorFor({ name: 'c', type: 'container' })).toThrow(UnsupportedBackendError);
+    expect(() => descriptorFor({ name: 'c', type: 'container' })).toThrow(
+      'scaler "c": the container backend is not available in this build yet',
+    );
+  });
+});

@@ -1,0 +1,291 @@
+/**
+ * The agent session: its transition table, and every refusal with its close code, driven through
+ * the same AgentSession the WebSocket handler uses (real PGlite store and dispatcher).
+ */
+import { pino } from 'pino';
+import { describe, expect, it, vi } from 'vitest';
+import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
+import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
+import { AgentSession, NOT_JSON, type AgentSessionDeps } from '../../../src/server/agent-session.js';
+import type { ClaimStore } from '../../../src/server/claim-store.js';
+import {
+  nextState,
+  REFUSAL_CODES,
+  type SessionEvent,
+  type SessionState,
+} from '../../../src/server/session-table.js';
+import { MemoryClaimStore } from '../../helpers/claim-store.js';
+import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+
+const hs = useManagerHarnesses();
+const config = { version: 1, scalers: [bareMetal('alpha', [['linux']])] };
+
+interface Driven {
+  session: AgentSession;
+  sent: OrchestratorMessage[];
+  closes: { code: number; reason: string }[];
+}
+
+function drive(h: ManagerHarness, over: Partial<AgentSessionDeps> = {}): Driven {
+  const sent: OrchestratorMessage[] = [];
+  const closes: { code: number; reason: string }[] = [];
+  let open = true;
+  const session = new AgentSession(
+    {
+      store: h.store,
+      dispatcher: h.dispatcher!,
+      clock: h.clock,
+      logger: pino({ level: 'silent' }),
+      heartbeatIntervalMs: 10_000,
+      isStopping: () => false,
+      ...over,
+    },
+    {
+      send: (m) => void sent.push(m),
+      close: (code, reason) => {
+        open = false;
+        closes.push({ code, reason });
+      },
+      isOpen: () => open,
+    },
+    'test',
+  );
+  return { session, sent, closes };
+}
+
+async function mint(
+  h: ManagerHarness,
+  agentId: string,
+  labels: string[],
+  kind: 'static' | 'ephemeral' = 'static',
+) {
+  return (await h.store.tokens.mint({ agentId, labels, kind, now: new Date(h.clock.now()) })).token;
+}
+
+const register = (agentId: string, token: string, labels: string[]) => ({
+  type: 'register',
+  protocol: 1,
+  agentId,
+  token,
+  labels,
+});
+
+describe('session transition table', () => {
+  const all: SessionEvent[] = [
+    'claim',
+    'claim.ok',
+    'register',
+    'register.ok',
+    'job.assigned',
+    'job.finished',
+    'draining',
+  ];
+  it('walks hello → claim → register → registered ⇄ busy → leaving', () => {
+    const path: [SessionEvent, SessionState][] = [
+      ['claim', 'claiming'],
+      ['claim.ok', 'claimed'],
+      ['register', 'registering'],
+      ['register.ok', 'registered'],
+      ['job.assigned', 'busy'],
+      ['job.finished', 'registered'],
+      ['job.assigned', 'busy'],
+      ['draining', 'leaving'],
+    ];
+    let s: SessionState = 'hello';
+    for (const [ev, want] of path) {
+      s = nextState(s, ev)!;
+      expect(s).toBe(want);
+    }
+  });
+  it('allows no claim after a claim, no register before the claim answer, nothing after close', () => {
+    expect(nextState('claimed', 'claim')).toBeUndefined();
+    expect(nextState('claiming', 'register')).toBeUndefined();
+    expect(nextState('registered', 'claim')).toBeUndefined();
+    expect(nextState('hello', 'job.assigned')).toBeUndefined();
+    for (const ev of all) expect(nextState('closed', ev)).toBeUndefined();
+  });
+  it('refuse and close end every state', () => {
+    for (const s of [
+      'hello',
+      'claiming',
+      'claimed',
+      'registering',
+      'registered',
+      'busy',
+      'leaving',
+    ] as const) {
+      expect(nextState(s, 'refuse')).toBe('closed');
+      expect(nextState(s, 'close')).toBe('closed');
+    }
+  });
+  it('keeps the documented close codes', () => {
+    expect(REFUSAL_CODES).toEqual({
+      malformed: 4400,
+      'register-timeout': 4400,
+      'unexpected-message': 4400,
+      'bad-token': 4401,
+      'claim-refused': 4401,
+      'no-claim-store': 4401,
+      'labels-out-of-scope': 4403,
+      'unknown-scaler-id': 4403,
+      'no-scaler': 4403,
+      replaced: 4409,
+      'shutting-down': 4503,
+      'store-unavailable': 1011,
+    });
+  });
+});
+
+describe('session refusals keep their close codes', () => {
+  /** Run one frame and return the close and the register.rejected code (if any). */
+  async function refusedWith(d: Driven, frame: unknown) {
+    await d.session.receive(frame);
+    const rejected = d.sent.find((m) => m.type === 'register.rejected');
+    return {
+      close: d.closes[0]?.code,
+      rejected: rejected?.type === 'register.rejected' ? rejected.code : undefined,
+      state: d.session.state,
+    };
+  }
+
+  it('4400: not JSON, an invalid register, a second claim, no register in time', async () => {
+    const h = await hs.make({ config });
+    expect(await refusedWith(drive(h), NOT_JSON)).toEqual({ close: 4400, rejected: 4400, state: 'closed' });
+    expect(await refusedWith(drive(h), { type: 'register' })).toMatchObject({ close: 4400, rejected: 4400 });
+    const claims = new MemoryClaimStore(h.store);
+    claims.add('c1', { agentId: 'claimed-1', labels: ['linux'], expiresAtMs: h.clock.now() + 60_000 });
+    const twice = drive(h, { claimStore: claims });
+    await twice.session.receive({ type: 'claim', protocol: 1, code: 'c1' });
+    expect(twice.session.state).toBe('claimed');
+    expect(await refusedWith(twice, { type: 'claim', protocol: 1, code: 'c1' })).toMatchObject({
+      close: 4400,
+    });
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const slow = drive(h);
+      vi.advanceTimersByTime(10_000);
+      expect(slow.closes[0]?.code).toBe(4400);
+      expect(slow.session.refusal?.kind).toBe('register-timeout');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('4401: unknown token, a token for another id, a refused claim, a claim without a store', async () => {
+    const h = await hs.make({ config });
+    expect(await refusedWith(drive(h), register('box-1', 'kici_nope', ['linux']))).toMatchObject({
+      close: 4401,
+      rejected: 4401,
+    });
+    const other = await mint(h, 'box-2', ['linux']);
+    expect(await refusedWith(drive(h), register('box-1', other, ['linux']))).toMatchObject({ close: 4401 });
+    const claims = new MemoryClaimStore(h.store);
+    expect(
+      await refusedWith(drive(h, { claimStore: claims }), { type: 'claim', protocol: 1, code: 'nope' }),
+    ).toMatchObject({ close: 4401, rejected: 4401 });
+    const none = drive(h);
+    expect(await refusedWith(none, { type: 'claim', protocol: 1, code: 'x' })).toMatchObject({ close: 4401 });
+    expect(none.session.refusal?.reason).toMatch(/no claim store/);
+  });
+
+  it('4403: labels outside the scope, an unknown scaler- id, a scaler agent with no scaler', async () => {
+    const h = await hs.make({ config });
+    const tok = await mint(h, 'box-1', ['linux']);
+    expect(await refusedWith(drive(h), register('box-1', tok, ['linux', 'gpu']))).toMatchObject({
+      close: 4403,
+      rejected: 4403,
+    });
+    const id = 'scaler-bare-metal-0badf00d';
+    const eph = await mint(h, id, ['linux', 'kici:scaler:alpha'], 'ephemeral');
+    expect(await refusedWith(drive(h), register(id, eph, ['linux', 'kici:scaler:alpha']))).toMatchObject({
+      close: 4403,
+    });
+    const bare = new Dispatcher({ store: h.store, clock: h.clock, logger: pino({ level: 'silent' }) });
+    try {
+      expect(await refusedWith(drive(h, { dispatcher: bare }), register(id, eph, ['linux']))).toMatchObject({
+        close: 4403,
+      });
+    } finally {
+      await bare.stop();
+    }
+  });
+
+  it('4409: a newer connection of the same agent replaces the older one', async () => {
+    const h = await hs.make({ config });
+    const tok = await mint(h, 'box-1', ['linux']);
+    const first = drive(h);
+    await first.session.receive(register('box-1', tok, ['linux']));
+    expect(first.session.state).toBe('registered');
+    const second = drive(h);
+    await second.session.receive(register('box-1', tok, ['linux']));
+    expect(second.session.state).toBe('registered');
+    expect(first.closes[0]?.code).toBe(4409);
+  });
+
+  it('4503 while stopping; 1011 when the claim store fails', async () => {
+    const h = await hs.make({ config });
+    const tok = await mint(h, 'box-1', ['linux']);
+    expect(
+      await refusedWith(drive(h, { isStopping: () => true }), register('box-1', tok, ['linux'])),
+    ).toMatchObject({ close: 4503, rejected: 4503 });
+    const broken: ClaimStore = { redeem: () => Promise.reject(new Error('disk gone')) };
+    expect(
+      await refusedWith(drive(h, { claimStore: broken }), { type: 'claim', protocol: 1, code: 'x' }),
+    ).toEqual({ close: 1011, rejected: undefined, state: 'closed' });
+  });
+
+  it('a claim answers the id and a token that registers; the code is single-use', async () => {
+    const h = await hs.make({ config });
+    const claims = new MemoryClaimStore(h.store);
+    claims.add('c1', { agentId: 'claimed-1', labels: ['linux'], expiresAtMs: h.clock.now() + 60_000 });
+    const d = drive(h, { claimStore: claims });
+    await d.session.receive({ type: 'claim', protocol: 1, code: 'c1' });
+    const ack = d.sent.find((m) => m.type === 'claim.ack');
+    expect(ack).toMatchObject({ agentId: 'claimed-1', labels: ['linux'] });
+    await d.session.receive(register('claimed-1', (ack as { token: string }).token, ['linux']));
+    expect(d.session.state).toBe('registered');
+    expect(d.sent.some((m) => m.type === 'register.ack')).toBe(true);
+    const again = drive(h, { claimStore: claims });
+    await again.session.receive({ type: 'claim', protocol: 1, code: 'c1' });
+    expect(again.closes[0]?.code).toBe(4401);
+    expect(again.session.refusal?.reason).toMatch(/already used/);
+    claims.add('old', { agentId: 'claimed-2', labels: ['linux'], expiresAtMs: h.clock.now() });
+    const late = drive(h, { claimStore: claims });
+    await late.session.receive({ type: 'claim', protocol: 1, code: 'old' });
+    expect(late.session.refusal?.reason).toMatch(/expired/);
+  });
+
+  it('a job moves registered → busy, its result back to registered; draining → leaving', async () => {
+    const h = await hs.make({ config });
+    const tok = await mint(h, 'box-1', ['linux']);
+    const d = drive(h);
+    await d.session.receive(register('box-1', tok, ['linux']));
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
+    await h.pump();
+    expect(d.session.state).toBe('busy');
+    await d.session.receive({ type: 'job.started', jobId: ids[0] });
+    await d.session.receive({ type: 'job.finished', jobId: ids[0], result: 'succeeded', exitCode: 0 });
+    expect(d.session.state).toBe('registered');
+    await d.session.receive({ type: 'agent.draining' });
+    expect(d.session.state).toBe('leaving');
+    await d.session.closed();
+    expect(d.session.state).toBe('closed');
+    expect(h.dispatcher!.registry.get('box-1')).toBeUndefined();
+  });
+
+  it('a refused scaler- id is reaped by the backend its kici:scaler: label names, else by each local one', async () => {
+    const h = await hs.make({
+      config: { version: 1, scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['mac']])] },
+    });
+    const id = 'scaler-bare-metal-0badf00d';
+    const named = await mint(h, id, ['linux', 'kici:scaler:beta'], 'ephemeral');
+    await drive(h).session.receive(register(id, named, ['linux', 'kici:scaler:beta']));
+    expect(h.backend('beta').reaps).toEqual([{ agentId: id, backendRef: null }]);
+    expect(h.backend('alpha').reaps).toEqual([]);
+    const other = 'scaler-bare-metal-0badf00e';
+    const unnamed = await mint(h, other, ['linux'], 'ephemeral');
+    await drive(h).session.receive(register(other, unnamed, ['linux']));
+    expect(h.backend('alpha').reaps).toEqual([{ agentId: other, backendRef: null }]);
+    expect(h.backend('beta').reaps.map((r) => r.agentId)).toEqual([id, other]);
+  });
+});
