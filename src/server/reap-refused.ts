@@ -17,7 +17,7 @@ export async function reapRefusedAgent(
   log: Logger,
 ): Promise<boolean> {
   const named = labels.find((l) => l.startsWith(SCALER_LABEL))?.slice(SCALER_LABEL.length);
-  const backends = scaler.backendList().filter((b) => b.reapUnowned && b.spawnsOnLocalHost);
+  const backends = scaler.backendList().filter((b) => b.reapUnowned && b.capabilities.localCompute);
   const owner = backends.find((b) => b.name === named);
   for (const b of owner ? [owner] : backends) {
     try {

@@ -1,4 +1,3 @@
-import { normalizeLabelSet } from '../config/index.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Clock } from '../util/clock.js';
 import { describeScalerStatus } from './scaler-views.js';

@@ -63,6 +63,8 @@ describe('kici-admin diagnose', () => {
       `fix: install kici-agent at ${missing} (chmod +x), or point binaryPath at it`,
     );
     expect(text.stdout).toMatch(/caps: 0\/4 agents/);
+    // The spawn failure's fix names the config file the operator has to edit.
+    expect(text.stdout).toContain(`or fix binaryPath in ${configPath}`);
 
     const json = await admin(['diagnose', '--json']);
     expect(json.code).toBe(1);

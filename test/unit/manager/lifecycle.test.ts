@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { AgentPhase } from '../../../src/scaler/agent-lifecycle.js';
-import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { spawnToken, bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
 
@@ -90,7 +90,7 @@ describe('agent lifecycle in the manager', () => {
     if (fresh.action !== 'spawning' || used.action !== 'spawning') throw new Error('no spawn');
     // The second warm agent registered before the "crash": it may have taken a job since.
     expect((await h.registerAgent(used.agentId)).ok).toBe(true);
-    const tokens = new Map(b.spawns.map((s) => [s.agentId, s.token]));
+    const tokens = new Map(b.spawns.map((s) => [s.agentId, spawnToken(s)]));
 
     const h2 = await hs.make({
       instanceId: 'orch-life',
