@@ -4,6 +4,7 @@ import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import type { Logger } from '../../../util/logger.js';
+import { swallow } from '../../../util/swallowed-errors.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
@@ -142,7 +143,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
         launch = joinCgroupsCommand(await this.opts.cgroups!.create(req.agentId, req.limits), binary);
       } catch (err) {
         this.agents.delete(req.agentId);
-        await this.opts.cgroups!.remove(req.agentId).catch(() => {});
+        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
         const message = `cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`;
         req.onEvent('scaler.failed', message);
         throw new DeterministicSpawnError('config', message, { cause: err });
@@ -161,7 +162,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
       });
     } catch (err) {
       this.agents.delete(req.agentId);
-      if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
+      if (this.enforcesLimits)
+        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
       const failure = launchError(binary, err);
       req.onEvent('scaler.failed', failure.message);
       throw failure;
@@ -179,7 +181,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
       // Abandoned (deadline, or destroy() ran before the process existed) while starting: it must not outlive that.
       this.agents.delete(req.agentId);
       await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
-      if (this.enforcesLimits) await this.opts.cgroups!.remove(req.agentId).catch(() => {});
+      if (this.enforcesLimits)
+        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
       throw new SpawnError('spawn-timeout', 'spawn aborted');
     }
     req.onEvent('scaler.ready', `agent process started (PID ${pid})`);
@@ -273,8 +276,13 @@ export class BareMetalScalerBackend implements ScalerBackend {
     // Even with the agent gone, daemons its jobs started may still run: they carry its id.
     await stopAgentTree(agentId, agentAlive ? pid : undefined, this.opts.stopGraceMs);
     if (!agentAlive) return false;
-    if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(() => {});
+    if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(this.cgroupLeft(agentId));
     return true;
+  }
+
+  /** A cgroup that could not be removed is left behind (empty or not): logged and counted. */
+  private cgroupLeft(agentId: string) {
+    return swallow(this.log, 'scaler.bare-metal.cgroup-remove', { agentId });
   }
 
   checkReload(entry: ScalerEntry): ValidationResult {
