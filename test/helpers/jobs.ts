@@ -1,6 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { expect } from 'vitest';
+import { afterEach, expect } from 'vitest';
 import type { TestOrchestrator } from './orchestrator.js';
+import { pidsWithEnv } from './processes.js';
 
 /** Submit a run and return its job ids in the order the jobs were given. */
 export async function submit(t: TestOrchestrator, jobs: Record<string, unknown>): Promise<string[]> {
@@ -45,4 +47,27 @@ export async function running(pid: number): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/**
+ * Jobs whose processes a test must find and count: each carries its own TEST_TAG in its env. Whatever
+ * a tagged job left alive is killed (by pid) after each test, so a failing test leaves nothing behind.
+ */
+export function useTaggedJobs() {
+  const tags: string[] = [];
+  afterEach(async () => {
+    for (const tag of tags.splice(0))
+      for (const pid of await pidsWithEnv(`TEST_TAG=${tag}`)) process.kill(pid, 'SIGKILL');
+  });
+  return {
+    job(steps: unknown[], extra: Record<string, unknown> = {}) {
+      const tag = randomUUID();
+      tags.push(tag);
+      return { tag, job: { runsOn: ['linux'], env: { TEST_TAG: tag }, steps, ...extra } };
+    },
+    /** How many processes carrying the tag are alive. */
+    async alive(tag: string): Promise<number> {
+      return (await pidsWithEnv(`TEST_TAG=${tag}`)).length;
+    },
+  };
 }

@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import { access } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { detectCgroups } from '../../src/scaler/backends/bare-metal/cgroups.js';
-import { outputLines, running, submit, waitForLine } from '../helpers/jobs.js';
+import { outputLines, running, submit, waitForLine, useTaggedJobs } from '../helpers/jobs.js';
 import {
   AGENT_BIN,
   bareMetalConfig,
@@ -10,7 +9,6 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
-import { pidsWithEnv } from '../helpers/processes.js';
 
 /**
  * The step-runner rules of docs/step-runner.md with `enforceCgroups: true` (root): background
@@ -19,12 +17,10 @@ import { pidsWithEnv } from '../helpers/processes.js';
  */
 
 let t: TestOrchestrator | undefined;
-const tags: string[] = [];
+const tagged = useTaggedJobs();
 afterEach(async () => {
   await t?.stop();
   t = undefined;
-  for (const tag of tags.splice(0))
-    for (const pid of await pidsWithEnv(`TEST_TAG=${tag}`)) process.kill(pid, 'SIGKILL');
 });
 
 const exists = (p: string) =>
@@ -32,13 +28,6 @@ const exists = (p: string) =>
     () => true,
     () => false,
   );
-
-function tagged(steps: unknown[]) {
-  const tag = randomUUID();
-  tags.push(tag);
-  return { tag, job: { runsOn: ['linux'], env: { TEST_TAG: tag }, steps } };
-}
-const leftovers = async (tag: string) => (await pidsWithEnv(`TEST_TAG=${tag}`)).length;
 
 async function start(maxAgents: number) {
   const driver = await detectCgroups();
@@ -63,7 +52,7 @@ describe('step runner with cgroups (root): background processes', () => {
       scrubbed: 'env -u KICI_JOB_MARKER -u KICI_AGENT_ID setsid sleep 1000 > /dev/null 2>&1 &',
     };
     const made = Object.entries(variants).map(([name, run]) => {
-      const { tag, job } = tagged([
+      const { tag, job } = tagged.job([
         { name: 'start', run: `${run}\necho "in $(cat /proc/self/cgroup | grep -c "kici/$KICI_AGENT_ID")"` },
         { name: 'after', run: 'echo next step ran' },
       ]);
@@ -83,8 +72,8 @@ describe('step runner with cgroups (root): background processes', () => {
       expect(lines).toContain('next step ran');
       // The marker-scrubbed daemon escapes the job's clean-up but not the removal of the agent's cgroup.
       if (name === 'scrubbed')
-        await eventually(async () => (await leftovers(tag)) === 0, 20_000, 'scrubbed daemon gone');
-      else expect(await leftovers(tag), name).toBe(0);
+        await eventually(async () => (await tagged.alive(tag)) === 0, 20_000, 'scrubbed daemon gone');
+      else expect(await tagged.alive(tag), name).toBe(0);
     }
     await eventually(() => t.orch.scaler!.entries().length === 0, 20_000, 'agents torn down');
     for (const r of results) {
@@ -94,7 +83,7 @@ describe('step runner with cgroups (root): background processes', () => {
 
   it('a background process lives on into the next step and dies with the job', async () => {
     const { t } = await start(1);
-    const { tag, job } = tagged([
+    const { tag, job } = tagged.job([
       { name: 'serve', run: 'sleep 30 & echo $! > server.pid' },
       { name: 'test', run: 'kill -0 "$(cat server.pid)" && echo "alive $(cat server.pid)"' },
     ]);
@@ -103,25 +92,29 @@ describe('step runner with cgroups (root): background processes', () => {
     const pid = Number((await outputLines(t, id!)).find((l) => l.startsWith('alive '))?.split(' ')[1]);
     expect(pid).toBeGreaterThan(0);
     expect(await running(pid)).toBe(false);
-    expect(await leftovers(tag)).toBe(0);
+    expect(await tagged.alive(tag)).toBe(0);
   });
 
   it('cancel and step timeout with setsid children: the agent leaves and the only slot frees', async () => {
     const { t } = await start(1);
-    const cancelled = tagged([{ name: 'hold', run: 'setsid sleep 1000 & echo up; sleep 1000' }]);
+    const cancelled = tagged.job([{ name: 'hold', run: 'setsid sleep 1000 & echo up; sleep 1000' }]);
     const [c] = await submit(t, { hold: cancelled.job });
     await waitForLine(t, c!, /^up$/);
     expect((await t.api('POST', `/api/v1/jobs/${c}/cancel`)).status).toBe(200);
     expect((await t.waitForJob(c!)).state).toBe('cancelled');
     // The server settles a cancel at once; the agent's clean-up follows within its grace.
-    await eventually(async () => (await leftovers(cancelled.tag)) === 0, 15_000, 'cancelled job cleaned up');
+    await eventually(
+      async () => (await tagged.alive(cancelled.tag)) === 0,
+      15_000,
+      'cancelled job cleaned up',
+    );
 
-    const timed = tagged([{ name: 'build', run: 'setsid sleep 1000 & sleep 1000', timeoutSeconds: 2 }]);
+    const timed = tagged.job([{ name: 'build', run: 'setsid sleep 1000 & sleep 1000', timeoutSeconds: 2 }]);
     const [s] = await submit(t, { timed: timed.job });
     const job = await t.waitForJob(s!, undefined, 60_000);
     expect(job.state).toBe('timed-out');
     expect(job.reason).toBe('step "build" timed out after 2s');
-    expect(await leftovers(timed.tag)).toBe(0);
+    expect(await tagged.alive(timed.tag)).toBe(0);
 
     const [next] = await submit(t, { next: { runsOn: ['linux'], steps: [{ run: 'echo next' }] } });
     expect((await t.waitForJob(next!, undefined, 60_000)).state).toBe('succeeded');

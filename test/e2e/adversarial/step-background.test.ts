@@ -1,7 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { expectHealthy } from '../../helpers/adversarial.js';
-import { outputLines, running, submit, waitForLine } from '../../helpers/jobs.js';
+import { outputLines, running, submit, waitForLine, useTaggedJobs } from '../../helpers/jobs.js';
 import {
   AGENT_BIN,
   bareMetalConfig,
@@ -19,36 +18,25 @@ import { pidsWithEnv } from '../../helpers/processes.js';
  */
 
 let t: TestOrchestrator | undefined;
-const tags: string[] = [];
+const tagged = useTaggedJobs();
 afterEach(async () => {
   await t?.stop();
   t = undefined;
-  // Never leave a stray sleep behind, whatever the outcome.
-  for (const tag of tags.splice(0))
-    for (const pid of await pidsWithEnv(`TEST_TAG=${tag}`)) process.kill(pid, 'SIGKILL');
 });
 
 const oneSlot = () => bareMetalConfig({ maxAgents: 1 }, [{ labels: ['linux'], binaryPath: AGENT_BIN }]);
 
-function tagged(steps: unknown[], extra: Record<string, unknown> = {}) {
-  const tag = randomUUID();
-  tags.push(tag);
-  return { tag, job: { runsOn: ['linux'], env: { TEST_TAG: tag }, steps, ...extra } };
-}
-
-const leftovers = async (tag: string) => (await pidsWithEnv(`TEST_TAG=${tag}`)).length;
-
 describe('step runner: background processes', () => {
   it('a plain `sleep 20 &` does not keep its step open', async () => {
     t = await startTestOrchestrator({ config: oneSlot() });
-    const { tag, job } = tagged([{ name: 'bg', run: 'sleep 20 & echo started' }]);
+    const { tag, job } = tagged.job([{ name: 'bg', run: 'sleep 20 & echo started' }]);
     const started = Date.now();
     const [id] = await submit(t, { bg: job });
     const done = await t.waitForJob(id!, undefined, 40_000);
     expect(done.state).toBe('succeeded');
     expect(Date.now() - started).toBeLessThan(10_000);
     expect(await outputLines(t, id!)).toEqual(['started']);
-    expect(await leftovers(tag)).toBe(0);
+    expect(await tagged.alive(tag)).toBe(0);
   });
 
   it('setsid, double fork and nohup children: the job succeeds promptly and none outlives it', async () => {
@@ -59,7 +47,7 @@ describe('step runner: background processes', () => {
       nohup: 'nohup sleep 1000 &',
     };
     const made = Object.entries(variants).map(([name, run]) => {
-      const { tag, job } = tagged([
+      const { tag, job } = tagged.job([
         { name: 'start', run: `${run}\necho "marker=$KICI_JOB_MARKER"` },
         { name: 'after', run: 'echo next step ran' },
       ]);
@@ -76,14 +64,14 @@ describe('step runner: background processes', () => {
       expect(marker, `${name}: each step carries the job marker`).toMatch(/^[0-9a-f]{24}$/);
       expect(lines).toContain('next step ran');
       expect(await pidsWithEnv(`KICI_JOB_MARKER=${marker}`), name).toEqual([]);
-      expect(await leftovers(tag), name).toBe(0);
+      expect(await tagged.alive(tag), name).toBe(0);
     }
     await expectHealthy(t);
   });
 
   it('a background process lives on into the next step and dies with the job', async () => {
     t = await startTestOrchestrator({ config: oneSlot() });
-    const { tag, job } = tagged([
+    const { tag, job } = tagged.job([
       { name: 'serve', run: 'sleep 30 & echo $! > server.pid' },
       { name: 'test', run: 'kill -0 "$(cat server.pid)" && echo "alive $(cat server.pid)"' },
     ]);
@@ -94,12 +82,12 @@ describe('step runner: background processes', () => {
     const pid = Number(line?.split(' ')[1]);
     expect(pid).toBeGreaterThan(0);
     expect(await running(pid)).toBe(false);
-    expect(await leftovers(tag)).toBe(0);
+    expect(await tagged.alive(tag)).toBe(0);
   });
 
   it('a cancelled job with a setsid child ends, its agent leaves and the only slot frees', async () => {
     t = await startTestOrchestrator({ config: oneSlot() });
-    const { tag, job } = tagged([{ name: 'hold', run: 'setsid sleep 1000 & echo up; sleep 1000' }]);
+    const { tag, job } = tagged.job([{ name: 'hold', run: 'setsid sleep 1000 & echo up; sleep 1000' }]);
     const [id] = await submit(t, { hold: job });
     await waitForLine(t, id!, /^up$/);
     const agentId = (await t.waitForJob(id!, ['running'])).agentId!;
@@ -110,26 +98,28 @@ describe('step runner: background processes', () => {
       20_000,
       'agent gone',
     );
-    expect(await leftovers(tag)).toBe(0);
+    expect(await tagged.alive(tag)).toBe(0);
     const [next] = await submit(t, { next: { runsOn: ['linux'], steps: [{ run: 'echo next' }] } });
     expect((await t.waitForJob(next!, undefined, 30_000)).state).toBe('succeeded');
   });
 
   it('step and job timeouts with setsid children: the reason names the step, the agent leaves, the slot frees', async () => {
     t = await startTestOrchestrator({ config: oneSlot() });
-    const step = tagged([{ name: 'build', run: 'setsid sleep 1000 & sleep 1000', timeoutSeconds: 2 }]);
+    const step = tagged.job([{ name: 'build', run: 'setsid sleep 1000 & sleep 1000', timeoutSeconds: 2 }]);
     const [stepJob] = await submit(t, { stepTimeout: step.job });
     const s = await t.waitForJob(stepJob!, undefined, 30_000);
     expect(s.state).toBe('timed-out');
     expect(s.reason).toBe('step "build" timed out after 2s');
-    expect(await leftovers(step.tag)).toBe(0);
+    expect(await tagged.alive(step.tag)).toBe(0);
 
-    const whole = tagged([{ name: 'hold', run: 'setsid sleep 1000 & sleep 1000' }], { timeoutSeconds: 2 });
+    const whole = tagged.job([{ name: 'hold', run: 'setsid sleep 1000 & sleep 1000' }], {
+      timeoutSeconds: 2,
+    });
     const [jobJob] = await submit(t, { jobTimeout: whole.job });
     const j = await t.waitForJob(jobJob!, undefined, 30_000);
     expect(j.state).toBe('timed-out');
     expect(j.reason).toBe('job timed out after 2s');
-    expect(await leftovers(whole.tag)).toBe(0);
+    expect(await tagged.alive(whole.tag)).toBe(0);
 
     const [next] = await submit(t, { next: { runsOn: ['linux'], steps: [{ run: 'echo next' }] } });
     expect((await t.waitForJob(next!, undefined, 30_000)).state).toBe('succeeded');

@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { submit, waitForLine } from '../../helpers/jobs.js';
+import { submit, waitForLine, useTaggedJobs } from '../../helpers/jobs.js';
 import {
   AGENT_BIN,
   bareMetalConfig,
@@ -8,7 +7,6 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
-import { pidsWithEnv } from '../../helpers/processes.js';
 
 /**
  * Defect 8 of issue #7: with the default `enforceCgroups: false`, a daemon a job started with setsid
@@ -17,61 +15,59 @@ import { pidsWithEnv } from '../../helpers/processes.js';
  */
 
 let t: TestOrchestrator | undefined;
-const tags: string[] = [];
+const tagged = useTaggedJobs();
 afterEach(async () => {
   await t?.stop();
   t = undefined;
-  for (const tag of tags.splice(0))
-    for (const pid of await pidsWithEnv(`TEST_TAG=${tag}`)) process.kill(pid, 'SIGKILL');
 });
 
 const config = () => bareMetalConfig({ maxAgents: 2 }, [{ labels: ['linux'], binaryPath: AGENT_BIN }]);
 
-function daemonJob(run: string) {
-  const tag = randomUUID();
-  tags.push(tag);
-  return { tag, job: { runsOn: ['linux'], env: { TEST_TAG: tag }, steps: [{ name: 'daemon', run }] } };
-}
-
-const daemons = async (tag: string) => (await pidsWithEnv(`TEST_TAG=${tag}`)).length;
-
 describe('adversarial: daemons started by a job do not outlive it (process mode)', () => {
   it('a setsid daemon is gone when its job ends', async () => {
     t = await startTestOrchestrator({ config: config() });
-    const { tag, job } = daemonJob('setsid sh -c "trap \'\' HUP; sleep 1000" > /dev/null 2>&1 &');
+    const { tag, job } = tagged.job([
+      { name: 'daemon', run: 'setsid sh -c "trap \'\' HUP; sleep 1000" > /dev/null 2>&1 &' },
+    ]);
     const [id] = await submit(t, { d: job });
     expect((await t.waitForJob(id!, undefined, 30_000)).state).toBe('succeeded');
-    expect(await daemons(tag)).toBe(0);
+    expect(await tagged.alive(tag)).toBe(0);
   });
 
   it('a daemon that hides from its job is still removed with its agent', async () => {
     t = await startTestOrchestrator({ config: config() });
     // Dropping the job's marker escapes the job's clean-up, but not the agent's teardown.
-    const { tag, job } = daemonJob('env -u KICI_JOB_MARKER setsid sleep 1000 > /dev/null 2>&1 &');
+    const { tag, job } = tagged.job([
+      { name: 'daemon', run: 'env -u KICI_JOB_MARKER setsid sleep 1000 > /dev/null 2>&1 &' },
+    ]);
     const [id] = await submit(t, { d: job });
     expect((await t.waitForJob(id!, undefined, 30_000)).state).toBe('succeeded');
-    await eventually(async () => (await daemons(tag)) === 0, 15_000, 'daemon removed with the agent');
+    await eventually(async () => (await tagged.alive(tag)) === 0, 15_000, 'daemon removed with the agent');
   });
 
   it('an agent killed mid-job: teardown still finds the daemons its job started', async () => {
     t = await startTestOrchestrator({ config: config() });
-    const { tag, job } = daemonJob('setsid sleep 1000 > /dev/null 2>&1 & echo "agent=$PPID"; sleep 1000');
+    const { tag, job } = tagged.job([
+      { name: 'daemon', run: 'setsid sleep 1000 > /dev/null 2>&1 & echo "agent=$PPID"; sleep 1000' },
+    ]);
     const [id] = await submit(t, { d: job });
     const agentPid = Number((await waitForLine(t, id!, /^agent=(\d+)$/))[1]);
-    expect(await daemons(tag)).toBeGreaterThanOrEqual(2);
+    expect(await tagged.alive(tag)).toBeGreaterThanOrEqual(2);
     process.kill(agentPid, 'SIGKILL');
     expect((await t.waitForJob(id!, undefined, 30_000)).state).toBe('failed');
-    await eventually(async () => (await daemons(tag)) === 0, 15_000, 'daemons removed at teardown');
+    await eventually(async () => (await tagged.alive(tag)) === 0, 15_000, 'daemons removed at teardown');
   });
 
   it('orchestrator stop leaves no daemon of a running job behind', async () => {
     t = await startTestOrchestrator({ config: config() });
-    const { tag, job } = daemonJob('setsid sleep 1000 > /dev/null 2>&1 & echo up; sleep 1000');
+    const { tag, job } = tagged.job([
+      { name: 'daemon', run: 'setsid sleep 1000 > /dev/null 2>&1 & echo up; sleep 1000' },
+    ]);
     const [id] = await submit(t, { d: job });
     await waitForLine(t, id!, /^up$/);
-    expect(await daemons(tag)).toBeGreaterThanOrEqual(2);
+    expect(await tagged.alive(tag)).toBeGreaterThanOrEqual(2);
     await t.stop();
     t = undefined;
-    expect(await daemons(tag)).toBe(0);
+    expect(await tagged.alive(tag)).toBe(0);
   });
 });
