@@ -659,9 +659,13 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   /**
    * Stop everything this manager started. Never hangs longer than the grace. Agents in `keep` (they
    * hold a running job) are left alive with their spawn records and tokens, so the next start adopts
-   * them exactly as after a crash.
+   * them exactly as after a crash. `drain` marks the end of a graceful stop, `shutdown` a plain one.
    */
-  async shutdownAll(graceMs = 15_000, keep?: ReadonlySet<string>): Promise<void> {
+  async shutdownAll(
+    graceMs = 15_000,
+    keep?: ReadonlySet<string>,
+    reason: Extract<DestroyReason, 'shutdown' | 'drain'> = 'shutdown',
+  ): Promise<void> {
     this.drain();
     this.freedTimer?.cancel();
     this.hooks = undefined;
@@ -670,7 +674,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
       this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
     const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId) && !clusterOwned(m));
     for (const m of going) m.abort.abort(new Error('shutting down'));
-    const all = going.map((m) => this.teardown(m, 'shutdown'));
+    const all = going.map((m) => this.teardown(m, reason));
     // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.
     const backends = keep ? [] : [...this.state.backends.values()].map((b) => b.shutdownAll());
     let timer: NodeJS.Timeout | undefined;

@@ -342,7 +342,11 @@ export class Orchestrator {
           false,
         );
     }
-    await this.scaler?.shutdownAll(undefined, kept.size > 0 ? kept : undefined);
+    await this.scaler?.shutdownAll(
+      undefined,
+      kept.size > 0 ? kept : undefined,
+      agents === 'leave' ? 'drain' : 'shutdown',
+    );
     for (const a of this.dispatcher.registry.list())
       a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
     this.wss?.close();

@@ -50,10 +50,12 @@ describe('drain and a stop that leaves agents', () => {
     await h.startJob(running!, ids[0]!);
     const tokenOfRunning = spawnToken(b.requestFor(running!)!);
 
-    await h.manager.shutdownAll(1_000, new Set([running!]));
+    await h.manager.shutdownAll(1_000, new Set([running!]), 'drain');
     await h.settle();
 
     expect(b.destroyedIds()).toEqual([idle]);
+    // The backend learns why: the end of a graceful stop, not a plain shutdown.
+    expect(b.destroys.map((d) => d.reason)).toEqual(['drain']);
     expect(b.shutdownCalls).toBe(0);
     expect((await h.spawnRows()).map((r) => r.agent_id)).toEqual([running]);
     expect((await h.store.tokens.check(tokenOfRunning, new Date(h.clock.now()))).ok).toBe(true);
