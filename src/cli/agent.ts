@@ -5,6 +5,7 @@
  */
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+import { packageVersion } from '../version.js';
 
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
 // process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
@@ -25,6 +26,10 @@ function log(level: 'info' | 'warn' | 'error', msg: string): void {
 }
 
 async function main(): Promise<number> {
+  if (process.argv.includes('--version') || process.argv.includes('-V')) {
+    process.stdout.write(packageVersion() + '\n');
+    return 0;
+  }
   if (process.argv.includes('--help') || process.argv.includes('-h')) {
     process.stdout.write(
       'kici-agent: runs CI jobs for a kici orchestrator.\n\n' +
@@ -35,6 +40,7 @@ async function main(): Promise<number> {
         "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +
         '  KICI_SCALER_CLAIM_CODE one-time code redeemed for an id and a token (instead of both)\n' +
         '  KICI_EPHEMERAL=1       exit after one job\n\n' +
+        'Options: --version prints the version; --help prints this.\n\n' +
         'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );
     return 0;

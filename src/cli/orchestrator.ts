@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../util/errors.js';
+import { packageVersion } from '../version.js';
 import { demo } from './demo.js';
 import { serve } from './serve.js';
 
 const program = new Command('kici-orchestrator')
   .description('The kici orchestrator: job queue, agent protocol and autoscaler')
+  .version(packageVersion())
   .exitOverride();
 
 program

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../../util/errors.js';
+import { packageVersion } from '../../version.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
@@ -11,6 +12,7 @@ import { registerScalerConfigCommands } from './scaler-config-commands.js';
 export function buildAdminProgram(): Command {
   const program = new Command('kici-admin')
     .description('Operate a kici orchestrator: jobs, agents and the scaler')
+    .version(packageVersion())
     .option('--server <url>', 'orchestrator URL (default: $KICI_SERVER_URL or http://127.0.0.1:8080)')
     .option('--token <token>', "admin token (default: $KICI_ADMIN_TOKEN, or the data dir's admin-token)")
     .option(

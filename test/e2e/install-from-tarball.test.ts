@@ -1,0 +1,209 @@
+/**
+ * docs/install.md, followed: `npm pack` the built repo, install the tarball into a fresh prefix, and
+ * run what was installed (not the repo's dist/) with the pinned Node 24: `--version`, then the
+ * systemd unit's own command line on a fresh data dir, with a bare-metal scaler whose binaryPath is
+ * the installed kici-agent. The unit files are checked for the settings the docs explain.
+ */
+import { spawn } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, NODE, ROOT } from '../helpers/orchestrator.js';
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(file: string, args: string[], env: NodeJS.ProcessEnv = {}, cwd = ROOT) {
+  const child = spawn(file, args, {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += String(d)));
+  child.stderr.on('data', (d) => (stderr += String(d)));
+  const exited = new Promise<Ran>((res) => child.on('close', (code) => res({ code, stdout, stderr })));
+  return { child, exited, output: () => stdout };
+}
+
+/** systemd unit files: `[Section]` then `Key=Value` lines; `#`/`;` comments; repeated keys kept. */
+function parseUnit(text: string): Map<string, Map<string, string[]>> {
+  const sections = new Map<string, Map<string, string[]>>();
+  let current: Map<string, string[]> | undefined;
+  for (const [i, raw] of text.split('\n').entries()) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#') || line.startsWith(';')) continue;
+    const header = /^\[([A-Za-z]+)\]$/.exec(line);
+    if (header) {
+      current = new Map();
+      sections.set(header[1]!, current);
+      continue;
+    }
+    const kv = /^([A-Za-z][A-Za-z0-9]*)=(.*)$/.exec(line);
+    if (!kv || !current) throw new Error(`line ${i + 1}: not a [Section] or Key=Value: ${raw}`);
+    current.set(kv[1]!, [...(current.get(kv[1]!) ?? []), kv[2]!]);
+  }
+  return sections;
+}
+
+const unitFile = async (name: string) =>
+  parseUnit(await readFile(join(ROOT, 'examples/systemd', name), 'utf8'));
+const one = (unit: Map<string, Map<string, string[]>>, key: string) => unit.get('Service')?.get(key)?.at(-1);
+
+describe('install from an npm pack tarball (docs/install.md)', () => {
+  let work = '';
+  let tarball = '';
+  let packed: string[] = [];
+  let prefix = '';
+  let version = '';
+  /** PATH with only the pinned Node ahead of the system, as the unit's Environment=PATH would be. */
+  let path = '';
+
+  beforeAll(async () => {
+    work = await mkdtemp(join(tmpdir(), 'kici-install-'));
+    version = (JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+    const pack = await run('npm', ['pack', '--pack-destination', work, '--json']).exited;
+    expect(pack.code, pack.stderr).toBe(0);
+    const info = (JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[])[0]!;
+    tarball = join(work, info.filename);
+    packed = info.files.map((f) => f.path);
+    path = `${dirname(await realpath(NODE))}:/usr/local/bin:/usr/bin:/bin`;
+    // The docs' "into a prefix" install. The npm cache holds every dependency after `npm ci`.
+    prefix = join(work, 'prefix');
+    const started = Date.now();
+    const install = await run('npm', [
+      'install',
+      '--prefix',
+      prefix,
+      tarball,
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+    ]).exited;
+    expect(install.code, install.stderr).toBe(0);
+    console.log(`npm install of the tarball: ${Date.now() - started} ms`);
+  });
+
+  afterAll(async () => {
+    if (work) await rm(work, { recursive: true, force: true });
+  });
+
+  it('packs the commands, the docs, the examples and the licence, and no sources or tests', () => {
+    expect(tarball.endsWith(`kici-orchestrator-${version}.tgz`)).toBe(true);
+    for (const p of [
+      'package.json',
+      'LICENSE',
+      'README.md',
+      'dist/cli/orchestrator.js',
+      'dist/cli/admin.js',
+      'dist/cli/agent.js',
+      'dist/version.js',
+      'docs/install.md',
+      'examples/systemd/kici-orchestrator.service',
+      'examples/systemd/kici-agent.service',
+    ])
+      expect(packed, p).toContain(p);
+    expect(packed.filter((p) => /^(src|test|scripts|node_modules|\.kici-data)\//.test(p))).toEqual([]);
+  });
+
+  it('the installed commands print the version', async () => {
+    for (const bin of ['kici-orchestrator', 'kici-admin', 'kici-agent']) {
+      // Run through the bin link, so its `#!/usr/bin/env node` line finds Node on PATH.
+      const res = await run(join(prefix, 'node_modules/.bin', bin), ['--version'], { PATH: path }).exited;
+      expect({ bin, code: res.code, stdout: res.stdout }).toEqual({ bin, code: 0, stdout: `${version}\n` });
+    }
+  });
+
+  it('the systemd units carry the stop settings the docs explain', async () => {
+    const orch = await unitFile('kici-orchestrator.service');
+    expect([...orch.keys()]).toEqual(['Unit', 'Service', 'Install']);
+    const exec = one(orch, 'ExecStart')!.split(/\s+/);
+    expect(exec.slice(0, 2)).toEqual(['/usr/local/bin/kici-orchestrator', 'serve']);
+    const drain = Number(exec[exec.indexOf('--drain-timeout') + 1]);
+    expect(exec).toContain('--drain-timeout');
+    expect(drain).toBeGreaterThan(0);
+    expect(Number(one(orch, 'TimeoutStopSec'))).toBeGreaterThan(drain);
+    expect(one(orch, 'KillMode')).toBe('process');
+    expect(exec[exec.indexOf('--listen') + 1]).toMatch(/^127\.0\.0\.1:/);
+
+    const agent = await unitFile('kici-agent.service');
+    expect(one(agent, 'ExecStart')).toBe('/usr/local/bin/kici-agent');
+    expect(one(agent, 'EnvironmentFile')).toBe('/etc/kici/agent.env');
+    expect(one(agent, 'KillMode')).toBe('mixed');
+    expect(Number(one(agent, 'TimeoutStopSec'))).toBeGreaterThan(0);
+    expect(one(agent, 'RestartPreventExitStatus')).toBe('2');
+
+    // The README's unit excerpt must say the same as the example file.
+    const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
+    expect(readme).toContain(`--drain-timeout ${drain}\nTimeoutStopSec=${one(orch, 'TimeoutStopSec')}`);
+  });
+
+  it("runs the unit's command line from the install, on a fresh data dir, with the installed agent", async () => {
+    const bin = (name: string) => join(prefix, 'node_modules/.bin', name);
+    const exec = one(await unitFile('kici-orchestrator.service'), 'ExecStart')!.split(/\s+/);
+    // The unit's own arguments, with the machine's paths swapped for temp ones and an ephemeral port.
+    const dataDir = join(work, 'var-lib-kici');
+    const config = join(work, 'etc-kici', 'scalers.yaml');
+    await mkdir(dirname(config));
+    await writeFile(
+      config,
+      stringify({
+        version: 1,
+        scalers: [
+          {
+            name: 'local',
+            type: 'bare-metal',
+            maxAgents: 1,
+            labelSets: [{ labels: ['linux', 'install'], binaryPath: bin('kici-agent') }],
+          },
+        ],
+      }),
+    );
+    const swap: Record<string, string> = {
+      '--config': config,
+      '--data-dir': dataDir,
+      '--listen': '127.0.0.1:0',
+    };
+    const args = exec.slice(1).map((a, i, all) => swap[all[i - 1]!] ?? a);
+    expect(args).toContain('--drain-timeout');
+
+    const serve = run(bin('kici-orchestrator'), args, { PATH: path, KICI_LOG_LEVEL: 'info' });
+    try {
+      const url = (await eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output()), 60_000, 'ready'))[1]!;
+      expect((await fetch(`${url}/readyz`)).status).toBe(200);
+
+      const runFile = join(work, 'run.yaml');
+      await writeFile(
+        runFile,
+        stringify({
+          name: 'install',
+          jobs: { hello: { runsOn: ['linux', 'install'], steps: [{ run: 'echo installed-ok' }] } },
+        }),
+      );
+      const admin = (a: string[]) =>
+        run(bin('kici-admin'), a, {
+          PATH: path,
+          KICI_SERVER_URL: url,
+          KICI_DATA_DIR: dataDir,
+          KICI_ADMIN_TOKEN: '',
+        }).exited;
+      const submitted = await admin(['job', 'submit', runFile, '--wait']);
+      expect(submitted.code, submitted.stdout + submitted.stderr).toBe(0);
+      const jobId = /(j-[0-9a-f]{12})/.exec(submitted.stdout)![1]!;
+      const logs = await admin(['job', 'logs', jobId]);
+      expect(logs.stdout).toContain('installed-ok');
+
+      // What systemctl stop sends: one SIGTERM. With no job running, the drain ends at once.
+      serve.child.kill('SIGTERM');
+      expect((await serve.exited).code).toBe(0);
+    } finally {
+      if (serve.child.exitCode === null) serve.child.kill('SIGKILL');
+    }
+  });
+});
