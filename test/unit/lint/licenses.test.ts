@@ -1,7 +1,7 @@
 /** The licence check run by `npm run licenses` in CI: SPDX expressions, the walk, and the verdict. */
 import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   checkPackages,
@@ -106,5 +106,12 @@ describe('the production walk and the verdict', () => {
     expect(checkPackages(pkgs, { odd: 'x', old: 'y' }).problems).toEqual([
       'REVIEWED entry is stale (remove it): old',
     ]);
+  });
+
+  it("passes on this repository's own production tree", () => {
+    const { packages, missing } = productionPackages(resolve(import.meta.dirname, '../../..'));
+    expect(missing).toEqual([]);
+    expect(packages.length).toBeGreaterThan(10);
+    expect(checkPackages(packages).problems).toEqual([]);
   });
 });
