@@ -5,7 +5,7 @@
  * the installed kici-agent. The unit files are checked for the settings the docs explain.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
@@ -68,26 +68,35 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'kici-install-'));
     version = (JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-    const pack = await run('npm', ['pack', '--pack-destination', work, '--json']).exited;
+    const pack = await run('npm', ['run', '--silent', 'pack', '--', work]).exited;
     expect(pack.code, pack.stderr).toBe(0);
-    const info = (JSON.parse(pack.stdout) as { filename: string; files: { path: string }[] }[])[0]!;
-    tarball = join(work, info.filename);
-    packed = info.files.map((f) => f.path);
+    tarball = pack.stdout.trim().split('\n').at(-1)!;
+    const list = await run('tar', ['-tzf', tarball]).exited;
+    packed = list.stdout
+      .trim()
+      .split('\n')
+      .map((f) => f.replace(/^package\//, ''));
     path = `${dirname(await realpath(NODE))}:/usr/local/bin:/usr/bin:/bin`;
-    // The docs' "into a prefix" install. The npm cache holds every dependency after `npm ci`.
-    prefix = join(work, 'prefix');
+    // The docs' offline install: unpack the tarball and let `npm ci` install the dependencies the
+    // shrinkwrap pins, from the npm cache alone (filled by the repo's own `npm ci`): no registry.
+    prefix = join(work, 'opt');
+    await mkdir(prefix, { recursive: true });
+    const untar = await run('tar', ['-xzf', tarball, '-C', prefix]).exited;
+    expect(untar.code, untar.stderr).toBe(0);
+    prefix = join(prefix, 'package');
     const started = Date.now();
-    const install = await run('npm', [
-      'install',
-      '--prefix',
-      prefix,
-      tarball,
-      '--no-audit',
-      '--no-fund',
-      '--prefer-offline',
-    ]).exited;
+    const install = await run('npm', ['ci', '--offline', '--omit=dev', '--no-audit', '--no-fund'], {}, prefix)
+      .exited;
     expect(install.code, install.stderr).toBe(0);
     console.log(`npm install of the tarball: ${Date.now() - started} ms`);
+    // The commands, linked as docs/install.md shows.
+    await mkdir(join(prefix, 'bin'));
+    for (const [name, file] of [
+      ['kici-orchestrator', 'orchestrator.js'],
+      ['kici-admin', 'admin.js'],
+      ['kici-agent', 'agent.js'],
+    ])
+      await symlink(join(prefix, 'dist/cli', file!), join(prefix, 'bin', name!));
   });
 
   afterAll(async () => {
@@ -98,6 +107,7 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
     expect(tarball.endsWith(`kici-orchestrator-${version}.tgz`)).toBe(true);
     for (const p of [
       'package.json',
+      'npm-shrinkwrap.json',
       'LICENSE',
       'README.md',
       'dist/cli/orchestrator.js',
@@ -115,7 +125,7 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
   it('the installed commands print the version', async () => {
     for (const bin of ['kici-orchestrator', 'kici-admin', 'kici-agent']) {
       // Run through the bin link, so its `#!/usr/bin/env node` line finds Node on PATH.
-      const res = await run(join(prefix, 'node_modules/.bin', bin), ['--version'], { PATH: path }).exited;
+      const res = await run(join(prefix, 'bin', bin), ['--version'], { PATH: path }).exited;
       expect({ bin, code: res.code, stdout: res.stdout }).toEqual({ bin, code: 0, stdout: `${version}\n` });
     }
   });
@@ -145,7 +155,7 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
   });
 
   it("runs the unit's command line from the install, on a fresh data dir, with the installed agent", async () => {
-    const bin = (name: string) => join(prefix, 'node_modules/.bin', name);
+    const bin = (name: string) => join(prefix, 'bin', name);
     const exec = one(await unitFile('kici-orchestrator.service'), 'ExecStart')!.split(/\s+/);
     // The unit's own arguments, with the machine's paths swapped for temp ones and an ephemeral port.
     const dataDir = join(work, 'var-lib-kici');
