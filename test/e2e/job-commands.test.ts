@@ -119,7 +119,23 @@ describe('job submit --wait', () => {
     const body = JSON.parse(json.stdout) as { timedOut: boolean; jobs: { id: string; state: string }[] };
     expect(body.timedOut).toBe(true);
     expect(body.jobs[0]!.state).toMatch(/queued|dispatched|running/);
-    for (const j of [id, body.jobs[0]!.id]) await t.api('POST', `/api/v1/jobs/${j}/cancel`);
+    const followed = await admin([
+      'job',
+      'submit',
+      path,
+      '--wait',
+      '--timeout',
+      '2',
+      '--follow',
+      '--timestamps',
+    ]);
+    expect(followed.code).toBe(1);
+    expect(followed.stdout).toMatch(/^slow \| \d{4}-\d\d-\d\dT[\d:.]+Z » /m);
+    const third = /^(j-[0-9a-f]{12})\s+slow\s/m.exec(followed.stdout)![1]!;
+    for (const j of [id, body.jobs[0]!.id, third]) await t.api('POST', `/api/v1/jobs/${j}/cancel`);
+    expect((await admin(['job', 'submit', path, '--timestamps'])).stderr).toMatch(
+      /--timestamps only applies with --follow/,
+    );
     expect((await admin(['job', 'submit', path, '--wait', '--timeout', 'soon'])).stderr).toMatch(
       /--timeout: a number of seconds/,
     );

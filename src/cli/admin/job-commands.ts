@@ -38,6 +38,7 @@ interface SubmitOptions {
 async function submit(file: string, o: SubmitOptions, api: () => Promise<AdminClient>): Promise<void> {
   if ((o.timeout !== undefined || o.follow) && !o.wait)
     throw new UserError('--timeout and --follow only apply with --wait');
+  if (o.timestamps && !o.follow) throw new UserError('--timestamps only applies with --follow');
   const timeoutMs = parseTimeout(o.timeout);
   const spec = await readRunFile(file);
   const client = await api();
