@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { canonicalizeLabels, mirrorResources } from '../config/index.js';
+import { failureReason } from '../jobs/failure-reason.js';
 import type { RunSpec, JobSpec } from '../jobs/run-spec.js';
 import type { AssignedJob } from '../protocol/messages.js';
 import type { ScalerManager } from '../scaler/manager.js';
@@ -400,6 +401,9 @@ export class Dispatcher {
     await this.logs.flush();
     let done: boolean;
     try {
+      // A failure without the agent's word is explained by its failing step and exit code.
+      if (state === 'failed' && !reason)
+        reason = failureReason(await this.opts.store.logs.steps(jobId), exitCode);
       done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
     } catch (err) {
       this.log.error(

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { isMemoryString } from '../config/memory.js';
-import { clip, findUnsafeText, quote } from './safe-text.js';
+import { dropShadowedRequired, runSpecIssueMessage } from './run-spec-messages.js';
+import { clip, findUnsafeText } from './safe-text.js';
 
 /**
  * The longest job or step timeout: 30 days. Anything longer is almost surely a typo, and Node's
@@ -54,7 +55,10 @@ export const JOB_ROLES = ['execution', 'build', 'init'] as const;
 
 export const jobSpecSchema = z.strictObject({
   runsOn: z
-    .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+    .union([z.string().min(1), z.array(z.string().min(1)).min(1)], {
+      error: (iss) =>
+        `${iss.input === undefined ? 'required: ' : ''}a label or a list of labels, like [linux, small]`,
+    })
     .transform((v) => (typeof v === 'string' ? [v] : v)),
   steps: z.array(stepSpecSchema).min(1, 'at least one step'),
   env: envSchema.optional(),
@@ -100,7 +104,9 @@ export function formatIssuePath(path: readonly PropertyKey[]): string {
 }
 
 export function describeRunSpecIssues(err: z.ZodError): string[] {
-  return capProblems(err.issues.map((i) => `${formatIssuePath(i.path)}: ${issueMessage(i)}`));
+  return capProblems(
+    dropShadowedRequired(err.issues).map((i) => `${formatIssuePath(i.path)}: ${issueMessage(i)}`),
+  );
 }
 
 /** Keep a problem list readable: the first MAX_PROBLEMS, then a count of the rest. */
@@ -112,21 +118,18 @@ export function capProblems(problems: string[]): string[] {
 /** A bad record key (job name, env name) only says "Invalid key in record"; its own schema says why. */
 function issueMessage(i: z.core.$ZodIssue): string {
   if (i.code === 'invalid_key' && i.issues.length > 0) return i.issues.map((k) => k.message).join('; ');
-  // Zod quotes unknown keys verbatim; quote them ourselves, clipped and escaped.
-  if (i.code === 'unrecognized_keys')
-    return `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys
-      .slice(0, 5)
-      .map((k) => quote(k))
-      .join(', ')}`;
   return clip(i.message, 300);
 }
+
+/** The config's plain-language messages (with "did you mean"), for the API and the run file alike. */
+export const RUN_SPEC_PARSE_PARAMS = { error: runSpecIssueMessage } as const;
 
 export type ParseResult<T> = { ok: true; value: T } | { ok: false; problems: string[] };
 
 export function parseRunSpec(input: unknown): ParseResult<RunSpec> {
   const unsafe = findUnsafeText(input);
   if (unsafe.length) return { ok: false, problems: unsafe };
-  const res = runSpecSchema.safeParse(input);
+  const res = runSpecSchema.safeParse(input, RUN_SPEC_PARSE_PARAMS);
   if (res.success) return { ok: true, value: res.data };
   return { ok: false, problems: describeRunSpecIssues(res.error) };
 }

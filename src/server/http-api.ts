@@ -5,6 +5,7 @@ import { HTTPException } from 'hono/http-exception';
 import { canonicalizeLabels } from '../config/index.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { newId } from '../dispatch/dispatcher.js';
+import { reasonFor } from '../jobs/failure-reason.js';
 import { parseRunSpec } from '../jobs/run-spec.js';
 import { clip, quote } from '../jobs/safe-text.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
@@ -20,6 +21,7 @@ import {
   readJsonBody,
   tokenBodySchema,
 } from './http-validation.js';
+import { registerJobRoutes } from './job-routes.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -74,6 +76,8 @@ export function jobView(row: JobRow, waiting?: string) {
     waiting: row.state === 'queued' ? (waiting ?? row.last_provisioning_error ?? null) : null,
     lastProvisioningError: row.last_provisioning_error,
     attempts: row.attempts,
+    attempt: row.attempt,
+    retryOf: row.retry_of,
     createdAt: row.created_at,
     dispatchedAt: row.dispatched_at,
     startedAt: row.started_at,
@@ -192,6 +196,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     const steps = await store.logs.steps(row.id);
     return c.json({
       ...jobView(row, dispatcher.queue.get(row.id)?.waiting),
+      reason: reasonFor(row.state, row.reason, steps, row.exit_code),
+      stepCount: (row.spec as { steps?: unknown[] }).steps?.length ?? null,
       steps: steps.map((s) => ({
         idx: s.idx,
         name: s.name,
@@ -199,6 +205,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
         timedOut: s.timed_out,
         startedAt: s.started_at,
         finishedAt: s.finished_at,
+        durationMs: s.finished_at ? s.finished_at.getTime() - s.started_at.getTime() : null,
       })),
     });
   });
@@ -233,6 +240,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       return c.json({ error: 'conflict', problems: [`job ${row.id} is already ${row.state}`] }, 409);
     return c.json({ id: row.id, state: 'cancelled' });
   });
+
+  registerJobRoutes(app, { ...deps, view: (row) => jobView(row) });
 
   app.get('/api/v1/agents', async (c) => {
     const connected = dispatcher.registry.list().map((a) => ({

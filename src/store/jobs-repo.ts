@@ -38,6 +38,46 @@ export class JobsRepo {
     });
   }
 
+  /**
+   * A new attempt of a finished job, queued in the same run with the same spec and name. Refused when
+   * the job is still open, or when another attempt of it is: retrying twice must not run it twice.
+   */
+  async insertRetry(
+    jobId: string,
+    newId: string,
+    now: Date,
+  ): Promise<{ row: JobRow } | { open: JobRow } | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      const prev = await trx.selectFrom('jobs').selectAll().where('id', '=', jobId).executeTakeFirst();
+      if (!prev) return undefined;
+      const siblings = await trx
+        .selectFrom('jobs')
+        .selectAll()
+        .where('run_id', '=', prev.run_id)
+        .where('name', '=', prev.name)
+        .execute();
+      const open = siblings.find((j) => OPEN.includes(j.state));
+      if (open) return { open };
+      const attempt = Math.max(...siblings.map((j) => j.attempt)) + 1;
+      const row = await trx
+        .insertInto('jobs')
+        .values({
+          id: newId,
+          run_id: prev.run_id,
+          name: prev.name,
+          state: 'queued',
+          runs_on: JSON.stringify(prev.runs_on),
+          spec: JSON.stringify(prev.spec),
+          attempt,
+          retry_of: prev.id,
+          created_at: now,
+        })
+        .returningAll()
+        .executeTakeFirstOrThrow();
+      return { row };
+    });
+  }
+
   get(id: string): Promise<JobRow | undefined> {
     return this.db.selectFrom('jobs').selectAll().where('id', '=', id).executeTakeFirst();
   }

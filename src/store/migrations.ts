@@ -127,6 +127,13 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /** `job retry` adds a new job row to the same run: which attempt it is, and the job it retries. */
+  '003_job_retry': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table jobs add column attempt integer not null default 1`.execute(db);
+      await sql`alter table jobs add column retry_of text`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

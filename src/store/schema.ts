@@ -37,6 +37,10 @@ export interface JobsTable {
   reason: string | null;
   last_provisioning_error: string | null;
   attempts: Generated<number>;
+  /** 1 for a submitted job; a retry is the latest attempt of its name in the run plus one. */
+  attempt: Generated<number>;
+  /** The finished job this one retries (null for a submitted job). */
+  retry_of: string | null;
   /** The stored log lost its middle to the per-job cap (head and tail kept). */
   log_truncated: Generated<boolean>;
   created_at: Timestamp;

@@ -1,67 +1,127 @@
 import type { Command } from 'commander';
-import { readRunFile } from '../../jobs/run-file.js';
+import { checkRunFile, readRunFile, summarizeRun } from '../../jobs/run-file.js';
+import { UserError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 import { type ClientOptions } from './client.js';
+import { renderJobDetail, type JobDetail } from './job-get.js';
+import { JobLogReader, sleep } from './job-logs.js';
+import { waitForRun, type RunJobView } from './job-wait.js';
 
-interface JobView {
-  id: string;
-  runId: string;
-  name: string;
-  state: string;
-  agentId: string | null;
-  exitCode: number | null;
-  reason: string | null;
-  waiting: string | null;
-  createdAt: string;
-  startedAt: string | null;
-  finishedAt: string | null;
+type JobView = RunJobView;
+type Client = (c: Command) => Promise<AdminClient>;
+const enc = encodeURIComponent;
+
+function parseTimeout(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new UserError(`--timeout: a number of seconds greater than 0, got ${JSON.stringify(raw)}`);
+  return n * 1000;
 }
 
-const FINAL = new Set(['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend']);
+function jobStateTable(jobs: JobView[]): string {
+  return table(
+    ['JOB', 'NAME', 'STATE', 'EXIT', 'REASON'],
+    jobs.map((j) => [j.id, j.name, j.state, j.exitCode, j.reason ?? j.waiting]),
+  );
+}
 
-export function registerJobCommands(program: Command, client: (c: Command) => Promise<AdminClient>): void {
+interface SubmitOptions {
+  wait?: boolean;
+  timeout?: string;
+  follow?: boolean;
+  timestamps?: boolean;
+  json?: boolean;
+}
+
+async function submit(file: string, o: SubmitOptions, api: () => Promise<AdminClient>): Promise<void> {
+  if ((o.timeout !== undefined || o.follow) && !o.wait)
+    throw new UserError('--timeout and --follow only apply with --wait');
+  if (o.timestamps && !o.follow) throw new UserError('--timestamps only applies with --follow');
+  const timeoutMs = parseTimeout(o.timeout);
+  const spec = await readRunFile(file);
+  const client = await api();
+  const res = await client.request<{ runId: string; jobs: { id: string; name: string }[] }>(
+    'POST',
+    '/api/v1/runs',
+    spec,
+  );
+  if (!o.wait) {
+    if (o.json) printJson(res);
+    else
+      process.stdout.write(
+        `run ${res.runId}\n${table(
+          ['JOB', 'NAME'],
+          res.jobs.map((j) => [j.id, j.name]),
+        )}\n`,
+      );
+    return;
+  }
+  const ndjson = (record: unknown) => process.stdout.write(JSON.stringify(record) + '\n');
+  if (!o.json) process.stdout.write(`run ${res.runId}: ${res.jobs.length} job(s) submitted\n`);
+  const result = await waitForRun(client, res.runId, {
+    ...(timeoutMs !== undefined && { timeoutMs }),
+    ...(!o.json && { onProgress: (l: string) => process.stdout.write(l + '\n') }),
+    ...(o.follow && {
+      follow: o.json
+        ? { json: ndjson }
+        : { text: (l: string) => process.stdout.write(l + '\n'), ...(o.timestamps && { timestamps: true }) },
+    }),
+  });
+  const body = { runId: res.runId, timedOut: result.timedOut, jobs: result.jobs };
+  // With --follow --json every record is one line, so the stream stays NDJSON to the end.
+  if (o.json) {
+    if (o.follow) ndjson({ type: 'result', ...body });
+    else printJson(body);
+  } else process.stdout.write(jobStateTable(result.jobs) + '\n');
+  if (result.timedOut) {
+    process.stderr.write(
+      `Error: run ${res.runId} was not finished after ${o.timeout}s (--timeout); its jobs keep running (see the states above)\n`,
+    );
+    process.exitCode = 1;
+  } else if (result.jobs.some((j) => j.state !== 'succeeded')) process.exitCode = 1;
+}
+
+export function registerJobCommands(program: Command, client: Client): void {
   const job = program.command('job').description('submit and inspect jobs');
 
   job
     .command('submit <file>')
     .description('submit a run file (YAML or JSON); prints the job ids')
     .option('--wait', 'follow progress until every job is final; exit 1 if any did not succeed')
+    .option(
+      '--timeout <seconds>',
+      'with --wait: stop waiting after this long (exit 1; the jobs keep running)',
+    )
+    .option('--follow', "with --wait: stream the jobs' logs, each line prefixed with the job name")
+    .option('--timestamps', 'with --follow: prefix every log line with its ISO time')
+    .option('--json', 'machine-readable output (with --follow: one JSON record per line)')
+    .action(async (file: string, o: SubmitOptions, cmd: Command) => submit(file, o, () => client(cmd)));
+
+  job
+    .command('validate <file>')
+    .description('check a run file offline (no server); lists every problem')
     .option('--json', 'machine-readable output')
-    .action(async (file: string, o: { wait?: boolean; json?: boolean }, cmd: Command) => {
-      const spec = await readRunFile(file);
-      const api = await client(cmd);
-      const res = await api.request<{ runId: string; jobs: { id: string; name: string }[] }>(
-        'POST',
-        '/api/v1/runs',
-        spec,
-      );
-      if (!o.wait) {
-        if (o.json) printJson(res);
-        else
-          process.stdout.write(
-            `run ${res.runId}\n${table(
-              ['JOB', 'NAME'],
-              res.jobs.map((j) => [j.id, j.name]),
-            )}\n`,
-          );
-        return;
-      }
-      if (!o.json) process.stdout.write(`run ${res.runId}: ${res.jobs.length} job(s) submitted\n`);
-      const final = await waitForRun(
-        api,
-        res.runId,
-        o.json ? undefined : (l) => process.stdout.write(l + '\n'),
-      );
-      if (o.json) printJson({ runId: res.runId, jobs: final });
-      else
-        process.stdout.write(
-          table(
-            ['JOB', 'NAME', 'STATE', 'EXIT', 'REASON'],
-            final.map((j) => [j.id, j.name, j.state, j.exitCode, j.reason]),
-          ) + '\n',
+    .action(async (file: string, o: { json?: boolean }) => {
+      const res = await checkRunFile(file);
+      if (o.json) {
+        printJson(
+          res.ok
+            ? { ok: true, file, ...summarizeRun(res.spec) }
+            : { ok: false, file, problems: res.problems },
         );
-      if (final.some((j) => j.state !== 'succeeded')) process.exitCode = 1;
+      } else if (res.ok) {
+        const s = summarizeRun(res.spec);
+        process.stdout.write(
+          `${file}: valid: ${s.jobs} job${s.jobs === 1 ? '' : 's'}, ${s.steps} step${s.steps === 1 ? '' : 's'}\n`,
+        );
+      } else {
+        const n = res.problems.length;
+        process.stdout.write(`${file}: invalid, ${n} problem${n === 1 ? '' : 's'}:\n`);
+        for (const p of res.problems) process.stdout.write(`  ${p}\n`);
+      }
+      process.exitCode = res.ok ? 0 : 1;
     });
 
   job
@@ -96,41 +156,65 @@ export function registerJobCommands(program: Command, client: (c: Command) => Pr
 
   job
     .command('get <id>')
-    .description('show one job')
+    .description('show one job: its fields, the reason, and each step (exit code, duration)')
     .option('--json', 'machine-readable output')
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
-      const j = await (
-        await client(cmd)
-      ).request<JobView & { steps: unknown[] }>('GET', `/api/v1/jobs/${encodeURIComponent(id)}`);
+      const j = await (await client(cmd)).request<JobDetail>('GET', `/api/v1/jobs/${enc(id)}`);
       if (o.json) return printJson(j);
-      for (const [k, v] of Object.entries(j))
-        if (k !== 'steps') process.stdout.write(`${k.padEnd(22)} ${v ?? '-'}\n`);
+      process.stdout.write(renderJobDetail(j));
     });
 
   job
     .command('logs <id>')
-    .description("print a job's log")
+    .description("print a job's log, each step framed by its name, exit code and duration")
     .option('--follow', 'keep printing until the job is final')
-    .option('--json', 'machine-readable output')
-    .action(async (id: string, o: { follow?: boolean; json?: boolean }, cmd: Command) => {
-      const api = await client(cmd);
-      let after: number | undefined;
-      for (;;) {
-        const res = await api.request<{
-          state: string;
-          lines: { id: number; stream: string; line: string }[];
-        }>(
-          'GET',
-          `/api/v1/jobs/${encodeURIComponent(id)}/logs${after !== undefined ? `?after=${after}` : ''}`,
+    .option('--timestamps', 'prefix every line with its ISO time')
+    .option('--json', 'machine-readable output (with --follow: one JSON record per line)')
+    .action(
+      async (id: string, o: { follow?: boolean; timestamps?: boolean; json?: boolean }, cmd: Command) => {
+        const api = await client(cmd);
+        const all: unknown[] = [];
+        const ndjson = (r: unknown) => process.stdout.write(JSON.stringify(r) + '\n');
+        const reader = new JobLogReader(
+          api,
+          id,
+          o.json
+            ? {
+                json: (lines) =>
+                  o.follow ? (lines as unknown[]).forEach(ndjson) : all.push(...(lines as unknown[])),
+              }
+            : { text: (l) => process.stdout.write(l + '\n') },
+          o.timestamps ? { timestamps: true } : {},
         );
-        for (const l of res.lines) {
-          if (o.json) process.stdout.write(JSON.stringify(l) + '\n');
-          else process.stdout.write(`${l.stream === 'system' ? '» ' : ''}${l.line}\n`);
-          after = l.id;
+        for (;;) {
+          const r = await reader.poll();
+          if (!o.follow || r.done) {
+            if (o.json && !o.follow)
+              printJson({
+                jobId: id,
+                state: r.state,
+                logTruncated: r.logTruncated,
+                steps: r.steps,
+                lines: all,
+              });
+            else if (o.json) ndjson({ type: 'end', jobId: id, state: r.state, steps: r.steps });
+            return;
+          }
+          await sleep(500);
         }
-        if (!o.follow || FINAL.has(res.state)) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
+      },
+    );
+
+  job
+    .command('retry <id>')
+    .description('run a finished job again as a new attempt in the same run; prints the new job id')
+    .option('--json', 'machine-readable output')
+    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+      const res = await (
+        await client(cmd)
+      ).request<JobView & { attempt: number; retryOf: string }>('POST', `/api/v1/jobs/${enc(id)}/retry`);
+      if (o.json) printJson(res);
+      else process.stdout.write(`${res.id}\n`);
     });
 
   job
@@ -140,32 +224,11 @@ export function registerJobCommands(program: Command, client: (c: Command) => Pr
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
       const res = await (
         await client(cmd)
-      ).request<{ id: string; state: string }>('POST', `/api/v1/jobs/${encodeURIComponent(id)}/cancel`);
+      ).request<{ id: string; state: string }>('POST', `/api/v1/jobs/${enc(id)}/cancel`);
       if (o.json) printJson(res);
       else process.stdout.write(`job ${res.id} cancelled\n`);
     });
 }
 
-/** Poll a run until every job is final, reporting each change of the counts. */
-export async function waitForRun(
-  api: AdminClient,
-  runId: string,
-  onProgress?: (line: string) => void,
-): Promise<JobView[]> {
-  let last = '';
-  for (;;) {
-    const run = await api.request<{ counts: Record<string, number>; jobs: JobView[] }>(
-      'GET',
-      `/api/v1/runs/${runId}`,
-    );
-    const line = Object.entries(run.counts)
-      .map(([k, v]) => `${k}=${v}`)
-      .join(' ');
-    if (line !== last) onProgress?.(`  ${line}`);
-    last = line;
-    if (run.jobs.every((j) => FINAL.has(j.state))) return run.jobs;
-    await new Promise((r) => setTimeout(r, 300));
-  }
-}
-
+export { waitForRun };
 export type { ClientOptions };

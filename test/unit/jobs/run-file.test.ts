@@ -102,7 +102,7 @@ describe('readRunFile', () => {
       return p.slice(path.length + 2).split(': ')[0];
     });
     expect(byPath.sort()).toEqual(['jobs.build.role', 'jobs.build.runsOn', 'jobs.build.steps[0].run']);
-    expect(err.problems).toContain(`${path}: jobs.build.steps[0].run: a shell command`);
+    expect(err.problems).toContain(`${path}: jobs.build.steps[0].run: a shell command (line 5)`);
     expect(err.message.startsWith('invalid run file:\n')).toBe(true);
     for (const p of err.problems) expect(err.message).toContain(p);
   });
@@ -112,7 +112,7 @@ describe('readRunFile', () => {
     const err = await failure(path);
     expect(err.problems).toHaveLength(1);
     expect(err.problems[0]).toMatch(
-      new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: \\(root\\): `),
+      new RegExp(`^${path.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: \\(top level\\): expected a mapping`),
     );
   });
 });
