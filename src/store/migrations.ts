@@ -127,6 +127,12 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /** `kici-admin agent token list` shows when each token last let an agent in. */
+  '003_token_last_used': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table agent_tokens add column last_used_at timestamptz`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
