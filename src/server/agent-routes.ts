@@ -118,6 +118,7 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
     for (const a of holders) {
       a.revoked = true;
       registry.forgetDeparted(a.id);
+      registry.release(a.id);
       for (const active of [...dispatcher.active.values()])
         if (active.agentId === a.id)
           await dispatcher.loseJob(active, `the token of agent ${a.id} was revoked`);
