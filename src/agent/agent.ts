@@ -281,7 +281,12 @@ export class Agent {
     if (this.leaving) return this.exit(AgentExit.ok);
     if (FATAL_CLOSE_CODES.includes(code)) {
       this.log('error', `orchestrator refused this agent (${code}): ${reason || 'no reason given'}`);
-      return this.exit(AgentExit.refused);
+      if (!this.runner) return this.exit(AgentExit.refused);
+      // Revoked mid-job: the job's processes are stopped before the agent exits, not left behind.
+      this.stopping = true;
+      this.runner.cancel('cancel');
+      void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.refused));
+      return;
     }
     const now = Date.now();
     this.disconnectedSince ??= now;

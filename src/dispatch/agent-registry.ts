@@ -18,6 +18,10 @@ export interface ConnectedAgent {
   lastSeenMs: number;
   /** Set when the orchestrator closes the socket for a reason the scaler should learn (destroy reason). */
   closedFor?: 'heartbeat-timeout';
+  /** The token it registered with (`agent token revoke` disconnects whoever holds it). */
+  tokenId?: string;
+  /** Its token was revoked: it cannot come back, so it is not listed as disconnected. */
+  revoked?: boolean;
   send(msg: OrchestratorMessage): void;
   close(code: number, reason: string): void;
 }
@@ -51,6 +55,16 @@ export function newConnectedAgent(a: {
   };
 }
 
+/** A static agent whose connection dropped: listed as `disconnected` while it may still come back. */
+export interface DepartedAgent {
+  agent: ConnectedAgent;
+  goneAtMs: number;
+  /** The job it was running: it waits for the agent through the grace period. */
+  jobId: string | undefined;
+}
+
+export type AgentState = 'idle' | 'busy' | 'draining' | 'disconnected';
+
 export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
 
 /**
@@ -79,6 +93,13 @@ export function canAgentRunJob(
 
 export class AgentRegistry {
   private readonly agents = new Map<string, ConnectedAgent>();
+  /**
+   * Agents an operator drained (`kici-admin agent drain`). Kept apart from `draining`, which the agent
+   * itself (SIGTERM) or a warm pool set, so that `resume` lifts only the operator's hold. Keyed by
+   * id, so the hold survives a reconnect.
+   */
+  private readonly held = new Set<string>();
+  private readonly departed = new Map<string, DepartedAgent>();
 
   get size(): number {
     return this.agents.size;
@@ -90,14 +111,53 @@ export class AgentRegistry {
 
   add(agent: ConnectedAgent): void {
     this.agents.set(agent.id, agent);
+    this.departed.delete(agent.id);
   }
 
-  remove(id: string, agent?: ConnectedAgent): void {
-    if (!agent || this.agents.get(id) === agent) this.agents.delete(id);
+  /** With `goneAtMs`, a static agent is remembered as departed (it may reconnect within the grace). */
+  remove(id: string, agent?: ConnectedAgent, goneAtMs?: number): void {
+    if (!agent || this.agents.get(id) === agent) {
+      const a = this.agents.get(id);
+      this.agents.delete(id);
+      if (a && goneAtMs !== undefined && a.kind === 'static' && !a.revoked)
+        this.departed.set(id, { agent: a, goneAtMs, jobId: a.busyJobId });
+      // A scaler agent never returns under the same id: its hold would only linger.
+      if (a?.kind === 'scaler') this.held.delete(id);
+    }
+  }
+
+  /** Static agents that dropped less than `graceMs` ago and have not come back; older ones are forgotten. */
+  departedWithin(nowMs: number, graceMs: number): DepartedAgent[] {
+    for (const [id, d] of this.departed) if (nowMs - d.goneAtMs >= graceMs) this.departed.delete(id);
+    return [...this.departed.values()];
+  }
+
+  forgetDeparted(id: string): void {
+    this.departed.delete(id);
+  }
+
+  /** Operator drain: the agent finishes its job and is offered no other until resumed. */
+  hold(id: string): void {
+    this.held.add(id);
+  }
+
+  /** Lift an operator drain. False when there was none (an agent draining itself stays draining). */
+  release(id: string): boolean {
+    return this.held.delete(id);
+  }
+
+  isHeld(id: string): boolean {
+    return this.held.has(id);
   }
 
   isAvailable(a: ConnectedAgent): boolean {
-    return !a.busyJobId && !a.draining && !(a.ephemeral && a.jobsTaken > 0);
+    return !a.busyJobId && !a.draining && !this.held.has(a.id) && !(a.ephemeral && a.jobsTaken > 0);
+  }
+
+  stateOf(a: ConnectedAgent): AgentState {
+    if (a.draining || this.held.has(a.id) || (a.ephemeral && a.jobsTaken > 0 && !a.busyJobId))
+      return 'draining';
+    return a.busyJobId ? 'busy' : 'idle';
   }
 
   /** Agents free for work, static ones first: they are already paid for, a scaler agent is not. */

@@ -92,6 +92,18 @@ export class Dispatcher {
     this.staticScopes.set(agentId, { labels: new Set(labels), expiresAtMs: expiresAt?.getTime() ?? null });
   }
 
+  /** How long a static agent that dropped may take to come back (it is listed as disconnected meanwhile). */
+  get reconnectGraceMs(): number {
+    return this.opts.reconnectGraceMs ?? 30_000;
+  }
+
+  /** Reload the static scopes from the store: a revoked token no longer keeps its labels' jobs waiting. */
+  async refreshStaticScopes(): Promise<void> {
+    const scopes = await this.opts.store.tokens.staticScopes(this.now());
+    this.staticScopes.clear();
+    for (const s of scopes) this.noteStaticToken(s.agentId, s.labels, s.expiresAt);
+  }
+
   /** Could a known static agent (connected or not) ever take this job? */
   private staticCould(job: QueuedJob): boolean {
     const now = this.opts.clock.now();

@@ -98,7 +98,7 @@ export async function routeMessage(
 export async function agentGone(deps: RoutingDeps, a: ConnectedAgent, log: Logger): Promise<void> {
   const d = deps.dispatcher;
   if (d.registry.get(a.id) !== a) return; // replaced by a newer connection
-  d.registry.remove(a.id, a);
+  d.registry.remove(a.id, a, deps.clock.now());
   deps.store.agents
     .gone(a.id, new Date(deps.clock.now()))
     .catch(swallow(log, 'agent.record-gone', { agentId: a.id }));

@@ -230,6 +230,7 @@ export class AgentSession {
       send: (m) => this.send(m),
       close: (code, reason) => this.port.close(code, reason, false),
     });
+    agent.tokenId = check.tokenId;
     this.agent = agent;
     this.registration = scaled;
     this.move('register.ok');

@@ -2,9 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
-import { canonicalizeLabels } from '../config/index.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import { newId } from '../dispatch/dispatcher.js';
 import { reasonFor } from '../jobs/failure-reason.js';
 import { parseRunSpec } from '../jobs/run-spec.js';
 import { clip, quote } from '../jobs/safe-text.js';
@@ -12,15 +10,8 @@ import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import {
-  MAX_BODY_BYTES,
-  afterProblem,
-  bad,
-  describeIssues,
-  idProblem,
-  readJsonBody,
-  tokenBodySchema,
-} from './http-validation.js';
+import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './http-validation.js';
+import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
@@ -242,40 +233,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   registerJobRoutes(app, { ...deps, view: (row) => jobView(row) });
-
-  app.get('/api/v1/agents', async (c) => {
-    const connected = dispatcher.registry.list().map((a) => ({
-      id: a.id,
-      kind: a.kind,
-      scaler: a.scalerName ?? null,
-      labels: a.labelList,
-      busyJobId: a.busyJobId ?? null,
-      connectedAt: new Date(a.connectedAtMs),
-      lastSeenAt: new Date(a.lastSeenMs),
-    }));
-    return c.json({ agents: connected });
-  });
-
-  app.post('/api/v1/agents/tokens', async (c) => {
-    const body = await readJsonBody(c);
-    if (!body.ok) return bad(c, body.problems);
-    const parsed = tokenBodySchema.safeParse(body.value);
-    if (!parsed.success) return bad(c, describeIssues(parsed.error));
-    const labels = canonicalizeLabels(parsed.data.labels);
-    const reserved = labels.filter((l) => l.startsWith('kici:'));
-    if (reserved.length) return bad(c, [`labels: the kici: prefix is reserved (${reserved.join(', ')})`]);
-    const agentId = parsed.data.agentId ?? newId('static');
-    const minted = await store.tokens.mint({
-      agentId,
-      labels,
-      kind: 'static',
-      ttlMs: parsed.data.ttlSeconds ? parsed.data.ttlSeconds * 1000 : undefined,
-      now: new Date(deps.clock.now()),
-    });
-    dispatcher.noteStaticToken(agentId, labels, minted.expiresAt);
-    void dispatcher.requestPump();
-    return c.json({ agentId, labels, token: minted.token, expiresAt: minted.expiresAt }, 201);
-  });
+  registerAgentRoutes(app, deps);
 
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/diagnose', async (c) =>

@@ -134,6 +134,12 @@ const migrations: Record<string, Migration> = {
       await sql`alter table jobs add column retry_of text`.execute(db);
     },
   },
+  /** `kici-admin agent token list` shows when each token last let an agent in. */
+  '004_token_last_used': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table agent_tokens add column last_used_at timestamptz`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

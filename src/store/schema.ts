@@ -90,6 +90,8 @@ export interface AgentTokensTable {
   expires_at: NullableTimestamp;
   created_at: Timestamp;
   revoked_at: NullableTimestamp;
+  /** Set at each registration the token let through. */
+  last_used_at: NullableTimestamp;
 }
 
 export interface ScalerSpawningAgentsTable {

@@ -1,12 +1,53 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
-import type { Database } from './schema.js';
+import type { Kysely, Selectable } from 'kysely';
+import type { AgentTokensTable, Database } from './schema.js';
 
 export type TokenKind = 'static' | 'ephemeral';
 
 export type TokenCheck =
   | { ok: true; tokenId: string; agentId: string; labels: string[]; kind: TokenKind }
   | { ok: false; reason: string };
+
+/** What an operator may see of a token: never its secret nor its hash. */
+export interface TokenInfo {
+  id: string;
+  agentId: string;
+  labels: string[];
+  kind: TokenKind;
+  createdAt: Date;
+  expiresAt: Date | null;
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+}
+
+const INFO_COLUMNS = [
+  'id',
+  'agent_id',
+  'labels',
+  'kind',
+  'created_at',
+  'expires_at',
+  'revoked_at',
+  'last_used_at',
+] as const;
+
+type InfoRow = Pick<
+  Selectable<AgentTokensTable>,
+  'id' | 'agent_id' | 'labels' | 'kind' | 'created_at' | 'expires_at' | 'revoked_at' | 'last_used_at'
+>;
+
+function toInfo(r: InfoRow): TokenInfo {
+  return {
+    id: r.id,
+    agentId: r.agent_id,
+    labels: r.labels,
+    kind: r.kind as TokenKind,
+    createdAt: r.created_at,
+    expiresAt: r.expires_at,
+    revokedAt: r.revoked_at,
+    lastUsedAt: r.last_used_at,
+  };
+}
 
 export function hashSecret(secret: string): string {
   return createHash('sha256').update(secret).digest('hex');
@@ -54,7 +95,47 @@ export class TokensRepo {
     if (row.revoked_at) return { ok: false, reason: 'token revoked' };
     if (row.expires_at && row.expires_at.getTime() <= now.getTime())
       return { ok: false, reason: 'token expired' };
+    // Best effort: a failed stamp must not refuse an agent whose token is good.
+    await this.db
+      .updateTable('agent_tokens')
+      .set({ last_used_at: now })
+      .where('id', '=', row.id)
+      .execute()
+      .catch(() => undefined);
     return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
+  }
+
+  /**
+   * Tokens for `agent token list`, newest first. By default only live static ones (expired ones
+   * included, so an operator sees why an agent is refused); `all` adds scaler tokens and revoked ones.
+   */
+  async list(opts: { all?: boolean; limit?: number } = {}): Promise<TokenInfo[]> {
+    let q = this.db.selectFrom('agent_tokens').select(INFO_COLUMNS).where('kind', '!=', 'admin');
+    if (!opts.all) q = q.where('kind', '=', 'static').where('revoked_at', 'is', null);
+    const rows = await q
+      .orderBy('created_at', 'desc')
+      .orderBy('id')
+      .limit(opts.limit ?? 1000)
+      .execute();
+    return rows.map(toInfo);
+  }
+
+  /** Revoke one token by id. Undefined when no such agent token exists; revoking twice keeps the first time. */
+  async revoke(id: string, now: Date): Promise<TokenInfo | undefined> {
+    await this.db
+      .updateTable('agent_tokens')
+      .set({ revoked_at: now })
+      .where('id', '=', id)
+      .where('kind', '!=', 'admin')
+      .where('revoked_at', 'is', null)
+      .execute();
+    const row = await this.db
+      .selectFrom('agent_tokens')
+      .select(INFO_COLUMNS)
+      .where('id', '=', id)
+      .where('kind', '!=', 'admin')
+      .executeTakeFirst();
+    return row && toInfo(row);
   }
 
   /** Label scopes of the live static tokens: agents that may connect at any time. */

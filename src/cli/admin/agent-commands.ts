@@ -2,42 +2,62 @@ import type { Command } from 'commander';
 import { UserError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { registerTokenAdminCommands } from './token-commands.js';
+
+interface AgentView {
+  id: string;
+  kind: string;
+  scaler: string | null;
+  labels: string[];
+  state: 'idle' | 'busy' | 'draining' | 'disconnected';
+  jobId: string | null;
+  connectedAt: string;
+  disconnectedAt: string | null;
+}
 
 export function registerAgentCommands(program: Command, client: (c: Command) => Promise<AdminClient>): void {
   const agent = program.command('agent').description('agents and their tokens');
 
   agent
     .command('list')
-    .description('connected agents')
+    .description('agents: connected ones, and static ones within their reconnect grace')
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
-      const res = await (
-        await client(cmd)
-      ).request<{
-        agents: {
-          id: string;
-          kind: string;
-          scaler: string | null;
-          labels: string[];
-          busyJobId: string | null;
-          connectedAt: string;
-        }[];
-      }>('GET', '/api/v1/agents');
+      const res = await (await client(cmd)).request<{ agents: AgentView[] }>('GET', '/api/v1/agents');
       if (o.json) return printJson(res.agents);
       process.stdout.write(
         table(
-          ['AGENT', 'KIND', 'SCALER', 'JOB', 'UP', 'LABELS'],
+          ['AGENT', 'KIND', 'STATE', 'JOB', 'SCALER', 'UP', 'LABELS'],
           res.agents.map((a) => [
             a.id,
             a.kind,
+            a.state,
+            a.jobId,
             a.scaler,
-            a.busyJobId,
-            age(a.connectedAt),
+            a.state === 'disconnected' ? `gone ${age(a.disconnectedAt)}` : age(a.connectedAt),
             a.labels.filter((l) => !l.startsWith('kici:')).join(','),
           ]),
         ) + '\n',
       );
     });
+
+  for (const [verb, what] of [
+    ['drain', 'finish the current job, then take no more (the agent stays connected)'],
+    ['resume', 'take jobs again after a drain'],
+  ] as const) {
+    agent
+      .command(`${verb} <agentId>`)
+      .description(what)
+      .option('--json', 'machine-readable output')
+      .action(async (agentId: string, o: { json?: boolean }, cmd: Command) => {
+        const a = await (
+          await client(cmd)
+        ).request<AgentView>('POST', `/api/v1/agents/${encodeURIComponent(agentId)}/${verb}`);
+        if (o.json) return printJson(a);
+        const job = a.jobId ? ` (finishing job ${a.jobId})` : '';
+        process.stdout.write(`agent ${a.id}: ${a.state}${verb === 'drain' ? job : ''}\n`);
+      });
+  }
 
   const token = agent.command('token').description('agent tokens');
   token
@@ -61,17 +81,25 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
       }
       const res = await (
         await client(cmd)
-      ).request<{ agentId: string; labels: string[]; token: string; expiresAt: string | null }>(
-        'POST',
-        '/api/v1/agents/tokens',
-        { labels, ...(o.id ? { agentId: o.id } : {}), ...(ttlSeconds ? { ttlSeconds } : {}) },
-      );
+      ).request<{
+        tokenId: string;
+        agentId: string;
+        labels: string[];
+        token: string;
+        expiresAt: string | null;
+      }>('POST', '/api/v1/agents/tokens', {
+        labels,
+        ...(o.id ? { agentId: o.id } : {}),
+        ...(ttlSeconds ? { ttlSeconds } : {}),
+      });
       if (o.json) return printJson(res);
       process.stdout.write(
-        `agent id: ${res.agentId}\nlabels:   ${res.labels.join(',')}\nexpires:  ${res.expiresAt ?? 'never'}\n\n` +
+        `token id: ${res.tokenId}\nagent id: ${res.agentId}\nlabels:   ${res.labels.join(',')}\nexpires:  ${res.expiresAt ?? 'never'}\n\n` +
           `Start the agent with:\n  KICI_ORCHESTRATOR_URL=<ws://host:port/ws> KICI_AGENT_ID=${res.agentId} \\\n` +
           `  KICI_AGENT_TOKEN=${res.token} KICI_LABELS=${res.labels.join(',')} kici-agent\n\n` +
           'The token is shown once; only its hash is stored.\n',
       );
     });
+
+  registerTokenAdminCommands(token, client);
 }

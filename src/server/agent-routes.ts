@@ -1,0 +1,170 @@
+import type { Context, Hono } from 'hono';
+import { canonicalizeLabels } from '../config/index.js';
+import type { ConnectedAgent, DepartedAgent } from '../dispatch/agent-registry.js';
+import { newId, type Dispatcher } from '../dispatch/dispatcher.js';
+import { CloseCodes } from '../protocol/messages.js';
+import type { Store } from '../store/index.js';
+import type { TokenInfo } from '../store/tokens-repo.js';
+import type { Clock } from '../util/clock.js';
+import { bad, describeIssues, idProblem, readJsonBody, tokenBodySchema } from './http-validation.js';
+
+export interface AgentRoutesDeps {
+  store: Store;
+  dispatcher: Dispatcher;
+  clock: Clock;
+}
+
+function notFound(c: Context, what: string, id: string) {
+  return c.json({ error: 'not found', problems: [`${what} ${id} does not exist`] }, 404);
+}
+
+function agentView(d: Dispatcher, a: ConnectedAgent, gone?: DepartedAgent) {
+  // A departed agent's job is shown only while it still waits for the agent.
+  const jobId = gone
+    ? gone.jobId && d.active.get(gone.jobId)?.agentId === a.id
+      ? gone.jobId
+      : null
+    : (a.busyJobId ?? null);
+  return {
+    id: a.id,
+    kind: a.kind,
+    scaler: a.scalerName ?? null,
+    labels: a.labelList,
+    state: gone ? 'disconnected' : d.registry.stateOf(a),
+    jobId,
+    busyJobId: gone ? null : (a.busyJobId ?? null),
+    drainedByOperator: d.registry.isHeld(a.id),
+    tokenId: a.tokenId ?? null,
+    connectedAt: new Date(a.connectedAtMs),
+    lastSeenAt: new Date(a.lastSeenMs),
+    disconnectedAt: gone ? new Date(gone.goneAtMs) : null,
+  };
+}
+
+function tokenView(t: TokenInfo, nowMs: number) {
+  const state = t.revokedAt
+    ? 'revoked'
+    : t.expiresAt && t.expiresAt.getTime() <= nowMs
+      ? 'expired'
+      : 'active';
+  return { ...t, state };
+}
+
+/**
+ * Agents and their tokens under /api/v1/agents: the list (with each agent's state), token minting,
+ * listing and revocation, and an operator's drain and resume.
+ */
+export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
+  const { store, dispatcher } = deps;
+  const registry = dispatcher.registry;
+  const departed = () => registry.departedWithin(deps.clock.now(), dispatcher.reconnectGraceMs);
+
+  for (const pattern of ['/api/v1/agents/tokens/:id', '/api/v1/agents/:id/*'])
+    app.use(pattern, async (c, next) => {
+      const problem = idProblem('id', c.req.param('id') ?? '');
+      if (problem) return bad(c, [problem]);
+      await next();
+    });
+
+  app.get('/api/v1/agents', (c) => {
+    const agents = registry.list().map((a) => agentView(dispatcher, a));
+    for (const g of departed()) agents.push(agentView(dispatcher, g.agent, g));
+    return c.json({ agents });
+  });
+
+  app.post('/api/v1/agents/tokens', async (c) => {
+    const body = await readJsonBody(c);
+    if (!body.ok) return bad(c, body.problems);
+    const parsed = tokenBodySchema.safeParse(body.value);
+    if (!parsed.success) return bad(c, describeIssues(parsed.error));
+    const labels = canonicalizeLabels(parsed.data.labels);
+    const reserved = labels.filter((l) => l.startsWith('kici:'));
+    if (reserved.length) return bad(c, [`labels: the kici: prefix is reserved (${reserved.join(', ')})`]);
+    const agentId = parsed.data.agentId ?? newId('static');
+    const minted = await store.tokens.mint({
+      agentId,
+      labels,
+      kind: 'static',
+      ttlMs: parsed.data.ttlSeconds ? parsed.data.ttlSeconds * 1000 : undefined,
+      now: new Date(deps.clock.now()),
+    });
+    dispatcher.noteStaticToken(agentId, labels, minted.expiresAt);
+    void dispatcher.requestPump();
+    return c.json(
+      { tokenId: minted.tokenId, agentId, labels, token: minted.token, expiresAt: minted.expiresAt },
+      201,
+    );
+  });
+
+  app.get('/api/v1/agents/tokens', async (c) => {
+    const all = c.req.query('all');
+    if (all !== undefined && all !== 'true' && all !== 'false') return bad(c, ['all: true or false']);
+    const tokens = await store.tokens.list({ all: all === 'true' });
+    const now = deps.clock.now();
+    return c.json({ tokens: tokens.map((t) => tokenView(t, now)) });
+  });
+
+  app.delete('/api/v1/agents/tokens/:id', async (c) => {
+    const id = c.req.param('id');
+    const info = await store.tokens.revoke(id, new Date(deps.clock.now()));
+    if (!info) return notFound(c, 'token', id);
+    // Whoever holds the token goes now, and its job with it: it cannot come back to finish it.
+    const holders = [
+      ...registry.list().filter((a) => a.tokenId === id),
+      ...departed()
+        .filter((g) => g.agent.tokenId === id)
+        .map((g) => g.agent),
+    ];
+    for (const a of holders) {
+      a.revoked = true;
+      registry.forgetDeparted(a.id);
+      registry.release(a.id);
+      for (const active of [...dispatcher.active.values()])
+        if (active.agentId === a.id)
+          await dispatcher.loseJob(active, `the token of agent ${a.id} was revoked`);
+      if (registry.get(a.id) === a) a.close(CloseCodes.unauthorized, 'token revoked');
+    }
+    await dispatcher.refreshStaticScopes();
+    void dispatcher.requestPump();
+    return c.json({
+      ...tokenView(info, deps.clock.now()),
+      disconnected: holders.map((a) => a.id),
+    });
+  });
+
+  /** The agent, connected or within its reconnect grace, or undefined. */
+  const find = (id: string) => {
+    const a = registry.get(id);
+    if (a) return { a, gone: undefined };
+    const gone = departed().find((g) => g.agent.id === id);
+    return gone && { a: gone.agent, gone };
+  };
+
+  app.post('/api/v1/agents/:id/drain', (c) => {
+    const id = c.req.param('id');
+    const found = find(id);
+    if (!found) return notFound(c, 'agent', id);
+    registry.hold(id);
+    return c.json(agentView(dispatcher, found.a, found.gone));
+  });
+
+  app.post('/api/v1/agents/:id/resume', (c) => {
+    const id = c.req.param('id');
+    const found = find(id);
+    if (!found) return notFound(c, 'agent', id);
+    // Only an operator's drain is lifted: an agent leaving on SIGTERM, or a warm agent being retired,
+    // must not be handed new work.
+    if (!registry.release(id) && found.a.draining && !found.gone)
+      return c.json(
+        {
+          error: 'conflict',
+          problems: [
+            `agent ${id} is draining on its own (SIGTERM or retirement); only an operator drain can be resumed`,
+          ],
+        },
+        409,
+      );
+    void dispatcher.requestPump();
+    return c.json(agentView(dispatcher, found.a, found.gone));
+  });
+}
