@@ -142,6 +142,10 @@ export class Metrics {
 
   constructor(private readonly runnerOf: (agentId: string) => RunnerLabels = () => STATIC_RUNNER) {
     collectDefaultMetrics({ register: this.registry, prefix: 'kici_orch_process_' });
+    // prom-client names three gauges `_total`, which reads as a counter (promtool flags it). Each
+    // is the sum of a by-type gauge that stays (`…_active_handles{type}` and so on).
+    for (const what of ['handles', 'requests', 'resources'])
+      this.registry.removeSingleMetric(`kici_orch_process_nodejs_active_${what}_total`);
     this.buildInfo.set({ version: packageVersion() }, 1);
   }
 
