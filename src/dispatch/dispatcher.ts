@@ -244,8 +244,10 @@ export class Dispatcher {
         }
       }
       const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
-      // Held by a cap: idle warm stock of another label set may give its room up (warm-pool.ts).
-      if (scaler && d.match && !d.noBackend && left[0]) scaler.yieldWarmFor(this.scaleJob(left[0]), d.match);
+      // Held by a cap (not backoff or a missing backend): idle warm stock of another label set
+      // may give its room up (warm-pool.ts).
+      const capped = d.action === 'at-capacity' || d.action === 'spawn';
+      if (scaler && capped && d.match && left[0]) scaler.yieldWarmFor(this.scaleJob(left[0]), d.match);
       if (d.noBackend) {
         const why = scaler
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
