@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { loadScalerConfigForPeople } from '../../../src/config/index.js';
+import { backoffKey } from '../../../src/scaler/core/backoff.js';
 import {
   bareMetal,
   scalerConfig,
@@ -81,6 +82,23 @@ describe('warm agents give way to queued work', () => {
     await h.submit({ other: { runsOn: ['windows'] } });
     await h.pump();
     expect(b.destroys).toEqual([]);
+  });
+
+  it('a job held by backoff, not by a cap, retires nothing', async () => {
+    const h = await hs.make({ config: config() });
+    await warmUp(h);
+    const now = h.clock.now();
+    h.manager.backoff.recordFailure(
+      backoffKey('bm', 'b,linux'),
+      now,
+      'scaler-bare-metal-gone',
+      { kind: 'binary-missing', message: 'agent executable not found' },
+      { transient: false },
+    );
+    const { byName } = await h.submit({ job: { runsOn: ['linux', 'b'] } });
+    await h.pump();
+    expect(h.backend('bm').destroys).toEqual([]);
+    expect(h.d.queue.get(byName.job!)?.waiting).toMatch(/label set \[b,linux\] fail/);
   });
 
   it('the pool skips exactly the label sets scaler validate warns about', async () => {
