@@ -15,10 +15,27 @@ need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v ip >/dev/null || need+=(iproute2)
 command -v nsenter >/dev/null || need+=(util-linux)
+# promtool (test/system/promtool.test.ts) ships in Debian's prometheus package: 19 MB download,
+# ~96 MB installed, about 10 s. Only the tool is wanted: the package's server must not start.
+command -v promtool >/dev/null || need+=(prometheus)
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
+  # Deny service starts during the install (unless the image already has its own policy).
+  own_policy=
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
+  fi
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >"$W/apt.log" 2>&1 || { tail -20 "$W/apt.log"; exit 1; }
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >"$W/apt.log" 2>&1 || {
+    tail -20 "$W/apt.log"
+    [[ -n $own_policy ]] && rm -f /usr/sbin/policy-rc.d
+    exit 1
+  }
+  [[ -n $own_policy ]] && rm -f /usr/sbin/policy-rc.d
+  # On a systemd host the package also enables its unit for the next boot: undo that.
+  if [[ -d /run/systemd/system ]] && systemctl is-enabled prometheus >/dev/null 2>&1; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 # --- private network namespace (loopback only: nothing in it can reach off the machine)

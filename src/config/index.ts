@@ -97,6 +97,7 @@ export {
   type LocatedLabelSetOverlap,
 } from './overlaps.js';
 export { collectConfigWarnings } from './warnings.js';
+export { warmSkipReason } from './warm-eligibility.js';
 export {
   crossScalerProblems,
   loadScalerConfigForPeople,

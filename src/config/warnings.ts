@@ -6,7 +6,7 @@ import { formatLocated, formatYamlPath, locate, type ConfigErrorContext } from '
 import { isPlainObject } from './loader.js';
 import { quote, suggestKey } from './messages.js';
 import type { ConfigSources } from './provenance.js';
-import type { ResourceRequest } from './resources.js';
+import { warmSkipReason } from './warm-eligibility.js';
 import { firecrackerNetworkSchema, scalerFileSchema, type ScalerConfig, type ScalerType } from './schema.js';
 
 const ALL_LOCAL: ScalerType[] = ['container', 'bare-metal', 'firecracker'];
@@ -78,12 +78,6 @@ function dropInWarnings(sources: ConfigSources): string[] {
     }
   }
   return out;
-}
-
-/** Parsed resources are mirrored, so a limits-only block has requests too. */
-function requestsAreEmpty(resources: ResourceRequest | undefined): boolean {
-  const requests = resources?.requests;
-  return !requests || (!requests.cpus && !requests.memory);
 }
 
 /** Every warning for a config that passed validation, each naming file and path. */
@@ -168,19 +162,8 @@ export function collectConfigWarnings(sources: ConfigSources, config: ScalerConf
           ),
         );
       }
-      if (
-        warm?.enabled &&
-        warm.size > 0 &&
-        requestsAreEmpty(set.resources) &&
-        requestsAreEmpty(config.defaults?.resources)
-      ) {
-        out.push(
-          warn(
-            at('resources'),
-            'the warm pool skips this label set: declare resources so a warm agent has a known size',
-          ),
-        );
-      }
+      const skip = warm?.enabled && warm.size > 0 ? warmSkipReason(set, config.defaults) : undefined;
+      if (skip) out.push(warn(at('resources'), `the warm pool skips this label set: ${skip}`));
     });
   });
   return out;

@@ -39,6 +39,13 @@ export interface DispatcherOptions {
   reconnectGraceMs?: number;
   /** Extra time past a job's own timeout before the orchestrator settles it itself. */
   timeoutBackstopMs?: number;
+  /** Told when a job starts and when its final state is stored (metrics). */
+  observer?: JobObserver | undefined;
+}
+
+export interface JobObserver {
+  jobStarted(jobId: string, agentId: string, submittedAtMs: number, nowMs: number): void;
+  jobFinished(jobId: string, result: JobState, nowMs: number): void;
 }
 
 const NO_CAPS = new CapBook({ globalMaxAgents: 0, scalers: new Map() });
@@ -250,6 +257,10 @@ export class Dispatcher {
         }
       }
       const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
+      // Held by a cap (not backoff or a missing backend): idle warm stock of another label set
+      // may give its room up (warm-pool.ts).
+      const capped = d.action === 'at-capacity' || d.action === 'spawn';
+      if (scaler && capped && d.match && left[0]) scaler.yieldWarmFor(this.scaleJob(left[0]), d.match);
       if (d.noBackend) {
         const why = scaler
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
@@ -291,7 +302,8 @@ export class Dispatcher {
       return;
     }
     this.queue.remove(job.id);
-    await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now());
+    if (await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now()))
+      this.opts.observer?.jobFinished(job.id, 'no-backend', this.opts.clock.now());
     this.log.warn({ jobId: job.id, runsOn: job.runsOn, reason }, 'job has no backend');
   }
 
@@ -355,6 +367,8 @@ export class Dispatcher {
   async onJobStarted(agentId: string, jobId: string): Promise<void> {
     const a = this.active.get(jobId);
     if (!a || a.agentId !== agentId) return;
+    if (a.state !== 'running')
+      this.opts.observer?.jobStarted(jobId, agentId, a.job.createdAtMs, this.opts.clock.now());
     a.state = 'running';
     await this.opts.store.jobs.markRunning(jobId, agentId, this.now());
   }
@@ -428,6 +442,7 @@ export class Dispatcher {
     a.timeoutTimer?.cancel();
     a.orphanTimer?.cancel();
     if (done) this.log.info({ jobId, agentId: a.agentId, state, exitCode }, 'job finished');
+    if (done) this.opts.observer?.jobFinished(jobId, state, this.opts.clock.now());
     if (tellAgent) this.registry.get(a.agentId)?.send({ type: 'job.cancel', jobId, reason: reason ?? state });
     return true;
   }
@@ -457,7 +472,8 @@ export class Dispatcher {
 
   async cancel(jobId: string, reason = 'cancelled by operator'): Promise<'cancelled' | 'not-open'> {
     if (this.queue.remove(jobId)) {
-      await this.opts.store.jobs.finish(jobId, 'cancelled', { reason }, this.now());
+      if (await this.opts.store.jobs.finish(jobId, 'cancelled', { reason }, this.now()))
+        this.opts.observer?.jobFinished(jobId, 'cancelled', this.opts.clock.now());
       return 'cancelled';
     }
     if (this.active.has(jobId)) {

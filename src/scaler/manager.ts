@@ -49,6 +49,8 @@ export interface ScalerHooks {
    * for a counter. The manager logs it either way.
    */
   onSwallowedError?(site: string, err: unknown): void;
+  /** A spawned agent registered, this long after the spawn was decided (a latency histogram). */
+  onAgentRegistered?(scalerName: string, backendType: string, latencyMs: number): void;
 }
 
 export interface ScalerManagerOptions {
@@ -217,6 +219,12 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
           reason: d.match ? d.reason : `${d.reason}; ${describeTable(this.state.table)}`,
         };
     }
+  }
+
+  /** The job waits on a cap: retire an idle warm agent of another label set if that frees room. */
+  yieldWarmFor(job: ScaleJob, match: RoutableLabelSet): boolean {
+    if (this.draining) return false;
+    return this.warm.yieldTo(job.id, match, this.resourcesFor(match, job).requests);
   }
 
   /** Reserve, record, and start one agent: bound to `job`, or a warm agent when there is none. */
@@ -517,6 +525,9 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
       if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId)
         this.state.jobToAgent.delete(m.boundJobId);
       this.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
+      // Adopted agents were spawned before the restart: their wait says nothing about this run.
+      if (!m.origin.recovered)
+        this.hooks?.onAgentRegistered?.(m.scalerName, m.type, m.registeredAtMs - m.createdAtMs);
       if (this.state.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {
         this.log.info(
           { scaler: m.scalerName, labelSet: m.labelSetKey },

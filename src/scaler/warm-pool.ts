@@ -1,10 +1,12 @@
-import { normalizeLabelSet } from '../config/index.js';
+import { normalizeLabelSet, warmSkipReason } from '../config/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { isWarmStock, type ManagedEntry } from './agent-book.js';
 import { isPending } from './agent-lifecycle.js';
 import { backoffKey } from './core/backoff.js';
+import type { ResourceAmount } from './core/resources.js';
+import type { RoutableLabelSet } from './core/routing.js';
 import type { WarmPoolHost } from './lifecycle-port.js';
 
 /** What the warm pools need to know about connected agents (the dispatcher's registry). */
@@ -22,6 +24,13 @@ export interface WarmPoolSpec {
   labelSetKey: string;
   size: number;
   idleTimeoutMs: number;
+}
+
+/** A label set of a warm-pool scaler that the pool leaves cold, and why (shared with validate). */
+export interface SkippedWarmSet {
+  scalerName: string;
+  labelSetKey: string;
+  reason: string;
 }
 
 export const WARM_TICK_MS = 30_000;
@@ -55,6 +64,11 @@ export function warmSurplus(
  */
 export class WarmPools {
   private pools = new Map<string, WarmPoolSpec>();
+  private skippedSets: SkippedWarmSet[] = [];
+  /** Jobs a warm agent is being retired for: one retire per job until its teardown is done. */
+  private readonly yieldingFor = new Set<string>();
+  /** Pools that gave an agent up to real work do not refill it before this time. */
+  private readonly holdUntil = new Map<string, number>();
   private registry: RegistryView | undefined;
   private timer: TimerHandle | undefined;
   private soon: TimerHandle | undefined;
@@ -79,13 +93,25 @@ export class WarmPools {
     return [...this.pools.values()];
   }
 
+  /** Label sets the pools leave cold, with the reason `scaler validate` also warns with. */
+  skipped(): SkippedWarmSet[] {
+    return [...this.skippedSets];
+  }
+
   /** (Re)build pool specs from the config; dropped or shrunk pools lose their idle agents at once. */
   configure(): void {
     const next = new Map<string, WarmPoolSpec>();
+    const skipped: SkippedWarmSet[] = [];
     for (const entry of this.m.state.config.scalers) {
       if (!entry.warmPool?.enabled) continue;
       entry.labelSets.forEach((ls, i) => {
         const labelSetKey = normalizeLabelSet(ls.labels);
+        const reason = warmSkipReason(ls, this.m.state.config.defaults);
+        if (reason) {
+          skipped.push({ scalerName: entry.name, labelSetKey, reason });
+          this.log.warn({ scaler: entry.name, labelSet: labelSetKey, reason }, 'warm pool skips a label set');
+          return;
+        }
         const key = `${entry.name}|${labelSetKey}`;
         next.set(key, {
           key,
@@ -99,6 +125,7 @@ export class WarmPools {
     }
     const previous = this.pools;
     this.pools = next;
+    this.skippedSets = skipped;
     for (const [key, spec] of previous) {
       const now = next.get(key);
       if (!now) this.reap(spec, 0, true);
@@ -193,7 +220,7 @@ export class WarmPools {
       const members = this.members(spec);
       const pending = members.filter((a) => isPending(a.phase)).length;
       let deficit = warmDeficit(spec.size, this.ready(spec).length, pending);
-      if (deficit === 0) continue;
+      if (deficit === 0 || (this.holdUntil.get(spec.key) ?? 0) > now) continue;
       if (this.m.state.backoff.check(backoffKey(spec.scalerName, spec.labelSetKey), now).blocked) continue;
       const match = this.m.state.table.find(
         (t) => t.scalerName === spec.scalerName && t.index === spec.labelSetIndex,
@@ -213,4 +240,53 @@ export class WarmPools {
       }
     }
   }
+
+  /**
+   * A queued job is held back by a cap (count or resources). If an idle warm agent of another
+   * label set holds the room it needs, retire that agent (reason `idle`) so the job can spawn:
+   * stock kept for jobs that may come must not starve a job that is here. The freed capacity
+   * re-drives the queue; the pool that gave the agent up waits a tick before refilling, so it does
+   * not take the room back first. True when an agent is being retired for this job.
+   */
+  yieldTo(jobId: string, match: RoutableLabelSet, requests: ResourceAmount): boolean {
+    if (!this.registry || this.yieldingFor.has(jobId)) return false;
+    const s = this.m.state;
+    const live = () => ({
+      global: s.globalActiveCount(),
+      scaler: s.backends.get(match.scalerName)?.getActiveCount() ?? 0,
+    });
+    if (s.caps.check(match.scalerName, requests, live()).ok) return false;
+    const candidates = [...this.pools.values()]
+      .filter((p) => p.scalerName !== match.scalerName || p.labelSetKey !== match.key)
+      // Only agents whose spawn call has returned and whose registration is over (one registering
+      // this instant is still being handled): neither is ours to kill mid-way.
+      .flatMap((p) => this.ready(p).map((a) => ({ a, pool: p })))
+      .filter(({ a }) => a.backendRef !== undefined && idleSince(a) < this.clock.now())
+      .sort((x, y) => idleSince(x.a) - idleSince(y.a));
+    for (const { a, pool } of candidates) {
+      const book = s.caps.clone();
+      book.release(a.agentId);
+      const now = live();
+      // The retired agent stops counting toward the live figures too once it is destroyed.
+      const after = {
+        global: now.global - 1,
+        scaler: now.scaler - (a.scalerName === match.scalerName ? 1 : 0),
+      };
+      if (!book.check(match.scalerName, requests, after).ok) continue;
+      if (!this.registry.tryDrain(a.agentId)) continue;
+      this.yieldingFor.add(jobId);
+      this.holdUntil.set(pool.key, this.clock.now() + WARM_TICK_MS);
+      this.log.info(
+        { agentId: a.agentId, pool: pool.key, jobId, for: `${match.scalerName}|${match.key}` },
+        'retiring an idle warm agent: a queued job needs its capacity',
+      );
+      void this.m.teardown(a, 'idle').finally(() => this.yieldingFor.delete(jobId));
+      return true;
+    }
+    return false;
+  }
+}
+
+function idleSince(a: ManagedEntry): number {
+  return a.registeredAtMs ?? a.createdAtMs;
 }

@@ -1,11 +1,41 @@
-import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { createRequire } from 'node:module';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { hasRegistered } from '../scaler/agent-lifecycle.js';
 import { swallowedCounts } from '../util/swallowed-errors.js';
 
-/** Prometheus metrics. Gauges are refreshed from live state on each scrape; counters are bumped in place. */
+/** Seconds, from a fast warm hit to a slow image pull or a long job: 50 ms up to 10 min. */
+export const SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+/** Who ran a job: the scaler and its backend type, or `backend="static"` with an empty scaler. */
+export interface RunnerLabels {
+  scaler: string;
+  backend: string;
+}
+
+function packageVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Prometheus metrics. Gauges are refreshed from live state on each scrape; counters and histograms
+ * are bumped where the event happens. Per-scaler series carry only real scaler names; figures
+ * over all scalers have their own metric names, so `sum()` over a per-scaler metric never counts
+ * anything twice.
+ */
 export class Metrics {
   readonly registry = new Registry();
+  readonly buildInfo = new Gauge({
+    name: 'kici_orch_build_info',
+    help: 'Always 1; the version label names the running build',
+    labelNames: ['version'],
+    registers: [this.registry],
+  });
   readonly jobsQueued = new Gauge({
     name: 'kici_orch_jobs_queued',
     help: 'Jobs waiting for an agent',
@@ -14,6 +44,33 @@ export class Metrics {
   readonly jobsActive = new Gauge({
     name: 'kici_orch_jobs_active',
     help: 'Jobs dispatched or running',
+    registers: [this.registry],
+  });
+  readonly jobsFinished = new Counter({
+    name: 'kici_orch_jobs_finished_total',
+    help: 'Jobs that reached a final state, by that state',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly queueWait = new Histogram({
+    name: 'kici_orch_job_queue_wait_seconds',
+    help: 'From submission to the agent reporting the job started',
+    labelNames: ['scaler', 'backend'],
+    buckets: SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly jobDuration = new Histogram({
+    name: 'kici_orch_job_duration_seconds',
+    help: 'From the job starting to its result being stored',
+    labelNames: ['scaler', 'backend', 'result'],
+    buckets: SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly spawnLatency = new Histogram({
+    name: 'kici_orch_spawn_latency_seconds',
+    help: 'From the scaler deciding to spawn an agent to that agent registering',
+    labelNames: ['scaler', 'backend'],
+    buckets: SECONDS_BUCKETS,
     registers: [this.registry],
   });
   readonly agentsConnected = new Gauge({
@@ -30,14 +87,29 @@ export class Metrics {
   });
   readonly cpusUsed = new Gauge({
     name: 'kici_orch_scaler_cpus_used',
-    help: 'Summed CPU requests of reservations',
-    labelNames: ['scaler', 'scalerType'],
+    help: "Summed CPU requests of one scaler's reservations",
+    labelNames: ['scaler', 'backend'],
     registers: [this.registry],
   });
   readonly memoryUsed = new Gauge({
     name: 'kici_orch_scaler_memory_bytes_used',
-    help: 'Summed memory requests of reservations',
-    labelNames: ['scaler', 'scalerType'],
+    help: "Summed memory requests of one scaler's reservations",
+    labelNames: ['scaler', 'backend'],
+    registers: [this.registry],
+  });
+  readonly agentsGlobal = new Gauge({
+    name: 'kici_orch_agents_global',
+    help: 'Agents held against globalMaxAgents (reservations over all scalers)',
+    registers: [this.registry],
+  });
+  readonly cpusGlobal = new Gauge({
+    name: 'kici_orch_global_cpus_used',
+    help: 'Summed CPU requests of all reservations, the figure globalResourceCap checks',
+    registers: [this.registry],
+  });
+  readonly memoryGlobal = new Gauge({
+    name: 'kici_orch_global_memory_bytes_used',
+    help: 'Summed memory requests of all reservations, the figure globalResourceCap checks',
     registers: [this.registry],
   });
   readonly spawnFailures = new Counter({
@@ -48,7 +120,7 @@ export class Metrics {
   });
   readonly configReloads = new Counter({
     name: 'kici_orch_scaler_config_reloads_total',
-    help: 'Scaler config reloads',
+    help: 'Scaler config reloads, by outcome (their sum is every attempt)',
     labelNames: ['result'],
     registers: [this.registry],
   });
@@ -65,8 +137,36 @@ export class Metrics {
     },
   });
 
-  constructor() {
+  /** Jobs that started, until they finish: when, and on what. */
+  private readonly started = new Map<string, { atMs: number; runner: RunnerLabels }>();
+
+  constructor(private readonly runnerOf: (agentId: string) => RunnerLabels = () => STATIC_RUNNER) {
     collectDefaultMetrics({ register: this.registry, prefix: 'kici_orch_process_' });
+    // prom-client names three gauges `_total`, which reads as a counter (promtool flags it). Each
+    // is the sum of a by-type gauge that stays (`…_active_handles{type}` and so on).
+    for (const what of ['handles', 'requests', 'resources'])
+      this.registry.removeSingleMetric(`kici_orch_process_nodejs_active_${what}_total`);
+    this.buildInfo.set({ version: packageVersion() }, 1);
+  }
+
+  /** The agent reported the job started: its queue wait ends here. */
+  jobStarted(jobId: string, agentId: string, submittedAtMs: number, nowMs: number): void {
+    const runner = this.runnerOf(agentId);
+    this.started.set(jobId, { atMs: nowMs, runner });
+    this.queueWait.observe(runner, Math.max(0, nowMs - submittedAtMs) / 1000);
+  }
+
+  /** A job's final state was stored (once per job). */
+  jobFinished(jobId: string, result: string, nowMs: number): void {
+    this.jobsFinished.inc({ result });
+    const s = this.started.get(jobId);
+    if (!s) return;
+    this.started.delete(jobId);
+    this.jobDuration.observe({ ...s.runner, result }, Math.max(0, nowMs - s.atMs) / 1000);
+  }
+
+  spawnRegistered(runner: RunnerLabels, latencyMs: number): void {
+    this.spawnLatency.observe(runner, Math.max(0, latencyMs) / 1000);
   }
 
   refresh(d: Dispatcher): void {
@@ -84,13 +184,18 @@ export class Metrics {
       this.scalerActive.inc({ scaler: e.scalerName, phase });
     }
     const book = scaler.capBook();
+    this.cpusUsed.reset();
+    this.memoryUsed.reset();
     for (const s of scaler.config.scalers) {
       const u = book.usage(s.name);
-      this.cpusUsed.set({ scaler: s.name, scalerType: s.type }, u.cpus);
-      this.memoryUsed.set({ scaler: s.name, scalerType: s.type }, u.memBytes);
+      this.cpusUsed.set({ scaler: s.name, backend: s.type }, u.cpus);
+      this.memoryUsed.set({ scaler: s.name, backend: s.type }, u.memBytes);
     }
     const g = book.usage();
-    this.cpusUsed.set({ scaler: '__global__', scalerType: '__global__' }, g.cpus);
-    this.memoryUsed.set({ scaler: '__global__', scalerType: '__global__' }, g.memBytes);
+    this.agentsGlobal.set(book.count());
+    this.cpusGlobal.set(g.cpus);
+    this.memoryGlobal.set(g.memBytes);
   }
 }
+
+export const STATIC_RUNNER: RunnerLabels = Object.freeze({ scaler: '', backend: 'static' });

@@ -22,7 +22,7 @@ import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
 import { loadAdminToken, loadInstanceId } from './instance.js';
-import { Metrics } from './metrics.js';
+import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
 
 export interface OrchestratorOptions {
@@ -106,14 +106,18 @@ export class Orchestrator {
       const scaler = config
         ? await buildScaler(config, opts, { store, clock, log, instanceId, agentUrl: () => urlForAgents! })
         : undefined;
+      const metrics = new Metrics((agentId) => {
+        const m = scaler?.state.agents.get(agentId);
+        return m ? { scaler: m.scalerName, backend: m.type } : STATIC_RUNNER;
+      });
       const dispatcher = new Dispatcher({
         store,
         clock,
         logger: log,
         scaler,
+        observer: metrics,
         ...(opts.reconnectGraceMs !== undefined ? { reconnectGraceMs: opts.reconnectGraceMs } : {}),
       });
-      const metrics = new Metrics();
       const orch = new Orchestrator(
         opts,
         store,
@@ -152,6 +156,7 @@ export class Orchestrator {
           },
           // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
           onSwallowedError: (site) => countSwallowed(site),
+          onAgentRegistered: (name, backend, ms) => metrics.spawnRegistered({ scaler: name, backend }, ms),
         },
         dispatcher.registryView(),
       );
@@ -253,7 +258,7 @@ export class Orchestrator {
     const run = async () => {
       const path = this.opts.scalerConfigPath;
       if (!path || !this.scaler) return { result: 'not-configured' };
-      this.metrics.configReloads.inc({ result: 'attempted' });
+      // Counted once per outcome (success or failed) so that their sum is the number of attempts.
       const res = await loadScalerConfigForPeople(path, this.opts.scalerConfigDir).catch((err: unknown) => ({
         ok: false as const,
         problems: [errorMessage(err)],

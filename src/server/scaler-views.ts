@@ -65,12 +65,18 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
                   .filter((p) => p.scalerName === s.name)
                   .map((p) => ({
                     labelSet: p.labelSetKey,
+                    labels: s.labelSets[p.labelSetIndex]?.labels ?? [],
                     target: p.size,
                     ready: scaler.warm.ready(p).length,
                     inFlight: mine.filter(
                       (e) => isWarmStock(e) && isPending(e.phase) && e.labelSetKey === p.labelSetKey,
                     ).length,
                   })),
+                // Label sets the pool leaves cold, with the reason `scaler validate` warns with.
+                skipped: scaler.warm
+                  .skipped()
+                  .filter((k) => k.scalerName === s.name)
+                  .map((k) => ({ labelSet: k.labelSetKey, reason: k.reason })),
               }
             : null,
       };

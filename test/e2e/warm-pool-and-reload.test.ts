@@ -22,7 +22,8 @@ afterEach(async () => {
 
 const warmConfig = (size: number, maxAgents = 4) =>
   bareMetalConfig({ maxAgents, warmPool: { enabled: true, size, idleTimeoutSeconds: 1 } }, [
-    { labels: ['linux', 'warm'], binaryPath: AGENT_BIN },
+    // A warm agent needs a declared size, or the pool skips the label set.
+    { labels: ['linux', 'warm'], binaryPath: AGENT_BIN, resources: { requests: { cpus: 0.5 } } },
   ]);
 
 describe('warm pools with real agents', () => {

@@ -30,6 +30,7 @@ interface StatusView {
       enabled: boolean;
       size: number;
       pools: { labelSet: string; target: number; ready: number; inFlight: number }[];
+      skipped?: { labelSet: string; reason: string }[];
     } | null;
   }[];
 }
@@ -80,7 +81,7 @@ export function registerScalerApiCommands(
               : '-',
             r.warmPool?.enabled
               ? r.warmPool.pools
-                  .map((p) => `${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}`)
+                  .map((p) => `[${p.labelSet}] ${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}`)
                   .join(' ')
               : '-',
             r.backoff.length
@@ -94,6 +95,10 @@ export function registerScalerApiCommands(
           ]),
         ) + '\n',
       );
+      for (const r of s.scalers) {
+        for (const k of r.warmPool?.skipped ?? [])
+          process.stdout.write(`${r.name}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
+      }
       for (const r of s.scalers.filter((x) => x.retiring)) {
         const left = (r.agents ?? []).map((a) => `${a.agentId} (${a.phase})`).join(', ');
         process.stdout.write(

@@ -70,7 +70,11 @@ describe('destroy reasons', () => {
     const warm = (enabled: boolean) =>
       scalerConfig({
         version: 1,
-        scalers: [bareMetal('w', [['linux']], { warmPool: { enabled, size: 1, idleTimeoutSeconds: 60 } })],
+        scalers: [
+          bareMetal('w', [{ labels: ['linux'], resources: { requests: { cpus: 1 } } }], {
+            warmPool: { enabled, size: 1, idleTimeoutSeconds: 60 },
+          }),
+        ],
       });
     const h = await hs.make({ config: warm(true) });
     h.manager.warm.start();

@@ -200,6 +200,8 @@ function configOf(m: Model) {
   return scalerConfig({
     version: 1,
     globalMaxAgents: m.globalMax,
+    // Warm pools keep only label sets of a known size warm (warmSkipReason).
+    defaults: { resources: { requests: { cpus: 1 } } },
     scalers: [
       bareMetal(
         'alpha',
@@ -551,6 +553,9 @@ class Run {
       for (const s of this.started()) if (h.manager.isManaged(s.id)) await h.registerAgent(s.id);
       for (const a of [...h.d.active.values()]) await h.finishJob(a.agentId, a.job.id, 'succeeded');
       for (const id of h.connectedIds()) await h.disconnect(id);
+      // A disconnect re-drives the queue, which may retire a warm agent whose own disconnect is
+      // still under way (the loop above then skipped it): let that finish before checking.
+      await h.settle();
       await this.check();
       const idle = this.pendingSpawns().length === 0 && h.manager.entries().length === 0;
       if (idle && h.d.queue.size === 0 && h.d.active.size === 0) return;
