@@ -188,6 +188,10 @@ export class AgentSession {
     if (!check.ok) return this.refuse('bad-token', check.reason, { agentId });
     if (check.agentId !== agentId)
       return this.refuse('bad-token', `token is not valid for agent id "${agentId}"`, { agentId });
+    // Off the registration path: a failed stamp is logged and counted, and never refuses a good token.
+    void deps.store.tokens
+      .stampUsed(check.tokenId, now)
+      .catch(swallow(this.log, 'session.token-last-used', { agentId }));
     const labels = canonicalizeLabels(msg.labels);
     const scope = new Set(check.labels);
     const outside = labels.filter(

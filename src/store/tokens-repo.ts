@@ -95,14 +95,12 @@ export class TokensRepo {
     if (row.revoked_at) return { ok: false, reason: 'token revoked' };
     if (row.expires_at && row.expires_at.getTime() <= now.getTime())
       return { ok: false, reason: 'token expired' };
-    // Best effort: a failed stamp must not refuse an agent whose token is good.
-    await this.db
-      .updateTable('agent_tokens')
-      .set({ last_used_at: now })
-      .where('id', '=', row.id)
-      .execute()
-      .catch(() => undefined);
     return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
+  }
+
+  /** When a token last let an agent in (`agent token list`). */
+  async stampUsed(tokenId: string, now: Date): Promise<void> {
+    await this.db.updateTable('agent_tokens').set({ last_used_at: now }).where('id', '=', tokenId).execute();
   }
 
   /**
