@@ -2,8 +2,9 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
-import { demo } from './demo.js';
-import { serve } from './serve.js';
+
+// `serve` and `demo` load the whole server; they are imported when their command runs, so
+// `--version` and `--help` answer at once.
 
 const program = new Command('kici-orchestrator')
   .description('The kici orchestrator: job queue, agent protocol and autoscaler')
@@ -31,6 +32,7 @@ program
       databaseUrl?: string;
       drainTimeout?: string;
     }) => {
+      const { serve } = await import('./serve.js');
       process.exitCode = await serve(o);
     },
   );
@@ -45,6 +47,7 @@ program
     const jobs = Number(o.jobs);
     if (!Number.isInteger(jobs) || jobs < 1 || jobs > 10_000)
       throw new UserError('--jobs: a whole number from 1 to 10000');
+    const { demo } = await import('./demo.js');
     process.exitCode = await demo({
       jobs,
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
