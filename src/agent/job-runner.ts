@@ -117,8 +117,11 @@ export class JobRunner {
     } finally {
       jobTimer?.clear();
       await this.reap();
+      if (!this.opts.keepWorkspace)
+        await rm(workspace, { recursive: true, force: true }).catch((err: unknown) =>
+          this.line(null, 'system', `could not remove the workspace ${workspace}: ${(err as Error).message}`),
+        );
       this.flush();
-      if (!this.opts.keepWorkspace) await rm(workspace, { recursive: true, force: true }).catch(() => {});
     }
     send({ type: 'job.finished', jobId: job.id, result, exitCode, ...(message ? { message } : {}) });
     return result;

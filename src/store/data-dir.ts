@@ -48,12 +48,14 @@ export async function prepareDataDir(dataDir: string): Promise<void> {
   if (!st.isDirectory()) throw new UserError(`data dir ${dir}: not a directory`);
   await checkAccess(dir, 'data dir');
   const pg = join(dir, 'pg');
+  // No pg dir yet is the normal first start; PGlite creates it.
   const pgSt = await stat(pg).catch(() => undefined);
   if (pgSt) {
     if (!pgSt.isDirectory()) throw new UserError(`data dir ${dir}: ${pg} is not a directory`);
     await checkAccess(pg, 'database dir');
   }
-  // An older release created the dir 0755; close it to other users (only its owner can).
+  // An older release created the dir 0755; close it to other users (only its owner can, and the
+  // owner's chmod of its own dir cannot be refused: the check on uid comes first).
   if (st.mode & 0o077 && st.uid === process.getuid?.()) await chmod(dir, 0o700).catch(() => {});
 }
 
@@ -67,6 +69,7 @@ export async function tightenModes(dir: string): Promise<void> {
   const stack = [dir];
   while (stack.length) {
     const current = stack.pop()!;
+    // Entries can vanish while PGlite rewrites its caches: a missing one has no mode to tighten.
     const entries = await readdir(current, { withFileTypes: true }).catch(() => []);
     for (const e of entries) {
       const path = join(current, e.name);

@@ -264,6 +264,8 @@ export class MachineLedger {
       );
     const prev = this.chains.get(pool) ?? Promise.resolve();
     const next = prev.then(run, run);
+    // The chain only orders the next call after this one; the error itself reaches the caller
+    // through `next`, so the chain must not carry it on.
     const tail = next.catch(() => undefined);
     this.chains.set(pool, tail);
     void tail.then(() => {

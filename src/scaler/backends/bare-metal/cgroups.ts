@@ -45,13 +45,16 @@ class CgroupV2 implements CgroupDriver {
   async create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]> {
     const parentDir = join(this.root, this.parent);
     await mkdir(parentDir, { recursive: true });
-    // Controllers must be delegated down the tree before a child can use them.
+    // Controllers must be delegated down the tree before a child can use them. The root may refuse
+    // (already delegated, or not ours to write): harmless, because the parent's write below is not
+    // caught and fails loudly if the controllers are really unavailable.
     await writeFile(join(this.root, 'cgroup.subtree_control'), '+memory +cpu +pids').catch(() => {});
     await writeFile(join(parentDir, 'cgroup.subtree_control'), '+memory +cpu +pids');
     const dir = this.dir(agentId);
     await mkdir(dir, { recursive: true });
     if (limits?.memBytes) {
       await writeFile(join(dir, 'memory.max'), String(limits.memBytes));
+      // Absent when the kernel has no swap accounting; then there is no swap to bound.
       await writeFile(join(dir, 'memory.swap.max'), '0').catch(() => {});
     }
     if (limits?.cpus)
@@ -67,6 +70,7 @@ class CgroupV2 implements CgroupDriver {
     const dir = this.dir(agentId);
     // cgroup.kill needs Linux 5.14; on older kernels the listed processes are killed one by one.
     const kill = async () => {
+      // Absent before Linux 5.14: killListed below does the same work one pid at a time.
       await writeFile(join(dir, 'cgroup.kill'), '1').catch(() => {});
       await killListed(join(dir, 'cgroup.procs'));
     };
@@ -91,7 +95,8 @@ class CgroupV1 implements CgroupDriver {
     for (const c of CgroupV1.controllers) await mkdir(this.dir(c, agentId), { recursive: true });
     if (limits?.memBytes) {
       await writeFile(join(this.dir('memory', agentId), 'memory.limit_in_bytes'), String(limits.memBytes));
-      // Without this the group could swap past its limit where swap accounting is on.
+      // Without this the group could swap past its limit where swap accounting is on; where it is
+      // off the file does not exist, and there is no swap to bound.
       await writeFile(
         join(this.dir('memory', agentId), 'memory.memsw.limit_in_bytes'),
         String(limits.memBytes),
