@@ -26,6 +26,18 @@ export default defineConfig({
           name: 'system',
           globalSetup: ['test/helpers/global-setup.ts'],
           include: ['test/system/**/*.test.ts'],
+          exclude: ['test/system/engine/**'],
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        // Run once per engine by scripts/system-test.sh, with KICI_TEST_ENGINE and DOCKER_HOST set.
+        test: {
+          name: 'system-engine',
+          globalSetup: ['test/helpers/global-setup.ts'],
+          include: ['test/system/engine/**/*.test.ts'],
           testTimeout: 300_000,
           hookTimeout: 300_000,
           fileParallelism: false,

@@ -13,4 +13,11 @@ trap 'bash "$ROOT/scripts/system/teardown.sh"' EXIT
 bash "$ROOT/scripts/system/setup.sh"
 # shellcheck disable=SC1091
 source "$KICI_SYS_WORK/env"
-nsenter --net="/run/netns/$KICI_SYS_NETNS" "$ROOT/node_modules/.bin/node" "$ROOT/node_modules/vitest/vitest.mjs" run --project system "$@"
+VITEST=("$ROOT/node_modules/.bin/node" "$ROOT/node_modules/vitest/vitest.mjs" run)
+nsenter --net="/run/netns/$KICI_SYS_NETNS" "${VITEST[@]}" --project system "$@"
+# The engine suites run once per engine, inside that engine's namespace (see setup.sh).
+for engine in docker podman; do
+  if [[ $engine == docker ]]; then ns=$KICI_SYS_DOCKER_NETNS sock=$KICI_TEST_DOCKER_SOCK; else ns=$KICI_SYS_PODMAN_NETNS sock=$KICI_TEST_PODMAN_SOCK; fi
+  echo "== engine suites on $engine"
+  KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" nsenter --net="/run/netns/$ns" "${VITEST[@]}" --project system-engine "$@"
+done

@@ -18,6 +18,17 @@ command -v nsenter >/dev/null || need+=(util-linux)
 # promtool (test/system/promtool.test.ts) ships in Debian's prometheus package: 19 MB download,
 # ~96 MB installed, about 10 s. Only the tool is wanted: the package's server must not start.
 command -v promtool >/dev/null || need+=(prometheus)
+# Container engines (both driven through the Docker-compatible API), their firewall tooling, a
+# registry-free base image (busybox-static), bubblewrap for the bare-metal sandbox and QEMU for the
+# micro-VM backend. --no-install-recommends keeps needrestart and friends out.
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v podman >/dev/null || need+=(podman)
+[[ -x /usr/lib/podman/netavark || -x /usr/libexec/podman/netavark ]] || need+=(netavark aardvark-dns)
+command -v nft >/dev/null || need+=(nftables)
+command -v iptables >/dev/null || need+=(iptables)
+[[ -x /bin/busybox ]] || need+=(busybox-static)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # Deny service starts during the install (unless the image already has its own policy).
@@ -54,8 +65,66 @@ $IN_NS runuser -u postgres -- "$PGBIN/pg_ctl" -D "$W/pg/data" -l "$W/pgrun/pg.lo
   start >/dev/null
 echo "postgres ready: $(ms "$t") ms"
 
+# --- container engines, each in its OWN namespace: both want kici-agent-net (172.30.0.0/16), and one
+# namespace cannot hold that subnet twice. Engine tests run inside the engine's namespace so that the
+# orchestrator under test is reachable from agent containers at the network's gateway.
+wait_for() { for _ in $(seq 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; "$@"; }
+DNS=${KICI_SYS_DOCKER_NETNS:-kici-docker}
+PNS=${KICI_SYS_PODMAN_NETNS:-kici-podman}
+for ns in "$DNS" "$PNS"; do
+  ip netns add "$ns" 2>/dev/null || true
+  ip -n "$ns" link set lo up
+done
+t=$(date +%s%N)
+rm -rf "$W/docker" "$W/dx"
+nsenter --net="/run/netns/$DNS" dockerd --host "unix://$W/docker.sock" --data-root "$W/docker" \
+  --exec-root "$W/dx" --pidfile "$W/dockerd.pid" >"$W/dockerd.log" 2>&1 &
+echo $! >"$W/dockerd.bgpid"
+wait_for docker -H "unix://$W/docker.sock" version
+echo "dockerd ready: $(ms "$t") ms"
+
+# Podman asks runc for nofile/nproc limits above this sandbox's hard limits (no CAP_SYS_RESOURCE):
+# pin them to what the host allows, for the CLI and the API service alike.
+cat >"$W/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+export CONTAINERS_CONF="$W/containers.conf"
+PODMAN="podman --root $W/podman --runroot $W/podman-run"
+grep -q " $W/podman/overlay " /proc/mounts && umount "$W/podman/overlay"
+rm -rf "$W/podman" "$W/podman-run"
+t=$(date +%s%N)
+nsenter --net="/run/netns/$PNS" $PODMAN system service --time=0 "unix://$W/podman.sock" >"$W/podman.log" 2>&1 &
+echo $! >"$W/podman.bgpid"
+wait_for curl -sf --unix-socket "$W/podman.sock" http://d/_ping
+echo "podman service ready: $(ms "$t") ms"
+
+# A plain job image with no agent of ours: busybox-static, imported into both engines.
+t=$(date +%s%N)
+R="$W/busybox-rootfs"
+rm -rf "$R"
+mkdir -p "$R"/{bin,etc,tmp,proc,sys,dev,root}
+cp /bin/busybox "$R/bin/"
+for a in sh ls cat echo sleep wget nc ip id ps hostname head tail true false env timeout seq tr mkdir rm touch grep dd; do
+  ln -sf busybox "$R/bin/$a"
+done
+echo 'root:x:0:0:root:/root:/bin/sh' >"$R/etc/passwd"
+tar -C "$R" -cf "$W/busybox.tar" .
+docker -H "unix://$W/docker.sock" import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' "$W/busybox.tar" kici-test/busybox:1 >/dev/null
+$PODMAN import -q -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' "$W/busybox.tar" localhost/kici-test/busybox:1 >/dev/null
+echo "busybox image imported: $(ms "$t") ms"
+
 cat >"$W/env" <<ENV
 export KICI_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:55432/postgres
 export KICI_SYS_NETNS=$NS
+export KICI_SYS_DOCKER_NETNS=$DNS
+export KICI_SYS_PODMAN_NETNS=$PNS
+export KICI_TEST_DOCKER_SOCK=$W/docker.sock
+export KICI_TEST_PODMAN_SOCK=$W/podman.sock
+export KICI_TEST_BUSYBOX_IMAGE=kici-test/busybox:1
+export CONTAINERS_CONF=$W/containers.conf
 ENV
 echo "system services ready: $(ms "$T0") ms"

@@ -8,6 +8,31 @@ if [ -n "$PGBIN" ] && [ -f "$W/pg/data/postmaster.pid" ]; then
   runuser -u postgres -- "$PGBIN/pg_ctl" -D "$W/pg/data" -m fast -w stop >/dev/null 2>&1 ||
     kill "$(head -1 "$W/pg/data/postmaster.pid")" 2>/dev/null
 fi
+# Containers first, so no containerd-shim or conmon outlives its engine; then the engines by PID.
+export CONTAINERS_CONF="$W/containers.conf"
+DNS=${KICI_SYS_DOCKER_NETNS:-kici-docker}
+PNS=${KICI_SYS_PODMAN_NETNS:-kici-podman}
+if [ -S "$W/docker.sock" ]; then
+  docker -H "unix://$W/docker.sock" ps -aq 2>/dev/null | xargs -r docker -H "unix://$W/docker.sock" rm -f >/dev/null 2>&1
+fi
+if [ -f "$W/podman.bgpid" ]; then
+  nsenter --net="/run/netns/$PNS" podman --root "$W/podman" --runroot "$W/podman-run" rm -af -t 0 >/dev/null 2>&1
+fi
+for f in podman.bgpid dockerd.bgpid; do
+  [ -f "$W/$f" ] || continue
+  p=$(cat "$W/$f")
+  kill "$p" 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  rm -f "$W/$f"
+done
+# Podman exec sessions leave a conmon (--exit-delay 300) behind: end the ones under $W, by PID.
+for d in /proc/[0-9]*; do
+  tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "^/usr/bin/conmon .*$W/podman" && kill "${d#/proc/}" 2>/dev/null
+done
+grep -q " $W/podman/overlay " /proc/mounts && umount "$W/podman/overlay"
+rm -rf "$W/podman" "$W/podman-run" "$W/docker" "$W/dx"
+ip netns del "$DNS" 2>/dev/null
+ip netns del "$PNS" 2>/dev/null
 ip netns del "$NS" 2>/dev/null
 rm -rf "$W/pg"
 echo "system services stopped"
