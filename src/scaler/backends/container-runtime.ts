@@ -55,3 +55,40 @@ export function socketPathOfHost(host: string): string | undefined {
   if (host.startsWith('/')) return host;
   return undefined;
 }
+
+/** How the composition root reached the engine of one container scaler. */
+export interface EngineConnection extends DetectedRuntime {
+  /** False for a remote engine (`host`): there is no socket on this host to mount. */
+  local: boolean;
+}
+
+/**
+ * Where a container scaler's engine is, by the spec's precedence: a remote `host`, an explicit
+ * `socketPath`, else the first local socket in probe order. Only locates; the caller builds the
+ * client (dockerode) from the answer.
+ */
+export async function locateEngine(
+  entry: {
+    name: string;
+    host?: string | undefined;
+    socketPath?: string | undefined;
+    runtime: ContainerRuntime | 'auto';
+  },
+  opts: { env?: NodeJS.ProcessEnv; canUse?: SocketAccess } = {},
+): Promise<EngineConnection> {
+  if (entry.host) {
+    const runtime: ContainerRuntime = entry.runtime === 'podman' ? 'podman' : 'docker';
+    const sock = socketPathOfHost(entry.host);
+    return sock
+      ? { socketPath: sock, runtime, local: true }
+      : { socketPath: entry.host, runtime, local: false };
+  }
+  if (entry.socketPath)
+    return { socketPath: entry.socketPath, runtime: runtimeOfSocket(entry.socketPath), local: true };
+  const found = await detectRuntime(entry.runtime, opts);
+  if (!found)
+    throw new Error(
+      `scaler "${entry.name}": No container runtime found. Install Docker or Podman, or configure host (or socketPath) in this scaler's entry.`,
+    );
+  return { ...found, local: true };
+}
