@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { scalerFileSchema } from '../../../../src/config/index.js';
 import { injectedCommand, singleFileTar } from '../../../../src/scaler/backends/container/job-image.js';
 import { demuxBuffer } from '../../../../src/scaler/backends/container/logs.js';
-import { urlForContainer } from '../../../../src/scaler/backends/container/network.js';
+import { firstHost, urlForContainer } from '../../../../src/scaler/backends/container/network.js';
 import { containerTools } from '../../../../src/scaler/backends/container/tools.js';
 import { locateEngine } from '../../../../src/scaler/backends/container-runtime.js';
 
@@ -55,6 +55,8 @@ describe('urlForContainer', () => {
     expect(urlForContainer('ws://localhost:4000/ws', '172.30.0.1')).toBe('ws://172.30.0.1:4000/ws');
     expect(urlForContainer('wss://ci.example.com/ws', '172.30.0.1')).toBe('wss://ci.example.com/ws');
     expect(urlForContainer('ws://127.0.0.1:4000/ws', undefined)).toBe('ws://127.0.0.1:4000/ws');
+    expect(firstHost('172.17.0.0/16')).toBe('172.17.0.1');
+    expect(firstHost('10.88.5.7/24')).toBe('10.88.5.1');
   });
 });
 
