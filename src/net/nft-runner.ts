@@ -3,6 +3,12 @@
  * data (src/net/nft-rules.ts) and never as shell text; the binary is started by argv, never a shell.
  */
 import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** Batches up to this size go on the command line (Linux allows 128 KiB per argument). */
+const ARGV_LIMIT = 64 * 1024;
 
 /** One JSON command (`{"add": {...}}`, `{"delete": {...}}`, ...). */
 export type NftCommand = Record<string, unknown>;
@@ -10,7 +16,7 @@ export type NftCommand = Record<string, unknown>;
 export type NftObject = Record<string, Record<string, unknown>>;
 
 export interface NftRunner {
-  /** Apply a batch atomically (`nft -j -f -`): either every command takes effect or none does. */
+  /** Apply a batch atomically (`nft -j <batch>`): either every command takes effect or none does. */
   run(commands: NftCommand[]): Promise<void>;
   /** `nft -j list <args>`, e.g. `['tables']` or `['table', 'inet', 'kici_agents']`; the metainfo entry is dropped. */
   list(args: string[]): Promise<NftObject[]>;
@@ -54,10 +60,21 @@ export function createNftRunner(opts: NftRunnerOptions = {}): NftRunner {
   return {
     async run(commands) {
       if (!commands.length) return;
-      await exec(argv(['-j', '-f', '-']), JSON.stringify({ nftables: commands }), timeoutMs);
+      const json = JSON.stringify({ nftables: commands });
+      // nft cannot read `-f -` from Node's stdin (a socket, not a pipe: "Could not open /dev/stdin"),
+      // so the batch goes as an argument; one too big for argv goes through a private temp file.
+      if (json.length <= ARGV_LIMIT) return void (await exec(argv(['-j', json]), timeoutMs));
+      const dir = await mkdtemp(join(tmpdir(), 'kici-nft-'));
+      try {
+        const file = join(dir, 'batch.json');
+        await writeFile(file, json, { mode: 0o600 });
+        await exec(argv(['-j', '-f', file]), timeoutMs);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
     },
     async list(args) {
-      const out = await exec(argv(['-j', 'list', ...args]), undefined, timeoutMs);
+      const out = await exec(argv(['-j', 'list', ...args]), timeoutMs);
       if (!out.trim()) return [];
       const parsed = JSON.parse(out) as { nftables?: NftObject[] };
       return (parsed.nftables ?? []).filter((o) => !('metainfo' in o));
@@ -65,10 +82,10 @@ export function createNftRunner(opts: NftRunnerOptions = {}): NftRunner {
   };
 }
 
-function exec(argv: string[], stdin: string | undefined, timeoutMs: number): Promise<string> {
+function exec(argv: string[], timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const [cmd, ...args] = argv as [string, ...string[]];
-    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: timeoutMs });
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -81,8 +98,5 @@ function exec(argv: string[], stdin: string | undefined, timeoutMs: number): Pro
       const why = signal ? `was stopped by ${signal} (timeout ${timeoutMs} ms?)` : `exited with ${code}`;
       reject(new NftError(`${argv.join(' ')} ${why}: ${err.trim().split('\n')[0] ?? ''}`, err));
     });
-    // EPIPE when nft dies before reading: the close handler reports why.
-    child.stdin.on('error', () => {});
-    child.stdin.end(stdin ?? '');
   });
 }
