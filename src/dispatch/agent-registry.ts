@@ -11,6 +11,10 @@ export interface ConnectedAgent {
   scalerName?: string;
   /** Single-use agents take exactly one job. */
   ephemeral: boolean;
+  /** The version it reported at registration (absent for old or foreign agents). */
+  version?: string;
+  /** The job a scaler spawned it for. */
+  boundJobId?: string;
   jobsTaken: number;
   busyJobId?: string;
   draining: boolean;
@@ -34,6 +38,8 @@ export function newConnectedAgent(a: {
   scaled: { gate: string[]; scalerName: string } | null;
   /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
   jobsDone?: number | undefined;
+  version?: string | undefined;
+  boundJobId?: string | undefined;
   nowMs: number;
   send: ConnectedAgent['send'];
   close: ConnectedAgent['close'];
@@ -46,6 +52,8 @@ export function newConnectedAgent(a: {
     gate: a.scaled?.gate ?? [],
     ...(a.scaled ? { scalerName: a.scaled.scalerName } : {}),
     ephemeral: a.scaled !== null,
+    ...(a.version !== undefined ? { version: a.version } : {}),
+    ...(a.boundJobId !== undefined ? { boundJobId: a.boundJobId } : {}),
     jobsTaken: a.jobsDone ?? 0,
     draining: false,
     connectedAtMs: a.nowMs,
@@ -66,14 +74,47 @@ export interface DepartedAgent {
 export type AgentState = 'idle' | 'busy' | 'draining' | 'disconnected';
 
 export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
+/** Reported by an agent that runs inside a job's own image: it runs that job and nothing else. */
+export const JOB_IMAGE_LABEL = 'kici:runtime:job-image';
+/** Our agents report their runtimes from this version on; an older or unversioned one is not gated. */
+export const RUNTIME_FACTS_SINCE = '0.1.0';
+
+function versionAtLeast(version: string | undefined, min: string): boolean {
+  if (!version) return false;
+  const parse = (v: string) => v.replace(/^v/, '').split(/[-+]/)[0]!.split('.').map(Number);
+  const a = parse(version);
+  const b = parse(min);
+  if (a.some(Number.isNaN)) return false;
+  for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) > (b[i] ?? 0);
+  return true;
+}
+
+/**
+ * Spec C.13's container rules. An agent started for this very job takes it (it runs inside the job's
+ * container, or was made for it). An agent inside another job's image takes nothing else. A
+ * `container:` job needs a runtime label, but only where its absence proves something: the agent is
+ * scaler-managed or a versioned agent of ours that reports runtimes. An older operator agent is not
+ * gated; it fails such a job with a message naming the runtime it lacks.
+ */
+function containerFit(
+  agent: Pick<ConnectedAgent, 'labels'> & Partial<Pick<ConnectedAgent, 'kind' | 'version' | 'boundJobId'>>,
+  job: Pick<QueuedJob, 'spec'> & Partial<Pick<QueuedJob, 'id'>>,
+): boolean {
+  if (agent.boundJobId !== undefined && agent.boundJobId === job.id) return true;
+  if (agent.labels.has(JOB_IMAGE_LABEL)) return false;
+  if (!job.spec.container || RUNTIME_LABELS.some((l) => agent.labels.has(l))) return true;
+  const proof = agent.kind === 'scaler' || versionAtLeast(agent.version, RUNTIME_FACTS_SINCE);
+  return !proof;
+}
 
 /**
  * Can this agent run this job? Labels ⊇ runsOn, the agent's gate ⊆ runsOn, and a container job
  * needs an agent that reports a container runtime.
  */
 export function canAgentRunJob(
-  agent: Pick<ConnectedAgent, 'labels' | 'gate'>,
-  job: Pick<QueuedJob, 'runsOn' | 'spec'>,
+  agent: Pick<ConnectedAgent, 'labels' | 'gate'> &
+    Partial<Pick<ConnectedAgent, 'kind' | 'version' | 'boundJobId'>>,
+  job: Pick<QueuedJob, 'runsOn' | 'spec'> & Partial<Pick<QueuedJob, 'id'>>,
 ): boolean {
   for (const l of job.runsOn) if (!agent.labels.has(l)) return false;
   for (const g of agent.gate) if (!job.runsOn.includes(g)) return false;
@@ -86,7 +127,7 @@ export function canAgentRunJob(
     agent.labels.has('kici:role:execution')
   )
     return false;
-  if (job.spec.container && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
+  if (!containerFit(agent, job)) return false;
   if (job.spec.excludeLabels?.some((l) => agent.labels.has(l.trim().toLowerCase()))) return false;
   return true;
 }
