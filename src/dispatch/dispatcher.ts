@@ -270,7 +270,8 @@ export class Dispatcher {
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
           : 'no scaler is configured and no agent token matches these labels';
         for (const job of left) {
-          if (this.someoneCould(job)) job.waiting = 'waiting for a matching agent';
+          if (this.someoneCould(job))
+            job.waiting = `waiting for a matching agent${job.spec.container ? `; ${CONTAINER_JOB_HINT}` : ''}`;
           else await this.settleNoBackend(job, job.spec.container ? `${why}; ${CONTAINER_JOB_HINT}` : why);
         }
       } else if (reason) for (const job of left) job.waiting = reason;
