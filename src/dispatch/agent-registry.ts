@@ -9,12 +9,12 @@ export interface ConnectedAgent {
   /** Labels a job must carry to run here (mandatoryLabels and platform taints). */
   gate: string[];
   scalerName?: string;
+  /** The job a scaler started this agent for (it may run that job even where the rules below say no). */
+  boundJobId?: string;
   /** Single-use agents take exactly one job. */
   ephemeral: boolean;
   /** The version it reported at registration (absent for old or foreign agents). */
   version?: string;
-  /** The job a scaler spawned it for. */
-  boundJobId?: string;
   jobsTaken: number;
   busyJobId?: string;
   draining: boolean;
@@ -35,11 +35,10 @@ export function newConnectedAgent(a: {
   id: string;
   labels: string[];
   /** The scaler's registration answer; null for a static agent. */
-  scaled: { gate: string[]; scalerName: string } | null;
+  scaled: { gate: string[]; scalerName: string; boundJobId?: string | undefined } | null;
   /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
   jobsDone?: number | undefined;
   version?: string | undefined;
-  boundJobId?: string | undefined;
   nowMs: number;
   send: ConnectedAgent['send'];
   close: ConnectedAgent['close'];
@@ -51,9 +50,9 @@ export function newConnectedAgent(a: {
     labelList: a.labels,
     gate: a.scaled?.gate ?? [],
     ...(a.scaled ? { scalerName: a.scaled.scalerName } : {}),
+    ...(a.scaled?.boundJobId ? { boundJobId: a.scaled.boundJobId } : {}),
     ephemeral: a.scaled !== null,
     ...(a.version !== undefined ? { version: a.version } : {}),
-    ...(a.boundJobId !== undefined ? { boundJobId: a.boundJobId } : {}),
     jobsTaken: a.jobsDone ?? 0,
     draining: false,
     connectedAtMs: a.nowMs,

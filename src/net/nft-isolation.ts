@@ -45,6 +45,10 @@ export class NftAgentIsolation implements AgentIsolation {
     this.subnet = opts.subnet ?? '172.30.0.0/16';
   }
 
+  prepare(): Promise<void> {
+    return this.ensureBase();
+  }
+
   /** Create the table and base chains (idempotent); throws IsolationError with the remedy. */
   ensureBase(): Promise<void> {
     this.base ??= this.exec(baseCommands(this.spec), 'could not set up the agent firewall').catch(

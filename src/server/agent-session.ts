@@ -231,7 +231,6 @@ export class AgentSession {
       // After a reconnect a single-use agent that already ran its job must not be offered another.
       jobsDone: msg.jobsDone,
       version: msg.version,
-      boundJobId: scaled?.boundJobId,
       nowMs: deps.clock.now(),
       send: (m) => this.send(m),
       close: (code, reason) => this.port.close(code, reason, false),

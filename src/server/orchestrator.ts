@@ -6,6 +6,11 @@ import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
+import { connectEngine } from '../scaler/backends/engine-client.js';
+import type { AgentIsolation } from '../net/isolation.js';
+import { NftAgentIsolation } from '../net/nft-isolation.js';
+import { createNftRunner } from '../net/nft-runner.js';
+import { sweepOrphans } from './orphan-sweep.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
@@ -43,6 +48,8 @@ export interface OrchestratorOptions {
   hostEnv?: NodeJS.ProcessEnv;
   /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
   claimStore?: ClaimStore | undefined;
+  /** Host firewall for container agents; when absent the composition root builds the default one. */
+  isolation?: AgentIsolation | undefined;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -162,6 +169,7 @@ export class Orchestrator {
       );
       const recovered = await dispatcher.recover();
       const adopted = scaler ? await scaler.recover() : undefined;
+      if (scaler) await sweepOrphans(scaler, dispatcher, log);
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
@@ -369,6 +377,9 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
     store,
     configPath: opts.scalerConfigPath!,
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+    connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
+    // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
+    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),
   };
 }
 

@@ -114,7 +114,7 @@ describe('preflight', () => {
     expect(backend.capabilities).toEqual({
       localCompute: true,
       lifetime: 'orchestrator',
-      cleansOrphans: false,
+      cleansOrphans: true,
       capturesLogs: true,
     });
     expect(logged).toContainEqual(
@@ -126,9 +126,9 @@ describe('preflight', () => {
   });
 
   it('a type without a descriptor gives the "not available in this build yet" error', () => {
-    expect(() => descriptorFor({ name: 'c', type: 'container' })).toThrow(UnsupportedBackendError);
-    expect(() => descriptorFor({ name: 'c', type: 'container' })).toThrow(
-      'scaler "c": the container backend is not available in this build yet',
+    expect(() => descriptorFor({ name: 'c', type: 'firecracker' })).toThrow(UnsupportedBackendError);
+    expect(() => descriptorFor({ name: 'c', type: 'firecracker' })).toThrow(
+      'scaler "c": the firecracker backend is not available in this build yet',
     );
   });
 });
