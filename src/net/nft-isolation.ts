@@ -45,8 +45,14 @@ export class NftAgentIsolation implements AgentIsolation {
     this.subnet = opts.subnet ?? '172.30.0.0/16';
   }
 
-  prepare(): Promise<void> {
-    return this.ensureBase();
+  /** At backend creation: the message carries the fix, since start-up reports only the message. */
+  async prepare(): Promise<void> {
+    try {
+      await this.ensureBase();
+    } catch (err) {
+      const e = err as IsolationError;
+      throw new IsolationError(`${e.message}. Fix: ${e.remedy}`, e.remedy);
+    }
   }
 
   /** Create the table and base chains (idempotent); throws IsolationError with the remedy. */
