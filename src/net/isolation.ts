@@ -38,6 +38,8 @@ export class IsolationError extends Error {
     message: string,
     /** What the operator can do about it, in words. */
     readonly remedy: string,
+    /** `config`: the request cannot be confined as configured (retrying will not help). */
+    readonly kind: 'config' | 'firewall' = 'firewall',
   ) {
     super(message);
   }

@@ -72,6 +72,13 @@ export class NftAgentIsolation implements AgentIsolation {
         `agent ${req.agentId} has no IPv4 address ("${req.ip}")`,
         'check the agent network',
       );
+    // A name would be resolved by nft once, at rule time; the rules would silently go stale.
+    if (isIP(req.orchestrator.address) !== 4)
+      throw new IsolationError(
+        `agent ${req.agentId}: the orchestrator address "${req.orchestrator.address}" the agent dials is not an IPv4 address, so no firewall rule can admit it`,
+        'set orchestratorUrl (scaler entry) or the server agentUrl to an IPv4 address, e.g. ws://172.30.0.1:8080/ws',
+        'config',
+      );
     // One batch: the old chains' contents and the new rules swap atomically.
     await this.withBase(
       applyCommands(req, this.spec),

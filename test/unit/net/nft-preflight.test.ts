@@ -57,3 +57,23 @@ describe('NftAgentIsolation.prepare', () => {
     expect((err as Error).message).toMatch(/Fix: install nftables .*networkIsolation: false/);
   });
 });
+
+describe('NftAgentIsolation.apply', () => {
+  it('refuses an orchestrator host name (nft would resolve it once) before running nft', async () => {
+    const iso = new NftAgentIsolation({ runner: createNftRunner({ command: '/nonexistent/kici/nft' }) });
+    const err = await iso
+      .apply({
+        agentId: 'a1',
+        scalerName: 'ctr',
+        ip: '172.30.0.9',
+        orchestrator: { address: 'orchestrator.local', port: 8080 },
+        hostAccess: [],
+        policy: undefined,
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IsolationError);
+    expect((err as IsolationError).message).toMatch(/"orchestrator.local" .* not an IPv4 address/);
+    expect((err as IsolationError).remedy).toMatch(/orchestratorUrl/);
+    expect((err as IsolationError).kind).toBe('config');
+  });
+});

@@ -1,6 +1,6 @@
 import type Docker from 'dockerode';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
-import type { AgentIsolation } from '../../../net/isolation.js';
+import { IsolationError, type AgentIsolation } from '../../../net/isolation.js';
 import { warnIsolationOff } from '../../../net/nft-preflight.js';
 import type { CleanupOrphansOptions } from '../../types.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
@@ -200,14 +200,21 @@ export class ContainerScalerBackend implements ScalerBackend {
   private async applyRules(req: SpawnContext, ls: LabelSetConfig, ip: string): Promise<void> {
     const url = new URL(this.host.agentUrl(req.orchestratorUrl));
     const port = Number(url.port) || (url.protocol === 'wss:' || url.protocol === 'https:' ? 443 : 80);
-    await this.opts.isolation!.apply({
-      agentId: req.agentId,
-      scalerName: this.name,
-      ip,
-      orchestrator: { address: url.hostname, port },
-      hostAccess: this.opts.hostServices ?? [],
-      policy: ls.networkPolicy,
-    });
+    try {
+      await this.opts.isolation!.apply({
+        agentId: req.agentId,
+        scalerName: this.name,
+        ip,
+        orchestrator: { address: url.hostname, port },
+        hostAccess: this.opts.hostServices ?? [],
+        policy: ls.networkPolicy,
+      });
+    } catch (err) {
+      // Classified, with the fix: a name in orchestratorUrl is a config error, an nft failure may pass.
+      if (!(err instanceof IsolationError)) throw err;
+      const kind = err.kind === 'config' ? 'config' : 'transient';
+      throw new SpawnError(kind, `${err.message}. Fix: ${err.remedy}`, { cause: err });
+    }
   }
 
   private async removeRules(ip: string): Promise<void> {
