@@ -1,3 +1,4 @@
+import type Docker from 'dockerode';
 /**
  * One container spawn, in the order of spec D.1. The container id becomes the backendRef as soon as
  * it exists; after every await the spawn checks it is still wanted (a destroy or the deadline may
@@ -166,3 +167,21 @@ export async function failSpawn(
 }
 
 export { LineTail };
+
+/** An agent container that exits before registering is a failed start: say why, with its output. */
+export function watchExit(docker: Docker, req: SpawnContext, t: Tracked): void {
+  void docker
+    .getContainer(t.containerId!)
+    .wait()
+    .then(
+      (r: { StatusCode?: number }) => {
+        if (t.registered || t.destroying) return;
+        const tail = t.tail.tail(10).join('\n');
+        req.onEvent(
+          'scaler.failed',
+          `agent container exited with code ${r.StatusCode ?? '?'} before it registered${tail ? `\n---\n${tail}` : ''}`,
+        );
+      },
+      () => undefined,
+    );
+}
