@@ -22,7 +22,11 @@ export interface AgentRuleRequest {
   ip: string;
   /** Where the agent must always reach: the orchestrator's address and port as the agent dials it. */
   orchestrator: { address: string; port: number };
-  /** Extra host services the agent may reach (config `hostAccess`), beyond the orchestrator. */
+  /**
+   * Host services the orchestrator directs agents to (e.g. its object-storage endpoint), in the
+   * `hostAccess` grammar. Part of the default host set (with DNS on the gateway); a label set's
+   * `policy.hostAccess` replaces that whole set. The orchestrator itself is always reachable.
+   */
   hostAccess: string[];
   policy: AgentNetworkPolicy | undefined;
 }
@@ -34,12 +38,20 @@ export class IsolationError extends Error {
     message: string,
     /** What the operator can do about it, in words. */
     readonly remedy: string,
+    /** `config`: the request cannot be confined as configured (retrying will not help). */
+    readonly kind: 'config' | 'firewall' = 'firewall',
   ) {
     super(message);
   }
 }
 
 export interface AgentIsolation {
+  /**
+   * Check the firewall works here and set up what every agent shares (table, base chains); called
+   * when a backend with isolation on is created, so a host that cannot confine agents fails at
+   * start-up, not at the first spawn. Throws IsolationError with the remedy.
+   */
+  prepare?(): Promise<void>;
   /**
    * Install the rules for `req.ip`, first removing any rules left for that address (addresses are
    * recycled). Resolves only once the rules are in force. Throws IsolationError.

@@ -114,7 +114,7 @@ describe('preflight', () => {
     expect(backend.capabilities).toEqual({
       localCompute: true,
       lifetime: 'orchestrator',
-      cleansOrphans: false,
+      cleansOrphans: true,
       capturesLogs: true,
     });
     expect(logged).toContainEqual(
