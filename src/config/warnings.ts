@@ -35,6 +35,7 @@ const ENTRY_FIELD_TYPES: Record<string, ScalerType[]> = {
 
 const LABEL_SET_FIELD_TYPES: Record<string, ScalerType[]> = {
   binaryPath: ['bare-metal'],
+  runAsUser: ['bare-metal'],
   volumes: ['container', 'bare-metal'],
   containerSocket: ['container', 'bare-metal'],
   rootfsPath: ['firecracker'],

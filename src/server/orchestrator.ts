@@ -369,6 +369,7 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
     store,
     configPath: opts.scalerConfigPath!,
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
   };
 }
 

@@ -45,4 +45,6 @@ export interface BackendDeps {
   vmm?: VmmDriver;
   /** Bare-metal `enforceCgroups` driver; detected on the host when absent. */
   cgroups?: CgroupDriver;
+  /** The orchestrator's data dir (bare-metal hides it from sandboxed agents). */
+  dataDir?: string;
 }

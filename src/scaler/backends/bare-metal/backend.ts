@@ -20,7 +20,11 @@ import { onLines } from '../../../util/lines.js';
 import { launchError } from './launch-error.js';
 import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
-import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
+import type { CgroupDriver } from './cgroups.js';
+import { launchCommand } from './launch.js';
+import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
+import { AgentUserPool } from './users.js';
+import { constructionWarnings } from './warnings.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
 export interface BareMetalBackendOptions {
@@ -33,6 +37,10 @@ export interface BareMetalBackendOptions {
   stopGraceMs?: number;
   /** Cgroup driver for `enforceCgroups: true` (injected; see detectCgroups). */
   cgroups?: CgroupDriver | undefined;
+  /** Homes and uids for sandboxed and `runAsUser: dynamic` agents (host-wide by default). */
+  users?: AgentUserPool;
+  /** The orchestrator's data dir: hidden from sandboxed agents. */
+  dataDir?: string | undefined;
 }
 
 interface Tracked {
@@ -42,6 +50,7 @@ interface Tracked {
   registered: boolean;
   destroying: boolean;
   tail: string[];
+  placement: Placement;
 }
 
 const TAIL_LINES = 50;
@@ -70,9 +79,15 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.name = opts.entry.name;
     this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
-    this.log.warn(
-      "bare-metal agents run as host processes with the orchestrator user's filesystem and network access; use containers or micro-VMs for untrusted builds",
-    );
+    this.users = opts.users ?? new AgentUserPool();
+    for (const w of constructionWarnings(opts.entry, this.hostEnv, opts.cgroups !== undefined))
+      this.log.warn(w);
+  }
+
+  private readonly users: AgentUserPool;
+
+  private get hostEnv(): NodeJS.ProcessEnv {
+    return this.opts.hostEnv ?? process.env;
   }
 
   getActiveCount(): number {
@@ -85,7 +100,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   getRequiredTools(entry: ScalerEntry): RequiredTool[] {
-    return bareMetalTools(entry, this.opts.baseDir);
+    return bareMetalTools(entry, this.opts.baseDir, this.opts.hostEnv ?? process.env);
   }
 
   getLogCapture(agentId: string): LogCapture | undefined {
@@ -125,10 +140,10 @@ export class BareMetalScalerBackend implements ScalerBackend {
         'bare-metal agents authenticate with a token, not a claim code',
       );
     }
-    const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
+    const tracked: Tracked = { agent, registered: false, destroying: false, tail: [], placement: {} };
     this.agents.set(req.agentId, tracked);
     req.onEvent('scaler.provisioning', 'spawning agent process');
-    const { env, trusted } = buildAgentEnv(this.opts.hostEnv ?? process.env, ls, {
+    const { env, trusted } = buildAgentEnv(this.hostEnv, ls, {
       orchestratorUrl: req.orchestratorUrl,
       agentId: req.agentId,
       token: req.auth.token,
@@ -137,13 +152,26 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (trusted)
       this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
-    let launch = { file: binary, args: [] as string[] };
+    try {
+      tracked.placement = await placeAgent(req.agentId, ls, this.hostEnv, this.users, this.opts.dataDir);
+    } catch (err) {
+      this.agents.delete(req.agentId);
+      await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
+      const message = `cannot prepare the agent's user or work dir: ${(err as Error).message}`;
+      req.onEvent('scaler.failed', message);
+      throw new DeterministicSpawnError('config', message, { cause: err });
+    }
+    Object.assign(env, placementEnv(tracked.placement));
+    const { user, sandbox } = tracked.placement;
+    let launch = launchCommand({ binary, user, sandbox });
     if (this.enforcesLimits) {
       try {
-        launch = joinCgroupsCommand(await this.opts.cgroups!.create(req.agentId, req.limits), binary);
+        const procsFiles = await this.opts.cgroups!.create(req.agentId, req.limits);
+        launch = launchCommand({ binary, user, sandbox, procsFiles });
       } catch (err) {
         this.agents.delete(req.agentId);
         await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
+        await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
         const message = `cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`;
         req.onEvent('scaler.failed', message);
         throw new DeterministicSpawnError('config', message, { cause: err });
@@ -164,6 +192,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       this.agents.delete(req.agentId);
       if (this.enforcesLimits)
         await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
+      await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
       const failure = launchError(binary, err);
       req.onEvent('scaler.failed', failure.message);
       throw failure;
@@ -183,6 +212,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
       if (this.enforcesLimits)
         await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
+      await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
       throw new SpawnError('spawn-timeout', 'spawn aborted');
     }
     req.onEvent('scaler.ready', `agent process started (PID ${pid})`);
@@ -246,6 +276,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
         this.log.warn({ agentId, err: (err as Error).message }, 'could not remove the agent cgroup');
       });
     }
+    // Last: whatever still runs as the agent's uid, then its home and uid (released for reuse).
+    await unplace(agentId, t.placement, this.users).catch(this.placeLeft(agentId));
   }
 
   /** Limits are enforced only where the operator asked for it and a cgroup tree is usable. */
@@ -264,7 +296,14 @@ export class BareMetalScalerBackend implements ScalerBackend {
       spawnedAt: Date.now(),
       state: 'running',
     };
-    this.agents.set(agentId, { agent, pgid: pid, registered: false, destroying: false, tail: [] });
+    this.agents.set(agentId, {
+      agent,
+      pgid: pid,
+      registered: false,
+      destroying: false,
+      tail: [],
+      placement: await this.recoveredPlacement(agentId),
+    });
     return true;
   }
 
@@ -275,9 +314,28 @@ export class BareMetalScalerBackend implements ScalerBackend {
       Number.isInteger(pid) && pid > 0 && groupAlive(pid) && (await processBelongsToAgent(pid, agentId));
     // Even with the agent gone, daemons its jobs started may still run: they carry its id.
     await stopAgentTree(agentId, agentAlive ? pid : undefined, this.opts.stopGraceMs);
-    if (!agentAlive) return false;
+    // The uid claim names the agent: its processes and home go too, and the uid is free again.
+    const placement = await this.recoveredPlacement(agentId);
+    await unplace(agentId, placement, this.users).catch(this.placeLeft(agentId));
+    if (!agentAlive && !placement.workDir) return false;
     if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(this.cgroupLeft(agentId));
     return true;
+  }
+
+  /** An agent's uid and home after a restart, from the uid claim that names it (host-local evidence). */
+  private async recoveredPlacement(agentId: string): Promise<Placement> {
+    const uid = await this.users.uidOf(agentId);
+    const home = this.users.homeOf(agentId);
+    if (uid !== undefined) return { user: { uid, gid: uid, home }, workDir: home };
+    const exists = await stat(home).then(
+      () => true,
+      () => false,
+    );
+    return exists ? { workDir: home } : {};
+  }
+
+  private placeLeft(agentId: string) {
+    return swallow(this.log, 'scaler.bare-metal.unplace', { agentId });
   }
 
   /** A cgroup that could not be removed is left behind (empty or not): logged and counted. */
@@ -299,6 +357,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
 
   applyReload(entry: ScalerEntry): void {
     this.entry = entry;
+    for (const w of constructionWarnings(entry, this.hostEnv, this.opts.cgroups !== undefined, false))
+      this.log.warn(w);
   }
 
   /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */
