@@ -3,7 +3,14 @@ import { resolve } from 'node:path';
 import type { LabelSetConfig } from '../../../config/index.js';
 import { bwrapArgs } from './sandbox.js';
 import { sandboxRequested } from './tools.js';
-import { AGENT_UID_COUNT, AGENT_UID_FIRST, killUid, type AgentUser, type AgentUserPool } from './users.js';
+import {
+  AGENT_UID_COUNT,
+  AGENT_UID_FIRST,
+  ensureHomesRoot,
+  killUid,
+  type AgentUser,
+  type AgentUserPool,
+} from './users.js';
 
 /**
  * Where one agent lives on the host besides its process: its uid (runAsUser: dynamic), its own work
@@ -31,7 +38,7 @@ export async function placeAgent(
     workDir = user.home;
   } else {
     workDir = users.homeOf(agentId);
-    await mkdir(users.root, { recursive: true, mode: 0o711 });
+    await ensureHomesRoot(users.root);
     await mkdir(workDir, { recursive: true, mode: 0o700 });
   }
   // Other agents' homes and the orchestrator's data (tokens, database) are hidden, not just unwritable.

@@ -1,4 +1,4 @@
-import { chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -38,14 +38,19 @@ export class AgentUserPool {
   }
 
   acquire(agentId: string): Promise<AgentUser> {
-    const run = this.chain.then(() => this.claimFree(agentId));
+    // A full range first frees claims that crashes left behind, then tries once more.
+    const run = this.chain.then(() =>
+      this.claimFree(agentId).catch(async (err: unknown) => {
+        if (!(await this.reclaimStale(() => false))) throw err;
+        return this.claimFree(agentId);
+      }),
+    );
     this.chain = run.catch(() => undefined);
     return run;
   }
 
   private async claimFree(agentId: string): Promise<AgentUser> {
-    // Others may traverse the root to reach their own home, but not list it.
-    await mkdir(this.root, { recursive: true, mode: 0o711 });
+    await ensureHomesRoot(this.root);
     await mkdir(this.claims, { recursive: true, mode: 0o700 });
     const busy = await uidsWithProcesses();
     for (let uid = this.first; uid < this.first + this.count; uid++) {
@@ -107,6 +112,12 @@ export class AgentUserPool {
     }
     return freed;
   }
+}
+
+/** Others may traverse the root to reach their own home, but not list it (chmod: umask may be 077). */
+export async function ensureHomesRoot(root: string): Promise<void> {
+  await mkdir(root, { recursive: true, mode: 0o711 });
+  await chmod(root, 0o711);
 }
 
 /** Real uids of every live process (any of them still holds its uid). */
