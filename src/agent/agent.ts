@@ -177,6 +177,7 @@ export class Agent {
             send: (m) => this.send(m),
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
+            insideJobImage: this.cfg.jobImage,
             congested: () => (this.ws?.bufferedAmount ?? 0) > SEND_BACKLOG_BYTES,
           }),
         );

@@ -16,6 +16,8 @@ export interface AgentConfig {
   reconnectTimeoutMs: number;
   workDir: string | undefined;
   keepWorkspace: boolean;
+  /** KICI_JOB_IMAGE_AGENT=1: started inside the job's own image, for that one job. */
+  jobImage: boolean;
 }
 
 export class AgentConfigError extends Error {}
@@ -57,5 +59,6 @@ export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     reconnectTimeoutMs: intEnv(env, 'KICI_AGENT_RECONNECT_TIMEOUT_MS', scalerManaged ? 60_000 : 0),
     workDir: env.KICI_WORK_DIR || undefined,
     keepWorkspace: env.KICI_KEEP_WORKSPACE === '1',
+    jobImage: env.KICI_JOB_IMAGE_AGENT === '1',
   };
 }

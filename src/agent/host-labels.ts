@@ -14,6 +14,8 @@ export function hostLabels(): string[] {
   else if (a === 'arm64') labels.push('kici:arch:arm64');
   else labels.push(`kici:arch:${a}`);
   labels.push(`kici:host:${hostname().toLowerCase()}`);
+  // Inside a job's own image the agent serves that job only; routing keeps every other job away.
+  if (process.env.KICI_JOB_IMAGE_AGENT === '1') labels.push('kici:runtime:job-image');
   if (canUse('/var/run/docker.sock')) labels.push('kici:runtime:docker');
   const xdg = process.env.XDG_RUNTIME_DIR;
   if (canUse('/run/podman/podman.sock') || (xdg && canUse(`${xdg}/podman/podman.sock`))) {

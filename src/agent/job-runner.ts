@@ -29,6 +29,8 @@ export interface JobRunnerOptions {
   reapGraceMs?: number;
   /** True while sent messages pile up unsent; output is then not read, so a flood cannot fill memory. */
   congested?: () => boolean;
+  /** The agent was injected into the job's own image (C.14): a container job's steps run right here. */
+  insideJobImage?: boolean | undefined;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -68,7 +70,7 @@ export class JobRunner {
     let message: string | undefined;
     const oom = oomProbe();
     try {
-      if (job.container) {
+      if (job.container && !this.opts.insideJobImage) {
         result = 'failed';
         exitCode = null;
         message = `job asks for container image "${job.container.image}", but this agent runs steps on its host; route it to an agent with kici:runtime:docker or kici:runtime:podman`;

@@ -5,6 +5,7 @@
  */
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+import { waitForStartGate } from '../agent/start-gate.js';
 import { packageVersion } from '../version.js';
 
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
@@ -54,6 +55,11 @@ async function main(): Promise<number> {
       return 2;
     }
     throw err;
+  }
+  const gate = process.env.KICI_START_GATE;
+  if (gate && !(await waitForStartGate(gate))) {
+    process.stderr.write(`kici-agent: the start gate ${gate} never opened (network rules not applied)\n`);
+    return 3;
   }
   const agent = new Agent(cfg, log);
   // A static agent drains on the first SIGTERM (an operator's restart should not lose the job) and

@@ -9,6 +9,8 @@ export interface ConnectedAgent {
   /** Labels a job must carry to run here (mandatoryLabels and platform taints). */
   gate: string[];
   scalerName?: string;
+  /** The job a scaler started this agent for (it may run that job even where the rules below say no). */
+  boundJobId?: string;
   /** Single-use agents take exactly one job. */
   ephemeral: boolean;
   jobsTaken: number;
@@ -31,7 +33,7 @@ export function newConnectedAgent(a: {
   id: string;
   labels: string[];
   /** The scaler's registration answer; null for a static agent. */
-  scaled: { gate: string[]; scalerName: string } | null;
+  scaled: { gate: string[]; scalerName: string; boundJobId?: string | undefined } | null;
   /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
   jobsDone?: number | undefined;
   nowMs: number;
@@ -45,6 +47,7 @@ export function newConnectedAgent(a: {
     labelList: a.labels,
     gate: a.scaled?.gate ?? [],
     ...(a.scaled ? { scalerName: a.scaled.scalerName } : {}),
+    ...(a.scaled?.boundJobId ? { boundJobId: a.scaled.boundJobId } : {}),
     ephemeral: a.scaled !== null,
     jobsTaken: a.jobsDone ?? 0,
     draining: false,
@@ -66,14 +69,16 @@ export interface DepartedAgent {
 export type AgentState = 'idle' | 'busy' | 'draining' | 'disconnected';
 
 export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
+/** Reported by an agent injected into a job's own image (C.14). */
+export const JOB_IMAGE_LABEL = 'kici:runtime:job-image';
 
 /**
  * Can this agent run this job? Labels ⊇ runsOn, the agent's gate ⊆ runsOn, and a container job
  * needs an agent that reports a container runtime.
  */
 export function canAgentRunJob(
-  agent: Pick<ConnectedAgent, 'labels' | 'gate'>,
-  job: Pick<QueuedJob, 'runsOn' | 'spec'>,
+  agent: Pick<ConnectedAgent, 'labels' | 'gate' | 'boundJobId'>,
+  job: Pick<QueuedJob, 'runsOn' | 'spec'> & { id?: string },
 ): boolean {
   for (const l of job.runsOn) if (!agent.labels.has(l)) return false;
   for (const g of agent.gate) if (!job.runsOn.includes(g)) return false;
@@ -86,7 +91,10 @@ export function canAgentRunJob(
     agent.labels.has('kici:role:execution')
   )
     return false;
-  if (job.spec.container && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
+  // C.13: started for this very job → yes; inside some job's image → no other job.
+  const startedForIt = agent.boundJobId !== undefined && agent.boundJobId === job.id;
+  if (!startedForIt && agent.labels.has(JOB_IMAGE_LABEL)) return false;
+  if (job.spec.container && !startedForIt && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
   if (job.spec.excludeLabels?.some((l) => agent.labels.has(l.trim().toLowerCase()))) return false;
   return true;
 }

@@ -49,13 +49,16 @@ export async function preflightTools(
     const problem =
       tool.find.kind === 'path'
         ? await executableProblem(tool.find.path)
-        : (await findOnPath(tool.find.command, env))
-          ? undefined
-          : `${tool.find.command} was not found on PATH`;
+        : await commandProblem(tool.find.kind === 'command' ? [tool.find.command] : tool.find.commands, env);
     if (problem)
       problems.push({ scaler: entry.name, tool: tool.name, problem, fix: tool.fix, severity: tool.severity });
   }
   return problems;
+}
+
+async function commandProblem(commands: string[], env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  for (const c of commands) if (await findOnPath(c, env)) return undefined;
+  return `${commands.join(' or ')} was not found on PATH`;
 }
 
 export function describeToolProblem(p: ToolProblem): string {

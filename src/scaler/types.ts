@@ -104,7 +104,11 @@ export interface BackendCapabilities {
 export interface RequiredTool {
   /** Shown to the operator: `docker`, `nft`, `agent binary for [linux]`. */
   name: string;
-  find: { kind: 'command'; command: string } | { kind: 'path'; path: string };
+  find:
+    | { kind: 'command'; command: string }
+    | { kind: 'path'; path: string }
+    /** Any one of these commands on PATH will do (docker or podman). */
+    | { kind: 'any-command'; commands: string[] };
   /** The fix, in words. */
   fix: string;
   /**

@@ -6,6 +6,8 @@ import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
+import { connectEngine } from '../scaler/backends/engine-client.js';
+import { sweepOrphans } from './orphan-sweep.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
@@ -162,6 +164,7 @@ export class Orchestrator {
       );
       const recovered = await dispatcher.recover();
       const adopted = scaler ? await scaler.recover() : undefined;
+      if (scaler) await sweepOrphans(scaler, dispatcher, log);
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
@@ -370,6 +373,7 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
     configPath: opts.scalerConfigPath!,
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
     ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+    connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
   };
 }
 

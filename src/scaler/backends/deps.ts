@@ -1,4 +1,6 @@
 import type Docker from 'dockerode';
+import type { ScalerEntry } from '../../config/index.js';
+import type { AgentIsolation } from '../../net/isolation.js';
 import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
@@ -47,4 +49,19 @@ export interface BackendDeps {
   cgroups?: CgroupDriver;
   /** The orchestrator's data dir (bare-metal hides it from sandboxed agents). */
   dataDir?: string;
+  /** Builds a container scaler's engine client (composition root); used when `docker` is not given. */
+  connectEngine?: (entry: ScalerEntry) => Promise<{ docker: Docker; engine: EngineLocation }>;
+  /** Where `docker` points (runtime, socket); with `docker` given, taken as a local socket of that runtime. */
+  engine?: EngineLocation;
+  /** The host firewall for bridge-attached agents (container, job-image, micro-VM). */
+  isolation?: AgentIsolation;
+  /** hostAccess entries the orchestrator itself directs agents at (storage host access). */
+  hostServices?: string[];
+}
+
+/** A container engine as the composition root found it. */
+export interface EngineLocation {
+  runtime: 'docker' | 'podman';
+  socketPath: string;
+  local: boolean;
 }

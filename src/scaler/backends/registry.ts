@@ -3,12 +3,14 @@ import { errorMessage, UserError } from '../../util/errors.js';
 import { describeToolProblem, fatalToolError, preflightTools, type ToolProblem } from '../preflight.js';
 import type { ScalerBackend } from '../types.js';
 import { bareMetalDescriptor } from './bare-metal/index.js';
+import { containerDescriptor } from './container/index.js';
 import type { BackendDeps } from './deps.js';
 import type { BackendDescriptor } from './descriptor.js';
 
 /** The only place that knows which backends this build has. */
 const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
   [bareMetalDescriptor.type, bareMetalDescriptor],
+  [containerDescriptor.type, containerDescriptor],
 ]);
 
 export class UnsupportedBackendError extends UserError {}

@@ -1,0 +1,366 @@
+import type Docker from 'dockerode';
+import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import type { AgentIsolation } from '../../../net/isolation.js';
+import { checkLabelSets } from '../../core/label-set-check.js';
+import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
+import type { Logger } from '../../../util/logger.js';
+import type {
+  BackendCapabilities,
+  DestroyContext,
+  LogCapture,
+  ManagedAgent,
+  RequiredTool,
+  ScalerBackend,
+  SpawnContext,
+  ValidationResult,
+} from '../../types.js';
+import type { ContainerRuntime } from '../container-runtime.js';
+import { LineTail } from './logs.js';
+import {
+  ensureIsolatedNetwork,
+  ISOLATED_NETWORK_GATEWAY,
+  networkGateway,
+  urlForContainer,
+} from './network.js';
+import { isOrphan, listScalerContainers, liveAgentAddresses, removeContainer } from './orphans.js';
+import { failSpawn, runSpawn } from './spawn.js';
+import { containerTools } from './tools.js';
+import type { SpawnHost, Tracked } from './tracked.js';
+
+export interface ContainerScalerBackendOptions {
+  entry: ScalerEntry;
+  /** One client for Docker or Podman's compatible API, built by the composition root. */
+  docker: Docker;
+  runtime: ContainerRuntime;
+  /** The engine's socket on this host; undefined for a remote engine (`host`). */
+  socketPath?: string | undefined;
+  logger: Logger;
+  /** The host firewall for agents on kici-agent-net; required while `networkIsolation` is on. */
+  isolation?: AgentIsolation | undefined;
+  hostEnv?: NodeJS.ProcessEnv | undefined;
+  /** hostAccess entries the orchestrator itself directs agents at (its object store, ...). */
+  hostServices?: string[] | undefined;
+  /** Grace before a destroyed container is killed (spec: 10 s). */
+  stopSeconds?: number | undefined;
+}
+
+/** Agents as containers on Docker or Podman (spec D.1). */
+export class ContainerScalerBackend implements ScalerBackend {
+  readonly type = 'container' as const;
+  readonly capabilities: BackendCapabilities = {
+    localCompute: true,
+    lifetime: 'orchestrator',
+    cleansOrphans: true,
+    capturesLogs: true,
+  };
+  readonly name: string;
+  readonly logsSource: ContainerRuntime;
+  readonly spawnsOnLocalHost: boolean;
+  private entry: ScalerEntry;
+  private readonly agents = new Map<string, Tracked>();
+  private readonly stopping = new Map<string, Promise<void>>();
+  private readonly log: Logger;
+  private readonly host: SpawnHost;
+
+  /** Needs docker or podman on PATH only when the engine is found by auto-detection. */
+  static getRequiredTools(entry: ScalerEntry): RequiredTool[] {
+    return containerTools(entry);
+  }
+
+  /** Check the firewall and the agent network first: a scaler that cannot confine agents does not start. */
+  static async create(opts: ContainerScalerBackendOptions): Promise<ContainerScalerBackend> {
+    const log = opts.logger.child({ component: 'container-backend', scaler: opts.entry.name });
+    let gateway: string | undefined;
+    if (opts.entry.networkIsolation) {
+      if (!opts.isolation)
+        throw new Error(
+          `scaler "${opts.entry.name}": networkIsolation is on but no nftables firewall is available; install nftables (apt-get install nftables) and run the orchestrator with CAP_NET_ADMIN, or set networkIsolation: false in this scaler's entry`,
+        );
+      await ensureIsolatedNetwork(opts.docker);
+      gateway = ISOLATED_NETWORK_GATEWAY;
+    } else {
+      log.warn(
+        'networkIsolation is off: agent containers get unrestricted network access (private ranges, cloud metadata)',
+      );
+      gateway = await networkGateway(opts.docker, opts.runtime === 'podman' ? 'podman' : 'bridge');
+    }
+    return new ContainerScalerBackend(opts, log, gateway);
+  }
+
+  private constructor(
+    private readonly opts: ContainerScalerBackendOptions,
+    log: Logger,
+    gateway: string | undefined,
+  ) {
+    this.name = opts.entry.name;
+    this.entry = opts.entry;
+    this.log = log;
+    this.logsSource = opts.runtime;
+    this.spawnsOnLocalHost = opts.socketPath !== undefined;
+    this.host = {
+      name: this.name,
+      docker: opts.docker,
+      engineWhere: opts.socketPath ?? opts.entry.host ?? 'the configured host',
+      localSocket: opts.socketPath,
+      hostEnv: opts.hostEnv ?? process.env,
+      extraHosts: () => this.entry.extraHosts,
+      isolation: opts.entry.networkIsolation ? opts.isolation : undefined,
+      current: (id) => this.agents.get(id),
+      agentUrl: (url) => urlForContainer(url, gateway),
+      applyRules: (req, ls, ip) => this.applyRules(req, ls, ip),
+      removeRules: (ip) => this.removeRules(ip),
+      onOutput: (agentId, stream, line) =>
+        this.log.info({ agentId, stream, line, logsSource: this.logsSource }, 'agent output'),
+      warn: (agentId, msg) => this.log.warn({ agentId }, msg),
+    };
+  }
+
+  get currentEntry(): ScalerEntry {
+    return this.entry;
+  }
+
+  getActiveCount(): number {
+    return this.agents.size;
+  }
+
+  getRequiredTools(entry: ScalerEntry): RequiredTool[] {
+    return containerTools(entry);
+  }
+
+  getLogCapture(agentId: string): LogCapture | undefined {
+    const t = this.agents.get(agentId);
+    return t ? { tail: (n) => t.tail.tail(n) } : undefined;
+  }
+
+  async spawn(req: SpawnContext): Promise<ManagedAgent> {
+    const key = normalizeLabelSet(req.labelSet);
+    const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
+    if (!ls)
+      throw new SpawnError('config', `Label set [${key}] not supported by container backend "${this.name}"`);
+    if (this.agents.size >= this.entry.maxAgents)
+      throw new SpawnError(
+        'capacity',
+        `container backend "${this.name}" at capacity (${this.agents.size}/${this.entry.maxAgents})`,
+      );
+    if (req.auth.kind !== 'token')
+      throw new DeterministicSpawnError(
+        'config',
+        'container agents authenticate with a token, not a claim code',
+      );
+    if (req.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
+    const agent: ManagedAgent = {
+      id: req.agentId,
+      labelSet: req.labelSet,
+      backendRef: '',
+      spawnedAt: Date.now(),
+      state: 'spawning',
+    };
+    const t: Tracked = {
+      agent,
+      tail: new LineTail(),
+      registered: false,
+      destroying: false,
+      image: req.image ?? ls.image!,
+    };
+    this.agents.set(req.agentId, t);
+    try {
+      await runSpawn(this.host, req, ls, t);
+    } catch (err) {
+      const failure = await failSpawn(this.host, req, t, err);
+      if (this.agents.get(req.agentId) === t) this.agents.delete(req.agentId);
+      throw failure;
+    }
+    agent.state = 'running';
+    this.watchExit(req, t);
+    req.onEvent('agent.connecting', 'waiting for the agent to register');
+    return agent;
+  }
+
+  /** An agent container that exits before registering is a failed start: say why, with its output. */
+  private watchExit(req: SpawnContext, t: Tracked): void {
+    void this.opts.docker
+      .getContainer(t.containerId!)
+      .wait()
+      .then(
+        (r: { StatusCode?: number }) => {
+          if (t.registered || t.destroying) return;
+          const tail = t.tail.tail(10).join('\n');
+          req.onEvent(
+            'scaler.failed',
+            `agent container exited with code ${r.StatusCode ?? '?'} before it registered${tail ? `\n---\n${tail}` : ''}`,
+          );
+        },
+        () => undefined,
+      );
+  }
+
+  private async applyRules(req: SpawnContext, ls: LabelSetConfig, ip: string): Promise<void> {
+    const url = new URL(this.host.agentUrl(req.orchestratorUrl));
+    const port = Number(url.port) || (url.protocol === 'wss:' || url.protocol === 'https:' ? 443 : 80);
+    await this.opts.isolation!.apply({
+      agentId: req.agentId,
+      scalerName: this.name,
+      ip,
+      orchestrator: { address: url.hostname, port },
+      hostAccess: this.opts.hostServices ?? [],
+      policy: ls.networkPolicy,
+    });
+  }
+
+  private async removeRules(ip: string): Promise<void> {
+    await this.opts.isolation
+      ?.remove(ip)
+      .catch((err: unknown) => this.log.warn({ ip, err: String(err) }, 'could not remove firewall rules'));
+  }
+
+  markRegistered(agentId: string): void {
+    const t = this.agents.get(agentId);
+    if (t) t.registered = true;
+  }
+
+  /** Tracking goes first, before any await: the active count drops at once and a spawn sees it. */
+  destroy(agentId: string, ctx: DestroyContext): Promise<void> {
+    const under = this.stopping.get(agentId);
+    if (under) return under;
+    const t = this.agents.get(agentId);
+    if (!t) return Promise.resolve();
+    t.destroying = true;
+    t.agent.state = 'destroying';
+    this.agents.delete(agentId);
+    this.log.info({ agentId, reason: ctx.reason, container: t.containerId }, 'removing agent container');
+    const run = this.teardown(t).finally(() => this.stopping.delete(agentId));
+    this.stopping.set(agentId, run);
+    return run;
+  }
+
+  private async teardown(t: Tracked): Promise<void> {
+    if (t.ip) await this.removeRules(t.ip);
+    t.logs?.close();
+    // Still being created: the spawn notices and removes it; never send an empty id to the engine.
+    if (!t.containerId) return;
+    await removeContainer(this.opts.docker, t.containerId, this.opts.stopSeconds ?? 10);
+  }
+
+  async shutdownAll(): Promise<void> {
+    await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+  }
+
+  checkReload(entry: ScalerEntry): ValidationResult {
+    const errors = [
+      ...checkLabelSets(entry.labelSets),
+      ...entry.labelSets.flatMap((ls, i) =>
+        ls.image ? [] : [`Label set [${i}] requires an 'image' field for container backend`],
+      ),
+    ];
+    if (entry.type !== this.type)
+      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    return errors.length ? { valid: false, errors } : { valid: true };
+  }
+
+  applyReload(entry: ScalerEntry): void {
+    this.entry = entry;
+  }
+
+  /** The port's reload in one call: check, then apply only when valid. */
+  reload(
+    labelSets: LabelSetConfig[],
+    opts: { maxAgents?: number; entry?: ScalerEntry } = {},
+  ): ValidationResult {
+    const next: ScalerEntry = {
+      ...(opts.entry ?? this.entry),
+      labelSets,
+      ...(opts.maxAgents ? { maxAgents: opts.maxAgents } : {}),
+    };
+    const r = this.checkReload(next);
+    if (r.valid) this.applyReload(next);
+    return r;
+  }
+
+  getScalerContext(agentId: string): Record<string, unknown> | undefined {
+    const t = this.agents.get(agentId);
+    if (!t) return undefined;
+    const ls = this.entry.labelSets.find(
+      (l) => normalizeLabelSet(l.labels) === normalizeLabelSet(t.agent.labelSet),
+    );
+    return {
+      backendType: 'container',
+      scalerName: this.name,
+      image: t.image,
+      imagePullPolicy: ls?.imagePullPolicy ?? 'IfNotPresent',
+      runtime: this.logsSource,
+      resources: ls?.resources,
+      networkIsolation: this.entry.networkIsolation,
+      volumes: ls?.volumes,
+      extraHosts: this.entry.extraHosts,
+      containerId: t.containerId,
+    };
+  }
+
+  /** Remove this scaler's containers that no live agent owns, then stale firewall rule sets. */
+  async cleanupOrphans(isRegistered: (agentId: string) => boolean = () => true): Promise<number> {
+    const tracked = new Set(this.agents.keys());
+    const mine = await listScalerContainers(this.opts.docker, this.name);
+    const orphans = mine.filter((c) => isOrphan(c, { tracked, isRegistered }));
+    const removed = await Promise.all(orphans.map((c) => removeContainer(this.opts.docker, c.Id, 5)));
+    let n = removed.filter(Boolean).length;
+    if (n) this.log.info({ removed: n }, 'removed orphaned agent containers');
+    if (this.host.isolation) n += await this.reapStaleRules();
+    return n;
+  }
+
+  private async reapStaleRules(): Promise<number> {
+    let live: Set<string>;
+    try {
+      live = await liveAgentAddresses(this.opts.docker);
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'cannot list agent containers; keeping every firewall rule');
+      return 0;
+    }
+    for (const t of this.agents.values()) if (t.ip) live.add(t.ip);
+    return this.opts.isolation!.reapStale(live);
+  }
+
+  /** Remove containers this scaler started for `agentId` (a registration the orchestrator refused). */
+  async reapUnowned(agentId: string): Promise<boolean> {
+    if (this.agents.has(agentId)) return false;
+    let found;
+    try {
+      found = await listScalerContainers(this.opts.docker, this.name, agentId);
+    } catch (err) {
+      this.log.warn({ agentId, err: String(err) }, 'cannot list containers to reap');
+      return false;
+    }
+    const removed = await Promise.all(found.map((c) => removeContainer(this.opts.docker, c.Id, 0)));
+    return removed.some(Boolean);
+  }
+
+  /** Re-track a container that survived an orchestrator restart, if it still runs as this agent. */
+  async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
+    let found;
+    try {
+      found = await listScalerContainers(this.opts.docker, this.name, agentId);
+    } catch {
+      return false;
+    }
+    const c = found.find((x) => x.State === 'running' && (!backendRef || x.Id === backendRef));
+    if (!c) return false;
+    const agent: ManagedAgent = {
+      id: agentId,
+      labelSet,
+      backendRef: c.Id,
+      spawnedAt: Date.now(),
+      state: 'running',
+    };
+    const ip = c.NetworkSettings?.Networks?.['kici-agent-net']?.IPAddress || undefined;
+    this.agents.set(agentId, {
+      agent,
+      containerId: c.Id,
+      ...(ip ? { ip } : {}),
+      tail: new LineTail(),
+      registered: false,
+      destroying: false,
+      image: c.Image,
+    });
+    return true;
+  }
+}

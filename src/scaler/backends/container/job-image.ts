@@ -1,0 +1,94 @@
+/**
+ * Running a job in its own image (C.14): the image has no agent of ours, so the agent image's
+ * runtime (Node, its libraries, dist/ and node_modules under /opt/kici) is copied once into a named
+ * volume and mounted read-only into the job's container, whose command then runs the agent.
+ */
+import type Docker from 'dockerode';
+import { statusOf } from './engine-errors.js';
+
+export const RUNTIME_MOUNT = '/opt/kici';
+/** Labels the agent image carries (scripts/build-agent-image.ts writes them). */
+export const RUNTIME_CMD_LABEL = 'kici.runtime.cmd';
+export const RUNTIME_INIT_LABEL = 'kici.runtime.init';
+
+export interface InjectedRuntime {
+  volume: string;
+  /** The command that starts the agent from the mounted runtime, whatever the job image's libc. */
+  cmd: string[];
+}
+
+/** The command recorded in the agent image, with its init in front when it ships one. */
+export function injectedCommand(labels: Record<string, string> | undefined, image: string): string[] {
+  const raw = labels?.[RUNTIME_CMD_LABEL];
+  if (!raw)
+    throw new Error(
+      `agent image ${image} has no ${RUNTIME_CMD_LABEL} label, so it cannot run jobs in their own image; build it with npm run image:agent`,
+    );
+  const cmd = JSON.parse(raw) as unknown;
+  if (!Array.isArray(cmd) || !cmd.every((c) => typeof c === 'string'))
+    throw new Error(`agent image ${image}: label ${RUNTIME_CMD_LABEL} is not a JSON list of strings`);
+  const init = labels?.[RUNTIME_INIT_LABEL];
+  return init ? [init, '--', ...cmd] : cmd;
+}
+
+async function volumeExists(docker: Docker, name: string): Promise<boolean> {
+  try {
+    await docker.getVolume(name).inspect();
+    return true;
+  } catch (err) {
+    if (statusOf(err) === 404) return false;
+    throw err;
+  }
+}
+
+/**
+ * The runtime volume of `agentImage`, filled on first use. The name carries the image id, so a
+ * rebuilt agent image gets a fresh volume and a running job's volume is never rewritten. Filling
+ * relies on the engine copying the image's content into an empty named volume on first mount.
+ */
+export async function ensureRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
+  const info = await docker.getImage(agentImage).inspect();
+  const cmd = injectedCommand(info.Config?.Labels ?? undefined, agentImage);
+  const volume = `kici-runtime-${info.Id.replace(/^sha256:/, '').slice(0, 16)}`;
+  if (await volumeExists(docker, volume)) return { volume, cmd };
+  const filler = await docker.createContainer({
+    Image: agentImage,
+    Entrypoint: [cmd[0]!],
+    Cmd: ['--version'],
+    Labels: { 'kici-managed': 'true', 'kici-runtime-filler': volume },
+    HostConfig: { Binds: [`${volume}:${RUNTIME_MOUNT}`], NetworkMode: 'none', AutoRemove: false },
+  });
+  try {
+    await filler.start();
+    await filler.wait();
+  } finally {
+    await filler.remove({ force: true }).catch(() => undefined);
+  }
+  return { volume, cmd };
+}
+
+/** A one-file tar archive (ustar), enough for the engine's "put archive" to drop a file in place. */
+export function singleFileTar(name: string, content = ''): Buffer {
+  const body = Buffer.from(content);
+  const header = Buffer.alloc(512);
+  header.write(name, 0, 100, 'utf8');
+  header.write('0000644\0', 100);
+  header.write('0000000\0', 108);
+  header.write('0000000\0', 116);
+  header.write(body.length.toString(8).padStart(11, '0') + '\0', 124);
+  header.write(
+    Math.floor(Date.now() / 1000)
+      .toString(8)
+      .padStart(11, '0') + '\0',
+    136,
+  );
+  header.write('        ', 148);
+  header.write('0', 156);
+  header.write('ustar\0', 257);
+  header.write('00', 263);
+  let sum = 0;
+  for (const b of header) sum += b;
+  header.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+  const pad = Buffer.alloc((512 - (body.length % 512)) % 512);
+  return Buffer.concat([header, body, pad, Buffer.alloc(1024)]);
+}

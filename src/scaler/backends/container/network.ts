@@ -1,0 +1,93 @@
+/** The isolated agent bridge (kici-agent-net) and the address an agent dials the host at. */
+import type Docker from 'dockerode';
+import { statusOf } from './engine-errors.js';
+
+export const ISOLATED_NETWORK_NAME = 'kici-agent-net';
+export const ISOLATED_NETWORK_SUBNET = '172.30.0.0/16';
+export const ISOLATED_NETWORK_GATEWAY = '172.30.0.1';
+
+export interface AgentNetwork {
+  id: string;
+  /** The host-side bridge interface, where the firewall rules attach. */
+  bridge: string;
+}
+
+/** The name filter is a substring match, so the exact name is checked here. */
+async function findNetwork(docker: Docker): Promise<string | undefined> {
+  const nets = await docker.listNetworks({ filters: { name: [ISOLATED_NETWORK_NAME] } });
+  return nets.find((n) => n.Name === ISOLATED_NETWORK_NAME)?.Id;
+}
+
+/** Create kici-agent-net when missing; another orchestrator creating it at the same time is fine. */
+export async function ensureIsolatedNetwork(docker: Docker): Promise<AgentNetwork> {
+  let id = await findNetwork(docker);
+  if (!id) {
+    try {
+      const net = await docker.createNetwork({
+        Name: ISOLATED_NETWORK_NAME,
+        Driver: 'bridge',
+        CheckDuplicate: true,
+        IPAM: {
+          Driver: 'default',
+          Config: [{ Subnet: ISOLATED_NETWORK_SUBNET, Gateway: ISOLATED_NETWORK_GATEWAY }],
+        },
+        Labels: { 'kici-managed': 'true' },
+      });
+      id = net.id;
+    } catch (err) {
+      if (statusOf(err) !== 409) throw err;
+      id = await findNetwork(docker);
+      if (!id)
+        throw new Error(`${ISOLATED_NETWORK_NAME} was reported as existing but cannot be found`, {
+          cause: err,
+        });
+    }
+  }
+  const info = (await docker.getNetwork(id).inspect()) as {
+    Id: string;
+    Options?: Record<string, string>;
+    network_interface?: string;
+  };
+  const bridge =
+    info.Options?.['com.docker.network.bridge.name'] ??
+    info.network_interface ??
+    `br-${info.Id.slice(0, 12)}`;
+  return { id: info.Id, bridge };
+}
+
+/** The gateway of a named network: how a container on it reaches this host. */
+export async function networkGateway(docker: Docker, name: string): Promise<string | undefined> {
+  try {
+    const info = (await docker.getNetwork(name).inspect()) as {
+      IPAM?: { Config?: { Gateway?: string; Subnet?: string }[] };
+    };
+    return info.IPAM?.Config?.find((c) => c.Gateway && !c.Gateway.includes(':'))?.Gateway;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A loopback orchestrator URL means "this host"; inside a container, loopback is the container
+ * itself, so the host is reached at the network's gateway instead.
+ */
+export function urlForContainer(url: string, gateway: string | undefined): string {
+  if (!gateway) return url;
+  const u = new URL(url);
+  if (u.hostname === '127.0.0.1' || u.hostname === 'localhost' || u.hostname === '[::1]') {
+    u.hostname = gateway;
+    return u.toString();
+  }
+  return url;
+}
+
+/** The container's IPv4 address on `network`, once it runs. */
+export async function containerAddress(
+  docker: Docker,
+  id: string,
+  network: string,
+): Promise<string | undefined> {
+  const info = await docker.getContainer(id).inspect();
+  const ip = info.NetworkSettings?.Networks?.[network]?.IPAddress;
+  return ip || undefined;
+}

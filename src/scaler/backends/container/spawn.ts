@@ -1,0 +1,168 @@
+/**
+ * One container spawn, in the order of spec D.1. The container id becomes the backendRef as soon as
+ * it exists; after every await the spawn checks it is still wanted (a destroy or the deadline may
+ * have come), and the failure path removes whatever was created with a fresh, unsignalled request.
+ */
+import { parseMemoryString, type LabelSetConfig } from '../../../config/index.js';
+import { SpawnError } from '../../core/spawn-errors.js';
+import { errorMessage } from '../../../util/errors.js';
+import type { EffectiveLimits, SpawnContext } from '../../types.js';
+import { buildAgentHostConfig } from '../agent-container-host.js';
+import { classifyEngineError } from './engine-errors.js';
+import { ensureRuntimeVolume, RUNTIME_MOUNT, singleFileTar } from './job-image.js';
+import { containerEnv, containerLabels } from './labels.js';
+import { fetchTail, followLogs, LineTail } from './logs.js';
+import { containerAddress, ISOLATED_NETWORK_NAME } from './network.js';
+import { ensureImage } from './pull.js';
+import type { SpawnHost, Tracked } from './tracked.js';
+
+/** Where the gate file lands; the agent polls for it (see src/agent/start-gate.ts). */
+const GATE_DIR = '/';
+const GATE_NAME = '.kici-start-gate';
+
+export class Superseded extends Error {}
+
+function limitsFor(req: SpawnContext, ls: LabelSetConfig): EffectiveLimits | undefined {
+  if (req.limits && (req.limits.cpus > 0 || req.limits.memBytes > 0)) return req.limits;
+  const l = ls.resources?.limits;
+  if (!l) return undefined;
+  return { cpus: l.cpus ?? 0, memBytes: l.memory ? parseMemoryString(l.memory) : 0 };
+}
+
+export async function runSpawn(
+  host: SpawnHost,
+  req: SpawnContext,
+  ls: LabelSetConfig,
+  t: Tracked,
+): Promise<void> {
+  const { docker } = host;
+  const alive = () => {
+    if (host.current(req.agentId) !== t || t.destroying)
+      throw new Superseded('torn down while its container was being provisioned');
+    if (req.signal.aborted) throw new Superseded('spawn aborted (deadline or shutdown)');
+  };
+  const jobImage = req.image !== undefined;
+  const image = req.image ?? ls.image!;
+  const where = host.engineWhere;
+  const engine = <T>(what: string, p: Promise<T>) =>
+    p.catch((err: unknown) => Promise.reject(classifyEngineError(err, where, what)));
+
+  await engine(
+    `making image ${image} available`,
+    ensureImage(docker, image, jobImage ? 'IfNotPresent' : ls.imagePullPolicy, {
+      onProgress: (d) => req.onEvent('scaler.provisioning', d),
+      signal: req.signal,
+    }),
+  );
+  alive();
+  const runtime = jobImage
+    ? await engine('preparing the agent runtime volume', ensureRuntimeVolume(docker, ls.image!))
+    : undefined;
+  alive();
+  const isolated = host.isolation !== undefined;
+  const env = containerEnv({
+    orchestratorUrl: host.agentUrl(req.orchestratorUrl),
+    agentId: req.agentId,
+    fullLabels: req.fullLabels,
+    token: req.auth.kind === 'token' ? req.auth.token : '',
+    labelSet: ls,
+    hostEnv: host.hostEnv,
+    jobImage,
+    startGate: isolated ? `${GATE_DIR}${GATE_NAME}` : undefined,
+  });
+  const hostConfig = buildAgentHostConfig({
+    limits: limitsFor(req, ls),
+    volumes: ls.volumes,
+    extraHosts: host.extraHosts(),
+    engineSocket: host.localSocket,
+    containerSocket: ls.containerSocket,
+    extraBinds: runtime ? [`${runtime.volume}:${RUNTIME_MOUNT}:ro`] : undefined,
+    networkMode: isolated ? ISOLATED_NETWORK_NAME : undefined,
+  });
+  req.onEvent('scaler.provisioning', 'creating container');
+  const created = await engine(
+    'creating the agent container',
+    docker.createContainer({
+      Image: image,
+      Env: env,
+      ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
+      Labels: containerLabels({
+        scalerName: host.name,
+        agentId: req.agentId,
+        labelSet: ls.labels,
+        boundJobId: req.boundJobId,
+        runId: req.runId,
+      }),
+      HostConfig: hostConfig,
+      ...(isolated ? { NetworkingConfig: { EndpointsConfig: { [ISOLATED_NETWORK_NAME]: {} } } } : {}),
+    }),
+  );
+  t.containerId = created.id;
+  t.agent.backendRef = created.id;
+  alive();
+  if (isolated)
+    req.onEvent('scaler.network', `joining ${ISOLATED_NETWORK_NAME}; the agent waits for its firewall rules`);
+  await engine('starting the agent container', created.start());
+  req.onEvent('scaler.ready', 'container started');
+  alive();
+  if (isolated) {
+    const ip = await engine(
+      'reading the container address',
+      containerAddress(docker, created.id, ISOLATED_NETWORK_NAME),
+    );
+    if (!ip)
+      throw new SpawnError(
+        'transient',
+        `the container has no address on ${ISOLATED_NETWORK_NAME}; not starting an unconfined agent`,
+      );
+    t.ip = ip;
+    await host.applyRules(req, ls, ip);
+    alive();
+    await engine(
+      'opening the agent start gate',
+      created.putArchive(singleFileTar(GATE_NAME), { path: GATE_DIR }),
+    );
+  }
+  try {
+    t.logs = await followLogs(
+      docker,
+      created.id,
+      (stream, line) => {
+        host.onOutput(req.agentId, stream, line);
+        req.onEvent('agent.output', `[${stream}] ${line}`);
+      },
+      t.tail,
+    );
+  } catch (err) {
+    host.warn(req.agentId, `cannot follow the agent container's output: ${errorMessage(err)}`);
+  }
+  alive();
+}
+
+/** The failure path: report with the output tail, then leave nothing behind. */
+export async function failSpawn(
+  host: SpawnHost,
+  req: SpawnContext,
+  t: Tracked,
+  err: unknown,
+): Promise<SpawnError> {
+  const failure =
+    err instanceof Superseded
+      ? new SpawnError('spawn-timeout', err.message, { cause: err })
+      : classifyEngineError(err, host.engineWhere, 'spawning');
+  let tail = t.tail.tail();
+  if (tail.length === 0 && t.containerId)
+    tail = await fetchTail(host.docker, t.containerId).catch(() => [] as string[]);
+  req.onEvent('scaler.failed', failure.message + (tail.length ? `\n---\n${tail.join('\n')}` : ''));
+  t.logs?.close();
+  if (t.ip) await host.removeRules(t.ip);
+  // A fresh request, never the spawn's own signal: that one may be what aborted.
+  if (t.containerId)
+    await host.docker
+      .getContainer(t.containerId)
+      .remove({ force: true })
+      .catch(() => undefined);
+  return failure;
+}
+
+export { LineTail };
