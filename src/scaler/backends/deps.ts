@@ -5,13 +5,10 @@ import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
 import type { EffectiveLimits } from '../types.js';
+import type { NftRunner } from '../../net/nft-runner.js';
 
-/** Runs nft with a ruleset on stdin (the container and micro-VM backends' network policy). */
-export interface NftRunner {
-  apply(ruleset: string): Promise<void>;
-  list(table: string): Promise<string>;
-  deleteTable(table: string): Promise<void>;
-}
+/** Runs nft with JSON batches (the container and micro-VM backends' network policy); see src/net. */
+export type { NftRunner } from '../../net/nft-runner.js';
 
 /** Starts and stops micro-VMs (firecracker); the micro-VM backend's only way to the VMM. */
 export interface VmmDriver {

@@ -8,6 +8,7 @@ import { swallow } from '../../../util/swallowed-errors.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
+  CleanupOrphansOptions,
   DestroyContext,
   LogCapture,
   ManagedAgent,
@@ -25,6 +26,7 @@ import { launchCommand } from './launch.js';
 import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
 import { AgentUserPool } from './users.js';
 import { constructionWarnings } from './warnings.js';
+import { findOrphanAgents } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
 export interface BareMetalBackendOptions {
@@ -64,7 +66,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   readonly capabilities: BackendCapabilities = {
     localCompute: true,
     lifetime: 'orchestrator',
-    cleansOrphans: false,
+    cleansOrphans: true,
     capturesLogs: true,
   };
   readonly name: string;
@@ -336,6 +338,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
 
   private placeLeft(agentId: string) {
     return swallow(this.log, 'scaler.bare-metal.unplace', { agentId });
+  }
+
+  /** Agent processes a dead orchestrator left behind for this scaler (see orphans.ts for the evidence). */
+  async cleanupOrphans(
+    isRegistered: (agentId: string) => boolean,
+    opts: CleanupOrphansOptions = {},
+  ): Promise<number> {
+    const orphans = await findOrphanAgents(this.name, (id) => this.agents.has(id), isRegistered);
+    for (const o of orphans) opts.onItem?.({ agentId: o.agentId, ref: o.ref, reason: o.reason });
+    if (opts.dryRun) return orphans.length;
+    await Promise.all(orphans.map((o) => this.reapUnowned(o.agentId, o.ref)));
+    return orphans.length;
   }
 
   /** A cgroup that could not be removed is left behind (empty or not): logged and counted. */
