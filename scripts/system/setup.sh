@@ -117,6 +117,14 @@ docker -H "unix://$W/docker.sock" import -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]'
 $PODMAN import -q -c 'ENV PATH=/bin' -c 'CMD ["/bin/sh"]' "$W/busybox.tar" localhost/kici-test/busybox:1 >/dev/null
 echo "busybox image imported: $(ms "$t") ms"
 
+# The agent image (npm run image:agent), loaded into both engines through their APIs.
+t=$(date +%s%N)
+ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+(cd "$ROOT_DIR" && npm run build --silent)
+AGENT_IMAGE=$(cd "$ROOT_DIR" && DOCKER_HOST="unix://$W/docker.sock" node_modules/.bin/node scripts/build-agent-image.ts | tail -n 1)
+(cd "$ROOT_DIR" && DOCKER_HOST="unix://$W/podman.sock" node_modules/.bin/node scripts/build-agent-image.ts >/dev/null)
+echo "agent image $AGENT_IMAGE built into both engines: $(ms "$t") ms"
+
 cat >"$W/env" <<ENV
 export KICI_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:55432/postgres
 export KICI_SYS_NETNS=$NS
@@ -125,6 +133,7 @@ export KICI_SYS_PODMAN_NETNS=$PNS
 export KICI_TEST_DOCKER_SOCK=$W/docker.sock
 export KICI_TEST_PODMAN_SOCK=$W/podman.sock
 export KICI_TEST_BUSYBOX_IMAGE=kici-test/busybox:1
+export KICI_TEST_AGENT_IMAGE=$AGENT_IMAGE
 export CONTAINERS_CONF=$W/containers.conf
 ENV
 echo "system services ready: $(ms "$T0") ms"

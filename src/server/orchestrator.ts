@@ -7,6 +7,7 @@ import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
 import { connectEngine } from '../scaler/backends/engine-client.js';
+import type { AgentIsolation } from '../net/isolation.js';
 import { sweepOrphans } from './orphan-sweep.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
@@ -45,6 +46,8 @@ export interface OrchestratorOptions {
   hostEnv?: NodeJS.ProcessEnv;
   /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
   claimStore?: ClaimStore | undefined;
+  /** Host firewall for container agents; when absent the composition root builds the default one. */
+  isolation?: AgentIsolation | undefined;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -374,6 +377,7 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
     ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
     connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
+    ...(opts.isolation ? { isolation: opts.isolation } : {}),
   };
 }
 
