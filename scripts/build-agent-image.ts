@@ -106,7 +106,8 @@ try {
     `CMD ${JSON.stringify(cmd)}`,
     'ENV PATH=/usr/local/bin:/usr/bin:/bin',
     'WORKDIR /work',
-    `LABEL kici.runtime.cmd=${JSON.stringify(JSON.stringify(cmd))}`,
+    // Comma-separated: quotes in a LABEL change are kept literally by Podman's import.
+    `LABEL kici.runtime.cmd=${cmd.join(',')}`,
     `LABEL org.opencontainers.image.version=${pkg.version}`,
   ];
   const host = process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock';

@@ -24,9 +24,10 @@ export function injectedCommand(labels: Record<string, string> | undefined, imag
     throw new Error(
       `agent image ${image} has no ${RUNTIME_CMD_LABEL} label, so it cannot run jobs in their own image; build it with npm run image:agent`,
     );
-  const cmd = JSON.parse(raw) as unknown;
-  if (!Array.isArray(cmd) || !cmd.every((c) => typeof c === 'string'))
-    throw new Error(`agent image ${image}: label ${RUNTIME_CMD_LABEL} is not a JSON list of strings`);
+  // Comma-separated (no quotes or spaces survive every engine's import), or a JSON list.
+  const cmd = (raw.startsWith('[') ? JSON.parse(raw) : raw.split(',')) as unknown;
+  if (!Array.isArray(cmd) || cmd.length === 0 || !cmd.every((c) => typeof c === 'string' && c !== ''))
+    throw new Error(`agent image ${image}: label ${RUNTIME_CMD_LABEL} is not a comma-separated command`);
   const init = labels?.[RUNTIME_INIT_LABEL];
   return init ? [init, '--', ...cmd] : cmd;
 }
