@@ -124,16 +124,16 @@ describe('preflight', () => {
     expect(backend.capabilities).toEqual({
       localCompute: true,
       lifetime: 'orchestrator',
-      cleansOrphans: false,
+      cleansOrphans: true,
       capturesLogs: true,
     });
     expect(backend.getRequiredTools(entry).every((t) => t.severity === 'fatal')).toBe(true);
   });
 
   it('a type without a descriptor gives the "not available in this build yet" error', () => {
-    expect(() => descriptorFor({ name: 'c', type: 'container' })).toThrow(UnsupportedBackendError);
-    expect(() => descriptorFor({ name: 'c', type: 'container' })).toThrow(
-      'scaler "c": the container backend is not available in this build yet',
+    expect(() => descriptorFor({ name: 'c', type: 'firecracker' })).toThrow(UnsupportedBackendError);
+    expect(() => descriptorFor({ name: 'c', type: 'firecracker' })).toThrow(
+      'scaler "c": the firecracker backend is not available in this build yet',
     );
   });
 });

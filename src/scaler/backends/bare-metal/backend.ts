@@ -26,6 +26,7 @@ import { launchCommand } from './launch.js';
 import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
 import { AgentUserPool } from './users.js';
 import { constructionWarnings } from './warnings.js';
+import { isJobImageSet, type JobImageAgents } from './job-image.js';
 import { findOrphanAgents } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
@@ -43,6 +44,8 @@ export interface BareMetalBackendOptions {
   users?: AgentUserPool;
   /** The orchestrator's data dir: hidden from sandboxed agents. */
   dataDir?: string | undefined;
+  /** Agent containers of the job-image label sets; absent when the scaler has none. */
+  jobImage?: JobImageAgents | undefined;
 }
 
 interface Tracked {
@@ -93,7 +96,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   getActiveCount(): number {
-    return this.agents.size;
+    return this.agents.size + (this.opts.jobImage?.size ?? 0);
   }
 
   binaryPathFor(ls: LabelSetConfig): string | undefined {
@@ -106,6 +109,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   getLogCapture(agentId: string): LogCapture | undefined {
+    if (this.opts.jobImage?.has(agentId)) return this.opts.jobImage.logCapture(agentId);
     const t = this.agents.get(agentId);
     return t ? { tail: (n = TAIL_LINES) => t.tail.slice(-n) } : undefined;
   }
@@ -115,12 +119,13 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls)
       throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
-    if (this.agents.size >= this.entry.maxAgents) {
+    if (this.getActiveCount() >= this.entry.maxAgents) {
       throw new SpawnError(
         'capacity',
-        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.entry.maxAgents})`,
+        `bare-metal scaler "${this.name}" is at capacity (${this.getActiveCount()}/${this.entry.maxAgents})`,
       );
     }
+    if (isJobImageSet(ls)) return this.spawnContainer(req, ls, key);
     const binary = this.binaryPathFor(ls);
     if (!binary) {
       throw new DeterministicSpawnError(
@@ -222,6 +227,29 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return agent;
   }
 
+  /** Job-image mode: the agent runs in a container (the job's image, our runtime injected). */
+  private async spawnContainer(req: SpawnRequest, ls: LabelSetConfig, key: string): Promise<ManagedAgent> {
+    if (!this.opts.jobImage)
+      throw new DeterministicSpawnError(
+        'config',
+        `label set [${key}] is job-image mode (image, no binaryPath) but scaler "${this.name}" has no container runtime; restart after fixing the runtime and nft`,
+      );
+    if (req.auth.kind !== 'token')
+      throw new DeterministicSpawnError(
+        'config',
+        'bare-metal agents authenticate with a token, not a claim code',
+      );
+    if (req.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
+    const agent: ManagedAgent = {
+      id: req.agentId,
+      labelSet: req.labelSet,
+      backendRef: '',
+      spawnedAt: Date.now(),
+      state: 'spawning',
+    };
+    return this.opts.jobImage.spawn(req, ls, agent);
+  }
+
   /** The agent's own output goes to our log at info and, as system lines, to its bound job's log. */
   private capture(t: Tracked, child: ChildProcess, onEvent: SpawnRequest['onEvent']): void {
     const log = this.log.child({ agentId: t.agent.id, logsSource: 'bare-metal' });
@@ -251,6 +279,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   markRegistered(agentId: string): void {
+    this.opts.jobImage?.markRegistered(agentId);
     const t = this.agents.get(agentId);
     if (t) t.registered = true;
   }
@@ -258,6 +287,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {
     const under = this.stopping.get(agentId);
     if (under) return under;
+    if (this.opts.jobImage?.has(agentId)) {
+      const run = this.opts.jobImage.destroy(agentId).finally(() => this.stopping.delete(agentId));
+      this.stopping.set(agentId, run);
+      return run;
+    }
     const t = this.agents.get(agentId);
     if (!t) return Promise.resolve();
     this.log.info({ agentId, reason: ctx.reason, pid: t.pgid }, 'stopping agent process');
@@ -310,7 +344,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   async reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
-    if (this.agents.has(agentId)) return false;
+    if (this.agents.has(agentId) || this.opts.jobImage?.has(agentId)) return false;
+    // Job-image agents: this scaler's containers labelled with the id (host-local evidence).
+    if (this.opts.jobImage && (await this.opts.jobImage.reap(agentId))) return true;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     const agentAlive =
       Number.isInteger(pid) && pid > 0 && groupAlive(pid) && (await processBelongsToAgent(pid, agentId));
@@ -363,7 +399,17 @@ export class BareMetalScalerBackend implements ScalerBackend {
       ...entry.labelSets.flatMap((ls, i) =>
         ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
       ),
+      // The runtime and nft were checked when the scaler was built; a reload cannot add them.
+      ...entry.labelSets.flatMap((ls, i) =>
+        isJobImageSet(ls) && !this.opts.jobImage
+          ? [
+              `labelSets[${i}]: job-image mode (image, no binaryPath) needs a container runtime and usable nft checked at start-up; restart the orchestrator to add one`,
+            ]
+          : [],
+      ),
     ];
+    if (this.opts.jobImage && entry.requireSudo !== this.entry.requireSudo)
+      errors.push('requireSudo: cannot change on a reload while job-image label sets run (restart instead)');
     if (entry.type !== this.type)
       errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
     return errors.length ? { valid: false, errors } : { valid: true };
@@ -378,9 +424,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
   /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */
   async shutdownAll(): Promise<void> {
     await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+    await this.opts.jobImage?.shutdownAll();
   }
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {
+    const container = this.opts.jobImage?.containerOf(agentId);
+    if (container) return { backendType: 'bare-metal', scalerName: this.name, mode: 'job-image', container };
     const t = this.agents.get(agentId);
     if (!t) return undefined;
     return { backendType: 'bare-metal', scalerName: this.name, pid: t.pgid };

@@ -1,9 +1,12 @@
 import { dirname } from 'node:path';
+import type { ScalerEntry } from '../../../config/index.js';
 import type { BackendDescriptor } from '../descriptor.js';
+import type { BackendDeps } from '../deps.js';
 import { UserError } from '../../../util/errors.js';
 import { BareMetalScalerBackend } from './backend.js';
 import { detectCgroups } from './cgroups.js';
 import { bareMetalTools } from './tools.js';
+import { checkJobImageHost, isJobImageSet, JobImageAgents } from './job-image.js';
 
 /** How the registry builds a bare-metal scaler. */
 export const bareMetalDescriptor: BackendDescriptor = {
@@ -18,8 +21,10 @@ export const bareMetalDescriptor: BackendDescriptor = {
         `scaler "${entry.name}": labelSets[${entry.labelSets.indexOf(needsRoot[0]!)}].runAsUser: dynamic needs the orchestrator to run as root (it switches each agent to its own uid); run as root or remove runAsUser`,
       );
     }
+    const jobImage = entry.labelSets.some(isJobImageSet) ? await jobImageAgents(entry, deps) : undefined;
     return new BareMetalScalerBackend({
       entry,
+      jobImage,
       cgroups,
       logger: deps.logger,
       baseDir: dirname(deps.configPath),
@@ -28,3 +33,30 @@ export const bareMetalDescriptor: BackendDescriptor = {
     });
   },
 };
+
+/** The engine and firewall for job-image label sets, checked before the scaler exists. */
+async function jobImageAgents(entry: ScalerEntry, deps: BackendDeps): Promise<JobImageAgents> {
+  let docker = deps.docker;
+  let engine = deps.engine;
+  if (!docker) {
+    if (!deps.connectEngine)
+      throw new UserError(
+        `scaler "${entry.name}": job-image label sets ${JobImageAgents.describe(entry)} need a container runtime and none was provided; install Docker or Podman, or set socketPath`,
+      );
+    ({ docker, engine } = await deps.connectEngine(entry));
+  }
+  const jobDeps = {
+    docker,
+    socketPath: engine?.local === false ? undefined : engine?.socketPath,
+    isolation: deps.isolation,
+    hostServices: deps.hostServices,
+  };
+  await checkJobImageHost(entry, jobDeps);
+  return new JobImageAgents(
+    entry.name,
+    jobDeps,
+    deps.logger.child({ component: 'bare-metal-job-image', scaler: entry.name }),
+    deps.hostEnv ?? process.env,
+    () => entry.extraHosts,
+  );
+}
