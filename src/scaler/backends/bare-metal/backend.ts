@@ -322,6 +322,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
+    if (this.opts.jobImage && (await this.opts.jobImage.adopt(agentId, labelSet))) return true;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
     if (!(await processBelongsToAgent(pid, agentId))) return false;

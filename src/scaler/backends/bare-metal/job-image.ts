@@ -158,6 +158,24 @@ export class JobImageAgents {
     return found.length > 0;
   }
 
+  /** After a restart: re-track this scaler's running container for the agent, if there is one. */
+  async adopt(agentId: string, labelSet: string[]): Promise<boolean> {
+    const found = await listScalerContainers(this.deps.docker, this.name, agentId);
+    const c = found.find((x) => x.State === 'running');
+    if (!c) return false;
+    const ip = Object.values(c.NetworkSettings?.Networks ?? {}).find((n) => n.IPAddress)?.IPAddress;
+    this.agents.set(agentId, {
+      agent: { id: agentId, labelSet, backendRef: c.Id, spawnedAt: Date.now(), state: 'running' },
+      containerId: c.Id,
+      ...(ip ? { ip } : {}),
+      tail: new LineTail(),
+      registered: false,
+      destroying: false,
+      image: c.Image,
+    });
+    return true;
+  }
+
   private async applyRules(req: SpawnContext, ls: LabelSetConfig, ip: string): Promise<void> {
     const url = new URL(this.host.agentUrl(req.orchestratorUrl));
     const port = Number(url.port) || (url.protocol === 'wss:' ? 443 : 80);
