@@ -111,8 +111,10 @@ export class JobRunner {
         // SIGKILL plus a new OOM kill in our memory cgroup: the limit ended the step, say so.
         if (out.exitCode === 137 && !out.timedOut && !out.cancelled && !this.stopped) {
           const after = await oom.kills();
-          if (after !== undefined && after > (oomBefore ?? 0)) {
-            message = oomMessage(step.name, await oom.limit());
+          // Only a group with a limit: the root group's counter counts OOMs anywhere on the host.
+          const limit = await oom.limit();
+          if (limit !== undefined && after !== undefined && after > (oomBefore ?? 0)) {
+            message = oomMessage(step.name, limit);
             this.line(idx, 'system', message);
           }
         }

@@ -105,6 +105,40 @@ describe('bare-metal per-agent users', () => {
     }
   });
 
+  it('combines with the sandbox: own uid inside bwrap, own PID namespace, host root read-only', async () => {
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({}, [
+        { labels: ['linux'], binaryPath: AGENT_BIN, runAsUser: 'dynamic', env: { KICI_SANDBOX: 'true' } },
+      ]),
+    });
+    const [id] = await submit(t, {
+      both: {
+        runsOn: ['linux'],
+        steps: [
+          {
+            run: [
+              'echo "uid=$(id -u)"',
+              'echo "pid1=$(cat /proc/1/comm)"',
+              'echo "caps=$(grep CapEff /proc/self/status | tr -d "[:space:]")"',
+              'echo x > "$KICI_WORK_DIR/f" && echo own-write=ok',
+              'touch /var/tmp/kici-users-sbx 2>/dev/null; echo "write-host=$?"',
+            ].join('\n'),
+          },
+        ],
+      },
+    });
+    const job = await t.waitForJob(id!, undefined, 60_000);
+    const lines = await outputLines(t, id!);
+    expect(job.state, lines.join('\n')).toBe('succeeded');
+    const get = (k: string) => lines.find((l) => l.startsWith(`${k}=`))?.slice(k.length + 1);
+    expect(Number(get('uid'))).toBeGreaterThanOrEqual(AGENT_UID_FIRST);
+    expect(get('pid1')).toBe('bwrap');
+    expect(get('caps')).toBe('CapEff:0000000000000000');
+    expect(get('own-write')).toBe('ok');
+    expect(get('write-host')).not.toBe('0');
+    expect(await exists('/var/tmp/kici-users-sbx')).toBe(false);
+  });
+
   it('a claim whose agent is gone (crash before release) is reclaimed; a claim with a live process is not', async () => {
     const root = await mkdtemp(join(tmpdir(), 'kici-users-pool-'));
     strays.push(root);
