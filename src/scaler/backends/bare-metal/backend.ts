@@ -1,8 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { access, constants, stat } from 'node:fs/promises';
+import type { ChildProcess } from 'node:child_process';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
-import { checkLabelSets } from '../../core/label-set-check.js';
 import type { Logger } from '../../../util/logger.js';
 import { swallow } from '../../../util/swallowed-errors.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
@@ -18,12 +16,12 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
-import { launchError } from './launch-error.js';
 import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
 import type { CgroupDriver } from './cgroups.js';
-import { launchCommand } from './launch.js';
-import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
+import { launchAgentProcess, type LaunchDeps } from './process-launch.js';
+import { recoveredPlacement, unplace, type Placement } from './placement.js';
+import { reloadErrors } from './reload-check.js';
 import { AgentUserPool } from './users.js';
 import { constructionWarnings } from './warnings.js';
 import { isJobImageSet, type JobImageAgents } from './job-image.js';
@@ -159,50 +157,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (trusted)
       this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
-    try {
-      tracked.placement = await placeAgent(req.agentId, ls, this.hostEnv, this.users, this.opts.dataDir);
-    } catch (err) {
-      this.agents.delete(req.agentId);
-      await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
-      const message = `cannot prepare the agent's user or work dir: ${(err as Error).message}`;
-      req.onEvent('scaler.failed', message);
-      throw new DeterministicSpawnError('config', message, { cause: err });
-    }
-    Object.assign(env, placementEnv(tracked.placement));
-    const { user, sandbox } = tracked.placement;
-    let launch = launchCommand({ binary, user, sandbox });
-    if (this.enforcesLimits) {
-      try {
-        const procsFiles = await this.opts.cgroups!.create(req.agentId, req.limits);
-        launch = launchCommand({ binary, user, sandbox, procsFiles });
-      } catch (err) {
-        this.agents.delete(req.agentId);
-        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
-        await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
-        const message = `cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`;
-        req.onEvent('scaler.failed', message);
-        throw new DeterministicSpawnError('config', message, { cause: err });
-      }
-    }
     let child: ChildProcess;
     try {
-      // Checked here, not left to the cgroup shell or to exec, so the reason names what is wrong.
-      if ((await stat(binary)).isDirectory())
-        throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
-      if (launch.file !== binary) await access(binary, constants.X_OK);
-      child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
-      await new Promise<void>((ok, fail) => {
-        child.once('spawn', ok);
-        child.once('error', fail);
-      });
+      child = await launchAgentProcess(req, ls, binary, env, tracked, this.launchDeps);
     } catch (err) {
       this.agents.delete(req.agentId);
-      if (this.enforcesLimits)
-        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
-      await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
-      const failure = launchError(binary, err);
-      req.onEvent('scaler.failed', failure.message);
-      throw failure;
+      throw err;
     }
     child.unref();
     const pid = child.pid!;
@@ -248,6 +208,17 @@ export class BareMetalScalerBackend implements ScalerBackend {
       state: 'spawning',
     };
     return this.opts.jobImage.spawn(req, ls, agent);
+  }
+
+  private get launchDeps(): LaunchDeps {
+    return {
+      users: this.users,
+      dataDir: this.opts.dataDir,
+      hostEnv: this.hostEnv,
+      cgroups: this.enforcesLimits ? this.opts.cgroups : undefined,
+      placeLeft: (id) => this.placeLeft(id),
+      cgroupLeft: (id) => this.cgroupLeft(id),
+    };
   }
 
   /** The agent's own output goes to our log at info and, as system lines, to its bound job's log. */
@@ -361,16 +332,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
     return true;
   }
 
-  /** An agent's uid and home after a restart, from the uid claim that names it (host-local evidence). */
-  private async recoveredPlacement(agentId: string): Promise<Placement> {
-    const uid = await this.users.uidOf(agentId);
-    const home = this.users.homeOf(agentId);
-    if (uid !== undefined) return { user: { uid, gid: uid, home }, workDir: home };
-    const exists = await stat(home).then(
-      () => true,
-      () => false,
-    );
-    return exists ? { workDir: home } : {};
+  private recoveredPlacement(agentId: string): Promise<Placement> {
+    return recoveredPlacement(this.users, agentId);
   }
 
   private placeLeft(agentId: string) {
@@ -395,24 +358,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   checkReload(entry: ScalerEntry): ValidationResult {
-    const errors = [
-      ...checkLabelSets(entry.labelSets),
-      ...entry.labelSets.flatMap((ls, i) =>
-        ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
-      ),
-      // The runtime and nft were checked when the scaler was built; a reload cannot add them.
-      ...entry.labelSets.flatMap((ls, i) =>
-        isJobImageSet(ls) && !this.opts.jobImage
-          ? [
-              `labelSets[${i}]: job-image mode (image, no binaryPath) needs a container runtime and usable nft checked at start-up; restart the orchestrator to add one`,
-            ]
-          : [],
-      ),
-    ];
-    if (this.opts.jobImage && entry.requireSudo !== this.entry.requireSudo)
-      errors.push('requireSudo: cannot change on a reload while job-image label sets run (restart instead)');
-    if (entry.type !== this.type)
-      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    const errors = reloadErrors(entry, this.entry, this.opts.jobImage !== undefined);
     return errors.length ? { valid: false, errors } : { valid: true };
   }
 

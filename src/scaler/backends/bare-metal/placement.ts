@@ -1,4 +1,4 @@
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import type { LabelSetConfig } from '../../../config/index.js';
 import { bwrapArgs } from './sandbox.js';
@@ -64,4 +64,16 @@ export async function unplace(agentId: string, p: Placement, users: AgentUserPoo
   if (p.user && isAgentUid(p.user.uid)) await killUid(p.user.uid);
   if (p.user) await users.release(agentId, p.user.uid);
   else if (p.workDir) await rm(p.workDir, { recursive: true, force: true });
+}
+
+/** An agent's uid and home after a restart, from the uid claim that names it (host-local evidence). */
+export async function recoveredPlacement(users: AgentUserPool, agentId: string): Promise<Placement> {
+  const uid = await users.uidOf(agentId);
+  const home = users.homeOf(agentId);
+  if (uid !== undefined) return { user: { uid, gid: uid, home }, workDir: home };
+  const exists = await stat(home).then(
+    () => true,
+    () => false,
+  );
+  return exists ? { workDir: home } : {};
 }
