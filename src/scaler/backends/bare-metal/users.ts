@@ -131,8 +131,10 @@ export async function uidsWithProcesses(): Promise<Set<number>> {
   return out;
 }
 
+/** The real uid of a live process; undefined for a zombie (it holds nothing and cannot be killed). */
 export async function processUid(pid: number): Promise<number | undefined> {
   const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  if (/^State:\s+Z/m.test(status)) return undefined;
   const m = /^Uid:\s+(\d+)/m.exec(status);
   return m ? Number(m[1]) : undefined;
 }
