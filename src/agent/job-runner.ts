@@ -6,6 +6,7 @@ import type { AgentMessage, AssignedJob, JobResult, LogStream } from '../protoco
 import { setLongTimeout } from '../util/long-timer.js';
 import { stopProcesses } from '../util/proc-tree.js';
 import { MAX_FRAME_BYTES } from './frames.js';
+import { oomMessage, oomProbe } from './oom.js';
 import { runStep, type RunningStep } from './step-runner.js';
 
 /** Variables the agent itself holds that build steps must never see. */
@@ -67,6 +68,7 @@ export class JobRunner {
     let result: JobResult = 'succeeded';
     let exitCode: number | null = 0;
     let message: string | undefined;
+    const oom = oomProbe();
     try {
       if (job.container && !this.opts.insideJobImage) {
         result = 'failed';
@@ -79,6 +81,7 @@ export class JobRunner {
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = Date.now();
+        const oomBefore = await oom.kills();
         this.current = runStep({
           script: step.run,
           cwd: workspace,
@@ -105,6 +108,16 @@ export class JobRunner {
           durationMs: Date.now() - started,
         });
         exitCode = out.exitCode;
+        // SIGKILL plus a new OOM kill in our memory cgroup: the limit ended the step, say so.
+        if (out.exitCode === 137 && !out.timedOut && !out.cancelled && !this.stopped) {
+          const after = await oom.kills();
+          // Only a group with a limit: the root group's counter counts OOMs anywhere on the host.
+          const limit = await oom.limit();
+          if (limit !== undefined && after !== undefined && after > (oomBefore ?? 0)) {
+            message = oomMessage(step.name, limit);
+            this.line(idx, 'system', message);
+          }
+        }
         if (out.timedOut) result = 'timed-out';
         else if (out.cancelled || this.stopped === 'cancel') result = 'cancelled';
         else if (this.stopped === 'timeout') result = 'timed-out';

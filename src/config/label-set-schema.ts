@@ -85,6 +85,10 @@ export const labelSetConfigSchema = z.strictObject({
     .optional()
     .meta({ description: 'Extra environment for spawned agents.' }),
   backpressureMode: z.enum(['pause', 'drop']).optional(),
+  runAsUser: z.enum(['dynamic']).optional().meta({
+    description:
+      'bare-metal (extension): run each agent as its own unprivileged uid with a 0700 home (needs root).',
+  }),
   networkPolicy: networkPolicySchema,
   rootfsPath: nonEmptyString.optional().meta({ description: 'firecracker: rootfs ext4 image (required).' }),
   kernelPath: nonEmptyString.optional().meta({ description: 'firecracker: per-set kernel override.' }),

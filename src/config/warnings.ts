@@ -13,9 +13,9 @@ const ALL_LOCAL: ScalerType[] = ['container', 'bare-metal', 'firecracker'];
 
 /** Entry fields that only one or some backend types read; elsewhere they are ignored. */
 const ENTRY_FIELD_TYPES: Record<string, ScalerType[]> = {
-  host: ['container'],
-  socketPath: ['container'],
-  runtime: ['container'],
+  host: ['container', 'bare-metal'],
+  socketPath: ['container', 'bare-metal'],
+  runtime: ['container', 'bare-metal'],
   networkIsolation: ['container'],
   enforceCgroups: ['bare-metal'],
   requireSudo: ['firecracker', 'bare-metal'],
@@ -35,6 +35,7 @@ const ENTRY_FIELD_TYPES: Record<string, ScalerType[]> = {
 
 const LABEL_SET_FIELD_TYPES: Record<string, ScalerType[]> = {
   binaryPath: ['bare-metal'],
+  runAsUser: ['bare-metal'],
   volumes: ['container', 'bare-metal'],
   containerSocket: ['container', 'bare-metal'],
   rootfsPath: ['firecracker'],

@@ -377,6 +377,7 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
     store,
     configPath: opts.scalerConfigPath!,
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
     connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
     // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
     isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),

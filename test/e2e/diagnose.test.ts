@@ -15,6 +15,7 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
+import { vanishingBinary } from '../helpers/vanishing-binary.js';
 
 let t: TestOrchestrator | undefined;
 afterEach(async () => {
@@ -29,11 +30,13 @@ function admin(args: string[]) {
 
 describe('kici-admin diagnose', () => {
   it('names the failure kind, the backoff, the missing agent binary and the fix; exits 1', async () => {
-    const missing = join(tmpdir(), 'kici-diagnose-no-such-agent');
+    const bin = await vanishingBinary(join(tmpdir(), `kici-diagnose-no-such-agent-${process.pid}`));
+    const missing = bin.path;
     t = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: missing }]),
       sweepIntervalMs: 200,
     });
+    await bin.vanish();
     const configPath = t.orch.opts.scalerConfigPath!;
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
@@ -57,7 +60,7 @@ describe('kici-admin diagnose', () => {
     );
     expect(text.stdout).toMatch(/backoff: \[linux\] \d+ consecutive failure\(s\); lifts at \d{4}-/);
     expect(text.stdout).toContain(
-      `missing tool: agent binary of label set [linux]: ${missing} does not exist (spawns fail)`,
+      `missing tool: agent binary of label set [linux]: ${missing} does not exist (start-up fails)`,
     );
     expect(text.stdout).toContain(
       `fix: install kici-agent at ${missing} (chmod +x), or point binaryPath at it`,
@@ -89,7 +92,7 @@ describe('kici-admin diagnose', () => {
       {
         tool: 'agent binary of label set [linux]',
         problem: `${missing} does not exist`,
-        severity: 'spawn',
+        severity: 'fatal',
         fix: `install kici-agent at ${missing} (chmod +x), or point binaryPath at it`,
       },
     ]);
@@ -97,11 +100,11 @@ describe('kici-admin diagnose', () => {
   });
 
   it('counts the failed spawn in /metrics under the backend type', async () => {
+    const bin = await vanishingBinary(join(tmpdir(), `kici-metrics-no-agent-${process.pid}`));
     t = await startTestOrchestrator({
-      config: bareMetalConfig({}, [
-        { labels: ['linux'], binaryPath: join(tmpdir(), 'kici-metrics-no-agent') },
-      ]),
+      config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: bin.path }]),
     });
+    await bin.vanish();
     await t.api('POST', '/api/v1/runs', { jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } } });
     const metrics = await eventually(
       async () => {

@@ -9,6 +9,7 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
+import { vanishingBinary } from '../helpers/vanishing-binary.js';
 
 let t: TestOrchestrator | undefined;
 afterEach(async () => {
@@ -18,11 +19,13 @@ afterEach(async () => {
 
 describe('spawn failures are classified, visible and backed off', () => {
   it('a missing agent binary fails the spawn, shows the reason on the job, and backs off without a retry storm', async () => {
-    const missing = join(tmpdir(), 'kici-no-such-agent-binary');
+    const bin = await vanishingBinary(join(tmpdir(), `kici-no-such-agent-binary-${process.pid}`));
+    const missing = bin.path;
     t = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: missing }]),
       sweepIntervalMs: 200,
     });
+    await bin.vanish();
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: {
         a: { runsOn: ['linux'], steps: [{ run: 'true' }] },
@@ -72,10 +75,12 @@ describe('spawn failures are classified, visible and backed off', () => {
     const dir = await mkdtemp(join(tmpdir(), 'kici-agent-bin-'));
     const path = join(dir, 'agent');
     await writeFile(path, script);
-    await chmod(path, mode);
+    // Executable at start-up (a broken binary stops start-up); the mode under test applies after.
+    await chmod(path, 0o755);
     t = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: path }]),
     });
+    await chmod(path, mode);
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } },
     });

@@ -44,6 +44,8 @@ export interface BackendDeps {
   vmm?: VmmDriver;
   /** Bare-metal `enforceCgroups` driver; detected on the host when absent. */
   cgroups?: CgroupDriver;
+  /** The orchestrator's data dir (bare-metal hides it from sandboxed agents). */
+  dataDir?: string;
   /** Builds a container scaler's engine client (composition root); used when `docker` is not given. */
   connectEngine?: (entry: ScalerEntry) => Promise<{ docker: Docker; engine: EngineLocation }>;
   /** Where `docker` points (runtime, socket); with `docker` given, taken as a local socket of that runtime. */

@@ -6,6 +6,6 @@ import type { BackendDeps } from './deps.js';
 export interface BackendDescriptor {
   type: ScalerType;
   /** Host tools `entry` needs; known before the backend is built, so a reload can refuse early. */
-  requiredTools(entry: ScalerEntry, deps: Pick<BackendDeps, 'configPath'>): RequiredTool[];
+  requiredTools(entry: ScalerEntry, deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>): RequiredTool[];
   create(entry: ScalerEntry, deps: BackendDeps): Promise<ScalerBackend>;
 }

@@ -1,9 +1,10 @@
-import { mkdtemp } from 'node:fs/promises';
+import { mkdir, mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
+import { UserError } from '../../../src/util/errors.js';
 import { expectHealthy } from '../../helpers/adversarial.js';
+import { vanishingBinary } from '../../helpers/vanishing-binary.js';
 import { submit } from '../../helpers/jobs.js';
 import {
   bareMetalConfig,
@@ -22,21 +23,25 @@ afterEach(async () => {
 });
 
 describe('adversarial: binaryPath names a directory', () => {
-  it('is flagged at start-up and fails the spawn as not-executable, naming the path', async () => {
+  it('stops start-up (issue #10: the agent binary is a fatal required tool), naming the path', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kici-agent-dir-'));
-    const logged: string[] = [];
-    const logger = pino({ level: 'warn' }, { write: (s: string) => void logged.push(s) });
-    t = await startTestOrchestrator({
+    const err = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: dir }]),
-      logger,
-    });
-    const startup = logged.map((l) => (JSON.parse(l) as { msg: string }).msg);
-    expect(startup).toContainEqual(
-      expect.stringContaining(
-        `scaler "bm": agent binary of label set [linux]: ${dir} is a directory, not an executable file. Fix:`,
-      ),
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UserError);
+    expect((err as UserError).message).toContain(
+      `scaler "bm": agent binary of label set [linux]: ${dir} is a directory, not an executable file. Fix:`,
     );
+  });
 
+  it('a binary replaced by a directory after start-up fails the spawn as not-executable, naming the path', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kici-agent-dir-'));
+    const bin = await vanishingBinary(join(dir, 'agent'));
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: bin.path }]),
+    });
+    await bin.vanish();
+    await mkdir(bin.path);
     const [id] = await submit(t, { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } });
     const job = await eventually(
       async () => {
@@ -47,7 +52,7 @@ describe('adversarial: binaryPath names a directory', () => {
       'provisioning error on the job',
     );
     expect(job.lastProvisioningError).toBe(
-      `not-executable: agent binary ${dir} is a directory, not an executable file`,
+      `not-executable: agent binary ${bin.path} is a directory, not an executable file`,
     );
     await expectHealthy(t);
   });

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { submit, waitForLine, useTaggedJobs } from '../../helpers/jobs.js';
+import { daemonScript, killAll, liveWithMarker } from '../../helpers/marked-daemons.js';
 import {
   AGENT_BIN,
   bareMetalConfig,
@@ -16,9 +17,11 @@ import {
 
 let t: TestOrchestrator | undefined;
 const tagged = useTaggedJobs();
+const markers: string[] = [];
 afterEach(async () => {
   await t?.stop();
   t = undefined;
+  for (const m of markers.splice(0)) killAll(await liveWithMarker(m));
 });
 
 const config = () => bareMetalConfig({ maxAgents: 2 }, [{ labels: ['linux'], binaryPath: AGENT_BIN }]);
@@ -56,6 +59,21 @@ describe('adversarial: daemons started by a job do not outlive it (process mode)
     process.kill(agentPid, 'SIGKILL');
     expect((await t.waitForJob(id!, undefined, 30_000)).state).toBe('failed');
     await eventually(async () => (await tagged.alive(tag)) === 0, 15_000, 'daemons removed at teardown');
+  });
+
+  it('issue #10, no cgroups: a setsid daemon, a double-forked grandchild and an own-group child are gone after the job (checked in /proc)', async () => {
+    t = await startTestOrchestrator({ config: config() });
+    const d = daemonScript(false);
+    markers.push(d.marker);
+    const [id] = await submit(t, { d: { runsOn: ['linux'], steps: [{ run: d.script }] } });
+    await waitForLine(t, id!, /^daemons-started$/);
+    expect((await liveWithMarker(d.marker)).length).toBe(d.count);
+    expect((await t.waitForJob(id!, undefined, 30_000)).state).toBe('succeeded');
+    await eventually(
+      async () => (await liveWithMarker(d.marker)).length === 0,
+      15_000,
+      'every daemon gone after the job',
+    );
   });
 
   it('orchestrator stop leaves no daemon of a running job behind', async () => {

@@ -1,8 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { access, constants, stat } from 'node:fs/promises';
+import type { ChildProcess } from 'node:child_process';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
-import { checkLabelSets } from '../../core/label-set-check.js';
 import type { Logger } from '../../../util/logger.js';
 import { swallow } from '../../../util/swallowed-errors.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
@@ -18,10 +16,15 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import { onLines } from '../../../util/lines.js';
-import { launchError } from './launch-error.js';
 import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
-import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
+import type { CgroupDriver } from './cgroups.js';
+import { launchAgentProcess, type LaunchDeps } from './process-launch.js';
+import { recoveredPlacement, unplace, type Placement } from './placement.js';
+import { reloadErrors } from './reload-check.js';
+import { AgentUserPool } from './users.js';
+import { constructionWarnings } from './warnings.js';
+import { isJobImageSet, type JobImageAgents } from './job-image.js';
 import { findOrphanAgents } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
@@ -35,6 +38,12 @@ export interface BareMetalBackendOptions {
   stopGraceMs?: number;
   /** Cgroup driver for `enforceCgroups: true` (injected; see detectCgroups). */
   cgroups?: CgroupDriver | undefined;
+  /** Homes and uids for sandboxed and `runAsUser: dynamic` agents (host-wide by default). */
+  users?: AgentUserPool;
+  /** The orchestrator's data dir: hidden from sandboxed agents. */
+  dataDir?: string | undefined;
+  /** Agent containers of the job-image label sets; absent when the scaler has none. */
+  jobImage?: JobImageAgents | undefined;
 }
 
 interface Tracked {
@@ -44,6 +53,7 @@ interface Tracked {
   registered: boolean;
   destroying: boolean;
   tail: string[];
+  placement: Placement;
 }
 
 const TAIL_LINES = 50;
@@ -72,13 +82,19 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.name = opts.entry.name;
     this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
-    this.log.warn(
-      "bare-metal agents run as host processes with the orchestrator user's filesystem and network access; use containers or micro-VMs for untrusted builds",
-    );
+    this.users = opts.users ?? new AgentUserPool();
+    for (const w of constructionWarnings(opts.entry, this.hostEnv, opts.cgroups !== undefined))
+      this.log.warn(w);
+  }
+
+  private readonly users: AgentUserPool;
+
+  private get hostEnv(): NodeJS.ProcessEnv {
+    return this.opts.hostEnv ?? process.env;
   }
 
   getActiveCount(): number {
-    return this.agents.size;
+    return this.agents.size + (this.opts.jobImage?.size ?? 0);
   }
 
   binaryPathFor(ls: LabelSetConfig): string | undefined {
@@ -87,10 +103,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   getRequiredTools(entry: ScalerEntry): RequiredTool[] {
-    return bareMetalTools(entry, this.opts.baseDir);
+    return bareMetalTools(entry, this.opts.baseDir, this.opts.hostEnv ?? process.env);
   }
 
   getLogCapture(agentId: string): LogCapture | undefined {
+    if (this.opts.jobImage?.has(agentId)) return this.opts.jobImage.logCapture(agentId);
     const t = this.agents.get(agentId);
     return t ? { tail: (n = TAIL_LINES) => t.tail.slice(-n) } : undefined;
   }
@@ -100,12 +117,13 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls)
       throw new SpawnError('config', `label set [${key}] is not served by bare-metal scaler "${this.name}"`);
-    if (this.agents.size >= this.entry.maxAgents) {
+    if (this.getActiveCount() >= this.entry.maxAgents) {
       throw new SpawnError(
         'capacity',
-        `bare-metal scaler "${this.name}" is at capacity (${this.agents.size}/${this.entry.maxAgents})`,
+        `bare-metal scaler "${this.name}" is at capacity (${this.getActiveCount()}/${this.entry.maxAgents})`,
       );
     }
+    if (isJobImageSet(ls)) return this.spawnContainer(req, ls, key);
     const binary = this.binaryPathFor(ls);
     if (!binary) {
       throw new DeterministicSpawnError(
@@ -127,10 +145,10 @@ export class BareMetalScalerBackend implements ScalerBackend {
         'bare-metal agents authenticate with a token, not a claim code',
       );
     }
-    const tracked: Tracked = { agent, registered: false, destroying: false, tail: [] };
+    const tracked: Tracked = { agent, registered: false, destroying: false, tail: [], placement: {} };
     this.agents.set(req.agentId, tracked);
     req.onEvent('scaler.provisioning', 'spawning agent process');
-    const { env, trusted } = buildAgentEnv(this.opts.hostEnv ?? process.env, ls, {
+    const { env, trusted } = buildAgentEnv(this.hostEnv, ls, {
       orchestratorUrl: req.orchestratorUrl,
       agentId: req.agentId,
       token: req.auth.token,
@@ -139,36 +157,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (trusted)
       this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
-    let launch = { file: binary, args: [] as string[] };
-    if (this.enforcesLimits) {
-      try {
-        launch = joinCgroupsCommand(await this.opts.cgroups!.create(req.agentId, req.limits), binary);
-      } catch (err) {
-        this.agents.delete(req.agentId);
-        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
-        const message = `cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`;
-        req.onEvent('scaler.failed', message);
-        throw new DeterministicSpawnError('config', message, { cause: err });
-      }
-    }
     let child: ChildProcess;
     try {
-      // Checked here, not left to the cgroup shell or to exec, so the reason names what is wrong.
-      if ((await stat(binary)).isDirectory())
-        throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
-      if (launch.file !== binary) await access(binary, constants.X_OK);
-      child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
-      await new Promise<void>((ok, fail) => {
-        child.once('spawn', ok);
-        child.once('error', fail);
-      });
+      child = await launchAgentProcess(req, ls, binary, env, tracked, this.launchDeps);
     } catch (err) {
       this.agents.delete(req.agentId);
-      if (this.enforcesLimits)
-        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
-      const failure = launchError(binary, err);
-      req.onEvent('scaler.failed', failure.message);
-      throw failure;
+      throw err;
     }
     child.unref();
     const pid = child.pid!;
@@ -185,11 +179,46 @@ export class BareMetalScalerBackend implements ScalerBackend {
       await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
       if (this.enforcesLimits)
         await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
+      await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
       throw new SpawnError('spawn-timeout', 'spawn aborted');
     }
     req.onEvent('scaler.ready', `agent process started (PID ${pid})`);
     req.onEvent('agent.connecting', 'waiting for the agent to register');
     return agent;
+  }
+
+  /** Job-image mode: the agent runs in a container (the job's image, our runtime injected). */
+  private async spawnContainer(req: SpawnRequest, ls: LabelSetConfig, key: string): Promise<ManagedAgent> {
+    if (!this.opts.jobImage)
+      throw new DeterministicSpawnError(
+        'config',
+        `label set [${key}] is job-image mode (image, no binaryPath) but scaler "${this.name}" has no container runtime; restart after fixing the runtime and nft`,
+      );
+    if (req.auth.kind !== 'token')
+      throw new DeterministicSpawnError(
+        'config',
+        'bare-metal agents authenticate with a token, not a claim code',
+      );
+    if (req.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
+    const agent: ManagedAgent = {
+      id: req.agentId,
+      labelSet: req.labelSet,
+      backendRef: '',
+      spawnedAt: Date.now(),
+      state: 'spawning',
+    };
+    return this.opts.jobImage.spawn(req, ls, agent);
+  }
+
+  private get launchDeps(): LaunchDeps {
+    return {
+      users: this.users,
+      dataDir: this.opts.dataDir,
+      hostEnv: this.hostEnv,
+      cgroups: this.enforcesLimits ? this.opts.cgroups : undefined,
+      placeLeft: (id) => this.placeLeft(id),
+      cgroupLeft: (id) => this.cgroupLeft(id),
+    };
   }
 
   /** The agent's own output goes to our log at info and, as system lines, to its bound job's log. */
@@ -221,6 +250,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   markRegistered(agentId: string): void {
+    this.opts.jobImage?.markRegistered(agentId);
     const t = this.agents.get(agentId);
     if (t) t.registered = true;
   }
@@ -228,6 +258,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {
     const under = this.stopping.get(agentId);
     if (under) return under;
+    if (this.opts.jobImage?.has(agentId)) {
+      const run = this.opts.jobImage.destroy(agentId).finally(() => this.stopping.delete(agentId));
+      this.stopping.set(agentId, run);
+      return run;
+    }
     const t = this.agents.get(agentId);
     if (!t) return Promise.resolve();
     this.log.info({ agentId, reason: ctx.reason, pid: t.pgid }, 'stopping agent process');
@@ -248,6 +283,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
         this.log.warn({ agentId, err: (err as Error).message }, 'could not remove the agent cgroup');
       });
     }
+    // Last: whatever still runs as the agent's uid, then its home and uid (released for reuse).
+    await unplace(agentId, t.placement, this.users).catch(this.placeLeft(agentId));
   }
 
   /** Limits are enforced only where the operator asked for it and a cgroup tree is usable. */
@@ -256,6 +293,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
+    if (this.opts.jobImage && (await this.opts.jobImage.adopt(agentId, labelSet))) return true;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
     if (!(await processBelongsToAgent(pid, agentId))) return false;
@@ -266,20 +304,40 @@ export class BareMetalScalerBackend implements ScalerBackend {
       spawnedAt: Date.now(),
       state: 'running',
     };
-    this.agents.set(agentId, { agent, pgid: pid, registered: false, destroying: false, tail: [] });
+    this.agents.set(agentId, {
+      agent,
+      pgid: pid,
+      registered: false,
+      destroying: false,
+      tail: [],
+      placement: await this.recoveredPlacement(agentId),
+    });
     return true;
   }
 
   async reapUnowned(agentId: string, backendRef: string | null): Promise<boolean> {
-    if (this.agents.has(agentId)) return false;
+    if (this.agents.has(agentId) || this.opts.jobImage?.has(agentId)) return false;
+    // Job-image agents: this scaler's containers labelled with the id (host-local evidence).
+    if (this.opts.jobImage && (await this.opts.jobImage.reap(agentId))) return true;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     const agentAlive =
       Number.isInteger(pid) && pid > 0 && groupAlive(pid) && (await processBelongsToAgent(pid, agentId));
     // Even with the agent gone, daemons its jobs started may still run: they carry its id.
     await stopAgentTree(agentId, agentAlive ? pid : undefined, this.opts.stopGraceMs);
-    if (!agentAlive) return false;
+    // The uid claim names the agent: its processes and home go too, and the uid is free again.
+    const placement = await this.recoveredPlacement(agentId);
+    await unplace(agentId, placement, this.users).catch(this.placeLeft(agentId));
+    if (!agentAlive && !placement.workDir) return false;
     if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(this.cgroupLeft(agentId));
     return true;
+  }
+
+  private recoveredPlacement(agentId: string): Promise<Placement> {
+    return recoveredPlacement(this.users, agentId);
+  }
+
+  private placeLeft(agentId: string) {
+    return swallow(this.log, 'scaler.bare-metal.unplace', { agentId });
   }
 
   /** Agent processes a dead orchestrator left behind for this scaler (see orphans.ts for the evidence). */
@@ -300,27 +358,25 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   checkReload(entry: ScalerEntry): ValidationResult {
-    const errors = [
-      ...checkLabelSets(entry.labelSets),
-      ...entry.labelSets.flatMap((ls, i) =>
-        ls.binaryPath || ls.image ? [] : [`labelSets[${i}]: bare-metal label sets need binaryPath or image`],
-      ),
-    ];
-    if (entry.type !== this.type)
-      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    const errors = reloadErrors(entry, this.entry, this.opts.jobImage !== undefined);
     return errors.length ? { valid: false, errors } : { valid: true };
   }
 
   applyReload(entry: ScalerEntry): void {
     this.entry = entry;
+    for (const w of constructionWarnings(entry, this.hostEnv, this.opts.cgroups !== undefined, false))
+      this.log.warn(w);
   }
 
   /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */
   async shutdownAll(): Promise<void> {
     await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+    await this.opts.jobImage?.shutdownAll();
   }
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {
+    const container = this.opts.jobImage?.containerOf(agentId);
+    if (container) return { backendType: 'bare-metal', scalerName: this.name, mode: 'job-image', container };
     const t = this.agents.get(agentId);
     if (!t) return undefined;
     return { backendType: 'bare-metal', scalerName: this.name, pid: t.pgid };

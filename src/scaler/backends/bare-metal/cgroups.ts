@@ -25,7 +25,13 @@ export async function detectCgroups(
   }
   try {
     await Promise.all(['memory', 'cpu', 'pids'].map((c) => access(join(root, c, 'cgroup.procs'))));
-    return new CgroupV1(root, parent);
+    const has = (p: string) =>
+      access(join(root, p, 'cgroup.procs')).then(
+        () => true,
+        () => false,
+      );
+    // Hybrid hosts (v1 controllers + an empty v2 tree at `unified`): the v2 group adds cgroup.kill.
+    return new CgroupV1(root, parent, await has('freezer'), await has('unified'));
   } catch {
     return undefined;
   }
@@ -85,14 +91,26 @@ class CgroupV1 implements CgroupDriver {
   constructor(
     private readonly root: string,
     private readonly parent: string,
+    /** v1 freezer: stop every task first, so none can fork while it is being killed. */
+    private readonly freezer = false,
+    /** The v2 tree of a hybrid host: its cgroup.kill ends the whole group in one write. */
+    private readonly unified = false,
   ) {}
 
   private dir(controller: string, agentId: string): string {
     return join(this.root, controller, this.parent, agentId);
   }
 
+  private get groups(): string[] {
+    return [
+      ...CgroupV1.controllers,
+      ...(this.freezer ? ['freezer'] : []),
+      ...(this.unified ? ['unified'] : []),
+    ];
+  }
+
   async create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]> {
-    for (const c of CgroupV1.controllers) await mkdir(this.dir(c, agentId), { recursive: true });
+    for (const c of this.groups) await mkdir(this.dir(c, agentId), { recursive: true });
     if (limits?.memBytes) {
       await writeFile(join(this.dir('memory', agentId), 'memory.limit_in_bytes'), String(limits.memBytes));
       // Without this the group could swap past its limit where swap accounting is on; where it is
@@ -111,16 +129,44 @@ class CgroupV1 implements CgroupDriver {
       );
     }
     await writeFile(join(this.dir('pids', agentId), 'pids.max'), String(AGENT_PIDS_LIMIT));
-    return CgroupV1.controllers.map((c) => join(this.dir(c, agentId), 'cgroup.procs'));
+    return this.groups.map((c) => join(this.dir(c, agentId), 'cgroup.procs'));
   }
 
   async remove(agentId: string): Promise<void> {
+    if (this.unified) {
+      // Absent before Linux 5.14: the freezer and the per-pid kills below do the same work.
+      await writeFile(join(this.dir('unified', agentId), 'cgroup.kill'), '1').catch(() => {});
+    }
+    if (this.freezer) await freezeAndKill(this.dir('freezer', agentId));
     // v1 has no cgroup.kill: signal whatever is still listed, every round, until the groups are gone.
     const killAll = async () => {
-      for (const c of CgroupV1.controllers) await killListed(join(this.dir(c, agentId), 'cgroup.procs'));
+      for (const c of this.groups) await killListed(join(this.dir(c, agentId), 'cgroup.procs'));
     };
-    for (const c of CgroupV1.controllers) await removeWhenEmpty(this.dir(c, agentId), killAll);
+    await killAll();
+    for (const c of this.groups) await removeWhenEmpty(this.dir(c, agentId), killAll);
   }
+}
+
+/**
+ * Freeze the group, SIGKILL every task while none can fork, then thaw so the kills are delivered.
+ * A group that is already gone is fine.
+ */
+async function freezeAndKill(dir: string): Promise<void> {
+  const state = join(dir, 'freezer.state');
+  if (
+    !(await writeFile(state, 'FROZEN').then(
+      () => true,
+      () => false,
+    ))
+  )
+    return;
+  for (let i = 0; i < 100; i++) {
+    const now = (await readFile(state, 'utf8').catch(() => 'FROZEN')).trim();
+    if (now === 'FROZEN') break;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await killListed(join(dir, 'tasks'));
+  await writeFile(state, 'THAWED').catch(() => {});
 }
 
 /** SIGKILL every process a `cgroup.procs` file lists. */
@@ -151,11 +197,4 @@ async function removeWhenEmpty(dir: string, killStragglers?: () => Promise<void>
     }
   }
   throw new Error(`cgroup ${dir} is still busy after 10 s`);
-}
-
-/** A shell prefix that moves itself into the agent's groups, then execs the agent (no race). */
-export function joinCgroupsCommand(procsFiles: string[], binary: string): { file: string; args: string[] } {
-  const script =
-    'for f in "$@"; do case "$f" in --) break;; esac; echo $$ > "$f"; shift; done; shift; exec "$@"';
-  return { file: '/bin/sh', args: ['-c', script, 'kici-cgroup-join', ...procsFiles, '--', binary] };
 }

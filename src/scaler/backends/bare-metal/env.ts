@@ -12,11 +12,37 @@ export const ENV_ALLOWLIST = [
   'TMPDIR',
   'NODE_PATH',
   'TZ',
+  // Windows hosts: without these a Node agent cannot find its temp dir, profile or shell.
+  'PATHEXT',
+  'SystemRoot',
+  'windir',
+  'COMSPEC',
+  'TEMP',
+  'TMP',
+  'USERPROFILE',
+  'LOCALAPPDATA',
+  'APPDATA',
+  'PROCESSOR_ARCHITECTURE',
+  'NUMBER_OF_PROCESSORS',
 ] as const;
 
-/** Never handed to an agent, even in the trusted profile. */
-const SCRUB =
-  /^(KICI_(ADMIN_TOKEN|DATABASE_URL|AGENT_TOKEN|SCALER_CLAIM_CODE)|PG(PASSWORD|USER|HOST|DATABASE)|DATABASE_URL)$/;
+/**
+ * Never handed to an agent, even in the trusted profile: the orchestrator's own credentials and
+ * settings (a job must not reach the database or the admin API through them), any KiCI variable
+ * that names a secret, and the raw `KICI_AGENT_ENV_*` forms (they are forwarded under their own
+ * names, after this profile).
+ */
+export const SCRUB_LIST: readonly RegExp[] = [
+  /^KICI_(ADMIN_TOKEN|DATABASE_URL|AGENT_TOKEN|SCALER_CLAIM_CODE|DATA_DIR|SCALER_CONFIG_PATH|SCALER_CONFIG_DIR|LISTEN|INSTANCE_ID|MACHINE_LEDGER_DIR|SERVER_URL)$/,
+  /^KICI_.*(TOKEN|SECRET|PASSWORD|KEY)/,
+  /^KICI_AGENT_ENV_/,
+  /^PG(PASSWORD|PASSFILE|USER|HOST|HOSTADDR|PORT|DATABASE|SERVICE|SERVICEFILE)$/,
+  /^DATABASE_URL$/,
+];
+
+export function scrubbed(name: string): boolean {
+  return SCRUB_LIST.some((re) => re.test(name));
+}
 
 export const AGENT_ENV_PREFIX = 'KICI_AGENT_ENV_';
 
@@ -52,7 +78,7 @@ export function buildAgentEnv(
   const trusted = labelSet.env?.KICI_TRUSTED_ENV === 'true' || forwarded.KICI_TRUSTED_ENV === 'true';
   const env: Record<string, string> = {};
   if (trusted) {
-    for (const [k, v] of Object.entries(hostEnv)) if (v !== undefined && !SCRUB.test(k)) env[k] = v;
+    for (const [k, v] of Object.entries(hostEnv)) if (v !== undefined && !scrubbed(k)) env[k] = v;
   } else {
     for (const k of ENV_ALLOWLIST) if (hostEnv[k] !== undefined) env[k] = hostEnv[k]!;
   }

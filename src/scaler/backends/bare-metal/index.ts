@@ -1,26 +1,62 @@
 import { dirname } from 'node:path';
+import type { ScalerEntry } from '../../../config/index.js';
 import type { BackendDescriptor } from '../descriptor.js';
+import type { BackendDeps } from '../deps.js';
+import { UserError } from '../../../util/errors.js';
 import { BareMetalScalerBackend } from './backend.js';
 import { detectCgroups } from './cgroups.js';
 import { bareMetalTools } from './tools.js';
+import { checkJobImageHost, isJobImageSet, JobImageAgents } from './job-image.js';
 
 /** How the registry builds a bare-metal scaler. */
 export const bareMetalDescriptor: BackendDescriptor = {
   type: 'bare-metal',
-  requiredTools: (entry, deps) => bareMetalTools(entry, dirname(deps.configPath)),
+  requiredTools: (entry, deps) => bareMetalTools(entry, dirname(deps.configPath), deps.hostEnv),
   async create(entry, deps) {
     const cgroups = entry.enforceCgroups ? (deps.cgroups ?? (await detectCgroups())) : undefined;
-    if (entry.enforceCgroups && !cgroups) {
-      throw new Error(
-        `scaler "${entry.name}": enforceCgroups is set but no usable cgroup hierarchy was found under /sys/fs/cgroup`,
+    // Dropping to another uid and mounting the sandbox both need root; say so before any spawn.
+    const needsRoot = entry.labelSets.filter((ls) => ls.runAsUser === 'dynamic');
+    if (needsRoot.length && process.getuid?.() !== 0) {
+      throw new UserError(
+        `scaler "${entry.name}": labelSets[${entry.labelSets.indexOf(needsRoot[0]!)}].runAsUser: dynamic needs the orchestrator to run as root (it switches each agent to its own uid); run as root or remove runAsUser`,
       );
     }
+    const jobImage = entry.labelSets.some(isJobImageSet) ? await jobImageAgents(entry, deps) : undefined;
     return new BareMetalScalerBackend({
       entry,
+      jobImage,
       cgroups,
       logger: deps.logger,
       baseDir: dirname(deps.configPath),
       ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
+      ...(deps.dataDir ? { dataDir: deps.dataDir } : {}),
     });
   },
 };
+
+/** The engine and firewall for job-image label sets, checked before the scaler exists. */
+async function jobImageAgents(entry: ScalerEntry, deps: BackendDeps): Promise<JobImageAgents> {
+  let docker = deps.docker;
+  let engine = deps.engine;
+  if (!docker) {
+    if (!deps.connectEngine)
+      throw new UserError(
+        `scaler "${entry.name}": job-image label sets ${JobImageAgents.describe(entry)} need a container runtime and none was provided; install Docker or Podman, or set socketPath`,
+      );
+    ({ docker, engine } = await deps.connectEngine(entry));
+  }
+  const jobDeps = {
+    docker,
+    socketPath: engine?.local === false ? undefined : engine?.socketPath,
+    isolation: deps.isolation,
+    hostServices: deps.hostServices,
+  };
+  await checkJobImageHost(entry, jobDeps);
+  return new JobImageAgents(
+    entry.name,
+    jobDeps,
+    deps.logger.child({ component: 'bare-metal-job-image', scaler: entry.name }),
+    deps.hostEnv ?? process.env,
+    () => entry.extraHosts,
+  );
+}

@@ -72,16 +72,43 @@ export async function findAgentPid(agentId: string): Promise<number | undefined>
   return undefined;
 }
 
+/** Live pids whose session is `sid` (a process that only left the group, e.g. `set -m`, keeps its session). */
+export async function pidsInSession(sid: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const name of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    try {
+      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
+      // After the parenthesised command: state, ppid, pgrp, session.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (fields[0] !== 'Z' && Number(fields[3]) === sid) out.push(Number(name));
+    } catch {
+      // raced with its exit
+    }
+  }
+  return out;
+}
+
 /**
  * Tear down an agent and everything it started: its process group first (the agent cancels its job
- * and cleans up after it on SIGTERM), then any process still carrying the agent's id in its
- * environment, which catches daemons that left the group with setsid or a double fork.
+ * and cleans up after it on SIGTERM), then what left the group but not the session, then any process
+ * still carrying the agent's id in its environment, which catches daemons that left the session too
+ * (setsid, double fork).
  */
 export async function stopAgentTree(
   agentId: string,
   pgid: number | undefined,
   graceMs = 5_000,
 ): Promise<number> {
-  if (pgid !== undefined) await stopGroup(pgid, graceMs);
+  if (pgid !== undefined) {
+    await stopGroup(pgid, graceMs);
+    for (const pid of await pidsInSession(pgid)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
   return stopProcesses({ env: `KICI_AGENT_ID=${agentId}` }, Math.min(graceMs, 2_000));
 }

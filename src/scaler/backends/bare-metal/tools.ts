@@ -1,15 +1,27 @@
 import { isAbsolute, resolve } from 'node:path';
-import { normalizeLabelSet, type ScalerEntry } from '../../../config/index.js';
+import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import type { RequiredTool } from '../../types.js';
+import { forwardedAgentEnv } from './env.js';
+
+/** Is the bubblewrap sandbox asked for, for this set (its own env) or for every set (forwarded env)? */
+export function sandboxRequested(ls: LabelSetConfig, hostEnv: NodeJS.ProcessEnv): boolean {
+  return ls.env?.KICI_SANDBOX === 'true' || forwardedAgentEnv(hostEnv).KICI_SANDBOX === 'true';
+}
 
 /**
- * Bare-metal needs only the agent binary of each process-mode label set. A missing binary is a
- * `spawn`-severity problem, not a fatal one: start-up goes on and each spawn for that label set
- * fails with a classified reason (binary-missing / not-executable) and backs off, so the operator
- * sees it on the waiting job and in `diagnose` and can fix it without a restart.
+ * What a bare-metal scaler needs on its host, all fatal: a scaler whose agents cannot start is a
+ * config mistake the operator should see at start-up, not as a job that waits forever. A binary that
+ * vanishes after start-up still fails each spawn with a classified reason (see launch-error.ts).
+ * - every process-mode label set's `binaryPath` is an executable file;
+ * - `node` is on PATH: the agent launcher is a node script and PATH is what the agent inherits;
+ * - `bwrap` is on PATH when any set asks for the sandbox.
  */
-export function bareMetalTools(entry: ScalerEntry, baseDir: string): RequiredTool[] {
-  return entry.labelSets.flatMap((ls) => {
+export function bareMetalTools(
+  entry: ScalerEntry,
+  baseDir: string,
+  hostEnv: NodeJS.ProcessEnv = process.env,
+): RequiredTool[] {
+  const tools: RequiredTool[] = entry.labelSets.flatMap((ls) => {
     if (!ls.binaryPath) return [];
     const path = isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(baseDir, ls.binaryPath);
     return [
@@ -17,8 +29,25 @@ export function bareMetalTools(entry: ScalerEntry, baseDir: string): RequiredToo
         name: `agent binary of label set [${normalizeLabelSet(ls.labels)}]`,
         find: { kind: 'path', path },
         fix: `install kici-agent at ${path} (chmod +x), or point binaryPath at it`,
-        severity: 'spawn',
+        severity: 'fatal',
       } satisfies RequiredTool,
     ];
   });
+  if (entry.labelSets.some((ls) => ls.binaryPath)) {
+    tools.push({
+      name: 'node',
+      find: { kind: 'command', command: 'node' },
+      fix: 'install Node.js 24 and put node on the PATH the orchestrator runs with (agents inherit it)',
+      severity: 'fatal',
+    });
+  }
+  if (entry.labelSets.some((ls) => sandboxRequested(ls, hostEnv))) {
+    tools.push({
+      name: 'bwrap (KICI_SANDBOX=true)',
+      find: { kind: 'command', command: 'bwrap' },
+      fix: 'install bubblewrap (apt-get install bubblewrap), or drop KICI_SANDBOX',
+      severity: 'fatal',
+    });
+  }
+  return tools;
 }

@@ -1,0 +1,30 @@
+import type { AgentUser } from './users.js';
+
+/**
+ * The command line that starts one agent, built from the inside out:
+ *   [cgroup join shell] → [bwrap …] → [setpriv to the agent's uid] → binary
+ * The shell joins the cgroups while still privileged; bwrap needs root to mount without user
+ * namespaces; setpriv drops to the agent's uid last, inside the sandbox, so nothing the agent runs
+ * ever holds root.
+ */
+export interface LaunchSpec {
+  binary: string;
+  procsFiles?: string[] | undefined;
+  sandbox?: string[] | undefined;
+  user?: AgentUser | undefined;
+}
+
+export function launchCommand(spec: LaunchSpec): { file: string; args: string[] } {
+  let cmd = [spec.binary];
+  if (spec.user) {
+    const { uid, gid } = spec.user;
+    cmd = ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--no-new-privs', '--', ...cmd];
+  }
+  if (spec.sandbox) cmd = ['bwrap', ...spec.sandbox, '--', ...cmd];
+  if (spec.procsFiles?.length) {
+    const script =
+      'for f in "$@"; do case "$f" in --) break;; esac; echo $$ > "$f"; shift; done; shift; exec "$@"';
+    cmd = ['/bin/sh', '-c', script, 'kici-cgroup-join', ...spec.procsFiles, '--', ...cmd];
+  }
+  return { file: cmd[0]!, args: cmd.slice(1) };
+}

@@ -1,0 +1,84 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { access, constants, stat } from 'node:fs/promises';
+import type { LabelSetConfig } from '../../../config/index.js';
+import { DeterministicSpawnError } from '../../core/spawn-errors.js';
+import type { SpawnContext } from '../../types.js';
+import type { CgroupDriver } from './cgroups.js';
+import { launchCommand } from './launch.js';
+import { launchError } from './launch-error.js';
+import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
+import type { AgentUserPool } from './users.js';
+
+export interface LaunchDeps {
+  users: AgentUserPool;
+  dataDir: string | undefined;
+  hostEnv: NodeJS.ProcessEnv;
+  /** Set only when limits are enforced. */
+  cgroups: CgroupDriver | undefined;
+  /** Where a failed clean-up is logged and counted. */
+  placeLeft(agentId: string): (err: unknown) => void;
+  cgroupLeft(agentId: string): (err: unknown) => void;
+}
+
+/**
+ * Start one process-mode agent: its user/work dir/sandbox (placement), its cgroups, then the process
+ * itself in its own group. On any failure whatever was made is undone, `scaler.failed` is emitted
+ * and a classified error is thrown; `tracked.placement` is filled as soon as it exists, so a destroy
+ * that races the start finds it.
+ */
+export async function launchAgentProcess(
+  req: SpawnContext,
+  ls: LabelSetConfig,
+  binary: string,
+  env: Record<string, string>,
+  tracked: { placement: Placement },
+  deps: LaunchDeps,
+): Promise<ChildProcess> {
+  const id = req.agentId;
+  const undo = async () => {
+    if (deps.cgroups) await deps.cgroups.remove(id).catch(deps.cgroupLeft(id));
+    await unplace(id, tracked.placement, deps.users).catch(deps.placeLeft(id));
+  };
+  const fail = async (message: string, err: unknown): Promise<never> => {
+    await undo();
+    req.onEvent('scaler.failed', message);
+    throw new DeterministicSpawnError('config', message, { cause: err });
+  };
+  try {
+    tracked.placement = await placeAgent(id, ls, deps.hostEnv, deps.users, deps.dataDir);
+  } catch (err) {
+    return fail(`cannot prepare the agent's user or work dir: ${(err as Error).message}`, err);
+  }
+  Object.assign(env, placementEnv(tracked.placement));
+  const { user, sandbox } = tracked.placement;
+  let launch = launchCommand({ binary, user, sandbox });
+  if (deps.cgroups) {
+    try {
+      launch = launchCommand({
+        binary,
+        user,
+        sandbox,
+        procsFiles: await deps.cgroups.create(id, req.limits),
+      });
+    } catch (err) {
+      return fail(`cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`, err);
+    }
+  }
+  try {
+    // Checked here, not left to the cgroup shell or to exec, so the reason names what is wrong.
+    if ((await stat(binary)).isDirectory())
+      throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    if (launch.file !== binary) await access(binary, constants.X_OK);
+    const child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+    await new Promise<void>((ok, failed) => {
+      child.once('spawn', ok);
+      child.once('error', failed);
+    });
+    return child;
+  } catch (err) {
+    await undo();
+    const failure = launchError(binary, err);
+    req.onEvent('scaler.failed', failure.message);
+    throw failure;
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * The bubblewrap sandbox for `KICI_SANDBOX=true`: the host root read-only, a private /tmp, the
+ * agent's own work dir the only writable host path, its own PID namespace (so the whole tree dies
+ * with its pid 1), and no capabilities: bwrap started by root would otherwise hand them on (and the
+ * agent could remount). With a per-agent uid, setpriv inside needs CAP_SETUID for an instant and
+ * drops every capability itself on the switch, so bwrap keeps them then. `hide` lists host dirs the agent must not see at all (the orchestrator's data dir,
+ * the directory holding other agents' homes): each gets an empty tmpfs on top.
+ */
+export interface SandboxSpec {
+  workDir: string;
+  hide: string[];
+  /** False when setpriv runs inside and drops them on the uid switch. */
+  dropCaps: boolean;
+}
+
+export function bwrapArgs(spec: SandboxSpec): string[] {
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  for (const dir of spec.hide) args.push('--tmpfs', dir);
+  // After the tmpfs mounts, so the own dir shows through whatever hides its parent. The agent
+  // changes into it itself (KICI_WORK_DIR): bwrap could not, when the dir belongs to the agent's uid.
+  args.push('--bind', spec.workDir, spec.workDir, '--chdir', '/', '--unshare-pid');
+  if (spec.dropCaps) args.push('--cap-drop', 'ALL');
+  return args;
+}

@@ -1,0 +1,165 @@
+import { chmod, chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * Per-agent unprivileged users for `runAsUser: dynamic` (our extension). Uids come from a fixed range
+ * with no passwd entries, so nothing is added to /etc/passwd and nothing has to be deleted again.
+ * Each uid is claimed by an atomic `mkdir` under a root-only directory shared by every orchestrator
+ * on the host, so two scalers (or two orchestrators) never hand out the same uid. The claim names the
+ * agent; the claim and the agent's 0700 home are the host-local evidence a restart uses to reclaim a
+ * uid (no leak), see `reclaim`.
+ */
+export const AGENT_UID_FIRST = 61_000;
+export const AGENT_UID_COUNT = 1_000;
+
+export interface AgentUser {
+  uid: number;
+  gid: number;
+  /** The agent's own 0700 work dir (also its HOME). */
+  home: string;
+}
+
+export class AgentUserPool {
+  private readonly claims: string;
+  /** One allocation at a time in this process; other processes are kept apart by the mkdir claim. */
+  private chain: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly root = join(tmpdir(), 'kici-agent-homes'),
+    private readonly first = AGENT_UID_FIRST,
+    private readonly count = AGENT_UID_COUNT,
+  ) {
+    this.claims = join(root, '.uids');
+  }
+
+  homeOf(agentId: string): string {
+    return join(this.root, agentId);
+  }
+
+  acquire(agentId: string): Promise<AgentUser> {
+    // A full range first frees claims that crashes left behind, then tries once more.
+    const run = this.chain.then(() =>
+      this.claimFree(agentId).catch(async (err: unknown) => {
+        if (!(await this.reclaimStale(() => false))) throw err;
+        return this.claimFree(agentId);
+      }),
+    );
+    this.chain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async claimFree(agentId: string): Promise<AgentUser> {
+    await ensureHomesRoot(this.root);
+    await mkdir(this.claims, { recursive: true, mode: 0o700 });
+    const busy = await uidsWithProcesses();
+    for (let uid = this.first; uid < this.first + this.count; uid++) {
+      if (busy.has(uid)) continue;
+      try {
+        await mkdir(join(this.claims, String(uid)));
+      } catch {
+        continue; // claimed by someone else
+      }
+      await writeFile(join(this.claims, String(uid), 'agent'), agentId);
+      const home = this.homeOf(agentId);
+      await rm(home, { recursive: true, force: true });
+      await mkdir(home, { mode: 0o700 });
+      await chown(home, uid, uid);
+      return { uid, gid: uid, home };
+    }
+    throw new Error(
+      `no free agent uid in ${this.first}-${this.first + this.count - 1} (every one is claimed under ${this.claims})`,
+    );
+  }
+
+  /** The uid claimed for `agentId`, read from the claims (survives a restart), if any. */
+  async uidOf(agentId: string): Promise<number | undefined> {
+    for (const name of await readdir(this.claims).catch(() => [] as string[])) {
+      const owner = await readFile(join(this.claims, name, 'agent'), 'utf8').catch(() => '');
+      if (owner === agentId) return Number(name);
+    }
+    return undefined;
+  }
+
+  /** Drop the agent's home and its uid claim. Safe to call twice. */
+  async release(agentId: string, uid?: number): Promise<void> {
+    const claimed = uid ?? (await this.uidOf(agentId));
+    await rm(this.homeOf(agentId), { recursive: true, force: true });
+    if (claimed !== undefined) await rm(join(this.claims, String(claimed)), { recursive: true, force: true });
+  }
+
+  /**
+   * Free the claims whose agent is gone: no live process runs as the uid and this host has no home
+   * for the agent any more. A claim left by a crash between claiming and the home's mkdir is freed
+   * here too, so a restart never leaks a uid.
+   */
+  async reclaimStale(isLive: (agentId: string) => boolean): Promise<number> {
+    const busy = await uidsWithProcesses();
+    let freed = 0;
+    for (const name of await readdir(this.claims).catch(() => [] as string[])) {
+      const uid = Number(name);
+      const owner = await readFile(join(this.claims, name, 'agent'), 'utf8').catch(() => '');
+      if (busy.has(uid) || (owner && isLive(owner))) continue;
+      const hasHome = owner
+        ? await stat(this.homeOf(owner)).then(
+            () => true,
+            () => false,
+          )
+        : false;
+      if (hasHome) continue;
+      await rm(join(this.claims, name), { recursive: true, force: true });
+      freed++;
+    }
+    return freed;
+  }
+}
+
+/** Others may traverse the root to reach their own home, but not list it (chmod: umask may be 077). */
+export async function ensureHomesRoot(root: string): Promise<void> {
+  await mkdir(root, { recursive: true, mode: 0o711 });
+  await chmod(root, 0o711);
+}
+
+/** Real uids of every live process (any of them still holds its uid). */
+export async function uidsWithProcesses(): Promise<Set<number>> {
+  const out = new Set<number>();
+  for (const name of await readdir('/proc').catch(() => [] as string[])) {
+    if (!/^\d+$/.test(name)) continue;
+    const uid = await processUid(Number(name));
+    if (uid !== undefined) out.add(uid);
+  }
+  return out;
+}
+
+/** The real uid of a live process; undefined for a zombie (it holds nothing and cannot be killed). */
+export async function processUid(pid: number): Promise<number | undefined> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  if (/^State:\s+Z/m.test(status)) return undefined;
+  const m = /^Uid:\s+(\d+)/m.exec(status);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Live pids running as `uid`: everything an agent user started, whatever group or session it chose. */
+export async function pidsOfUid(uid: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const name of await readdir('/proc').catch(() => [] as string[])) {
+    if (/^\d+$/.test(name) && (await processUid(Number(name))) === uid) out.push(Number(name));
+  }
+  return out;
+}
+
+/** SIGKILL every process of `uid` until none is left (a fork between scan and kill is caught next round). */
+export async function killUid(uid: number, rounds = 20): Promise<void> {
+  for (let i = 0; i < rounds; i++) {
+    const pids = await pidsOfUid(uid);
+    if (!pids.length) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

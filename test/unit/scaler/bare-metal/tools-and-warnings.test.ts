@@ -1,0 +1,176 @@
+/**
+ * Issue #10: getRequiredTools (every binaryPath executable, node on PATH, bwrap when the sandbox is
+ * requested, all fatal), the warnings a bare-metal scaler gives when it is built, and how one agent's
+ * command line is composed (cgroup join → bwrap → setpriv → binary).
+ */
+import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { ScalerEntry } from '../../../../src/config/index.js';
+import { BareMetalScalerBackend } from '../../../../src/scaler/backends/bare-metal/backend.js';
+import { launchCommand } from '../../../../src/scaler/backends/bare-metal/launch.js';
+import { bwrapArgs } from '../../../../src/scaler/backends/bare-metal/sandbox.js';
+import { bareMetalTools } from '../../../../src/scaler/backends/bare-metal/tools.js';
+import { preflightEntry } from '../../../../src/scaler/backends/registry.js';
+import { fatalToolError } from '../../../../src/scaler/preflight.js';
+import { bareMetal, scalerConfig } from '../../../helpers/manager-harness.js';
+
+const entryOf = (input: Record<string, unknown>): ScalerEntry =>
+  scalerConfig({ version: 1, scalers: [input] }).scalers[0]!;
+
+async function binDir(names: string[]): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-bm-tools-'));
+  for (const n of names) {
+    await writeFile(join(dir, n), '#!/bin/sh\n');
+    await chmod(join(dir, n), 0o755);
+  }
+  return dir;
+}
+
+describe('bare-metal getRequiredTools', () => {
+  it('lists each binaryPath (resolved against the config dir), node, and bwrap only when the sandbox is asked for; all fatal', () => {
+    const plain = entryOf(bareMetal('bm', [{ labels: ['a'], binaryPath: 'bin/agent' }, ['b']]));
+    const tools = bareMetalTools(plain, '/etc/kici', {});
+    expect(tools.map((t) => t.find)).toEqual([
+      { kind: 'path', path: '/etc/kici/bin/agent' },
+      { kind: 'path', path: '/opt/kici/agent' },
+      { kind: 'command', command: 'node' },
+    ]);
+    expect(tools.every((t) => t.severity === 'fatal')).toBe(true);
+    const perSet = entryOf(bareMetal('bm', [{ labels: ['a'], env: { KICI_SANDBOX: 'true' } }]));
+    expect(bareMetalTools(perSet, '/', {}).map((t) => t.find)).toContainEqual({
+      kind: 'command',
+      command: 'bwrap',
+    });
+    const global = { KICI_AGENT_ENV_KICI_SANDBOX: 'true' };
+    expect(bareMetalTools(plain, '/', global).map((t) => t.find)).toContainEqual({
+      kind: 'command',
+      command: 'bwrap',
+    });
+    // "true" exactly.
+    expect(
+      bareMetalTools(plain, '/', { KICI_AGENT_ENV_KICI_SANDBOX: 'yes' }).map((t) => t.find),
+    ).not.toContainEqual({
+      kind: 'command',
+      command: 'bwrap',
+    });
+  });
+
+  it('preflight stops start-up when node or bwrap is missing from PATH, naming the tool and the fix', async () => {
+    const onlyNode = await binDir(['node']);
+    const agent = join(onlyNode, 'node');
+    const entry = entryOf(
+      bareMetal('bm', [{ labels: ['a'], binaryPath: agent, env: { KICI_SANDBOX: 'true' } }]),
+    );
+    const noBwrap = fatalToolError(
+      await preflightEntry(entry, { configPath: '/c.yaml', hostEnv: { PATH: onlyNode } }),
+    );
+    expect(noBwrap?.problems).toEqual([
+      'scaler "bm": bwrap (KICI_SANDBOX=true): bwrap was not found on PATH. Fix: install bubblewrap (apt-get install bubblewrap), or drop KICI_SANDBOX',
+    ]);
+    const empty = await binDir([]);
+    const noNode = fatalToolError(
+      await preflightEntry(entry, { configPath: '/c.yaml', hostEnv: { PATH: empty } }),
+    );
+    expect(
+      noNode?.problems.some((p) =>
+        p.startsWith('scaler "bm": node: node was not found on PATH. Fix: install Node.js'),
+      ),
+    ).toBe(true);
+    const both = await binDir(['node', 'bwrap']);
+    expect(await preflightEntry(entry, { configPath: '/c.yaml', hostEnv: { PATH: both } })).toEqual([]);
+  });
+});
+
+describe('bare-metal construction warnings', () => {
+  function warningsOf(
+    input: Record<string, unknown>,
+    hostEnv: NodeJS.ProcessEnv = {},
+    cgroups = false,
+  ): string[] {
+    const msgs: string[] = [];
+    const logger = pino(
+      { level: 'warn' },
+      { write: (s: string) => void msgs.push(JSON.parse(s).msg as string) },
+    );
+    new BareMetalScalerBackend({
+      entry: entryOf(input),
+      logger,
+      baseDir: '/',
+      hostEnv,
+      ...(cgroups
+        ? { cgroups: { version: 1, create: () => Promise.resolve([]), remove: () => Promise.resolve() } }
+        : {}),
+    });
+    return msgs;
+  }
+
+  it('always warns about trust; names the open label sets and the remedies', () => {
+    const w = warningsOf(bareMetal('bm', [['linux']]));
+    expect(w).toHaveLength(1);
+    expect(w[0]).toMatch(/host processes .*\[linux\].*KICI_SANDBOX=true \(bubblewrap\), runAsUser: dynamic/);
+  });
+
+  it('warns that a networkPolicy on a process-mode set cannot be enforced', () => {
+    const w = warningsOf(bareMetal('bm', [{ labels: ['linux'], networkPolicy: { denyAll: true } }]));
+    expect(w).toContainEqual(
+      expect.stringMatching(/\[linux\]: networkPolicy cannot be enforced on bare-metal agent processes/),
+    );
+    expect(warningsOf(bareMetal('bm', [['linux']]))).not.toContainEqual(
+      expect.stringMatching(/networkPolicy/),
+    );
+  });
+
+  it('warns (does not fail) when enforceCgroups is set but no cgroup hierarchy is usable', () => {
+    const w = warningsOf(bareMetal('bm', [['linux']], { enforceCgroups: true }));
+    expect(w).toContainEqual(
+      expect.stringMatching(/enforceCgroups is set but this host has no usable cgroup hierarchy.*advisory/),
+    );
+    expect(warningsOf(bareMetal('bm', [['linux']], { enforceCgroups: true }), {}, true)).not.toContainEqual(
+      expect.stringMatching(/enforceCgroups/),
+    );
+  });
+});
+
+describe('bare-metal launch command', () => {
+  const user = { uid: 61001, gid: 61001, home: '/h/a' };
+  it('composes cgroup join, then bwrap, then setpriv, then the binary', () => {
+    const sandbox = bwrapArgs({ workDir: '/h/a', hide: ['/h', '/data'], dropCaps: true });
+    const { file, args } = launchCommand({
+      binary: '/opt/agent',
+      procsFiles: ['/cg/x/cgroup.procs'],
+      sandbox,
+      user,
+    });
+    expect(file).toBe('/bin/sh');
+    const rest = args.slice(args.indexOf('--') + 1);
+    expect(args.slice(3, args.indexOf('--'))).toEqual(['/cg/x/cgroup.procs']);
+    expect(rest[0]).toBe('bwrap');
+    const afterBwrap = rest.slice(rest.indexOf('--', 1) + 1);
+    expect(afterBwrap).toEqual([
+      'setpriv',
+      '--reuid=61001',
+      '--regid=61001',
+      '--clear-groups',
+      '--no-new-privs',
+      '--',
+      '/opt/agent',
+    ]);
+    expect(launchCommand({ binary: '/opt/agent' })).toEqual({ file: '/opt/agent', args: [] });
+  });
+
+  it('bwrap: read-only root, private /tmp, hidden dirs before the own work dir, own pid namespace, no capabilities', () => {
+    const a = bwrapArgs({ workDir: '/h/a', hide: ['/h', '/data'], dropCaps: true });
+    const at = (...xs: string[]) => a.findIndex((_, i) => xs.every((x, j) => a[i + j] === x));
+    expect(at('--ro-bind', '/', '/')).toBe(0);
+    expect(at('--tmpfs', '/tmp')).toBeGreaterThan(0);
+    expect(at('--tmpfs', '/h')).toBeLessThan(at('--bind', '/h/a', '/h/a'));
+    expect(at('--tmpfs', '/data')).toBeLessThan(at('--bind', '/h/a', '/h/a'));
+    expect(at('--unshare-pid')).toBeGreaterThan(0);
+    expect(at('--cap-drop', 'ALL')).toBeGreaterThan(0);
+    // setpriv inside drops them itself and needs CAP_SETUID to get there.
+    expect(bwrapArgs({ workDir: '/h/a', hide: [], dropCaps: false })).not.toContain('--cap-drop');
+  });
+});
