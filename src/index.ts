@@ -43,3 +43,13 @@ export type { BackendDeps, NftRunner, VmmDriver } from './scaler/backends/deps.j
 export { Orchestrator, type OrchestratorOptions } from './server/orchestrator.js';
 export { parseRunSpec, runSpecSchema, type RunSpec, type JobSpec } from './jobs/run-spec.js';
 export type * from './protocol/messages.js';
+export { EventScalerBackend, type EventScalerBackendOptions } from './scaler/backends/registry.js';
+export type {
+  ScalerEventEmitterLike,
+  ScalerScaleUpPayload,
+  ScalerScaleDownPayload,
+  ScaleDownReason,
+} from './scaler/events/payloads.js';
+export { withScalerCapLock, type ScalerCapLock } from './store/scaler-cap-lock.js';
+export { StoreClaimStore, type ClaimedCredentials } from './scaler/claim-store.js';
+export { signWebhook } from './scaler/events/webhook.js';

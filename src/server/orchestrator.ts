@@ -7,7 +7,7 @@ import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
-import { ScalerManager } from '../scaler/manager.js';
+import { DEFAULT_SPAWN_TIMEOUT_MS, ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
@@ -24,6 +24,11 @@ import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js'
 import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
+import { StoreClaimStore } from '../scaler/claim-store.js';
+import { EventProvisionReaper } from '../scaler/event-reaper.js';
+import { ScaleEventRouter } from '../scaler/events/router.js';
+import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
+import { EventMetrics } from './event-metrics.js';
 
 export interface OrchestratorOptions {
   host?: string;
@@ -41,8 +46,12 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   reconnectGraceMs?: number;
   hostEnv?: NodeJS.ProcessEnv;
-  /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
+  /** Redeems agents' claim codes; by default the store's (table scaler_pending_claims). */
   claimStore?: ClaimStore | undefined;
+  /** Event scalers: webhook retry timing (tests shorten it). */
+  webhookRetry?: Partial<WebhookRetryPolicy>;
+  /** Event scalers: how often the provision reaper runs (default 30 s). */
+  reapIntervalMs?: number;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -66,6 +75,9 @@ export class Orchestrator {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private probe: StoreProbe | undefined;
+  /** Delivers event scalers' scale-up / scale-down to their provisioning targets. */
+  scaleEvents: ScaleEventRouter | undefined;
+  reaper: EventProvisionReaper | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -103,8 +115,23 @@ export class Orchestrator {
       const instanceId = process.env.KICI_INSTANCE_ID || (await loadInstanceId(dataDir));
       await store.agents.markAllGone(new Date(clock.now()));
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
+      const scaleEvents = new ScaleEventRouter({
+        db: database.db,
+        logger: log,
+        configPath: opts.scalerConfigPath ?? '',
+        ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+        ...(opts.webhookRetry ? { webhookRetry: opts.webhookRetry } : {}),
+        now: () => clock.now(),
+      });
       const scaler = config
-        ? await buildScaler(config, opts, { store, clock, log, instanceId, agentUrl: () => urlForAgents! })
+        ? await buildScaler(config, opts, {
+            store,
+            clock,
+            log,
+            instanceId,
+            agentUrl: () => urlForAgents!,
+            scaleEvents,
+          })
         : undefined;
       const metrics = new Metrics((agentId) => {
         const m = scaler?.state.agents.get(agentId);
@@ -130,6 +157,22 @@ export class Orchestrator {
         log,
       );
       orch.probe = probe;
+      orch.scaleEvents = scaleEvents;
+      scaleEvents.bind(
+        (spec) => dispatcher.submit(spec),
+        new EventMetrics(metrics.registry, () => scaler?.backendList() ?? []),
+      );
+      if (scaler?.backendList().some((b) => b.type === 'event'))
+        orch.reaper = new EventProvisionReaper({
+          db: database.db,
+          engine: database.engine,
+          manager: scaler,
+          instanceId,
+          clock,
+          logger: log,
+          spawnTimeoutMs: opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS,
+          intervalMs: opts.reapIntervalMs ?? 30_000,
+        });
       scaler?.setHooks(
         {
           onCapacityFreed: () => void dispatcher.requestPump(),
@@ -165,6 +208,7 @@ export class Orchestrator {
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
+      orch.reaper?.start();
       probe.start();
       scaler?.warm.start();
       orch.ready = true;
@@ -185,6 +229,12 @@ export class Orchestrator {
       await database.close().catch(swallow(log, 'start.database-close'));
       throw err;
     }
+  }
+
+  private claimStoreCache: StoreClaimStore | undefined;
+  /** Any orchestrator redeems any code: claims live in the shared store. */
+  private get claims(): StoreClaimStore {
+    return (this.claimStoreCache ??= new StoreClaimStore(this.store, this.opts.clock ?? systemClock));
   }
 
   private async listen(host: string, port: number): Promise<void> {
@@ -214,7 +264,7 @@ export class Orchestrator {
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
           onRegistered,
-          claimStore: this.opts.claimStore,
+          claimStore: this.opts.claimStore ?? this.claims,
         },
         remote,
       ),
@@ -265,7 +315,7 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log, this.store)),
+            createScalerBackend(entry, backendContext(this.opts, this.log, this.store, this.scaleEvents)),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
@@ -322,6 +372,7 @@ export class Orchestrator {
     this.draining = true;
     clearInterval(this.sweepTimer);
     clearInterval(this.heartbeatTimer);
+    await this.reaper?.stop();
     await this.dispatcher.stop();
     // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.
     const kept = new Set<string>();
@@ -354,6 +405,7 @@ export class Orchestrator {
     );
     for (const a of this.dispatcher.registry.list())
       a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
+    await this.scaleEvents?.close();
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();
@@ -362,8 +414,14 @@ export class Orchestrator {
   }
 }
 
-function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store): BackendDeps {
+function backendContext(
+  opts: OrchestratorOptions,
+  logger: Logger,
+  store: Store,
+  scaleEvents?: ScaleEventRouter,
+): BackendDeps {
   return {
+    ...(scaleEvents ? { scaleEvents } : {}),
     logger,
     clock: opts.clock ?? systemClock,
     store,
@@ -375,16 +433,24 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
 async function buildScaler(
   config: ScalerConfig,
   opts: OrchestratorOptions,
-  deps: { store: Store; clock: Clock; log: Logger; instanceId: string; agentUrl: () => string },
+  deps: {
+    store: Store;
+    clock: Clock;
+    log: Logger;
+    instanceId: string;
+    agentUrl: () => string;
+    scaleEvents: ScaleEventRouter;
+  },
 ): Promise<ScalerManager> {
   const backends = [];
   for (const entry of config.scalers) {
     // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
-    const backend = await createScalerBackend(entry, backendContext(opts, deps.log, deps.store)).catch(
-      (err: unknown) => {
-        throw err instanceof UserError ? err : new UserError(errorMessage(err));
-      },
-    );
+    const backend = await createScalerBackend(
+      entry,
+      backendContext(opts, deps.log, deps.store, deps.scaleEvents),
+    ).catch((err: unknown) => {
+      throw err instanceof UserError ? err : new UserError(errorMessage(err));
+    });
     backends.push(backend);
   }
   let ledger: MachineLedger | undefined;

@@ -3,6 +3,7 @@ import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
 import type { EffectiveLimits } from '../types.js';
+import type { ScalerEventEmitterLike } from '../events/payloads.js';
 
 /** Runs nft with a ruleset on stdin (the container and micro-VM backends' network policy). */
 export interface NftRunner {
@@ -45,4 +46,6 @@ export interface BackendDeps {
   vmm?: VmmDriver;
   /** Bare-metal `enforceCgroups` driver; detected on the host when absent. */
   cgroups?: CgroupDriver;
+  /** Event scalers: where scale events go (the composition root's router; a counting fake in tests). */
+  scaleEvents?: ScalerEventEmitterLike & { checkTargets?(scaler: string, targets: readonly string[]): void };
 }

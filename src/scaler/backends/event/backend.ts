@@ -1,0 +1,301 @@
+import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import { DEFAULT_AGENT_TOKEN_TTL_SECONDS } from '../../../config/defaults.js';
+import { errorMessage } from '../../../util/errors.js';
+import type { Logger } from '../../../util/logger.js';
+import type { ClaimedCredentials, ClaimSpec } from '../../claim-store.js';
+import { checkLabelSets } from '../../core/label-set-check.js';
+import { SpawnError } from '../../core/spawn-errors.js';
+import type {
+  BackendCapabilities,
+  DestroyContext,
+  DestroyReason,
+  ManagedAgent,
+  RequiredTool,
+  ScalerBackend,
+  SpawnContext,
+  ValidationResult,
+} from '../../types.js';
+import type { ScaleDownReason, ScalerEventEmitterLike, ScalerScaleUpPayload } from '../../events/payloads.js';
+
+export type { ScalerEventEmitterLike } from '../../events/payloads.js';
+
+/** The part of a claim store the backend uses: issue, redeem, invalidate, and the reload knob. */
+export interface EventClaimStore {
+  register(spec: ClaimSpec): Promise<string>;
+  claim(code: string): Promise<ClaimedCredentials | { error: string }>;
+  invalidate(agentId: string): Promise<unknown>;
+  setDefaultTtlSeconds(s: number): void;
+}
+
+export interface EventScalerBackendOptions {
+  /** The scaler entry, `type: 'event'`. */
+  entry: ScalerEntry;
+  /** Sends the reserved scale-up / scale-down events (tests inject a counting one). */
+  emitter: ScalerEventEmitterLike;
+  /** Issues the claim code of each provision; redeemed by the instance's agent or its workflow. */
+  claimStore: EventClaimStore;
+  /** Correlation id of each scale-up / scale-down request. */
+  requestId: () => string;
+  logger: Logger;
+  now?: () => number;
+}
+
+/** destroy() may name the targets recorded at spawn (a peer tearing down someone else's provision). */
+export interface EventDestroyContext extends Omit<DestroyContext, 'reason'> {
+  reason?: DestroyReason | ScaleDownReason;
+  targets?: string[];
+}
+
+interface Provision {
+  labelSet: string[];
+  state: 'provisioning' | 'active';
+  createdAt: number;
+  /** Where its scale-up went; its scale-down goes to the same place. */
+  targets: string[] | undefined;
+}
+
+/** What the customer's teardown is told, from why the manager tears the agent down. */
+function scaleDownReason(reason: EventDestroyContext['reason']): ScaleDownReason {
+  switch (reason) {
+    case undefined:
+    case 'shutdown':
+      return 'shutdown';
+    // A single-use agent leaving is its job being over; a failed spawn here is one that never came.
+    case 'disconnected':
+      return 'job-complete';
+    case 'spawn-failed':
+      return 'spawn-timeout';
+    case 'orphan':
+      return 'heartbeat-timeout';
+    default:
+      return reason;
+  }
+}
+
+/**
+ * No local compute: spawn emits `kici.scaler.scale-up`, destroy emits `kici.scaler.scale-down`, and
+ * a provisioning target (a job of ours, or a webhook) boots or stops a cloud instance. The instance's
+ * agent redeems its claim code and registers with the id chosen here; bound-job dispatch does the rest.
+ */
+export class EventScalerBackend implements ScalerBackend {
+  readonly type = 'event' as const;
+  readonly capabilities: BackendCapabilities = {
+    localCompute: false,
+    lifetime: 'cluster',
+    cleansOrphans: false,
+    capturesLogs: false,
+  };
+  readonly name: string;
+  readonly spawnsOnLocalHost = false;
+  readonly logsSource = 'event';
+  private entry: ScalerEntry;
+  private readonly agents = new Map<string, Provision>();
+  private readonly log: Logger;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: EventScalerBackendOptions) {
+    this.entry = opts.entry;
+    this.name = opts.entry.name;
+    this.log = opts.logger.child({ component: 'event-backend', scaler: this.name });
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** The entry this backend serves; a reload replaces it whole. */
+  get currentEntry(): ScalerEntry {
+    return this.entry;
+  }
+
+  get maxAgents(): number {
+    return this.entry.maxAgents;
+  }
+
+  get labelSets(): LabelSetConfig[] {
+    return this.entry.labelSets;
+  }
+
+  getActiveCount(): number {
+    return this.agents.size;
+  }
+
+  /** Nothing runs here, so nothing is needed on this host. */
+  getRequiredTools(): RequiredTool[] {
+    return [];
+  }
+
+  async spawn(ctx: SpawnContext): Promise<ManagedAgent> {
+    if (ctx.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before start');
+    const entry = this.entry;
+    const key = normalizeLabelSet(ctx.labelSet);
+    if (!entry.labelSets.some((l) => normalizeLabelSet(l.labels) === key))
+      throw new SpawnError('config', `label set [${key}] is not served by event scaler "${this.name}"`);
+    if (this.agents.size >= entry.maxAgents)
+      throw new SpawnError(
+        'capacity',
+        `event scaler "${this.name}" is at capacity (${this.agents.size}/${entry.maxAgents})`,
+      );
+    const mandatoryLabels = ctx.mandatoryLabels.length ? ctx.mandatoryLabels : (entry.mandatoryLabels ?? []);
+    const claimCode = await this.opts.claimStore.register({
+      agentId: ctx.agentId,
+      labels: ctx.fullLabels,
+      agentTokenTtlSeconds: entry.agentTokenTtlSeconds ?? DEFAULT_AGENT_TOKEN_TTL_SECONDS,
+      orchestratorUrl: ctx.orchestratorUrl,
+    });
+    const resources: ScalerScaleUpPayload['resources'] = {};
+    if (ctx.limits?.cpus) resources.cpus = ctx.limits.cpus;
+    if (ctx.limits?.memBytes) resources.memBytes = ctx.limits.memBytes;
+    const targets = [...(entry.provisioningTargets ?? [])];
+    const requestId = this.opts.requestId();
+    const spawnedAt = this.now();
+    this.agents.set(ctx.agentId, {
+      labelSet: ctx.labelSet,
+      state: 'provisioning',
+      createdAt: spawnedAt,
+      targets,
+    });
+    const payload: ScalerScaleUpPayload = {
+      scalerName: this.name,
+      agentId: ctx.agentId,
+      labels: ctx.fullLabels,
+      mandatoryLabels,
+      resources,
+      orchestratorUrl: ctx.orchestratorUrl,
+      claimCode,
+      ...(ctx.boundJobId ? { jobId: ctx.boundJobId } : {}),
+      requestId,
+    };
+    let eventId: string;
+    try {
+      eventId = await this.opts.emitter.emitScalerScaleUp(payload, targets);
+    } catch (err) {
+      this.agents.delete(ctx.agentId);
+      await this.invalidateClaims(ctx.agentId);
+      throw new SpawnError('transient', `scale-up could not be emitted: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    this.log.info({ agentId: ctx.agentId, requestId, eventId, targets }, 'scale-up emitted');
+    ctx.onEvent('scaler.provisioning', `scale-up ${eventId} sent to ${targets.join(', ')}`);
+    ctx.onEvent('agent.connecting', 'waiting for the provisioned instance to register');
+    return { id: ctx.agentId, labelSet: ctx.labelSet, backendRef: ctx.agentId, spawnedAt, state: 'spawning' };
+  }
+
+  /**
+   * Drop the provision, emit its scale-down, then invalidate its claim. The entry goes before the
+   * first await, so a repeated or concurrent destroy finds nothing and emits nothing. The claim is
+   * invalidated last and its failure only logged: the scale-down is the only thing that stops the
+   * customer's instance, and a leftover claim is single-use and expires anyway.
+   */
+  async destroy(agentId: string, ctx: EventDestroyContext = {}): Promise<void> {
+    const p = this.agents.get(agentId);
+    if (!p) return;
+    this.agents.delete(agentId);
+    const reason = scaleDownReason(ctx.reason);
+    const targets = ctx.targets?.length ? ctx.targets : p.targets?.length ? p.targets : this.liveTargets();
+    const requestId = this.opts.requestId();
+    try {
+      const eventId = await this.opts.emitter.emitScalerScaleDown(
+        { scalerName: this.name, agentId, reason, requestId },
+        targets,
+      );
+      this.log.info({ agentId, reason, requestId, eventId, targets }, 'scale-down emitted');
+    } finally {
+      await this.invalidateClaims(agentId);
+    }
+  }
+
+  private liveTargets(): string[] {
+    return [...(this.entry.provisioningTargets ?? [])];
+  }
+
+  private async invalidateClaims(agentId: string): Promise<void> {
+    try {
+      await this.opts.claimStore.invalidate(agentId);
+    } catch (err) {
+      this.log.warn(
+        { agentId, err: errorMessage(err) },
+        'could not invalidate the claim code; it expires on its own',
+      );
+    }
+  }
+
+  /** Stop tracking without emitting: a peer adopted the provision, or its record went away. */
+  forget(agentId: string): void {
+    this.agents.delete(agentId);
+  }
+
+  /** Track a provision spawned elsewhere (a peer, a previous run) so a later destroy emits its scale-down. */
+  adopt(agentId: string, labelSet: string[], targets?: unknown): Promise<boolean> {
+    if (!this.agents.has(agentId)) {
+      const recorded = Array.isArray(targets) ? (targets as string[]) : undefined;
+      this.agents.set(agentId, { labelSet, state: 'active', createdAt: this.now(), targets: recorded });
+    }
+    return Promise.resolve(true);
+  }
+
+  /** The instance's agent registered. */
+  markActive(agentId: string): void {
+    const p = this.agents.get(agentId);
+    if (p) p.state = 'active';
+  }
+
+  markRegistered(agentId: string): void {
+    this.markActive(agentId);
+  }
+
+  isTracked(agentId: string): boolean {
+    return this.agents.has(agentId);
+  }
+
+  /** Redeem a claim code (the HTTP route for a workflow that delivers the token itself). */
+  claim(code: string): Promise<ClaimedCredentials | { error: string }> {
+    return this.opts.claimStore.claim(code);
+  }
+
+  /**
+   * Emits nothing and keeps the map: a provision lives as long as the cluster, not this process. A
+   * socket that closes during the rest of the shutdown can still emit its own scale-down.
+   */
+  shutdownAll(): Promise<void> {
+    if (this.agents.size)
+      this.log.info({ provisions: this.agents.size }, 'leaving event provisions to the cluster');
+    return Promise.resolve();
+  }
+
+  /**
+   * Always valid: label sets, maxAgents and the entry are replaced; roles, agentTokenTtlSeconds,
+   * provisioningTargets and mandatoryLabels apply from the next spawn.
+   */
+  reload(
+    labelSets: LabelSetConfig[],
+    opts: { maxAgents?: number; entry?: ScalerEntry } = {},
+  ): ValidationResult {
+    const base = opts.entry ?? this.entry;
+    this.entry = {
+      ...base,
+      labelSets,
+      ...(opts.maxAgents !== undefined ? { maxAgents: opts.maxAgents } : {}),
+    };
+    if (opts.entry?.claimTtlSeconds !== undefined)
+      this.opts.claimStore.setDefaultTtlSeconds(opts.entry.claimTtlSeconds);
+    return { valid: true };
+  }
+
+  checkReload(entry: ScalerEntry): ValidationResult {
+    const errors = checkLabelSets(entry.labelSets);
+    if (entry.type !== this.type)
+      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    if (!entry.provisioningTargets?.length)
+      errors.push('provisioningTargets: an event scaler needs at least one (job:<file> or webhook:<url>)');
+    return errors.length ? { valid: false, errors } : { valid: true };
+  }
+
+  applyReload(entry: ScalerEntry): void {
+    this.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
+  }
+
+  getScalerContext(agentId: string): Record<string, unknown> | undefined {
+    const p = this.agents.get(agentId);
+    if (!p) return undefined;
+    return { backendType: 'event', scalerName: this.name, state: p.state, createdAt: p.createdAt };
+  }
+}
