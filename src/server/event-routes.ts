@@ -41,7 +41,6 @@ export function deliveryView(r: DeliveryRow) {
 export function registerEventRoutes(app: Hono, deps: EventRouteDeps): void {
   const claims = new StoreClaimStore(deps.store, deps.clock);
   const deliveries = new DeliveriesRepo(deps.store.db);
-  const log = deps.logger.child({ component: 'claim-http' });
 
   // Not under /api/v1: a provisioning workflow holds a claim code, never an admin token.
   app.post('/scaler/claim', async (c) => {
@@ -51,10 +50,10 @@ export function registerEventRoutes(app: Hono, deps: EventRouteDeps): void {
     if (!parsed.success) return bad(c, describeIssues(parsed.error));
     const res = await claims.claim(parsed.data.claimCode, deps.clock.now(), parsed.data.agentId);
     if ('error' in res) {
-      log.warn({ reason: res.error }, 'claim refused');
+      deps.logger.warn({ component: 'claim-http', reason: res.error }, 'claim refused');
       return c.json({ error: 'claim refused', problems: [res.error] }, 403);
     }
-    log.info({ agentId: res.agentId }, 'claim code redeemed over HTTP');
+    deps.logger.info({ component: 'claim-http', agentId: res.agentId }, 'claim code redeemed over HTTP');
     c.header('cache-control', 'no-store');
     return c.json(res);
   });

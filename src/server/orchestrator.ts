@@ -158,10 +158,19 @@ export class Orchestrator {
       );
       orch.probe = probe;
       orch.scaleEvents = scaleEvents;
-      scaleEvents.bind(
-        (spec) => dispatcher.submit(spec),
-        new EventMetrics(metrics.registry, () => scaler?.backendList() ?? []),
-      );
+      const eventMetrics = new EventMetrics(metrics.registry, () => scaler?.backendList() ?? []);
+      scaleEvents.bind((spec) => dispatcher.submit(spec), {
+        scaleUpEmitted: (s) => eventMetrics.scaleUpEmitted(s),
+        scaleDownEmitted: (s, reason) => eventMetrics.scaleDownEmitted(s, reason),
+        provisionTimedOut: (s) => eventMetrics.provisionTimedOut(s),
+        deliveryGivenUp: (s, problem) => {
+          eventMetrics.deliveryGivenUp(s);
+          scaler
+            ?.backendList()
+            .find((b) => b.name === s)
+            ?.noteDeliveryGivenUp?.(problem);
+        },
+      });
       if (scaler?.backendList().some((b) => b.type === 'event'))
         orch.reaper = new EventProvisionReaper({
           db: database.db,

@@ -6,6 +6,7 @@ import type { RunSpec } from '../../jobs/run-spec.js';
 import type { Database } from '../../store/schema.js';
 import { errorMessage, UserError } from '../../util/errors.js';
 import type { Logger } from '../../util/logger.js';
+import type { DeliveryProblem } from '../types.js';
 import { DeliveriesRepo } from './deliveries-repo.js';
 import {
   SCALE_DOWN_EVENT,
@@ -25,7 +26,7 @@ export interface ScaleEventObserver {
   scaleUpEmitted(scaler: string): void;
   scaleDownEmitted(scaler: string, reason: string): void;
   provisionTimedOut(scaler: string): void;
-  deliveryGivenUp(scaler: string): void;
+  deliveryGivenUp(scaler: string, problem: DeliveryProblem): void;
 }
 
 export interface ScaleEventRouterOptions {
@@ -153,7 +154,14 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
         .catch((e: unknown) =>
           this.log.warn({ eventId, err: errorMessage(e) }, 'could not record a delivery'),
         );
-      this.observer?.deliveryGivenUp(payload.scalerName);
+      this.observer?.deliveryGivenUp(payload.scalerName, {
+        eventId,
+        event: name,
+        target,
+        agentId: payload.agentId,
+        lastError: message,
+        atMs: this.now(),
+      });
       throw new Error(`provisioning job ${target} could not be submitted: ${message}`, { cause: err });
     }
   }
@@ -179,7 +187,8 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
       {
         stop: this.stop.signal,
         now: () => this.now(),
-        onAttempt: (attempts, error) => record({ attempts, lastError: error }),
+        // A success keeps the last error: `event show` tells what the receiver did before it.
+        onAttempt: (attempts, error) => record({ attempts, ...(error ? { lastError: error } : {}) }),
       },
     );
     if (out.delivered) {
@@ -189,7 +198,14 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
     }
     const why = `gave up after ${out.attempts} attempts: ${out.lastError ?? 'stopped'}`;
     await record({ state: 'given-up', lastError: why });
-    this.observer?.deliveryGivenUp(payload.scalerName);
+    this.observer?.deliveryGivenUp(payload.scalerName, {
+      eventId,
+      event: name,
+      target,
+      agentId: payload.agentId,
+      lastError: why,
+      atMs: this.now(),
+    });
     this.log.error(
       { eventId, event: name, url, scaler: payload.scalerName, agentId: payload.agentId },
       `webhook delivery ${why}`,

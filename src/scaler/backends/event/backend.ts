@@ -7,6 +7,7 @@ import { checkLabelSets } from '../../core/label-set-check.js';
 import { SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
+  DeliveryProblem,
   DestroyContext,
   DestroyReason,
   ManagedAgent,
@@ -92,6 +93,7 @@ export class EventScalerBackend implements ScalerBackend {
   private readonly agents = new Map<string, Provision>();
   private readonly log: Logger;
   private readonly now: () => number;
+  private givenUp: DeliveryProblem | undefined;
 
   constructor(private readonly opts: EventScalerBackendOptions) {
     this.entry = opts.entry;
@@ -291,6 +293,14 @@ export class EventScalerBackend implements ScalerBackend {
 
   applyReload(entry: ScalerEntry): void {
     this.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
+  }
+
+  noteDeliveryGivenUp(problem: DeliveryProblem): void {
+    this.givenUp = problem;
+  }
+
+  deliveryProblem(): DeliveryProblem | undefined {
+    return this.givenUp;
   }
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {
