@@ -126,7 +126,7 @@ export class EventProvisionReaper {
       return;
     }
     // A peer's (or a gone process's) provision: adopt it so destroy emits, then drop its record.
-    await backend.adopt(agentId, labelSet, null);
+    await backend.adopt(agentId, labelSet, agentId);
     await backend.destroy(agentId, { reason: 'spawn-timeout' });
     await this.opts.db.transaction().execute(async (trx) => {
       await trx.deleteFrom('scaler_spawning_agents').where('agent_id', '=', agentId).execute();

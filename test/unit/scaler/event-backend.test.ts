@@ -119,6 +119,35 @@ describe('EventScalerBackend: destroy', () => {
     expect(order.slice(-2)).toEqual(['down:scaler-event-bbbb0001', 'invalidate:scaler-event-bbbb0001']);
   });
 
+  it('a destroy while the scale-up is on its way cancels the spawn and tears the instance down once', async () => {
+    const { backend, emitter, order } = make();
+    emitter.delayMs = 20;
+    const spawning = backend.spawn(spawnCtx('scaler-event-bbbb0003'));
+    await new Promise((r) => setTimeout(r, 5));
+    await backend.destroy('scaler-event-bbbb0003', { reason: 'spawn-timeout' });
+    expect(backend.getActiveCount()).toBe(0);
+    await expect(spawning).rejects.toThrow(/cancelled/);
+    await backend.destroy('scaler-event-bbbb0003', { reason: 'spawn-timeout' });
+    expect(order.filter((o) => o.startsWith('up:') || o.startsWith('down:'))).toEqual([
+      'up:scaler-event-bbbb0003',
+      'down:scaler-event-bbbb0003',
+    ]);
+    expect(emitter.downs()[0]!.payload).toMatchObject({ reason: 'spawn-timeout' });
+  });
+
+  it('a destroy or an abort before the scale-up is sent emits nothing at all', async () => {
+    const { backend, emitter } = make();
+    const spawning = backend.spawn(spawnCtx('scaler-event-bbbb0004'));
+    await backend.destroy('scaler-event-bbbb0004', { reason: 'shutdown' });
+    await expect(spawning).rejects.toThrow(/cancelled before/);
+    const ac = new AbortController();
+    const aborted = backend.spawn(spawnCtx('scaler-event-bbbb0005', { signal: ac.signal }));
+    ac.abort();
+    await expect(aborted).rejects.toThrow(/cancelled before/);
+    expect(emitter.emitted).toEqual([]);
+    expect(backend.getActiveCount()).toBe(0);
+  });
+
   it('fails open: a claim store error neither suppresses the scale-down nor throws', async () => {
     const { backend, emitter, claims } = make();
     await backend.spawn(spawnCtx('scaler-event-bbbb0002'));
@@ -192,6 +221,7 @@ describe('EventScalerBackend: shutdown, forget, adopt', () => {
     await backend.destroy('scaler-event-eeee0002', { reason: 'idle' });
     expect(emitter.downs()).toHaveLength(0);
     await backend.adopt('scaler-event-eeee0003', ['cloud', 'linux']);
+    expect(await backend.adopt('scaler-event-eeee0009', ['cloud'], null)).toBe(false);
     expect(backend.getScalerContext('scaler-event-eeee0003')).toMatchObject({ state: 'active' });
     await backend.destroy('scaler-event-eeee0003', { reason: 'heartbeat-timeout' });
     expect(emitter.downs('scaler-event-eeee0003')).toHaveLength(1);

@@ -53,6 +53,10 @@ interface Provision {
   createdAt: number;
   /** Where its scale-up went; its scale-down goes to the same place. */
   targets: string[] | undefined;
+  /** spawn() is still running: until its scale-up is out, a destroy leaves the teardown to spawn(). */
+  spawning: boolean;
+  /** destroy() (or the spawn's abort) came while spawn() was running. */
+  cancelled?: DestroyReason | ScaleDownReason;
 }
 
 /** What the customer's teardown is told, from why the manager tears the agent down. */
@@ -135,25 +139,43 @@ export class EventScalerBackend implements ScalerBackend {
         'capacity',
         `event scaler "${this.name}" is at capacity (${this.agents.size}/${entry.maxAgents})`,
       );
-    const mandatoryLabels = ctx.mandatoryLabels.length ? ctx.mandatoryLabels : (entry.mandatoryLabels ?? []);
-    const claimCode = await this.opts.claimStore.register({
-      agentId: ctx.agentId,
-      labels: ctx.fullLabels,
-      agentTokenTtlSeconds: entry.agentTokenTtlSeconds ?? DEFAULT_AGENT_TOKEN_TTL_SECONDS,
-      orchestratorUrl: ctx.orchestratorUrl,
-    });
-    const resources: ScalerScaleUpPayload['resources'] = {};
-    if (ctx.limits?.cpus) resources.cpus = ctx.limits.cpus;
-    if (ctx.limits?.memBytes) resources.memBytes = ctx.limits.memBytes;
     const targets = [...(entry.provisioningTargets ?? [])];
-    const requestId = this.opts.requestId();
     const spawnedAt = this.now();
-    this.agents.set(ctx.agentId, {
+    // Tracked before the first await: a destroy during the spawn finds it and cancels it.
+    const p: Provision = {
       labelSet: ctx.labelSet,
       state: 'provisioning',
       createdAt: spawnedAt,
       targets,
-    });
+      spawning: true,
+    };
+    this.agents.set(ctx.agentId, p);
+    const cancelled = () => p.cancelled ?? (ctx.signal.aborted ? 'spawn-timeout' : undefined);
+    let claimCode: string;
+    try {
+      claimCode = await this.opts.claimStore.register({
+        agentId: ctx.agentId,
+        labels: ctx.fullLabels,
+        agentTokenTtlSeconds: entry.agentTokenTtlSeconds ?? DEFAULT_AGENT_TOKEN_TTL_SECONDS,
+        orchestratorUrl: ctx.orchestratorUrl,
+      });
+    } catch (err) {
+      this.untrack(ctx.agentId, p);
+      throw new SpawnError('transient', `claim code could not be issued: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    if (cancelled()) {
+      // Nothing was sent yet: dropping the claim is the whole teardown.
+      this.untrack(ctx.agentId, p);
+      await this.invalidateClaims(ctx.agentId);
+      throw new SpawnError('spawn-timeout', 'spawn cancelled before its scale-up was sent');
+    }
+    const mandatoryLabels = ctx.mandatoryLabels.length ? ctx.mandatoryLabels : (entry.mandatoryLabels ?? []);
+    const resources: ScalerScaleUpPayload['resources'] = {};
+    if (ctx.limits?.cpus) resources.cpus = ctx.limits.cpus;
+    if (ctx.limits?.memBytes) resources.memBytes = ctx.limits.memBytes;
+    const requestId = this.opts.requestId();
     const payload: ScalerScaleUpPayload = {
       scalerName: this.name,
       agentId: ctx.agentId,
@@ -169,30 +191,50 @@ export class EventScalerBackend implements ScalerBackend {
     try {
       eventId = await this.opts.emitter.emitScalerScaleUp(payload, targets);
     } catch (err) {
-      this.agents.delete(ctx.agentId);
+      this.untrack(ctx.agentId, p);
       await this.invalidateClaims(ctx.agentId);
       throw new SpawnError('transient', `scale-up could not be emitted: ${errorMessage(err)}`, {
         cause: err,
       });
     }
+    p.spawning = false;
     this.log.info({ agentId: ctx.agentId, requestId, eventId, targets }, 'scale-up emitted');
+    const why = cancelled();
+    if (why) {
+      // Destroyed or timed out while the scale-up was on its way: the instance is stopped at once.
+      this.untrack(ctx.agentId, p);
+      await this.teardown(ctx.agentId, scaleDownReason(why), targets);
+      throw new SpawnError('spawn-timeout', 'spawn cancelled while its scale-up was being sent');
+    }
     ctx.onEvent('scaler.provisioning', `scale-up ${eventId} sent to ${targets.join(', ')}`);
     ctx.onEvent('agent.connecting', 'waiting for the provisioned instance to register');
     return { id: ctx.agentId, labelSet: ctx.labelSet, backendRef: ctx.agentId, spawnedAt, state: 'spawning' };
+  }
+
+  private untrack(agentId: string, p: Provision): void {
+    if (this.agents.get(agentId) === p) this.agents.delete(agentId);
   }
 
   /**
    * Drop the provision, emit its scale-down, then invalidate its claim. The entry goes before the
    * first await, so a repeated or concurrent destroy finds nothing and emits nothing. The claim is
    * invalidated last and its failure only logged: the scale-down is the only thing that stops the
-   * customer's instance, and a leftover claim is single-use and expires anyway.
+   * customer's instance, and a leftover claim is single-use and expires anyway. A provision whose
+   * spawn is still running is only marked: the spawn tears it down once its scale-up is out.
    */
   async destroy(agentId: string, ctx: EventDestroyContext = {}): Promise<void> {
     const p = this.agents.get(agentId);
     if (!p) return;
     this.agents.delete(agentId);
-    const reason = scaleDownReason(ctx.reason);
+    if (p.spawning) {
+      p.cancelled = ctx.reason ?? 'shutdown';
+      return;
+    }
     const targets = ctx.targets?.length ? ctx.targets : p.targets?.length ? p.targets : this.liveTargets();
+    await this.teardown(agentId, scaleDownReason(ctx.reason), targets);
+  }
+
+  private async teardown(agentId: string, reason: ScaleDownReason, targets: string[]): Promise<void> {
     const requestId = this.opts.requestId();
     try {
       const eventId = await this.opts.emitter.emitScalerScaleDown(
@@ -225,12 +267,26 @@ export class EventScalerBackend implements ScalerBackend {
     this.agents.delete(agentId);
   }
 
-  /** Track a provision spawned elsewhere (a peer, a previous run) so a later destroy emits its scale-down. */
-  adopt(agentId: string, labelSet: string[], targets?: unknown): Promise<boolean> {
-    if (!this.agents.has(agentId)) {
-      const recorded = Array.isArray(targets) ? (targets as string[]) : undefined;
-      this.agents.set(agentId, { labelSet, state: 'active', createdAt: this.now(), targets: recorded });
-    }
+  /**
+   * Track a provision spawned elsewhere (a peer, a previous run) so a later destroy emits its
+   * scale-down. Recovery passes the spawn record's backend ref: a provision's ref is its agent id,
+   * so a missing or different ref is no evidence of a provision and is refused.
+   */
+  adopt(
+    agentId: string,
+    labelSet: string[],
+    backendRef?: string | null,
+    targets?: string[],
+  ): Promise<boolean> {
+    if (backendRef !== undefined && backendRef !== agentId) return Promise.resolve(false);
+    if (!this.agents.has(agentId))
+      this.agents.set(agentId, {
+        labelSet,
+        state: 'active',
+        createdAt: this.now(),
+        targets,
+        spawning: false,
+      });
     return Promise.resolve(true);
   }
 
