@@ -10,7 +10,9 @@ import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  ADMIN_BIN,
   eventually,
+  runNode,
   startTestOrchestrator,
   writeConfig,
   type TestOrchestrator,
@@ -176,6 +178,21 @@ describe('webhook provisioning target', () => {
       agentId: rx.got[0]!.body.payload.agentId,
     });
     expect(verifies(down, SECRET)).toBe(true);
+    // The operator's view: kici-admin event list / show, as a process.
+    const env = { KICI_SERVER_URL: t!.orch.url, KICI_ADMIN_TOKEN: t!.orch.adminToken };
+    const list = await runNode([ADMIN_BIN, 'event', 'list', '--name', 'kici.scaler.scale-up'], env).exited;
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/EVENT\s+NAME\s+SCALER\s+AGENT/);
+    expect(list.stdout).toContain(upId);
+    expect(list.stdout).toMatch(/scale-up .*given-up .*gave up after \d+ attempts: HTTP 503/);
+    const show = await runNode([ADMIN_BIN, 'event', 'show', upId], env).exited;
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain('event:   kici.scaler.scale-up');
+    expect(show.stdout).toMatch(/webhook:http:\/\/127\.0\.0\.1:\d+\/hook\s+given-up/);
+    expect(show.stdout).not.toMatch(/[0-9a-f]{64}/);
+    const missing = await runNode([ADMIN_BIN, 'event', 'show', 'no-such-event'], env).exited;
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/event no-such-event does not exist/);
     const metrics = await (await fetch(`${t!.orch.url}/metrics`)).text();
     expect(metrics).toMatch(
       /kici_orch_scaler_external_provisioning_delivery_given_up_total\{scaler="hooked"\} [1-9]/,
