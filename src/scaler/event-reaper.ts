@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from '../store/schema.js';
+import { TERMINAL_JOB_STATES, type Database } from '../store/schema.js';
 import { ClaimsRepo } from '../store/claims-repo.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -14,7 +14,7 @@ const LEASE_KEY = 'kici:scaler:event-reaper';
 /** The event backend's extras the reaper uses (it cannot import the backend folder). */
 interface EventBackendView extends ScalerBackend {
   forget(agentId: string): void;
-  destroy(agentId: string, ctx: { reason: 'spawn-timeout' }): Promise<void>;
+  destroy(agentId: string, ctx: { reason: 'spawn-timeout' | 'job-complete' }): Promise<void>;
 }
 
 export interface EventReaperOptions {
@@ -94,7 +94,13 @@ export class EventProvisionReaper {
     for (const row of rows) {
       if (!this.leader || this.stopped) return;
       try {
-        await this.reap(row.agent_id, row.scaler_name, row.owner_instance_id, row.label_set);
+        await this.reap(
+          row.agent_id,
+          row.scaler_name,
+          row.owner_instance_id,
+          row.label_set,
+          row.bound_job_id,
+        );
       } catch (err) {
         // One row's failure does not stop the sweep; the next pass tries it again.
         this.log.warn({ agentId: row.agent_id, err: errorMessage(err) }, 'could not reap a provision');
@@ -106,11 +112,33 @@ export class EventProvisionReaper {
     if (purged) this.log.info({ purged }, 'expired claim codes purged');
   }
 
-  private async reap(agentId: string, scaler: string, owner: string | null, labelSet: string[]) {
+  private async reap(
+    agentId: string,
+    scaler: string,
+    owner: string | null,
+    labelSet: string[],
+    boundJobId: string | null,
+  ) {
     const m = this.opts.manager.state.agents.get(agentId);
     const seconds = Math.round(this.opts.spawnTimeoutMs / 1000);
-    this.log.warn({ agentId, scaler, owner }, `event provision did not register within ${seconds}s; reaping`);
+    // A provision whose job already ended (cancelled, say) is simply no longer needed: no failure.
+    const job = boundJobId
+      ? await this.opts.db.selectFrom('jobs').select('state').where('id', '=', boundJobId).executeTakeFirst()
+      : undefined;
+    const ended = job !== undefined && TERMINAL_JOB_STATES.includes(job.state);
+    const reason = ended ? 'job-complete' : 'spawn-timeout';
+    this.log.warn(
+      { agentId, scaler, owner, reason },
+      ended
+        ? `event provision for ended job ${boundJobId} never registered; tearing it down`
+        : `event provision did not register within ${seconds}s; reaping`,
+    );
     this.reaped++;
+    if (owner === this.opts.instanceId && m && isPending(m.phase) && ended) {
+      m.abort.abort(new Error('bound job ended'));
+      await this.opts.manager.teardown(m, 'job-complete');
+      return;
+    }
     if (owner === this.opts.instanceId && m && isPending(m.phase)) {
       // Ours: the manager's failure path emits the scale-down, frees the cap and leaves the job queued.
       await this.opts.manager.failSpawn(m, {
@@ -127,7 +155,7 @@ export class EventProvisionReaper {
     }
     // A peer's (or a gone process's) provision: adopt it so destroy emits, then drop its record.
     await backend.adopt(agentId, labelSet, agentId);
-    await backend.destroy(agentId, { reason: 'spawn-timeout' });
+    await backend.destroy(agentId, { reason });
     await this.opts.db.transaction().execute(async (trx) => {
       await trx.deleteFrom('scaler_spawning_agents').where('agent_id', '=', agentId).execute();
       await trx.deleteFrom('scaler_reservations').where('agent_id', '=', agentId).execute();

@@ -7,7 +7,7 @@ import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
-import { DEFAULT_SPAWN_TIMEOUT_MS, ScalerManager } from '../scaler/manager.js';
+import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
@@ -25,10 +25,10 @@ import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
-import { EventProvisionReaper } from '../scaler/event-reaper.js';
+import type { EventProvisionReaper } from '../scaler/event-reaper.js';
 import { ScaleEventRouter } from '../scaler/events/router.js';
 import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
-import { EventMetrics } from './event-metrics.js';
+import { wireEventScaling } from './event-wiring.js';
 
 export interface OrchestratorOptions {
   host?: string;
@@ -158,30 +158,18 @@ export class Orchestrator {
       );
       orch.probe = probe;
       orch.scaleEvents = scaleEvents;
-      const eventMetrics = new EventMetrics(metrics.registry, () => scaler?.backendList() ?? []);
-      scaleEvents.bind((spec) => dispatcher.submit(spec), {
-        scaleUpEmitted: (s) => eventMetrics.scaleUpEmitted(s),
-        scaleDownEmitted: (s, reason) => eventMetrics.scaleDownEmitted(s, reason),
-        provisionTimedOut: (s) => eventMetrics.provisionTimedOut(s),
-        deliveryGivenUp: (s, problem) => {
-          eventMetrics.deliveryGivenUp(s);
-          scaler
-            ?.backendList()
-            .find((b) => b.name === s)
-            ?.noteDeliveryGivenUp?.(problem);
-        },
+      orch.reaper = wireEventScaling({
+        router: scaleEvents,
+        dispatcher,
+        metrics,
+        scaler,
+        database,
+        instanceId,
+        clock,
+        logger: log,
+        spawnTimeoutMs: opts.spawnTimeoutMs,
+        reapIntervalMs: opts.reapIntervalMs,
       });
-      if (scaler?.backendList().some((b) => b.type === 'event'))
-        orch.reaper = new EventProvisionReaper({
-          db: database.db,
-          engine: database.engine,
-          manager: scaler,
-          instanceId,
-          clock,
-          logger: log,
-          spawnTimeoutMs: opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS,
-          intervalMs: opts.reapIntervalMs ?? 30_000,
-        });
       scaler?.setHooks(
         {
           onCapacityFreed: () => void dispatcher.requestPump(),

@@ -228,4 +228,40 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
     expect(metrics).toMatch(/kici_orch_scaler_external_provision_timeout_total\{scaler="cloud"\} [1-9]/);
     await t.api('POST', `/api/v1/jobs/${jobId}/cancel`);
   });
+
+  it('a never-connecting provision whose job was cancelled is torn down with job-complete, not counted as a timeout', async () => {
+    cloud = await makeEventCloud({});
+    t = await startTestOrchestrator({
+      scalerConfigPath: cloud.configPath,
+      spawnTimeoutMs: 1_500,
+      reapIntervalMs: 200,
+    });
+    await rm(join(cloud.dir, 'instance.mjs'));
+    const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { work: { runsOn: ['cloud'], steps: [{ run: 'true' }] } },
+    });
+    const jobId = body.jobs[0]!.id;
+    await eventually(
+      async () => (await t!.api<{ events: EventView[] }>('GET', '/api/v1/events')).body.events.length > 0,
+      20_000,
+      'the scale-up',
+    );
+    await t.api('POST', `/api/v1/jobs/${jobId}/cancel`);
+    const down = await eventually(
+      async () =>
+        (await t!.api<{ events: EventView[] }>('GET', '/api/v1/events')).body.events.find(
+          (e) => e.event === 'kici.scaler.scale-down',
+        ),
+      30_000,
+      'the scale-down',
+    );
+    expect(down.reason).toBe('job-complete');
+    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    expect(metrics).not.toMatch(/kici_orch_scaler_external_provision_timeout_total\{scaler="cloud"\} [1-9]/);
+    await eventually(
+      () => t!.orch.scaler!.entries().every((e) => e.scalerName !== 'cloud'),
+      10_000,
+      'provision gone',
+    );
+  });
 });

@@ -23,6 +23,15 @@ function make(over: Partial<EventScalerBackendOptions> = {}) {
   return { backend, emitter, claims, order };
 }
 
+describe('package entry', () => {
+  it('exports the event backend and the cap lock by their declared names', async () => {
+    const pkg = await import('../../../src/index.js');
+    expect(typeof pkg.EventScalerBackend).toBe('function');
+    expect(typeof pkg.withScalerCapLock).toBe('function');
+    expect(typeof pkg.StoreClaimStore).toBe('function');
+  });
+});
+
 describe('EventScalerBackend: scale-up', () => {
   it('emits the D.6 payload, with exactly its field names, to the provisioning targets', async () => {
     const { backend, emitter, claims } = make();

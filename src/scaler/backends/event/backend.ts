@@ -2,80 +2,29 @@ import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../
 import { DEFAULT_AGENT_TOKEN_TTL_SECONDS } from '../../../config/defaults.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { Logger } from '../../../util/logger.js';
-import type { ClaimedCredentials, ClaimSpec } from '../../claim-store.js';
+import type { ClaimedCredentials } from '../../claim-store.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import { SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
   DeliveryProblem,
-  DestroyContext,
-  DestroyReason,
   ManagedAgent,
   RequiredTool,
   ScalerBackend,
   SpawnContext,
   ValidationResult,
 } from '../../types.js';
-import type { ScaleDownReason, ScalerEventEmitterLike, ScalerScaleUpPayload } from '../../events/payloads.js';
+import type { ScaleDownReason } from '../../events/payloads.js';
+import {
+  scaleDownReason,
+  scaleUpPayload,
+  type EventDestroyContext,
+  type EventScalerBackendOptions,
+  type Provision,
+} from './options.js';
 
 export type { ScalerEventEmitterLike } from '../../events/payloads.js';
-
-/** The part of a claim store the backend uses: issue, redeem, invalidate, and the reload knob. */
-export interface EventClaimStore {
-  register(spec: ClaimSpec): Promise<string>;
-  claim(code: string): Promise<ClaimedCredentials | { error: string }>;
-  invalidate(agentId: string): Promise<unknown>;
-  setDefaultTtlSeconds(s: number): void;
-}
-
-export interface EventScalerBackendOptions {
-  /** The scaler entry, `type: 'event'`. */
-  entry: ScalerEntry;
-  /** Sends the reserved scale-up / scale-down events (tests inject a counting one). */
-  emitter: ScalerEventEmitterLike;
-  /** Issues the claim code of each provision; redeemed by the instance's agent or its workflow. */
-  claimStore: EventClaimStore;
-  /** Correlation id of each scale-up / scale-down request. */
-  requestId: () => string;
-  logger: Logger;
-  now?: () => number;
-}
-
-/** destroy() may name the targets recorded at spawn (a peer tearing down someone else's provision). */
-export interface EventDestroyContext extends Omit<DestroyContext, 'reason'> {
-  reason?: DestroyReason | ScaleDownReason;
-  targets?: string[];
-}
-
-interface Provision {
-  labelSet: string[];
-  state: 'provisioning' | 'active';
-  createdAt: number;
-  /** Where its scale-up went; its scale-down goes to the same place. */
-  targets: string[] | undefined;
-  /** spawn() is still running: until its scale-up is out, a destroy leaves the teardown to spawn(). */
-  spawning: boolean;
-  /** destroy() (or the spawn's abort) came while spawn() was running. */
-  cancelled?: DestroyReason | ScaleDownReason;
-}
-
-/** What the customer's teardown is told, from why the manager tears the agent down. */
-function scaleDownReason(reason: EventDestroyContext['reason']): ScaleDownReason {
-  switch (reason) {
-    case undefined:
-    case 'shutdown':
-      return 'shutdown';
-    // A single-use agent leaving is its job being over; a failed spawn here is one that never came.
-    case 'disconnected':
-      return 'job-complete';
-    case 'spawn-failed':
-      return 'spawn-timeout';
-    case 'orphan':
-      return 'heartbeat-timeout';
-    default:
-      return reason;
-  }
-}
+export type { EventClaimStore, EventDestroyContext, EventScalerBackendOptions } from './options.js';
 
 /**
  * No local compute: spawn emits `kici.scaler.scale-up`, destroy emits `kici.scaler.scale-down`, and
@@ -171,22 +120,8 @@ export class EventScalerBackend implements ScalerBackend {
       await this.invalidateClaims(ctx.agentId);
       throw new SpawnError('spawn-timeout', 'spawn cancelled before its scale-up was sent');
     }
-    const mandatoryLabels = ctx.mandatoryLabels.length ? ctx.mandatoryLabels : (entry.mandatoryLabels ?? []);
-    const resources: ScalerScaleUpPayload['resources'] = {};
-    if (ctx.limits?.cpus) resources.cpus = ctx.limits.cpus;
-    if (ctx.limits?.memBytes) resources.memBytes = ctx.limits.memBytes;
     const requestId = this.opts.requestId();
-    const payload: ScalerScaleUpPayload = {
-      scalerName: this.name,
-      agentId: ctx.agentId,
-      labels: ctx.fullLabels,
-      mandatoryLabels,
-      resources,
-      orchestratorUrl: ctx.orchestratorUrl,
-      claimCode,
-      ...(ctx.boundJobId ? { jobId: ctx.boundJobId } : {}),
-      requestId,
-    };
+    const payload = scaleUpPayload(this.name, entry, ctx, claimCode, requestId);
     let eventId: string;
     try {
       eventId = await this.opts.emitter.emitScalerScaleUp(payload, targets);
@@ -298,10 +233,6 @@ export class EventScalerBackend implements ScalerBackend {
 
   markRegistered(agentId: string): void {
     this.markActive(agentId);
-  }
-
-  isTracked(agentId: string): boolean {
-    return this.agents.has(agentId);
   }
 
   /** Redeem a claim code (the HTTP route for a workflow that delivers the token itself). */
