@@ -7,6 +7,9 @@ import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
+import { WebSocket } from 'ws';
+import { StoreClaimStore } from '../../src/scaler/claim-store.js';
+import { systemClock } from '../../src/util/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEventCloud, type EventCloud } from '../helpers/event-instance.js';
 import { eventually, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
@@ -132,6 +135,29 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
     expect(metrics).toMatch(/kici_orch_scaler_external_provisioning_active\{scaler="cloud"\} 0/);
   });
 
+  it('a provisioning job never runs on the event scaler it provisions for (no recursion)', async () => {
+    // A template that asks for the event scaler's own labels: nothing else serves them.
+    cloud = await makeEventCloud({ templateRunsOn: ['cloud'] });
+    t = await startTestOrchestrator({ scalerConfigPath: cloud.configPath });
+    const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { work: { runsOn: ['cloud'], steps: [{ run: 'true' }] } },
+    });
+    const up = await eventually(
+      async () =>
+        (await t!.api<{ events: EventView[] }>('GET', '/api/v1/events')).body.events.find((e) => e.jobId),
+      20_000,
+      'the scale-up with its provisioning job',
+    );
+    const provisioning = await t.waitForJob(up.jobId!, undefined, 20_000);
+    expect(provisioning.state).toBe('no-backend');
+    await new Promise((r) => setTimeout(r, 500));
+    // Exactly one provision: the provisioning job did not trigger one of its own.
+    const all = (await t.api<{ events: EventView[] }>('GET', '/api/v1/events')).body.events;
+    expect(all.filter((e) => e.event === 'kici.scaler.scale-up')).toHaveLength(1);
+    expect(t.orch.scaler!.entries().filter((e) => e.scalerName === 'cloud')).toHaveLength(1);
+    await t.api('POST', `/api/v1/jobs/${body.jobs[0]!.id}/cancel`);
+  });
+
   it('the token a claim yields appears in no log line, payload or API response of the run', async () => {
     cloud = await makeEventCloud({ mode: 'http' });
     const { logger, lines } = capturingLogger();
@@ -144,6 +170,24 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
     const agentId = done.agentId!;
     const token = (await readFile(join(cloud.stateDir, `${agentId}.token`), 'utf8')).trim();
     expect(token).toMatch(/^kici_/);
+    // And one redeemed over the WebSocket claim step: its token travels only in claim.ack.
+    const issuer = new StoreClaimStore(t.orch.store, systemClock, { scalerName: 'cloud' });
+    const code = await issuer.register({
+      agentId: 'scaler-event-feedf00d',
+      labels: ['cloud'],
+      orchestratorUrl: t.orch.wsUrl,
+    });
+    const wsToken = await new Promise<string>((resolve, reject) => {
+      const ws = new WebSocket(t!.orch.wsUrl);
+      ws.on('open', () => ws.send(JSON.stringify({ type: 'claim', protocol: 1, code })));
+      ws.on('message', (d) => {
+        const m = JSON.parse(String(d)) as { type: string; token?: string };
+        if (m.type === 'claim.ack' && m.token) resolve(m.token);
+        ws.close();
+      });
+      ws.on('error', reject);
+    });
+    expect(wsToken).toMatch(/^kici_/);
     await eventually(
       async () => (await events(cloud!)).some((e) => e.name === 'kici.scaler.scale-down'),
       60_000,
@@ -180,7 +224,10 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
     expect(haystacks.logs.length).toBeGreaterThan(1000);
     // The instance did use the token: it registered under the claimed id.
     expect(haystacks.logs).toContain(agentId);
-    for (const [where, text] of Object.entries(haystacks)) expect(text.includes(token), where).toBe(false);
+    for (const [where, text] of Object.entries(haystacks)) {
+      expect(text.includes(token), where).toBe(false);
+      expect(text.includes(wsToken), where).toBe(false);
+    }
     await eventually(
       async () => (await pidsWithEnv(`KICI_AGENT_ID=${agentId}`)).length === 0,
       10_000,

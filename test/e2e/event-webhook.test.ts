@@ -215,6 +215,14 @@ describe('webhook provisioning target', () => {
     expect(b.got[0]!.body.payload.jobId).toBe(second);
     expect(a.got).toHaveLength(1);
     for (const id of [first, second]) await t!.api('POST', `/api/v1/jobs/${id}/cancel`);
+    // Stopping the orchestrator emits nothing: the two provisions belong to the cluster.
+    expect(t!.orch.scaler!.backendList()[0]!.getActiveCount()).toBe(2);
+    await t!.stop();
+    await new Promise((r) => setTimeout(r, 300));
+    expect([...a.got, ...b.got].map((r) => r.body.event)).toEqual([
+      'kici.scaler.scale-up',
+      'kici.scaler.scale-up',
+    ]);
   });
 
   it('refuses to start with a webhook target and no signing secret, naming the variable', async () => {

@@ -57,6 +57,8 @@ export async function makeEventCloud(opts: {
   maxAgents?: number;
   targets?: string[];
   extraScalers?: unknown[];
+  /** Where the provisioning template asks to run (default: the bare-metal provisioner). */
+  templateRunsOn?: string[];
 }): Promise<EventCloud> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-event-'));
   const stateDir = join(dir, 'state');
@@ -66,7 +68,7 @@ export async function makeEventCloud(opts: {
     name: 'cloud-provisioner',
     jobs: {
       provision: {
-        runsOn: ['provisioner'],
+        runsOn: opts.templateRunsOn ?? ['provisioner'],
         steps: [{ run: `${NODE} ${join(dir, 'instance.mjs')} ${stateDir} ${opts.mode ?? 'ws'}` }],
       },
     },
