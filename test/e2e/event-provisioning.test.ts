@@ -303,6 +303,32 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       'the scale-down',
     );
     expect(down.reason).toBe('job-complete');
+    // The reaper also purges claim codes that expired more than the retention (1 h) ago.
+    const claim = (hash: string, expiresAt: Date) => ({
+      claim_hash: hash,
+      claim_prefix: hash.slice(0, 12),
+      agent_id: 'scaler-event-00001111',
+      scaler_name: 'cloud',
+      labels: '["cloud"]',
+      agent_token_ttl_ms: 600_000,
+      orchestrator_url: t!.orch.wsUrl,
+      expires_at: expiresAt,
+    });
+    await t.orch.store.db
+      .insertInto('scaler_pending_claims')
+      .values([
+        claim('a'.repeat(64), new Date(Date.now() - 2 * 3_600_000)),
+        claim('b'.repeat(64), new Date(Date.now() - 600_000)),
+      ])
+      .execute();
+    await eventually(
+      async () =>
+        (await t!.orch.store.db.selectFrom('scaler_pending_claims').select('claim_hash').execute())
+          .map((r) => r.claim_hash)
+          .join() === 'b'.repeat(64),
+      10_000,
+      'the long-expired claim purged, the recent one kept',
+    );
     const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
     expect(metrics).not.toMatch(/kici_orch_scaler_external_provision_timeout_total\{scaler="cloud"\} [1-9]/);
     await eventually(
