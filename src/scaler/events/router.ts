@@ -173,6 +173,25 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
     payload: ScalerScaleUpPayload | ScalerScaleDownPayload,
   ): Promise<void> {
     const url = target.slice('webhook:'.length);
+    const secret = this.secret();
+    if (!secret) {
+      // Never sent unsigned: a receiver could not tell it from a forgery.
+      const why = `not sent: ${WEBHOOK_SECRET_ENV} is not set`;
+      await this.repo
+        .update(eventId, target, { state: 'given-up', lastError: why }, new Date(this.now()))
+        .catch((e: unknown) =>
+          this.log.warn({ eventId, err: errorMessage(e) }, 'could not record a delivery'),
+        );
+      this.observer?.deliveryGivenUp(payload.scalerName, {
+        eventId,
+        event: name,
+        target,
+        agentId: payload.agentId,
+        lastError: why,
+        atMs: this.now(),
+      });
+      return;
+    }
     const body = JSON.stringify({ eventId, event: name, payload });
     const record = (set: Parameters<DeliveriesRepo['update']>[2]) =>
       this.repo
@@ -180,17 +199,12 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
         .catch((e: unknown) =>
           this.log.warn({ eventId, err: errorMessage(e) }, 'could not record a delivery'),
         );
-    const out = await deliverWebhook(
-      url,
-      { secret: this.secret() ?? '', eventId, eventName: name, body },
-      this.retry,
-      {
-        stop: this.stop.signal,
-        now: () => this.now(),
-        // A success keeps the last error: `event show` tells what the receiver did before it.
-        onAttempt: (attempts, error) => record({ attempts, ...(error ? { lastError: error } : {}) }),
-      },
-    );
+    const out = await deliverWebhook(url, { secret, eventId, eventName: name, body }, this.retry, {
+      stop: this.stop.signal,
+      now: () => this.now(),
+      // A success keeps the last error: `event show` tells what the receiver did before it.
+      onAttempt: (attempts, error) => record({ attempts, ...(error ? { lastError: error } : {}) }),
+    });
     if (out.delivered) {
       await record({ state: 'delivered' });
       this.log.info({ eventId, event: name, url, attempts: out.attempts }, 'webhook delivered');

@@ -271,6 +271,20 @@ describe('EventScalerBackend: reload', () => {
     expect(emitter.downs()[0]!.targets).toEqual(['webhook:http://127.0.0.1:1/hook']);
   });
 
+  it('checkReload refuses targets the emitter cannot serve, naming why', () => {
+    const { backend } = make({
+      checkTargets: (t) =>
+        t.some((x) => x.startsWith('webhook:')) ? 'KICI_SCALER_WEBHOOK_SECRET is not set' : undefined,
+    });
+    expect(
+      backend.checkReload(eventEntry({ provisioningTargets: ['webhook:http://127.0.0.1:1/h'] })),
+    ).toEqual({
+      valid: false,
+      errors: ['KICI_SCALER_WEBHOOK_SECRET is not set'],
+    });
+    expect(backend.checkReload(eventEntry({ provisioningTargets: ['job:p.yaml'] }))).toEqual({ valid: true });
+  });
+
   it('checkReload refuses another type and an entry without targets', () => {
     const { backend } = make();
     expect(backend.checkReload(eventEntry({ provisioningTargets: [] }))).toMatchObject({ valid: false });

@@ -60,10 +60,10 @@ export class EventScalerBackend implements ScalerBackend {
     return this.entry;
   }
 
+  /** D.0 reads these off the backend; they follow the entry a reload installs. */
   get maxAgents(): number {
     return this.entry.maxAgents;
   }
-
   get labelSets(): LabelSetConfig[] {
     return this.entry.labelSets;
   }
@@ -231,9 +231,7 @@ export class EventScalerBackend implements ScalerBackend {
     if (p) p.state = 'active';
   }
 
-  markRegistered(agentId: string): void {
-    this.markActive(agentId);
-  }
+  markRegistered = (agentId: string): void => this.markActive(agentId);
 
   /** Redeem a claim code (the HTTP route for a workflow that delivers the token itself). */
   claim(code: string): Promise<ClaimedCredentials | { error: string }> {
@@ -275,6 +273,10 @@ export class EventScalerBackend implements ScalerBackend {
       errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
     if (!entry.provisioningTargets?.length)
       errors.push('provisioningTargets: an event scaler needs at least one (job:<file> or webhook:<url>)');
+    else {
+      const problem = this.opts.checkTargets?.(entry.provisioningTargets);
+      if (problem) errors.push(problem);
+    }
     return errors.length ? { valid: false, errors } : { valid: true };
   }
 

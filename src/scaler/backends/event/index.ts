@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { errorMessage } from '../../../util/errors.js';
 import { StoreClaimStore } from '../../claim-store.js';
 import type { BackendDescriptor } from '../descriptor.js';
 import { EventScalerBackend } from './backend.js';
@@ -25,6 +26,14 @@ export const eventDescriptor: BackendDescriptor = {
         emitter,
         claimStore,
         requestId: randomUUID,
+        checkTargets: (targets) => {
+          try {
+            emitter.checkTargets?.(entry.name, targets);
+            return undefined;
+          } catch (err) {
+            return errorMessage(err);
+          }
+        },
         logger: deps.logger,
         now: () => deps.clock.now(),
       }),

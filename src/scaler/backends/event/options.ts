@@ -21,6 +21,8 @@ export interface EventScalerBackendOptions {
   claimStore: EventClaimStore;
   /** Correlation id of each scale-up / scale-down request. */
   requestId: () => string;
+  /** Why these targets cannot work here (a webhook without a signing secret); checked on reload. */
+  checkTargets?: (targets: readonly string[]) => string | undefined;
   logger: Logger;
   now?: () => number;
 }
