@@ -68,3 +68,14 @@ export {
   KICI_RUNTIME_DOCKER_LABEL,
   KICI_RUNTIME_PODMAN_LABEL,
 } from './dispatch/agent-registry.js';
+
+export { EventScalerBackend, type EventScalerBackendOptions } from './scaler/backends/registry.js';
+export type {
+  ScalerEventEmitterLike,
+  ScalerScaleUpPayload,
+  ScalerScaleDownPayload,
+  ScaleDownReason,
+} from './scaler/events/payloads.js';
+export { withScalerCapLock, type ScalerCapLock } from './store/scaler-cap-lock.js';
+export { StoreClaimStore, type ClaimedCredentials } from './scaler/claim-store.js';
+export { signWebhook } from './scaler/events/webhook.js';

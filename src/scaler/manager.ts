@@ -32,6 +32,7 @@ import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.j
 import { ScalerState } from './state.js';
 import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
+import { reserveEventSpawn } from './event-cap.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
 export const DEFAULT_AGENT_TOKEN_TTL_MS = 3_600_000;
@@ -276,21 +277,31 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     }
     let token: string;
     try {
+      const record = {
+        agentId,
+        scalerName: entry.name,
+        backendType: entry.type,
+        labelSet: match.declared,
+        runId: job?.runId ?? null,
+        boundJobId: job?.id ?? null,
+        ownerInstanceId: this.opts.instanceId,
+        mandatoryLabels: match.gate,
+        spawnedAt: new Date(now),
+      };
+      const reservation = { cpus: res.requests.cpus, memBytes: res.requests.memBytes };
       // Written before the backend is called, so a crash between deciding and spawning is recoverable.
-      await this.opts.store.spawns.insertSpawn(
-        {
-          agentId,
-          scalerName: entry.name,
-          backendType: entry.type,
-          labelSet: match.declared,
-          runId: job?.runId ?? null,
-          boundJobId: job?.id ?? null,
-          ownerInstanceId: this.opts.instanceId,
-          mandatoryLabels: match.gate,
-          spawnedAt: new Date(now),
-        },
-        { cpus: res.requests.cpus, memBytes: res.requests.memBytes },
-      );
+      if (entry.type === 'event') {
+        // Event provisions are shared by every orchestrator on the store: the cap is counted there.
+        const refused = await reserveEventSpawn(this.opts.store.db, entry, record, reservation);
+        if (refused) {
+          this.forget(m);
+          return { action: 'at-capacity', reason: refused };
+        }
+        // The instance's agent redeems a claim code the backend issues; no token is minted here.
+        void this.runSpawn(m, backend, entry, '', job?.container?.image);
+        return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
+      }
+      await this.opts.store.spawns.insertSpawn(record, reservation);
       token = (
         await this.opts.store.tokens.mint({
           agentId,
@@ -340,7 +351,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
                 mandatoryLabels: m.gate,
                 taints: platformToTaints(entry.platform),
                 orchestratorUrl: this.opts.orchestratorUrlFor(entry),
-                auth: { kind: 'token', token },
+                auth: token ? { kind: 'token', token } : { kind: 'claim', code: '' },
                 limits,
                 boundJobId: m.boundJobId,
                 runId: m.runId,
@@ -422,7 +433,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     }
     if (m.boundJobId) this.hooks?.onSpawnFailed(m.boundJobId, error);
     m.abort.abort(new Error('spawn failed'));
-    await this.teardown(m, 'spawn-failed');
+    await this.teardown(m, error.kind === 'spawn-timeout' ? 'spawn-timeout' : 'spawn-failed');
   }
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
@@ -623,6 +634,8 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     const limit = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const now = this.opts.clock.now();
     for (const m of this.state.agents.values()) {
+      // Cluster-lifetime provisions are reaped by the one instance holding the reaper lease.
+      if (this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster') continue;
       if (m.phase === 'starting' && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
         void this.failSpawn(m, {
           kind: 'spawn-timeout',

@@ -173,6 +173,19 @@ export interface ScalerBackend {
   /** This orchestrator is stopping: destroy every agent when `lifetime` is `orchestrator`, none when `cluster`. */
   shutdownAll(): Promise<void>;
   getScalerContext?(agentId: string): Record<string, unknown> | undefined;
+  /** Event backends: a provisioning target gave up delivering a scale event (status and diagnose show it). */
+  noteDeliveryGivenUp?(problem: DeliveryProblem): void;
+  deliveryProblem?(): DeliveryProblem | undefined;
+}
+
+/** The last scale event a provisioning target gave up on, and why. */
+export interface DeliveryProblem {
+  eventId: string;
+  event: string;
+  target: string;
+  agentId: string;
+  lastError: string;
+  atMs: number;
 }
 
 export type ScaleResult =

@@ -13,6 +13,7 @@ import type { Logger } from '../util/logger.js';
 import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './http-validation.js';
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
+import { registerEventRoutes } from './event-routes.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -235,6 +236,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   registerJobRoutes(app, { ...deps, view: (row) => jobView(row) });
   registerAgentRoutes(app, deps);
+  registerEventRoutes(app, deps);
 
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/diagnose', async (c) =>

@@ -29,6 +29,11 @@ import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js'
 import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
+import { StoreClaimStore } from '../scaler/claim-store.js';
+import type { EventProvisionReaper } from '../scaler/event-reaper.js';
+import { ScaleEventRouter } from '../scaler/events/router.js';
+import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
+import { wireEventScaling } from './event-wiring.js';
 
 export interface OrchestratorOptions {
   host?: string;
@@ -46,10 +51,15 @@ export interface OrchestratorOptions {
   sweepIntervalMs?: number;
   reconnectGraceMs?: number;
   hostEnv?: NodeJS.ProcessEnv;
-  /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
+  /** Redeems agents' claim codes; by default the store's (table scaler_pending_claims). */
   claimStore?: ClaimStore | undefined;
   /** Host firewall for container agents; when absent the composition root builds the default one. */
   isolation?: AgentIsolation | undefined;
+
+  /** Event scalers: webhook retry timing (tests shorten it). */
+  webhookRetry?: Partial<WebhookRetryPolicy>;
+  /** Event scalers: how often the provision reaper runs (default 30 s). */
+  reapIntervalMs?: number;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -73,6 +83,9 @@ export class Orchestrator {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private probe: StoreProbe | undefined;
+  /** Delivers event scalers' scale-up / scale-down to their provisioning targets. */
+  scaleEvents: ScaleEventRouter | undefined;
+  reaper: EventProvisionReaper | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -110,8 +123,23 @@ export class Orchestrator {
       const instanceId = process.env.KICI_INSTANCE_ID || (await loadInstanceId(dataDir));
       await store.agents.markAllGone(new Date(clock.now()));
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
+      const scaleEvents = new ScaleEventRouter({
+        db: database.db,
+        logger: log,
+        configPath: opts.scalerConfigPath ?? '',
+        ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+        ...(opts.webhookRetry ? { webhookRetry: opts.webhookRetry } : {}),
+        now: () => clock.now(),
+      });
       const scaler = config
-        ? await buildScaler(config, opts, { store, clock, log, instanceId, agentUrl: () => urlForAgents! })
+        ? await buildScaler(config, opts, {
+            store,
+            clock,
+            log,
+            instanceId,
+            agentUrl: () => urlForAgents!,
+            scaleEvents,
+          })
         : undefined;
       const metrics = new Metrics((agentId) => {
         const m = scaler?.state.agents.get(agentId);
@@ -137,6 +165,19 @@ export class Orchestrator {
         log,
       );
       orch.probe = probe;
+      orch.scaleEvents = scaleEvents;
+      orch.reaper = wireEventScaling({
+        router: scaleEvents,
+        dispatcher,
+        metrics,
+        scaler,
+        database,
+        instanceId,
+        clock,
+        logger: log,
+        spawnTimeoutMs: opts.spawnTimeoutMs,
+        reapIntervalMs: opts.reapIntervalMs,
+      });
       scaler?.setHooks(
         {
           onCapacityFreed: () => void dispatcher.requestPump(),
@@ -173,6 +214,7 @@ export class Orchestrator {
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
+      orch.reaper?.start();
       probe.start();
       scaler?.warm.start();
       orch.ready = true;
@@ -193,6 +235,12 @@ export class Orchestrator {
       await database.close().catch(swallow(log, 'start.database-close'));
       throw err;
     }
+  }
+
+  private claimStoreCache: StoreClaimStore | undefined;
+  /** Any orchestrator redeems any code: claims live in the shared store. */
+  private get claims(): StoreClaimStore {
+    return (this.claimStoreCache ??= new StoreClaimStore(this.store, this.opts.clock ?? systemClock));
   }
 
   private async listen(host: string, port: number): Promise<void> {
@@ -222,7 +270,7 @@ export class Orchestrator {
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
           onRegistered,
-          claimStore: this.opts.claimStore,
+          claimStore: this.opts.claimStore ?? this.claims,
         },
         remote,
       ),
@@ -273,7 +321,7 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log, this.store)),
+            createScalerBackend(entry, backendContext(this.opts, this.log, this.store, this.scaleEvents)),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
@@ -330,6 +378,7 @@ export class Orchestrator {
     this.draining = true;
     clearInterval(this.sweepTimer);
     clearInterval(this.heartbeatTimer);
+    await this.reaper?.stop();
     await this.dispatcher.stop();
     // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.
     const kept = new Set<string>();
@@ -362,6 +411,7 @@ export class Orchestrator {
     );
     for (const a of this.dispatcher.registry.list())
       a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
+    await this.scaleEvents?.close();
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();
@@ -370,8 +420,14 @@ export class Orchestrator {
   }
 }
 
-function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store): BackendDeps {
+function backendContext(
+  opts: OrchestratorOptions,
+  logger: Logger,
+  store: Store,
+  scaleEvents?: ScaleEventRouter,
+): BackendDeps {
   return {
+    ...(scaleEvents ? { scaleEvents } : {}),
     logger,
     clock: opts.clock ?? systemClock,
     store,
@@ -387,16 +443,24 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
 async function buildScaler(
   config: ScalerConfig,
   opts: OrchestratorOptions,
-  deps: { store: Store; clock: Clock; log: Logger; instanceId: string; agentUrl: () => string },
+  deps: {
+    store: Store;
+    clock: Clock;
+    log: Logger;
+    instanceId: string;
+    agentUrl: () => string;
+    scaleEvents: ScaleEventRouter;
+  },
 ): Promise<ScalerManager> {
   const backends = [];
   for (const entry of config.scalers) {
     // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
-    const backend = await createScalerBackend(entry, backendContext(opts, deps.log, deps.store)).catch(
-      (err: unknown) => {
-        throw err instanceof UserError ? err : new UserError(errorMessage(err));
-      },
-    );
+    const backend = await createScalerBackend(
+      entry,
+      backendContext(opts, deps.log, deps.store, deps.scaleEvents),
+    ).catch((err: unknown) => {
+      throw err instanceof UserError ? err : new UserError(errorMessage(err));
+    });
     backends.push(backend);
   }
   let ledger: MachineLedger | undefined;

@@ -87,6 +87,12 @@ export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: s
           }))
         : [];
       for (const t of missingTools) findings.push({ problem: `${t.tool}: ${t.problem}`, fix: t.fix });
+      const gaveUp = row.deliveryGivenUp;
+      if (gaveUp)
+        findings.push({
+          problem: `${gaveUp.event} for ${gaveUp.agentId} to ${gaveUp.target} was given up: ${gaveUp.lastError}`,
+          fix: `make the provisioning target answer 2xx (or fix the template); \`kici-admin event show ${gaveUp.eventId}\` lists the attempts`,
+        });
 
       return {
         name: entry.name,

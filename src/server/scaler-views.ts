@@ -41,6 +41,7 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
         usage: book.usage(s.name),
         resourceCap: s.resourceCap ?? null,
         labelSets: s.labelSets.map((l) => l.labels),
+        deliveryGivenUp: backend?.deliveryProblem?.() ?? null,
         agents: mine.map((e) => ({
           agentId: e.agentId,
           phase: e.phase,

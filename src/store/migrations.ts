@@ -140,6 +140,44 @@ const migrations: Record<string, Migration> = {
       await sql`alter table agent_tokens add column last_used_at timestamptz`.execute(db);
     },
   },
+  /** Event scaler: claim codes (hash only) and the delivery record of every scale event. */
+  '005_event_claims_and_deliveries': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table scaler_pending_claims (
+          claim_hash text primary key,
+          claim_prefix text not null,
+          agent_id text not null,
+          scaler_name text not null,
+          labels jsonb not null,
+          agent_token_ttl_ms bigint not null,
+          orchestrator_url text not null,
+          expires_at timestamptz not null,
+          consumed_at timestamptz,
+          created_at timestamptz not null default now()
+        )`.execute(db);
+      await sql`create index scaler_pending_claims_agent on scaler_pending_claims (agent_id)`.execute(db);
+      await sql`create index scaler_pending_claims_expiry on scaler_pending_claims (expires_at)`.execute(db);
+      await sql`
+        create table scaler_event_deliveries (
+          event_id text not null,
+          target text not null,
+          event_name text not null,
+          scaler_name text not null,
+          agent_id text not null,
+          reason text,
+          payload jsonb not null,
+          state text not null,
+          attempts integer not null default 0,
+          last_error text,
+          job_id text,
+          created_at timestamptz not null default now(),
+          updated_at timestamptz not null default now(),
+          primary key (event_id, target)
+        )`.execute(db);
+      await sql`create index scaler_event_deliveries_agent on scaler_event_deliveries (agent_id)`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -138,4 +138,37 @@ export interface Database {
   scaler_spawning_agents: ScalerSpawningAgentsTable;
   scaler_reservations: ScalerReservationsTable;
   scaler_agent_jobs: ScalerAgentJobsTable;
+  scaler_pending_claims: ScalerPendingClaimsTable;
+  scaler_event_deliveries: ScalerEventDeliveriesTable;
+}
+
+/** One claim code of an event provision; only its SHA-256 is kept. */
+export interface ScalerPendingClaimsTable {
+  claim_hash: string;
+  claim_prefix: string;
+  agent_id: string;
+  scaler_name: string;
+  labels: Json<string[]>;
+  agent_token_ttl_ms: ColumnType<string | number, number, number>;
+  orchestrator_url: string;
+  expires_at: Timestamp;
+  consumed_at: NullableTimestamp;
+  created_at: Generated<Date>;
+}
+
+/** One scale event sent to one provisioning target: state, attempts and the last error. */
+export interface ScalerEventDeliveriesTable {
+  event_id: string;
+  target: string;
+  event_name: string;
+  scaler_name: string;
+  agent_id: string;
+  reason: string | null;
+  payload: Json<Record<string, unknown>>;
+  state: string;
+  attempts: Generated<number>;
+  last_error: string | null;
+  job_id: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
 }

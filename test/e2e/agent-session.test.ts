@@ -71,7 +71,7 @@ describe('claim codes', () => {
     expect(out.stderr).toMatch(/4401.*claim code already used/);
   });
 
-  it('a claim is refused with 4401 when the orchestrator has no claim store', async () => {
+  it('an unknown claim code is refused with 4401 by the default (store) claim store', async () => {
     t = await startTestOrchestrator();
     const ws = new WebSocket(t.orch.wsUrl);
     const messages: { type: string; reason?: string }[] = [];
@@ -81,7 +81,7 @@ describe('claim codes', () => {
       ws.on('close', (c, why) => r([c, String(why)])),
     );
     expect(code).toBe(4401);
-    expect(reason).toMatch(/no claim store/);
+    expect(reason).toMatch(/claim refused: invalid claim code/);
     expect(messages[0]).toMatchObject({ type: 'register.rejected', code: 4401 });
   });
 });

@@ -7,6 +7,8 @@ import type { Logger } from '../../util/logger.js';
 import type { EffectiveLimits } from '../types.js';
 import type { NftRunner } from '../../net/nft-runner.js';
 
+import type { ScalerEventEmitterLike } from '../events/payloads.js';
+
 /** Runs nft with JSON batches (the container and micro-VM backends' network policy); see src/net. */
 export type { NftRunner } from '../../net/nft-runner.js';
 
@@ -61,4 +63,7 @@ export interface EngineLocation {
   runtime: 'docker' | 'podman';
   socketPath: string;
   local: boolean;
+
+  /** Event scalers: where scale events go (the composition root's router; a counting fake in tests). */
+  scaleEvents?: ScalerEventEmitterLike & { checkTargets?(scaler: string, targets: readonly string[]): void };
 }

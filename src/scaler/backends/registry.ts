@@ -5,12 +5,15 @@ import type { ScalerBackend } from '../types.js';
 import { bareMetalDescriptor } from './bare-metal/index.js';
 import { containerDescriptor } from './container/index.js';
 import type { BackendDeps } from './deps.js';
+import { eventDescriptor } from './event/index.js';
 import type { BackendDescriptor } from './descriptor.js';
 
 /** The only place that knows which backends this build has. */
 const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
   [bareMetalDescriptor.type, bareMetalDescriptor],
   [containerDescriptor.type, containerDescriptor],
+
+  [eventDescriptor.type, eventDescriptor],
 ]);
 
 export class UnsupportedBackendError extends UserError {}
@@ -63,3 +66,6 @@ export async function buildBackend(
     throw new UserError(errorMessage(err));
   }
 }
+
+/** Backend classes the package exports by name (the seed declares them public). */
+export { EventScalerBackend, type EventScalerBackendOptions } from './event/index.js';

@@ -1,0 +1,300 @@
+import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import { DEFAULT_AGENT_TOKEN_TTL_SECONDS } from '../../../config/defaults.js';
+import { errorMessage } from '../../../util/errors.js';
+import type { Logger } from '../../../util/logger.js';
+import type { ClaimedCredentials } from '../../claim-store.js';
+import { checkLabelSets } from '../../core/label-set-check.js';
+import { SpawnError } from '../../core/spawn-errors.js';
+import type {
+  BackendCapabilities,
+  DeliveryProblem,
+  ManagedAgent,
+  RequiredTool,
+  ScalerBackend,
+  SpawnContext,
+  ValidationResult,
+} from '../../types.js';
+import type { ScaleDownReason } from '../../events/payloads.js';
+import {
+  scaleDownReason,
+  scaleUpPayload,
+  type EventDestroyContext,
+  type EventScalerBackendOptions,
+  type Provision,
+} from './options.js';
+
+export type { ScalerEventEmitterLike } from '../../events/payloads.js';
+export type { EventClaimStore, EventDestroyContext, EventScalerBackendOptions } from './options.js';
+
+/**
+ * No local compute: spawn emits `kici.scaler.scale-up`, destroy emits `kici.scaler.scale-down`, and
+ * a provisioning target (a job of ours, or a webhook) boots or stops a cloud instance. The instance's
+ * agent redeems its claim code and registers with the id chosen here; bound-job dispatch does the rest.
+ */
+export class EventScalerBackend implements ScalerBackend {
+  readonly type = 'event' as const;
+  readonly capabilities: BackendCapabilities = {
+    localCompute: false,
+    lifetime: 'cluster',
+    cleansOrphans: false,
+    capturesLogs: false,
+  };
+  readonly name: string;
+  readonly spawnsOnLocalHost = false;
+  readonly logsSource = 'event';
+  private entry: ScalerEntry;
+  private readonly agents = new Map<string, Provision>();
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private givenUp: DeliveryProblem | undefined;
+
+  constructor(private readonly opts: EventScalerBackendOptions) {
+    this.entry = opts.entry;
+    this.name = opts.entry.name;
+    this.log = opts.logger.child({ component: 'event-backend', scaler: this.name });
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** The entry this backend serves; a reload replaces it whole. */
+  get currentEntry(): ScalerEntry {
+    return this.entry;
+  }
+
+  /** D.0 reads these off the backend; they follow the entry a reload installs. */
+  get maxAgents(): number {
+    return this.entry.maxAgents;
+  }
+  get labelSets(): LabelSetConfig[] {
+    return this.entry.labelSets;
+  }
+
+  getActiveCount(): number {
+    return this.agents.size;
+  }
+
+  /** Nothing runs here, so nothing is needed on this host. */
+  getRequiredTools(): RequiredTool[] {
+    return [];
+  }
+
+  async spawn(ctx: SpawnContext): Promise<ManagedAgent> {
+    if (ctx.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before start');
+    const entry = this.entry;
+    const key = normalizeLabelSet(ctx.labelSet);
+    if (!entry.labelSets.some((l) => normalizeLabelSet(l.labels) === key))
+      throw new SpawnError('config', `label set [${key}] is not served by event scaler "${this.name}"`);
+    if (this.agents.size >= entry.maxAgents)
+      throw new SpawnError(
+        'capacity',
+        `event scaler "${this.name}" is at capacity (${this.agents.size}/${entry.maxAgents})`,
+      );
+    const targets = [...(entry.provisioningTargets ?? [])];
+    const spawnedAt = this.now();
+    // Tracked before the first await: a destroy during the spawn finds it and cancels it.
+    const p: Provision = {
+      labelSet: ctx.labelSet,
+      state: 'provisioning',
+      createdAt: spawnedAt,
+      targets,
+      spawning: true,
+    };
+    this.agents.set(ctx.agentId, p);
+    const cancelled = () => p.cancelled ?? (ctx.signal.aborted ? 'spawn-timeout' : undefined);
+    let claimCode: string;
+    try {
+      claimCode = await this.opts.claimStore.register({
+        agentId: ctx.agentId,
+        labels: ctx.fullLabels,
+        agentTokenTtlSeconds: entry.agentTokenTtlSeconds ?? DEFAULT_AGENT_TOKEN_TTL_SECONDS,
+        orchestratorUrl: ctx.orchestratorUrl,
+      });
+    } catch (err) {
+      this.untrack(ctx.agentId, p);
+      throw new SpawnError('transient', `claim code could not be issued: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    if (cancelled()) {
+      // Nothing was sent yet: dropping the claim is the whole teardown.
+      this.untrack(ctx.agentId, p);
+      await this.invalidateClaims(ctx.agentId);
+      throw new SpawnError('spawn-timeout', 'spawn cancelled before its scale-up was sent');
+    }
+    const requestId = this.opts.requestId();
+    const payload = scaleUpPayload(this.name, entry, ctx, claimCode, requestId);
+    let eventId: string;
+    try {
+      eventId = await this.opts.emitter.emitScalerScaleUp(payload, targets);
+    } catch (err) {
+      this.untrack(ctx.agentId, p);
+      await this.invalidateClaims(ctx.agentId);
+      throw new SpawnError('transient', `scale-up could not be emitted: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    p.spawning = false;
+    this.log.info({ agentId: ctx.agentId, requestId, eventId, targets }, 'scale-up emitted');
+    const why = cancelled();
+    if (why) {
+      // Destroyed or timed out while the scale-up was on its way: the instance is stopped at once.
+      this.untrack(ctx.agentId, p);
+      await this.teardown(ctx.agentId, scaleDownReason(why), targets);
+      throw new SpawnError('spawn-timeout', 'spawn cancelled while its scale-up was being sent');
+    }
+    ctx.onEvent('scaler.provisioning', `scale-up ${eventId} sent to ${targets.join(', ')}`);
+    ctx.onEvent('agent.connecting', 'waiting for the provisioned instance to register');
+    return { id: ctx.agentId, labelSet: ctx.labelSet, backendRef: ctx.agentId, spawnedAt, state: 'spawning' };
+  }
+
+  private untrack(agentId: string, p: Provision): void {
+    if (this.agents.get(agentId) === p) this.agents.delete(agentId);
+  }
+
+  /**
+   * Drop the provision, emit its scale-down, then invalidate its claim. The entry goes before the
+   * first await, so a repeated or concurrent destroy finds nothing and emits nothing. The claim is
+   * invalidated last and its failure only logged: the scale-down is the only thing that stops the
+   * customer's instance, and a leftover claim is single-use and expires anyway. A provision whose
+   * spawn is still running is only marked: the spawn tears it down once its scale-up is out.
+   */
+  async destroy(agentId: string, ctx: EventDestroyContext = {}): Promise<void> {
+    const p = this.agents.get(agentId);
+    if (!p) return;
+    this.agents.delete(agentId);
+    if (p.spawning) {
+      p.cancelled = ctx.reason ?? 'shutdown';
+      return;
+    }
+    const targets = ctx.targets?.length ? ctx.targets : p.targets?.length ? p.targets : this.liveTargets();
+    await this.teardown(agentId, scaleDownReason(ctx.reason), targets);
+  }
+
+  private async teardown(agentId: string, reason: ScaleDownReason, targets: string[]): Promise<void> {
+    const requestId = this.opts.requestId();
+    try {
+      const eventId = await this.opts.emitter.emitScalerScaleDown(
+        { scalerName: this.name, agentId, reason, requestId },
+        targets,
+      );
+      this.log.info({ agentId, reason, requestId, eventId, targets }, 'scale-down emitted');
+    } finally {
+      await this.invalidateClaims(agentId);
+    }
+  }
+
+  private liveTargets(): string[] {
+    return [...(this.entry.provisioningTargets ?? [])];
+  }
+
+  private async invalidateClaims(agentId: string): Promise<void> {
+    try {
+      await this.opts.claimStore.invalidate(agentId);
+    } catch (err) {
+      this.log.warn(
+        { agentId, err: errorMessage(err) },
+        'could not invalidate the claim code; it expires on its own',
+      );
+    }
+  }
+
+  /** Stop tracking without emitting: a peer adopted the provision, or its record went away. */
+  forget(agentId: string): void {
+    this.agents.delete(agentId);
+  }
+
+  /**
+   * Track a provision spawned elsewhere (a peer, a previous run) so a later destroy emits its
+   * scale-down. Recovery passes the spawn record's backend ref: a provision's ref is its agent id,
+   * so a missing or different ref is no evidence of a provision and is refused.
+   */
+  adopt(
+    agentId: string,
+    labelSet: string[],
+    backendRef?: string | null,
+    targets?: string[],
+  ): Promise<boolean> {
+    if (backendRef !== undefined && backendRef !== agentId) return Promise.resolve(false);
+    if (!this.agents.has(agentId))
+      this.agents.set(agentId, {
+        labelSet,
+        state: 'active',
+        createdAt: this.now(),
+        targets,
+        spawning: false,
+      });
+    return Promise.resolve(true);
+  }
+
+  /** The instance's agent registered. */
+  markActive(agentId: string): void {
+    const p = this.agents.get(agentId);
+    if (p) p.state = 'active';
+  }
+
+  markRegistered = (agentId: string): void => this.markActive(agentId);
+
+  /** Redeem a claim code (the HTTP route for a workflow that delivers the token itself). */
+  claim(code: string): Promise<ClaimedCredentials | { error: string }> {
+    return this.opts.claimStore.claim(code);
+  }
+
+  /**
+   * Emits nothing and keeps the map: a provision lives as long as the cluster, not this process. A
+   * socket that closes during the rest of the shutdown can still emit its own scale-down.
+   */
+  shutdownAll(): Promise<void> {
+    if (this.agents.size)
+      this.log.info({ provisions: this.agents.size }, 'leaving event provisions to the cluster');
+    return Promise.resolve();
+  }
+
+  /**
+   * Always valid: label sets, maxAgents and the entry are replaced; roles, agentTokenTtlSeconds,
+   * provisioningTargets and mandatoryLabels apply from the next spawn.
+   */
+  reload(
+    labelSets: LabelSetConfig[],
+    opts: { maxAgents?: number; entry?: ScalerEntry } = {},
+  ): ValidationResult {
+    const base = opts.entry ?? this.entry;
+    this.entry = {
+      ...base,
+      labelSets,
+      ...(opts.maxAgents !== undefined ? { maxAgents: opts.maxAgents } : {}),
+    };
+    if (opts.entry?.claimTtlSeconds !== undefined)
+      this.opts.claimStore.setDefaultTtlSeconds(opts.entry.claimTtlSeconds);
+    return { valid: true };
+  }
+
+  checkReload(entry: ScalerEntry): ValidationResult {
+    const errors = checkLabelSets(entry.labelSets);
+    if (entry.type !== this.type)
+      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
+    if (!entry.provisioningTargets?.length)
+      errors.push('provisioningTargets: an event scaler needs at least one (job:<file> or webhook:<url>)');
+    else {
+      const problem = this.opts.checkTargets?.(entry.provisioningTargets);
+      if (problem) errors.push(problem);
+    }
+    return errors.length ? { valid: false, errors } : { valid: true };
+  }
+
+  applyReload(entry: ScalerEntry): void {
+    this.reload(entry.labelSets, { maxAgents: entry.maxAgents, entry });
+  }
+
+  noteDeliveryGivenUp(problem: DeliveryProblem): void {
+    this.givenUp = problem;
+  }
+
+  deliveryProblem(): DeliveryProblem | undefined {
+    return this.givenUp;
+  }
+
+  getScalerContext(agentId: string): Record<string, unknown> | undefined {
+    const p = this.agents.get(agentId);
+    if (!p) return undefined;
+    return { backendType: 'event', scalerName: this.name, state: p.state, createdAt: p.createdAt };
+  }
+}

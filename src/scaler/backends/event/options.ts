@@ -1,0 +1,88 @@
+import type { ScalerEntry } from '../../../config/index.js';
+import type { Logger } from '../../../util/logger.js';
+import type { ClaimedCredentials, ClaimSpec } from '../../claim-store.js';
+import type { ScaleDownReason, ScalerEventEmitterLike, ScalerScaleUpPayload } from '../../events/payloads.js';
+import type { DestroyContext, DestroyReason, SpawnContext } from '../../types.js';
+
+/** The part of a claim store the backend uses: issue, redeem, invalidate, and the reload knob. */
+export interface EventClaimStore {
+  register(spec: ClaimSpec): Promise<string>;
+  claim(code: string): Promise<ClaimedCredentials | { error: string }>;
+  invalidate(agentId: string): Promise<unknown>;
+  setDefaultTtlSeconds(s: number): void;
+}
+
+export interface EventScalerBackendOptions {
+  /** The scaler entry, `type: 'event'`. */
+  entry: ScalerEntry;
+  /** Sends the reserved scale-up / scale-down events (tests inject a counting one). */
+  emitter: ScalerEventEmitterLike;
+  /** Issues the claim code of each provision; redeemed by the instance's agent or its workflow. */
+  claimStore: EventClaimStore;
+  /** Correlation id of each scale-up / scale-down request. */
+  requestId: () => string;
+  /** Why these targets cannot work here (a webhook without a signing secret); checked on reload. */
+  checkTargets?: (targets: readonly string[]) => string | undefined;
+  logger: Logger;
+  now?: () => number;
+}
+
+/** destroy() may name the targets recorded at spawn (a peer tearing down someone else's provision). */
+export interface EventDestroyContext extends Omit<DestroyContext, 'reason'> {
+  reason?: DestroyReason | ScaleDownReason;
+  targets?: string[];
+}
+
+export interface Provision {
+  labelSet: string[];
+  state: 'provisioning' | 'active';
+  createdAt: number;
+  /** Where its scale-up went; its scale-down goes to the same place. */
+  targets: string[] | undefined;
+  /** spawn() is still running: until its scale-up is out, a destroy leaves the teardown to spawn(). */
+  spawning: boolean;
+  /** destroy() (or the spawn's abort) came while spawn() was running. */
+  cancelled?: DestroyReason | ScaleDownReason;
+}
+
+/** What the customer's teardown is told, from why the manager tears the agent down. */
+export function scaleDownReason(reason: EventDestroyContext['reason']): ScaleDownReason {
+  switch (reason) {
+    case undefined:
+    case 'shutdown':
+      return 'shutdown';
+    // A single-use agent leaving is its job being over; a failed spawn here is one that never came.
+    case 'disconnected':
+      return 'job-complete';
+    case 'spawn-failed':
+      return 'spawn-timeout';
+    case 'orphan':
+      return 'heartbeat-timeout';
+    default:
+      return reason;
+  }
+}
+
+/** The D.6 scale-up payload: mandatory labels from the spawn, else the entry; size from the limits. */
+export function scaleUpPayload(
+  scalerName: string,
+  entry: ScalerEntry,
+  ctx: SpawnContext,
+  claimCode: string,
+  requestId: string,
+): ScalerScaleUpPayload {
+  const resources: ScalerScaleUpPayload['resources'] = {};
+  if (ctx.limits?.cpus) resources.cpus = ctx.limits.cpus;
+  if (ctx.limits?.memBytes) resources.memBytes = ctx.limits.memBytes;
+  return {
+    scalerName,
+    agentId: ctx.agentId,
+    labels: ctx.fullLabels,
+    mandatoryLabels: ctx.mandatoryLabels.length ? ctx.mandatoryLabels : (entry.mandatoryLabels ?? []),
+    resources,
+    orchestratorUrl: ctx.orchestratorUrl,
+    claimCode,
+    ...(ctx.boundJobId ? { jobId: ctx.boundJobId } : {}),
+    requestId,
+  };
+}
