@@ -12,6 +12,7 @@ import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import { setLongTimer } from '../util/long-timer.js';
+import { retryWrite } from '../util/retry-write.js';
 import type { Logger } from '../util/logger.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
@@ -70,6 +71,8 @@ export class Dispatcher {
   private stopped = false;
   /** A graceful stop is under way: no new assignments or spawns; active jobs run on and report. */
   private draining = false;
+  /** Jobs whose claim outcome is being checked after a store error (neither queued nor active). */
+  private readonly uncertain = new Set<string>();
   /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
   private readonly staticScopes = new Map<string, { labels: Set<string>; expiresAtMs: number | null }>();
 
@@ -302,8 +305,14 @@ export class Dispatcher {
       return;
     }
     this.queue.remove(job.id);
-    if (await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now()))
-      this.opts.observer?.jobFinished(job.id, 'no-backend', this.opts.clock.now());
+    let done: boolean;
+    try {
+      done = await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now());
+    } catch (err) {
+      this.queue.add(job); // judged again on the next pass
+      throw err;
+    }
+    if (done) this.opts.observer?.jobFinished(job.id, 'no-backend', this.opts.clock.now());
     this.log.warn({ jobId: job.id, runsOn: job.runsOn, reason }, 'job has no backend');
   }
 
@@ -317,7 +326,7 @@ export class Dispatcher {
       spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now())) as JobSpec | undefined;
     } catch (err) {
       this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
-      this.queue.add(job);
+      this.settleUncertainClaim(job, agent.id);
     }
     if (!spec) {
       agent.busyJobId = undefined;
@@ -331,6 +340,48 @@ export class Dispatcher {
     agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
     this.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
     return true;
+  }
+
+  /**
+   * A claim whose answer was lost (the connection broke around its commit) may or may not have
+   * taken the row. The job is only queued again once the store says it is queued: the conditional
+   * requeue undoes a claim that did commit, and is a no-op for one that did not.
+   */
+  private settleUncertainClaim(job: QueuedJob, agentId: string): void {
+    this.uncertain.add(job.id);
+    void retryWrite(
+      async () => {
+        await this.opts.store.jobs.requeue(job.id, agentId);
+        return true;
+      },
+      () => !this.stopped,
+      () => undefined, // the outage is already logged by the claim and by /readyz
+    ).then((done) => {
+      this.uncertain.delete(job.id);
+      if (!done) return;
+      this.queue.add(job);
+      void this.requestPump();
+    });
+  }
+
+  /**
+   * Queued rows this process does not hold: a run whose insert committed while its answer was
+   * lost to a broken connection. Called when the store is reachable again; a job held twice is
+   * harmless because every claim is conditional.
+   */
+  async resyncQueued(): Promise<number> {
+    let added = 0;
+    for (const row of await this.opts.store.jobs.listOpen()) {
+      if (row.state !== 'queued' || this.queue.get(row.id) || this.active.has(row.id)) continue;
+      if (this.uncertain.has(row.id)) continue;
+      this.queue.add(toQueued(row));
+      added++;
+    }
+    if (added) {
+      this.log.info({ added }, 'queued jobs found in the store after an outage');
+      void this.requestPump();
+    }
+    return added;
   }
 
   /** A freshly registered scaler agent takes the job it was spawned for, if that job still waits. */
@@ -370,7 +421,18 @@ export class Dispatcher {
     if (a.state !== 'running')
       this.opts.observer?.jobStarted(jobId, agentId, a.job.createdAtMs, this.opts.clock.now());
     a.state = 'running';
-    await this.opts.store.jobs.markRunning(jobId, agentId, this.now());
+    const mark = () => this.opts.store.jobs.markRunning(jobId, agentId, this.now());
+    try {
+      await mark();
+    } catch (err) {
+      // Left as 'dispatched', a restart would requeue a job that is running: keep trying while it runs.
+      this.log.warn({ err: errorMessage(err), jobId }, 'could not mark the job running; retrying');
+      void retryWrite(
+        async () => (await mark(), true),
+        () => !this.stopped && this.active.get(jobId) === a,
+        () => undefined,
+      );
+    }
   }
 
   async onJobFinished(

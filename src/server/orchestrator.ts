@@ -10,6 +10,7 @@ import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
+import { throttledConnectionLog } from '../store/pg-pool.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
@@ -90,7 +91,11 @@ export class Orchestrator {
       : undefined;
     restrictUmask();
     const lock = await lockDataDir(dataDir);
-    const opened = await openDatabase({ url: opts.databaseUrl, dataDir }).catch((err: unknown) => {
+    const opened = await openDatabase({
+      url: opts.databaseUrl,
+      dataDir,
+      onConnectionError: throttledConnectionLog((f, m) => log.warn(f, m)),
+    }).catch((err: unknown) => {
       lock.release();
       throw err;
     });
@@ -130,6 +135,7 @@ export class Orchestrator {
         log,
       );
       orch.probe = probe;
+      probe.onRecovered = () => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued'));
       scaler?.setHooks(
         {
           onCapacityFreed: () => void dispatcher.requestPump(),
