@@ -13,6 +13,7 @@ import type { Logger } from '../util/logger.js';
 import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './http-validation.js';
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
+import { registerClusterRoutes } from './cluster-routes.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -34,6 +35,8 @@ export interface HttpApiDeps {
   reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
   /** Named in `diagnose` fixes ("fix binaryPath in <file>"). */
   scalerConfigPath?: string | undefined;
+  /** The instances sharing this database (clustering). */
+  clusterStatus?: () => Promise<unknown>;
 }
 
 const JOB_STATES: JobState[] = [
@@ -245,6 +248,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     return c.json(await explainJob(dispatcher, deps.clock, row));
   });
   app.post('/api/v1/scaler/reload', async (c) => c.json(await deps.reloadScaler()));
+  registerClusterRoutes(app, deps);
 
   app.notFound((c) =>
     c.json({ error: 'not found', problems: [`no route ${c.req.method} ${quote(c.req.path)}`] }, 404),

@@ -25,6 +25,10 @@ import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js'
 import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
+import { resolveInstanceId } from '../cluster/instance-id.js';
+import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
+import { InstancePresence } from '../cluster/presence.js';
+import { packageVersion } from '../version.js';
 
 export interface OrchestratorOptions {
   host?: string;
@@ -44,6 +48,10 @@ export interface OrchestratorOptions {
   hostEnv?: NodeJS.ProcessEnv;
   /** Redeems agents' claim codes; none yet in production (a claim is then refused with 4401). */
   claimStore?: ClaimStore | undefined;
+  /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
+  instanceId?: string | undefined;
+  /** How often this instance heartbeats its row in kici_instances (default 5 s). */
+  clusterHeartbeatMs?: number;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -67,6 +75,7 @@ export class Orchestrator {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private probe: StoreProbe | undefined;
+  private presence: InstancePresence | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -105,7 +114,9 @@ export class Orchestrator {
     try {
       const store = createStore(database.db);
       const adminToken = await loadAdminToken(dataDir);
-      const instanceId = process.env.KICI_INSTANCE_ID || (await loadInstanceId(dataDir));
+      const instanceId = await resolveInstanceId(opts.instanceId, process.env.KICI_INSTANCE_ID, () =>
+        loadInstanceId(dataDir),
+      );
       await store.agents.markAllGone(new Date(clock.now()));
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
       const scaler = config
@@ -171,6 +182,7 @@ export class Orchestrator {
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
+      await orch.startPresence(database, clusterHeartbeatMs(opts));
       probe.start();
       scaler?.warm.start();
       orch.ready = true;
@@ -205,6 +217,7 @@ export class Orchestrator {
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reload(),
+      clusterStatus: () => this.clusterStatus(),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
     const server = createServer(getRequestListener(app.fetch));
@@ -237,6 +250,29 @@ export class Orchestrator {
     this.wsUrl = `ws://${shownHost}:${addr.port}/ws`;
     this.server = server;
     this.wss = wss;
+  }
+
+  /** Heartbeat this instance into kici_instances (clustering, issue #12). */
+  private async startPresence(database: OpenedDatabase, intervalMs: number): Promise<void> {
+    this.presence = new InstancePresence(
+      new InstancesRepo(database.db),
+      this.instanceId,
+      packageVersion(),
+      intervalMs,
+      {
+        address: () => process.env.KICI_ADVERTISE_URL || this.url,
+        agentsConnected: () => this.dispatcher.registry.list().length,
+        jobsRunning: () => this.dispatcher.active.size,
+        isLeader: () => false,
+      },
+      this.log,
+    );
+    await this.presence.start();
+  }
+
+  /** The instances sharing this database, for `kici-admin cluster status`. */
+  async clusterStatus(): Promise<{ self: string; instances: InstanceStatus[] }> {
+    return { self: this.instanceId, instances: await new InstancesRepo(this.database.db).list() };
   }
 
   private startTimers(opts: OrchestratorOptions): void {
@@ -363,9 +399,21 @@ export class Orchestrator {
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();
+    await this.presence?.stop();
     await this.database.close();
     this.log.info({ agentsLeftRunning: kept.size }, 'kici-orchestrator stopped');
   }
+}
+
+/** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */
+function clusterHeartbeatMs(opts: OrchestratorOptions): number {
+  if (opts.clusterHeartbeatMs !== undefined) return opts.clusterHeartbeatMs;
+  const raw = process.env.KICI_CLUSTER_HEARTBEAT_MS;
+  if (!raw) return 5_000;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 100 || n > 600_000)
+    throw new UserError(`KICI_CLUSTER_HEARTBEAT_MS: expected milliseconds from 100 to 600000, got "${raw}"`);
+  return n;
 }
 
 function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store): BackendDeps {

@@ -140,6 +140,27 @@ const migrations: Record<string, Migration> = {
       await sql`alter table agent_tokens add column last_used_at timestamptz`.execute(db);
     },
   },
+  /**
+   * Clustering (issue #12): every orchestrator on one database heartbeats a row here. Times are the
+   * database's own clock, so hosts with skewed clocks still agree on who is late.
+   */
+  '005_cluster_instances': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table kici_instances (
+          id text primary key,
+          address text not null,
+          version text not null,
+          heartbeat_ms integer not null,
+          started_at timestamptz not null default now(),
+          last_heartbeat timestamptz not null default now(),
+          agents_connected integer not null default 0,
+          jobs_running integer not null default 0,
+          leader boolean not null default false,
+          stopped_at timestamptz
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -128,6 +128,20 @@ export interface ScalerAgentJobsTable {
   correlated_at: Timestamp;
 }
 
+/** One orchestrator of a cluster (migration 005_cluster_instances). */
+export interface KiciInstancesTable {
+  id: string;
+  address: string;
+  version: string;
+  heartbeat_ms: number;
+  started_at: Timestamp;
+  last_heartbeat: Timestamp;
+  agents_connected: number;
+  jobs_running: number;
+  leader: Generated<boolean>;
+  stopped_at: NullableTimestamp;
+}
+
 export interface Database {
   runs: RunsTable;
   jobs: JobsTable;
@@ -138,4 +152,5 @@ export interface Database {
   scaler_spawning_agents: ScalerSpawningAgentsTable;
   scaler_reservations: ScalerReservationsTable;
   scaler_agent_jobs: ScalerAgentJobsTable;
+  kici_instances: KiciInstancesTable;
 }

@@ -18,6 +18,9 @@ export interface OrchProcess {
   wsUrl: string;
   pid: number;
   dataDir: string;
+  adminToken: string;
+  /** SIGKILL: a crash, nothing cleaned up. */
+  kill9(): Promise<void>;
   /** The process has not exited (exit code and signal both unset). */
   running(): boolean;
   api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
@@ -91,6 +94,11 @@ export async function startOrchestratorProcess(opts: {
     wsUrl: `ws://127.0.0.1:${port}/ws`,
     pid,
     dataDir,
+    adminToken: token,
+    async kill9() {
+      if (proc.child.exitCode === null && proc.child.signalCode === null) proc.child.kill('SIGKILL');
+      await proc.exited;
+    },
     running: () => proc.child.exitCode === null && proc.child.signalCode === null,
     api,
     async readyz() {

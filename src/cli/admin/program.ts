@@ -3,6 +3,7 @@ import { UserError } from '../../util/errors.js';
 import { packageVersion } from '../../version.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
+import { registerClusterCommands } from './cluster-commands.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
@@ -31,6 +32,7 @@ export function buildAdminProgram(): Command {
   registerScalerConfigCommands(scaler);
   registerScalerApiCommands(scaler, client);
   registerDiagnoseCommand(program, client);
+  registerClusterCommands(program, client);
   return program;
 }
 
