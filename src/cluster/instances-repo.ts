@@ -71,6 +71,20 @@ export class InstancesRepo {
       .execute();
   }
 
+  /** Rows whose heartbeat is past the grace (leader's stale-instance sweep); their leader flag is cleared. */
+  async sweepDead(): Promise<string[]> {
+    const rows = await this.db
+      .updateTable('kici_instances')
+      .set({ leader: false })
+      .where('stopped_at', 'is', null)
+      .where(
+        sql<boolean>`last_heartbeat < now() - ${DEAD_AFTER_BEATS} * heartbeat_ms * interval '1 millisecond'`,
+      )
+      .returning('id')
+      .execute();
+    return rows.map((r) => r.id);
+  }
+
   async list(): Promise<InstanceStatus[]> {
     const rows = await this.db
       .selectFrom('kici_instances')

@@ -27,7 +27,7 @@ import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
 import { resolveInstanceId } from '../cluster/instance-id.js';
 import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
-import { InstancePresence } from '../cluster/presence.js';
+import { ClusterNode } from '../cluster/cluster-node.js';
 import { packageVersion } from '../version.js';
 
 export interface OrchestratorOptions {
@@ -75,7 +75,7 @@ export class Orchestrator {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private probe: StoreProbe | undefined;
-  private presence: InstancePresence | undefined;
+  private cluster: ClusterNode | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -98,6 +98,8 @@ export class Orchestrator {
     const config = opts.scalerConfigPath
       ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
       : undefined;
+    // Checked before anything starts: a bad value is a UserError, not a half-started server.
+    const clusterTiming = { heartbeatMs: clusterHeartbeatMs(opts), lockTimeoutMs: clusterLockTimeoutMs() };
     restrictUmask();
     const lock = await lockDataDir(dataDir);
     const opened = await openDatabase({
@@ -182,7 +184,7 @@ export class Orchestrator {
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
-      await orch.startPresence(database, clusterHeartbeatMs(opts));
+      await orch.startCluster(database, clusterTiming);
       probe.start();
       scaler?.warm.start();
       orch.ready = true;
@@ -253,26 +255,37 @@ export class Orchestrator {
   }
 
   /** Heartbeat this instance into kici_instances (clustering, issue #12). */
-  private async startPresence(database: OpenedDatabase, intervalMs: number): Promise<void> {
-    this.presence = new InstancePresence(
-      new InstancesRepo(database.db),
-      this.instanceId,
-      packageVersion(),
-      intervalMs,
-      {
+  private async startCluster(
+    database: OpenedDatabase,
+    timing: { heartbeatMs: number; lockTimeoutMs: number },
+  ): Promise<void> {
+    this.cluster = new ClusterNode({
+      db: database.db,
+      engine: database.engine,
+      databaseUrl: this.opts.databaseUrl,
+      instanceId: this.instanceId,
+      version: packageVersion(),
+      ...timing,
+      facts: {
         address: () => process.env.KICI_ADVERTISE_URL || this.url,
         agentsConnected: () => this.dispatcher.registry.list().length,
         jobsRunning: () => this.dispatcher.active.size,
-        isLeader: () => false,
       },
-      this.log,
-    );
-    await this.presence.start();
+      log: this.log,
+    });
+    await this.cluster.start();
   }
 
   /** The instances sharing this database, for `kici-admin cluster status`. */
   async clusterStatus(): Promise<{ self: string; instances: InstanceStatus[] }> {
-    return { self: this.instanceId, instances: await new InstancesRepo(this.database.db).list() };
+    return this.cluster
+      ? this.cluster.status()
+      : { self: this.instanceId, instances: await new InstancesRepo(this.database.db).list() };
+  }
+
+  /** This instance holds the leader lease (always true on the embedded store once started). */
+  isLeader(): boolean {
+    return this.cluster?.lease.isLeader() ?? false;
   }
 
   private startTimers(opts: OrchestratorOptions): void {
@@ -399,7 +412,7 @@ export class Orchestrator {
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();
-    await this.presence?.stop();
+    await this.cluster?.stop();
     await this.database.close();
     this.log.info({ agentsLeftRunning: kept.size }, 'kici-orchestrator stopped');
   }
@@ -413,6 +426,18 @@ function clusterHeartbeatMs(opts: OrchestratorOptions): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 100 || n > 600_000)
     throw new UserError(`KICI_CLUSTER_HEARTBEAT_MS: expected milliseconds from 100 to 600000, got "${raw}"`);
+  return n;
+}
+
+/** KICI_CLUSTER_LOCK_TIMEOUT_MS (default 2 s): the lease's connect and query budget. */
+function clusterLockTimeoutMs(): number {
+  const raw = process.env.KICI_CLUSTER_LOCK_TIMEOUT_MS;
+  if (!raw) return 2_000;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 100 || n > 60_000)
+    throw new UserError(
+      `KICI_CLUSTER_LOCK_TIMEOUT_MS: expected milliseconds from 100 to 60000, got "${raw}"`,
+    );
   return n;
 }
 

@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { resolveInstanceId } from '../../../src/cluster/instance-id.js';
 import { InstancesRepo } from '../../../src/cluster/instances-repo.js';
 import { InstancePresence } from '../../../src/cluster/presence.js';
+import { ClusterNode } from '../../../src/cluster/cluster-node.js';
 import { renderClusterStatus } from '../../../src/cli/admin/cluster-commands.js';
 import { UserError } from '../../../src/util/errors.js';
 import { freshStore } from '../../helpers/data-dir.js';
@@ -95,6 +96,48 @@ describe('kici_instances', () => {
     await eventually(async () => (await repo.list())[0]?.agentsConnected === 4, 5_000, 'a later beat');
     await p.stop();
     expect((await repo.list())[0]!.state).toBe('stopped');
+  });
+});
+
+describe('cluster node on the embedded store', () => {
+  it('leads from start to stop; its leader work runs and is aborted on stop', async () => {
+    const node = new ClusterNode({
+      db: fresh.store.db,
+      engine: 'pglite',
+      databaseUrl: undefined,
+      instanceId: 'orch-sole',
+      version: '1',
+      heartbeatMs: 100,
+      lockTimeoutMs: 1000,
+      facts: { address: () => 'http://sole', agentsConnected: () => 0, jobsRunning: () => 0 },
+      log: pino({ level: 'silent' }),
+    });
+    await node.start();
+    expect(node.lease.isLeader()).toBe(true);
+    await eventually(async () => (await node.status()).instances[0]?.leader === true, 5_000, 'leader row');
+    const signal = node.work.signal!;
+    expect(signal.aborted).toBe(false);
+    await node.stop();
+    expect(signal.aborted).toBe(true);
+    const [row] = (await node.status()).instances;
+    expect([row!.state, row!.leader]).toEqual(['stopped', false]);
+  });
+
+  it('the stale-instance sweep clears the leader flag of a dead row only', async () => {
+    await repo.beat(beat('orch-gone', { leader: true }), true);
+    await repo.beat(beat('orch-live', { leader: true }), true);
+    await sql`update kici_instances set last_heartbeat = now() - interval '5 seconds' where id = 'orch-gone'`.execute(
+      fresh.store.db,
+    );
+    expect(await repo.sweepDead()).toEqual(['orch-gone']);
+    const rows = await sql<{
+      id: string;
+      leader: boolean;
+    }>`select id, leader from kici_instances order by id`.execute(fresh.store.db);
+    expect(rows.rows).toEqual([
+      { id: 'orch-gone', leader: false },
+      { id: 'orch-live', leader: true },
+    ]);
   });
 });
 

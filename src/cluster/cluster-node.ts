@@ -1,0 +1,91 @@
+import type { Kysely } from 'kysely';
+import type { Database, StoreEngine } from '../store/index.js';
+import type { Logger } from '../util/logger.js';
+import { InstancesRepo, type InstanceStatus } from './instances-repo.js';
+import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
+import { LeaderWork, type LeaderTask } from './leader-work.js';
+import { InstancePresence, type PresenceFacts } from './presence.js';
+
+export interface ClusterNodeOptions {
+  db: Kysely<Database>;
+  engine: StoreEngine;
+  /** The PostgreSQL URL (the lease needs its own connection); unused on PGlite. */
+  databaseUrl: string | undefined;
+  instanceId: string;
+  version: string;
+  heartbeatMs: number;
+  lockTimeoutMs: number;
+  facts: Omit<PresenceFacts, 'isLeader'>;
+  log: Logger;
+}
+
+/**
+ * This orchestrator as a cluster member: its presence row, the leader lease, and the work only
+ * the leader does. On PGlite the same pieces run with a lease that is always held.
+ */
+export class ClusterNode {
+  readonly repo: InstancesRepo;
+  readonly lease: LeaderLease;
+  readonly presence: InstancePresence;
+  readonly work: LeaderWork;
+
+  constructor(private readonly opts: ClusterNodeOptions) {
+    const log = opts.log.child({ component: 'cluster' });
+    this.repo = new InstancesRepo(opts.db);
+    this.lease =
+      opts.engine === 'postgres' && opts.databaseUrl
+        ? new PgLeaderLease({
+            url: opts.databaseUrl,
+            intervalMs: opts.heartbeatMs,
+            lockTimeoutMs: opts.lockTimeoutMs,
+            log,
+          })
+        : new SoleLeader();
+    this.presence = new InstancePresence(
+      this.repo,
+      opts.instanceId,
+      opts.version,
+      opts.heartbeatMs,
+      { ...opts.facts, isLeader: () => this.lease.isLeader() },
+      log,
+    );
+    // Status shows a change of leader at once, not on the next beat.
+    this.lease.onChange(() => void this.presence.beat());
+    this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log)], log);
+  }
+
+  async start(): Promise<void> {
+    await this.presence.start();
+    this.lease.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.work.stop();
+    await this.lease.stop();
+    await this.presence.stop();
+  }
+
+  async status(): Promise<{ self: string; instances: InstanceStatus[] }> {
+    return { self: this.opts.instanceId, instances: await this.repo.list() };
+  }
+
+  /** Leader only: notice instances whose heartbeat stopped, and drop their stale leader flag. */
+  private staleInstanceSweep(log: Logger): LeaderTask {
+    let seen = new Set<string>();
+    let term: AbortSignal | undefined;
+    return {
+      name: 'stale-instance-sweep',
+      intervalMs: this.opts.heartbeatMs,
+      run: async (signal) => {
+        if (term !== signal) [term, seen] = [signal, new Set()]; // nothing carries over between terms
+        const dead = await this.repo.sweepDead();
+        if (signal.aborted) return;
+        for (const id of dead)
+          if (!seen.has(id)) {
+            seen.add(id);
+            log.warn({ instance: id }, 'instance stopped heartbeating; declared dead');
+          }
+      },
+    };
+  }
+}

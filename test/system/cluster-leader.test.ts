@@ -1,0 +1,229 @@
+import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { PgLeaderLease } from '../../src/cluster/leader-lease.js';
+import { LeaderWork } from '../../src/cluster/leader-work.js';
+import type { runNode } from '../helpers/orchestrator.js';
+import { alive, eventually } from '../helpers/orchestrator.js';
+import {
+  startOrchestratorProcess,
+  startStaticAgentProcess,
+  type OrchProcess,
+} from '../helpers/orch-process.js';
+import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
+
+/**
+ * Issue #12, leader lease: a session advisory lock on a dedicated connection. One leader at a
+ * time; losing the connection deposes at once and aborts leader-only work; a dead leader is
+ * replaced within 2 × heartbeat + lock time.
+ */
+
+const INTERVAL_MS = 400;
+const LOCK_MS = 1_000;
+const BOUND_MS = 2 * INTERVAL_MS + LOCK_MS;
+const log = pino({ level: process.env.KICI_TEST_LOG ?? 'silent' });
+let db: TestDatabase;
+const leases: PgLeaderLease[] = [];
+const orchs: OrchProcess[] = [];
+const agents: ReturnType<typeof runNode>[] = [];
+
+beforeAll(async () => {
+  db = await freshTestDatabase('clleader');
+});
+afterEach(async () => {
+  for (const l of leases.splice(0)) await l.stop();
+});
+afterAll(async () => {
+  for (const a of agents) if (a.child.pid && alive(a.child.pid)) a.child.kill('SIGKILL');
+  await Promise.all(agents.map((a) => a.exited));
+  for (const o of orchs) await o.stop();
+  await db.drop();
+});
+
+function lease(): PgLeaderLease {
+  const l = new PgLeaderLease({ url: db.url, intervalMs: INTERVAL_MS, lockTimeoutMs: LOCK_MS, log });
+  leases.push(l);
+  return l;
+}
+
+/** Samples how many of `ls` lead, every few ms, until stopped; returns the maximum seen. */
+function sampleLeaders(ls: PgLeaderLease[]) {
+  let max = 0;
+  const t = setInterval(() => (max = Math.max(max, ls.filter((l) => l.isLeader()).length)), 2);
+  return () => {
+    clearInterval(t);
+    return max;
+  };
+}
+
+describe('leader lease on PostgreSQL', () => {
+  it('one leader; a terminated lease connection deposes it at once, aborts its work, and a peer takes over within the bound', async () => {
+    const [a, b] = [lease(), lease()];
+    const actions: { who: string; at: number }[] = [];
+    const losses: { who: string; at: number }[] = [];
+    for (const [who, l] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      l.onChange((leader) => !leader && losses.push({ who, at: performance.now() }));
+      // A leader task that acts every few ms for as long as its term's signal allows.
+      new LeaderWork(
+        l,
+        [
+          {
+            name: 'busy',
+            intervalMs: 10_000,
+            run: async (signal) => {
+              while (!signal.aborted) {
+                actions.push({ who, at: performance.now() });
+                await new Promise((r) => setTimeout(r, 5));
+              }
+            },
+          },
+        ],
+        log,
+      );
+    }
+    const stopSampling = sampleLeaders([a, b]);
+    a.start();
+    b.start();
+    const first = await eventually(
+      () => (a.isLeader() ? a : b.isLeader() ? b : undefined),
+      5_000,
+      'a leader',
+    );
+    const firstName = first === a ? 'a' : 'b';
+    const other = first === a ? b : a;
+    await new Promise((r) => setTimeout(r, 2 * INTERVAL_MS));
+    expect(other.isLeader()).toBe(false); // the lock is held: the follower keeps trying in vain
+
+    // Its lease backend is the one holding the advisory lock.
+    const [holder] = await db.admin<{ pid: number }>(
+      `select l.pid from pg_locks l join pg_stat_activity s on s.pid = l.pid
+        where l.locktype = 'advisory' and l.granted and s.datname = $1`,
+      [db.name],
+    );
+    const killedAt = performance.now();
+    await db.admin('select pg_terminate_backend($1)', [holder!.pid]);
+    await eventually(() => !first.isLeader(), 2_000, 'the old leader deposed');
+    const lost = losses.find((l) => l.who === firstName)!.at;
+    expect(lost - killedAt).toBeLessThan(INTERVAL_MS); // on the connection's error, not on a later check
+    // Work stopped with the lease: nothing acted for the old leader after it was deposed.
+    expect(actions.filter((x) => x.who === firstName && x.at > lost)).toEqual([]);
+
+    await eventually(() => other.isLeader(), BOUND_MS + 1_000, 'the peer leads');
+    expect(performance.now() - killedAt).toBeLessThanOrEqual(BOUND_MS);
+    expect(stopSampling()).toBe(1); // never two at once
+    expect(actions.some((x) => x.who !== firstName)).toBe(true);
+  });
+
+  it('a clean stop hands over within the bound', async () => {
+    const [a, b] = [lease(), lease()];
+    a.start();
+    await eventually(() => a.isLeader(), 5_000, 'a leads');
+    b.start();
+    const stopSampling = sampleLeaders([a, b]);
+    const t0 = performance.now();
+    await a.stop();
+    await eventually(() => b.isLeader(), BOUND_MS + 1_000, 'b leads');
+    expect(performance.now() - t0).toBeLessThanOrEqual(BOUND_MS);
+    expect(stopSampling()).toBe(1);
+  });
+});
+
+describe('leader failover between orchestrator processes', () => {
+  it('kill -9 of the leader mid-burst: another instance leads within 2 × heartbeat + lock time, survivors lose no job', async () => {
+    const tag = randomBytes(3).toString('hex');
+    const env = {
+      KICI_CLUSTER_HEARTBEAT_MS: String(INTERVAL_MS),
+      KICI_CLUSTER_LOCK_TIMEOUT_MS: String(LOCK_MS),
+    };
+    for (const n of ['x', 'y', 'z'])
+      orchs.push(
+        await startOrchestratorProcess({
+          databaseUrl: db.url,
+          env,
+          args: ['--instance-id', `lf-${n}-${tag}`],
+        }),
+      );
+    for (const [i, o] of orchs.entries())
+      agents.push(await startStaticAgentProcess(o, `lf-agent-${i}-${tag}`, ['linux', `lf-${i}`]));
+    const leaderRows = () =>
+      db.query<{ id: string }>(
+        'select id from kici_instances where leader and stopped_at is null order by id',
+      );
+    const [leaderRow] = await eventually(
+      async () => {
+        const rows = await leaderRows();
+        return rows.length === 1 ? rows : undefined;
+      },
+      10_000,
+      'one leader row',
+    );
+    const leader = orchs.find((o) => idOf(o, tag) === leaderRow!.id)!;
+    expect(leader).toBeDefined();
+
+    // A burst on every instance, each to its own agent.
+    const jobs = new Map<OrchProcess, string[]>();
+    for (const [i, o] of orchs.entries()) {
+      const spec = Object.fromEntries(
+        Array.from({ length: 10 }, (_, k) => [
+          `j${k}`,
+          { runsOn: ['linux', `lf-${i}`], steps: [{ run: 'sleep 0.05' }] },
+        ]),
+      );
+      const r = await o.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs: spec });
+      expect(r.status).toBe(201);
+      jobs.set(
+        o,
+        r.body.jobs.map((j) => j.id),
+      );
+    }
+    const killedAt = performance.now();
+    await leader.kill9();
+    const next = await eventually(
+      async () => {
+        const rows = await leaderRows();
+        return rows.find((r) => r.id !== leaderRow!.id);
+      },
+      BOUND_MS + 2_000,
+      'a new leader row',
+    );
+    const took = performance.now() - killedAt;
+    if (process.env.KICI_TEST_REPORT)
+      process.stdout.write(`failover took ${Math.round(took)} ms (bound ${BOUND_MS})\n`);
+    expect(took).toBeLessThanOrEqual(BOUND_MS);
+    expect(next.id).not.toBe(leaderRow!.id);
+
+    for (const o of orchs.filter((x) => x !== leader)) {
+      const done = await Promise.all(jobs.get(o)!.map((id) => o.waitForJob(id, 60_000)));
+      expect(done.map((d) => d.state)).toEqual(done.map(() => 'succeeded'));
+      expect(o.running()).toBe(true);
+    }
+    // The dead instance's jobs are still in the store (open or done), none lost; serving its
+    // queued ones from the survivors needs the shared queue.
+    const ids = jobs.get(leader)!;
+    const rows = await db.query<{ id: string }>('select id from jobs where id = any($1)', [ids]);
+    expect(rows).toHaveLength(ids.length);
+    // The status route of a survivor shows the dead leader as dead and the new one as leader.
+    const survivor = orchs.find((o) => o !== leader)!;
+    const status = await eventually(
+      async () => {
+        const s = (
+          await survivor.api<{ instances: { id: string; state: string; leader: boolean }[] }>(
+            'GET',
+            '/api/v1/cluster/status',
+          )
+        ).body;
+        return s.instances.find((i) => i.id === leaderRow!.id)?.state === 'dead' ? s : undefined;
+      },
+      10_000,
+      'the old leader shown dead',
+    );
+    expect(status.instances.filter((i) => i.leader).map((i) => i.id)).toEqual([next.id]);
+  });
+});
+
+function idOf(o: OrchProcess, tag: string): string {
+  return `lf-${['x', 'y', 'z'][orchs.indexOf(o)]}-${tag}`;
+}
