@@ -5,6 +5,7 @@ import { InstancesRepo, type InstanceStatus } from './instances-repo.js';
 import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
 import { LeaderWork, type LeaderTask } from './leader-work.js';
 import { InstancePresence, type PresenceFacts } from './presence.js';
+import { QueueSync } from './queue-sync.js';
 
 export interface ClusterNodeOptions {
   db: Kysely<Database>;
@@ -16,6 +17,8 @@ export interface ClusterNodeOptions {
   heartbeatMs: number;
   lockTimeoutMs: number;
   facts: Omit<PresenceFacts, 'isLeader'>;
+  /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
+  resyncQueue?: () => Promise<unknown>;
   log: Logger;
 }
 
@@ -28,6 +31,9 @@ export class ClusterNode {
   readonly lease: LeaderLease;
   readonly presence: InstancePresence;
   readonly work: LeaderWork;
+  readonly queueSync: QueueSync | undefined;
+  /** What live peers can scale for, as of the last queue re-read. */
+  private peerSets: string[][] = [];
 
   constructor(private readonly opts: ClusterNodeOptions) {
     const log = opts.log.child({ component: 'cluster' });
@@ -52,14 +58,34 @@ export class ClusterNode {
     // Status shows a change of leader at once, not on the next beat.
     this.lease.onChange(() => void this.presence.beat());
     this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log)], log);
+    // One instance on PGlite holds the whole queue already: nothing to share.
+    this.queueSync =
+      opts.engine === 'postgres' && opts.resyncQueue
+        ? new QueueSync({
+            url: opts.databaseUrl,
+            resync: async () => {
+              this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
+              await opts.resyncQueue!();
+            },
+            pollMs: opts.heartbeatMs,
+            log,
+          })
+        : undefined;
+  }
+
+  /** Could a live peer's scaler provision an agent for these labels? (subset match) */
+  peersCouldScale(runsOn: readonly string[]): boolean {
+    return this.peerSets.some((set) => runsOn.every((l) => set.includes(l)));
   }
 
   async start(): Promise<void> {
     await this.presence.start();
     this.lease.start();
+    this.queueSync?.start();
   }
 
   async stop(): Promise<void> {
+    await this.queueSync?.stop();
     await this.work.stop();
     await this.lease.stop();
     await this.presence.stop();

@@ -10,6 +10,8 @@ export interface InstanceBeat {
   agentsConnected: number;
   jobsRunning: number;
   leader: boolean;
+  /** Label sets this instance's scalers provision for (peers read them). */
+  scaleLabelSets?: string[][];
 }
 
 export type InstanceState = 'alive' | 'dead' | 'stopped';
@@ -48,6 +50,7 @@ export class InstancesRepo {
       agents_connected: b.agentsConnected,
       jobs_running: b.jobsRunning,
       leader: b.leader,
+      scale_label_sets: JSON.stringify(b.scaleLabelSets ?? []),
       last_heartbeat: sql<Date>`now()`,
     };
     await this.db
@@ -83,6 +86,20 @@ export class InstancesRepo {
       .returning('id')
       .execute();
     return rows.map((r) => r.id);
+  }
+
+  /** Label sets the other live instances can scale for. */
+  async peerScaleLabelSets(selfId: string): Promise<string[][]> {
+    const rows = await this.db
+      .selectFrom('kici_instances')
+      .select('scale_label_sets')
+      .where('id', '<>', selfId)
+      .where('stopped_at', 'is', null)
+      .where(
+        sql<boolean>`last_heartbeat > now() - ${DEAD_AFTER_BEATS} * heartbeat_ms * interval '1 millisecond'`,
+      )
+      .execute();
+    return rows.flatMap((r) => r.scale_label_sets);
   }
 
   async list(): Promise<InstanceStatus[]> {

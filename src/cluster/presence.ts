@@ -8,6 +8,7 @@ export interface PresenceFacts {
   agentsConnected: () => number;
   jobsRunning: () => number;
   isLeader: () => boolean;
+  scaleLabelSets?: () => string[][];
 }
 
 /**
@@ -37,6 +38,7 @@ export class InstancePresence {
       agentsConnected: this.facts.agentsConnected(),
       jobsRunning: this.facts.jobsRunning(),
       leader: this.facts.isLeader(),
+      scaleLabelSets: this.facts.scaleLabelSets?.() ?? [],
     };
   }
 

@@ -42,6 +42,13 @@ export interface DispatcherOptions {
   timeoutBackstopMs?: number;
   /** Told when a job starts and when its final state is stored (metrics). */
   observer?: JobObserver | undefined;
+  /**
+   * Several orchestrators on one database: take the right to scale for a job before spawning.
+   * 'other' means another live instance provisions for it; 'gone' that it is no longer queued.
+   */
+  scaleClaim?: ((jobId: string) => Promise<'mine' | 'other' | 'gone'>) | undefined;
+  /** Another orchestrator on the same database could provision for these labels. */
+  peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
 }
 
 export interface JobObserver {
@@ -125,7 +132,11 @@ export class Dispatcher {
   }
 
   private someoneCould(job: QueuedJob): boolean {
-    return this.registry.anyCould(job, (a) => this.fits(a.id, job)) || this.staticCould(job);
+    return (
+      this.registry.anyCould(job, (a) => this.fits(a.id, job)) ||
+      this.staticCould(job) ||
+      (this.opts.peersCould?.(job.runsOn) ?? false)
+    );
   }
 
   get scaler(): ScalerManager | undefined {
@@ -244,13 +255,20 @@ export class Dispatcher {
           canAgentRunJob(agent, job) &&
           this.fits(agent.id, job)
         ) {
-          await this.assign(job, agent);
+          // Lost to another orchestrator's claim: the agent is still idle, so look again.
+          if (!(await this.assign(job, agent))) this.dirty = true;
         }
       }
       let reason = d.reason;
       for (const sp of d.spawn) {
         const job = this.queue.get(sp.jobId);
         if (!job || !scaler || scaler.isProvisioning(job.id)) continue;
+        if (this.opts.scaleClaim) {
+          const claim = await this.opts.scaleClaim(job.id).catch(() => 'other' as const);
+          if (claim === 'gone') this.queue.remove(job.id);
+          if (claim === 'other') job.waiting = 'another orchestrator provisions an agent for it';
+          if (claim !== 'mine') continue;
+        }
         const r = await scaler.requestScale(this.scaleJob(job));
         if (r.action === 'spawning')
           job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
@@ -307,7 +325,12 @@ export class Dispatcher {
     this.queue.remove(job.id);
     let done: boolean;
     try {
-      done = await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now());
+      done = await this.opts.store.jobs.finish(
+        job.id,
+        'no-backend',
+        { reason, fromState: 'queued' },
+        this.now(),
+      );
     } catch (err) {
       this.queue.add(job); // judged again on the next pass
       throw err;
@@ -365,20 +388,22 @@ export class Dispatcher {
   }
 
   /**
-   * Queued rows this process does not hold: a run whose insert committed while its answer was
-   * lost to a broken connection. Called when the store is reachable again; a job held twice is
-   * harmless because every claim is conditional.
+   * Queued rows this process does not hold: jobs submitted to (or requeued by) another
+   * orchestrator on the same database, or a run whose insert committed while its answer was lost
+   * to a broken connection. A job held by several instances is harmless: every claim is conditional.
    */
   async resyncQueued(): Promise<number> {
+    // Tokens made on another instance give their labels' jobs a reason to wait here too.
+    await this.refreshStaticScopes();
     let added = 0;
-    for (const row of await this.opts.store.jobs.listOpen()) {
-      if (row.state !== 'queued' || this.queue.get(row.id) || this.active.has(row.id)) continue;
+    for (const row of await this.opts.store.jobs.listQueued()) {
+      if (this.queue.get(row.id) || this.active.has(row.id)) continue;
       if (this.uncertain.has(row.id)) continue;
       this.queue.add(toQueued(row));
       added++;
     }
     if (added) {
-      this.log.info({ added }, 'queued jobs found in the store after an outage');
+      this.log.debug({ added }, 'queued jobs taken from the store');
       void this.requestPump();
     }
     return added;

@@ -28,6 +28,7 @@ import { StoreProbe } from './readiness.js';
 import { resolveInstanceId } from '../cluster/instance-id.js';
 import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
 import { ClusterNode } from '../cluster/cluster-node.js';
+import { claimForScaling } from '../cluster/queue-sync.js';
 import { packageVersion } from '../version.js';
 
 export interface OrchestratorOptions {
@@ -128,12 +129,18 @@ export class Orchestrator {
         const m = scaler?.state.agents.get(agentId);
         return m ? { scaler: m.scalerName, backend: m.type } : STATIC_RUNNER;
       });
+      // Filled once the cluster node runs (after listen); the dispatcher asks it about peers.
+      const clusterRef: { node?: ClusterNode | undefined } = {};
       const dispatcher = new Dispatcher({
         store,
         clock,
         logger: log,
         scaler,
         observer: metrics,
+        ...(opened.engine === 'postgres' && {
+          scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
+          peersCould: (runsOn: readonly string[]) => clusterRef.node?.peersCouldScale(runsOn) ?? false,
+        }),
         ...(opts.reconnectGraceMs !== undefined ? { reconnectGraceMs: opts.reconnectGraceMs } : {}),
       });
       const orch = new Orchestrator(
@@ -185,6 +192,7 @@ export class Orchestrator {
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
       await orch.startCluster(database, clusterTiming);
+      clusterRef.node = orch.cluster;
       probe.start();
       scaler?.warm.start();
       orch.ready = true;
@@ -270,7 +278,10 @@ export class Orchestrator {
         address: () => process.env.KICI_ADVERTISE_URL || this.url,
         agentsConnected: () => this.dispatcher.registry.list().length,
         jobsRunning: () => this.dispatcher.active.size,
+        scaleLabelSets: () =>
+          this.scaler?.scalerEntries().flatMap((e) => e.entry.labelSets.map((ls) => [...ls.labels])) ?? [],
       },
+      resyncQueue: () => this.dispatcher.resyncQueued(),
       log: this.log,
     });
     await this.cluster.start();

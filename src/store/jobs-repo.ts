@@ -101,6 +101,11 @@ export class JobsRepo {
     return (await this.claimSpec(jobId, agentId, now)) !== undefined;
   }
 
+  /** Queued jobs in submission order (the shared queue's re-read). */
+  listQueued(): Promise<JobRow[]> {
+    return this.db.selectFrom('jobs').selectAll().where('state', '=', 'queued').orderBy('seq').execute();
+  }
+
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
   async claimSpec(jobId: string, agentId: string, now: Date): Promise<unknown> {
     const row = await this.db
@@ -140,7 +145,7 @@ export class JobsRepo {
   async finish(
     jobId: string,
     state: JobState,
-    fields: { exitCode?: number | null; reason?: string | null; agentId?: string },
+    fields: { exitCode?: number | null; reason?: string | null; agentId?: string; fromState?: JobState },
     now: Date,
   ): Promise<boolean> {
     let q = this.db
@@ -154,6 +159,8 @@ export class JobsRepo {
       .where('id', '=', jobId)
       .where('state', 'in', OPEN);
     if (fields.agentId) q = q.where('agent_id', '=', fields.agentId);
+    // Another orchestrator may hold the job now: a judgement about a queued job applies only while queued.
+    if (fields.fromState) q = q.where('state', '=', fields.fromState);
     const res = await q.executeTakeFirst();
     return res.numUpdatedRows === 1n;
   }

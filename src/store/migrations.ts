@@ -161,6 +161,36 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /**
+   * Shared queue (issue #12): a statement that leaves a job queued (a submit, a requeue) wakes
+   * every instance listening on `kici_jobs_queued`; identical notifications in one transaction
+   * fold into one. `scale_owner` is the instance that claimed the job for scaling: only it spawns.
+   */
+  '006_cluster_queue': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table jobs add column scale_owner text`.execute(db);
+      // What each instance's scalers can provision for, so a peer does not judge a job "no backend".
+      await sql`alter table kici_instances add column scale_label_sets jsonb not null default '[]'`.execute(
+        db,
+      );
+      await sql`
+        create function kici_notify_queued() returns trigger language plpgsql as $$
+        begin
+          if exists (select 1 from changed where state = 'queued') then
+            perform pg_notify('kici_jobs_queued', '');
+          end if;
+          return null;
+        end $$`.execute(db);
+      for (const op of ['insert', 'update'])
+        await sql
+          .raw(
+            `create trigger jobs_notify_queued_${op} after ${op} on jobs
+               referencing new table as changed for each statement
+               execute function kici_notify_queued()`,
+          )
+          .execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

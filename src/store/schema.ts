@@ -140,6 +140,7 @@ export interface KiciInstancesTable {
   jobs_running: number;
   leader: Generated<boolean>;
   stopped_at: NullableTimestamp;
+  scale_label_sets: ColumnType<string[][], string | undefined, string>;
 }
 
 export interface Database {
