@@ -17,6 +17,8 @@ export interface ClusterNodeOptions {
   heartbeatMs: number;
   lockTimeoutMs: number;
   facts: Omit<PresenceFacts, 'isLeader'>;
+  /** How long a dead instance's agents get to come back elsewhere before its jobs are settled. */
+  reconnectGraceMs?: number;
   /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
   resyncQueue?: () => Promise<unknown>;
   log: Logger;
@@ -95,22 +97,43 @@ export class ClusterNode {
     return { self: this.opts.instanceId, instances: await this.repo.list() };
   }
 
-  /** Leader only: notice instances whose heartbeat stopped, and drop their stale leader flag. */
+  /**
+   * Leader only: notice instances whose heartbeat stopped, drop their stale leader flag, and
+   * settle the jobs they left once their agents had time to come back. Partition safety (F.3):
+   * while this leader has met peers in its term but reaches none of them now, it may be the one
+   * cut off, so it does nothing.
+   */
   private staleInstanceSweep(log: Logger): LeaderTask {
     let seen = new Set<string>();
+    let met = new Set<string>();
+    let blocked = false;
     let term: AbortSignal | undefined;
     return {
       name: 'stale-instance-sweep',
       intervalMs: this.opts.heartbeatMs,
       run: async (signal) => {
-        if (term !== signal) [term, seen] = [signal, new Set()]; // nothing carries over between terms
+        // Nothing carries over between terms (absence clocks reset on a change of leader).
+        if (term !== signal) [term, seen, met] = [signal, new Set(), new Set()];
+        const alive = await this.repo.alivePeers(this.opts.instanceId);
+        for (const id of alive) met.add(id);
+        const cutOff = met.size > 0 && alive.length === 0;
+        if (cutOff !== blocked)
+          log.warn(
+            { met: [...met] },
+            cutOff ? 'reaching none of the known peers: the leader holds off' : 'peers reachable again',
+          );
+        blocked = cutOff;
+        if (cutOff || signal.aborted) return;
         const dead = await this.repo.sweepDead();
-        if (signal.aborted) return;
         for (const id of dead)
           if (!seen.has(id)) {
             seen.add(id);
             log.warn({ instance: id }, 'instance stopped heartbeating; declared dead');
           }
+        if (signal.aborted || dead.length === 0) return;
+        const settled = await this.repo.settleJobsOfDead(this.opts.reconnectGraceMs ?? 30_000);
+        if (settled.requeued.length || settled.failed.length)
+          log.warn(settled, 'settled the jobs of dead instances whose agents did not come back');
       },
     };
   }

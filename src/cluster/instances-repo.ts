@@ -102,6 +102,42 @@ export class InstancesRepo {
     return rows.flatMap((r) => r.scale_label_sets);
   }
 
+  /**
+   * Jobs left by instances dead for longer than `graceMs` past the dead mark (time for their agents
+   * to come back elsewhere): a dispatched job goes back to the queue, a running one fails, as a
+   * single instance does for an agent that did not return. Each is one conditional update.
+   */
+  async settleJobsOfDead(graceMs: number): Promise<{ requeued: string[]; failed: string[] }> {
+    const deadLongEnough = sql<boolean>`owner_instance in (
+      select i.id from kici_instances i
+       where i.stopped_at is null
+         and i.last_heartbeat < now() - (${DEAD_AFTER_BEATS} * i.heartbeat_ms + ${graceMs}) * interval '1 millisecond')`;
+    const requeued = await this.db
+      .updateTable('jobs')
+      .set({ state: 'queued', agent_id: null, dispatched_at: null, owner_instance: null })
+      .where('state', '=', 'dispatched')
+      .where(deadLongEnough)
+      .returning('id')
+      .execute();
+    const failed = await this.db
+      .updateTable('jobs')
+      .set({
+        state: 'failed',
+        finished_at: sql<Date>`now()`,
+        reason: sql<string>`'orchestrator instance ' || owner_instance || ' died; agent ' || coalesce(agent_id, '?') || ' did not come back; the job was running and is not retried'`,
+      })
+      .where('state', '=', 'running')
+      .where(deadLongEnough)
+      .returning('id')
+      .execute();
+    return { requeued: requeued.map((r) => r.id), failed: failed.map((r) => r.id) };
+  }
+
+  /** Ids of the other instances that are alive now. */
+  async alivePeers(selfId: string): Promise<string[]> {
+    return (await this.list()).filter((i) => i.id !== selfId && i.state === 'alive').map((i) => i.id);
+  }
+
   async list(): Promise<InstanceStatus[]> {
     const rows = await this.db
       .selectFrom('kici_instances')

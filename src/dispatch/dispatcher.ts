@@ -47,6 +47,11 @@ export interface DispatcherOptions {
    * 'other' means another live instance provisions for it; 'gone' that it is no longer queued.
    */
   scaleClaim?: ((jobId: string) => Promise<'mine' | 'other' | 'gone'>) | undefined;
+  /**
+   * Several orchestrators on one database: this instance's id. Claims are stamped with it, and a
+   * start adopts only the active jobs it owns (another instance's running jobs are not ours).
+   */
+  instanceId?: string | undefined;
   /** Another orchestrator on the same database could provision for these labels. */
   peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
 }
@@ -346,7 +351,8 @@ export class Dispatcher {
     agent.jobsTaken++;
     let spec: JobSpec | undefined;
     try {
-      spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now())) as JobSpec | undefined;
+      spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now(), this.opts.instanceId)) as
+        JobSpec | undefined;
     } catch (err) {
       this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
       this.settleUncertainClaim(job, agent.id);
@@ -582,7 +588,7 @@ export class Dispatcher {
       if (row.state === 'queued') {
         this.queue.add(job);
         queued++;
-      } else if (row.agent_id) {
+      } else if (row.agent_id && this.owns(row)) {
         const a: ActiveJob = {
           job,
           spec: row.spec as JobSpec,
@@ -596,6 +602,12 @@ export class Dispatcher {
       }
     }
     return { queued, awaiting };
+  }
+
+  /** In a cluster, an active job is this instance's only if it dispatched it (or no one is named). */
+  private owns(row: JobRow): boolean {
+    const owner = row.owner_instance;
+    return !this.opts.instanceId || !owner || owner === this.opts.instanceId;
   }
 
   /** The agent of an active job is away: wait for it, then settle without running anything twice. */

@@ -138,6 +138,7 @@ export class Orchestrator {
         scaler,
         observer: metrics,
         ...(opened.engine === 'postgres' && {
+          instanceId,
           scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
           peersCould: (runsOn: readonly string[]) => clusterRef.node?.peersCouldScale(runsOn) ?? false,
         }),
@@ -282,6 +283,7 @@ export class Orchestrator {
           this.scaler?.scalerEntries().flatMap((e) => e.entry.labelSets.map((ls) => [...ls.labels])) ?? [],
       },
       resyncQueue: () => this.dispatcher.resyncQueued(),
+      reconnectGraceMs: this.dispatcher.reconnectGraceMs,
       log: this.log,
     });
     await this.cluster.start();

@@ -107,10 +107,16 @@ export class JobsRepo {
   }
 
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
-  async claimSpec(jobId: string, agentId: string, now: Date): Promise<unknown> {
+  async claimSpec(jobId: string, agentId: string, now: Date, owner?: string): Promise<unknown> {
     const row = await this.db
       .updateTable('jobs')
-      .set({ state: 'dispatched', agent_id: agentId, dispatched_at: now, attempts: sql`attempts + 1` })
+      .set({
+        state: 'dispatched',
+        agent_id: agentId,
+        dispatched_at: now,
+        attempts: sql`attempts + 1`,
+        ...(owner !== undefined ? { owner_instance: owner } : {}),
+      })
       .where('id', '=', jobId)
       .where('state', '=', 'queued')
       .returning('spec')

@@ -169,6 +169,8 @@ const migrations: Record<string, Migration> = {
   '006_cluster_queue': {
     async up(db: Kysely<unknown>) {
       await sql`alter table jobs add column scale_owner text`.execute(db);
+      // The instance that dispatched the job: only it (or, once it is dead, the leader) settles it.
+      await sql`alter table jobs add column owner_instance text`.execute(db);
       // What each instance's scalers can provision for, so a peer does not judge a job "no backend".
       await sql`alter table kici_instances add column scale_label_sets jsonb not null default '[]'`.execute(
         db,

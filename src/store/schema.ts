@@ -43,6 +43,8 @@ export interface JobsTable {
   retry_of: string | null;
   /** The stored log lost its middle to the per-job cap (head and tail kept). */
   log_truncated: Generated<boolean>;
+  /** Clustering: the instance that dispatched the job (null on a single instance's old rows). */
+  owner_instance?: string | null;
   created_at: Timestamp;
   dispatched_at: NullableTimestamp;
   started_at: NullableTimestamp;
