@@ -59,7 +59,7 @@ export class PgLeaderLease implements LeaderLease {
   private leader = false;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  private ticking = false;
+  private ticking: Promise<void> | undefined;
   private readonly listeners: ((leader: boolean) => void)[] = [];
 
   constructor(private readonly opts: PgLeaderLeaseOptions) {}
@@ -81,6 +81,8 @@ export class PgLeaderLease implements LeaderLease {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    // A tick in flight could otherwise connect and take the lock after we let go of it.
+    await this.ticking;
     const client = this.client;
     this.client = undefined;
     // Deposed first, so leader-only work stops before the lock can pass to a peer.
@@ -142,9 +144,13 @@ export class PgLeaderLease implements LeaderLease {
     return client;
   }
 
-  private async tick(): Promise<void> {
-    if (this.ticking || this.stopped) return;
-    this.ticking = true;
+  private tick(): Promise<void> {
+    if (this.ticking || this.stopped) return this.ticking ?? Promise.resolve();
+    this.ticking = this.tryLead().finally(() => (this.ticking = undefined));
+    return this.ticking;
+  }
+
+  private async tryLead(): Promise<void> {
     try {
       if (this.leader && this.client) {
         // Still holding the session? An answer within the lock time says yes.
@@ -166,8 +172,6 @@ export class PgLeaderLease implements LeaderLease {
       }
     } catch (err) {
       this.lose(`lease check failed: ${errorMessage(err)}`);
-    } finally {
-      this.ticking = false;
     }
   }
 }
