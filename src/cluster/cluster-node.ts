@@ -6,6 +6,7 @@ import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
 import { LeaderWork, type LeaderTask } from './leader-work.js';
 import { InstancePresence, type PresenceFacts } from './presence.js';
 import { QueueSync } from './queue-sync.js';
+import { RELOAD_CHANNEL, ReloadFanout, type ReloadOutcome } from './reload-fanout.js';
 
 export interface ClusterNodeOptions {
   db: Kysely<Database>;
@@ -17,6 +18,8 @@ export interface ClusterNodeOptions {
   heartbeatMs: number;
   lockTimeoutMs: number;
   facts: Omit<PresenceFacts, 'isLeader'>;
+  /** This instance's own scaler reload (SIGHUP's), run for every cluster reload request. */
+  reloadLocal?: () => Promise<ReloadOutcome>;
   /** How long a dead instance's agents get to come back elsewhere before its jobs are settled. */
   reconnectGraceMs?: number;
   /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
@@ -34,6 +37,7 @@ export class ClusterNode {
   readonly presence: InstancePresence;
   readonly work: LeaderWork;
   readonly queueSync: QueueSync | undefined;
+  readonly reloads: ReloadFanout | undefined;
   /** What live peers can scale for, as of the last queue re-read. */
   private peerSets: string[][] = [];
 
@@ -60,6 +64,16 @@ export class ClusterNode {
     // Status shows a change of leader at once, not on the next beat.
     this.lease.onChange(() => void this.presence.beat());
     this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log)], log);
+    this.reloads =
+      opts.engine === 'postgres' && opts.reloadLocal
+        ? new ReloadFanout(
+            opts.db,
+            opts.instanceId,
+            opts.reloadLocal,
+            () => this.repo.alivePeers(opts.instanceId),
+            log,
+          )
+        : undefined;
     // One instance on PGlite holds the whole queue already: nothing to share.
     this.queueSync =
       opts.engine === 'postgres' && opts.resyncQueue
@@ -68,7 +82,9 @@ export class ClusterNode {
             resync: async () => {
               this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
               await opts.resyncQueue!();
+              await this.reloads?.catchUp();
             },
+            alsoListen: [RELOAD_CHANNEL],
             pollMs: opts.heartbeatMs,
             log,
           })
@@ -81,6 +97,7 @@ export class ClusterNode {
   }
 
   async start(): Promise<void> {
+    await this.reloads?.init();
     await this.presence.start();
     this.lease.start();
     this.queueSync?.start();

@@ -11,6 +11,8 @@ export interface QueueSyncOptions {
   url: string | undefined;
   /** Re-read the queued rows into this instance's queue (Dispatcher.resyncQueued). */
   resync: () => Promise<unknown>;
+  /** More channels whose notifications wake the same re-read (reload requests). */
+  alsoListen?: string[];
   /** Backstop: a full re-read this often even when no notification came. */
   pollMs: number;
   log: Logger;
@@ -83,6 +85,7 @@ export class QueueSync {
       this.client = client;
       await client.connect();
       await client.query(`listen ${QUEUED_CHANNEL}`);
+      for (const channel of this.opts.alsoListen ?? []) await client.query(`listen ${channel}`);
       // Anything queued while we were not listening.
       this.wake();
     } catch (err) {

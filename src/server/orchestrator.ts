@@ -227,7 +227,7 @@ export class Orchestrator {
       isDraining: () => this.draining,
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
-      reloadScaler: () => this.reload(),
+      reloadScaler: () => this.reloadEverywhere(),
       clusterStatus: () => this.clusterStatus(),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
@@ -284,6 +284,7 @@ export class Orchestrator {
       },
       resyncQueue: () => this.dispatcher.resyncQueued(),
       reconnectGraceMs: this.dispatcher.reconnectGraceMs,
+      reloadLocal: () => this.reload(),
       log: this.log,
     });
     await this.cluster.start();
@@ -319,6 +320,22 @@ export class Orchestrator {
       }
     }, hb);
     this.heartbeatTimer.unref();
+  }
+
+  /**
+   * `kici-admin scaler reload`: with several instances on one PostgreSQL every live one reloads
+   * its own config file, and the answer lists each instance's result; alone, just this one.
+   */
+  async reloadEverywhere(): Promise<{
+    result: string;
+    problems?: string[];
+    plan?: unknown;
+    instances?: unknown;
+  }> {
+    const fanout = this.cluster?.reloads;
+    if (!fanout) return this.reload();
+    const { local, instances } = await fanout.request();
+    return { ...local, instances };
   }
 
   /** SIGHUP / `kici-admin scaler reload`: serialised; an invalid file changes nothing. */

@@ -193,6 +193,26 @@ const migrations: Record<string, Migration> = {
           .execute(db);
     },
   },
+  /** Reload fan-out (issue #12): one request row per `scaler reload`, one result row per instance. */
+  '007_cluster_reload': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table kici_reload_requests (
+          id bigserial primary key,
+          requested_by text not null,
+          requested_at timestamptz not null default now()
+        )`.execute(db);
+      await sql`
+        create table kici_reload_results (
+          request_id bigint not null,
+          instance_id text not null,
+          result text not null,
+          problems jsonb not null default '[]',
+          answered_at timestamptz not null default now(),
+          primary key (request_id, instance_id)
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
