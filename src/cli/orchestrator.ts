@@ -20,6 +20,10 @@ program
   .option('--data-dir <dir>', 'embedded database and admin token (default: $KICI_DATA_DIR or ./.kici-data)')
   .option('--database-url <url>', 'external PostgreSQL (default: $KICI_DATABASE_URL)')
   .option(
+    '--instance-id <id>',
+    'this instance in a cluster (default: $KICI_INSTANCE_ID, else kept in the data dir)',
+  )
+  .option(
     '--drain-timeout <seconds>',
     'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
   )
@@ -31,6 +35,7 @@ program
       dataDir?: string;
       databaseUrl?: string;
       drainTimeout?: string;
+      instanceId?: string;
     }) => {
       const { serve } = await import('./serve.js');
       process.exitCode = await serve(o);

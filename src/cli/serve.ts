@@ -9,6 +9,7 @@ export interface ServeOptions {
   dataDir?: string;
   databaseUrl?: string;
   drainTimeout?: string;
+  instanceId?: string;
 }
 
 /** How long a graceful stop waits for running jobs when neither the flag nor the env sets it. */
@@ -52,6 +53,7 @@ export async function serve(o: ServeOptions): Promise<number> {
     databaseUrl: o.databaseUrl ?? process.env.KICI_DATABASE_URL,
     scalerConfigPath: o.config ?? process.env.KICI_SCALER_CONFIG_PATH,
     scalerConfigDir: o.configDir ?? process.env.KICI_SCALER_CONFIG_DIR,
+    instanceId: o.instanceId,
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;

@@ -12,6 +12,7 @@ import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import { setLongTimer } from '../util/long-timer.js';
+import { retryWrite } from '../util/retry-write.js';
 import type { Logger } from '../util/logger.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 
@@ -45,6 +46,18 @@ export interface DispatcherOptions {
   timeoutBackstopMs?: number;
   /** Told when a job starts and when its final state is stored (metrics). */
   observer?: JobObserver | undefined;
+  /**
+   * Several orchestrators on one database: take the right to scale for a job before spawning.
+   * 'other' means another live instance provisions for it; 'gone' that it is no longer queued.
+   */
+  scaleClaim?: ((jobId: string) => Promise<'mine' | 'other' | 'gone'>) | undefined;
+  /**
+   * Several orchestrators on one database: this instance's id. Claims are stamped with it, and a
+   * start adopts only the active jobs it owns (another instance's running jobs are not ours).
+   */
+  instanceId?: string | undefined;
+  /** Another orchestrator on the same database could provision for these labels. */
+  peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
 }
 
 export interface JobObserver {
@@ -74,6 +87,8 @@ export class Dispatcher {
   private stopped = false;
   /** A graceful stop is under way: no new assignments or spawns; active jobs run on and report. */
   private draining = false;
+  /** Jobs whose claim outcome is being checked after a store error (neither queued nor active). */
+  private readonly uncertain = new Set<string>();
   /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
   private readonly staticScopes = new Map<string, { labels: Set<string>; expiresAtMs: number | null }>();
 
@@ -126,7 +141,11 @@ export class Dispatcher {
   }
 
   private someoneCould(job: QueuedJob): boolean {
-    return this.registry.anyCould(job, (a) => this.fits(a.id, job)) || this.staticCould(job);
+    return (
+      this.registry.anyCould(job, (a) => this.fits(a.id, job)) ||
+      this.staticCould(job) ||
+      (this.opts.peersCould?.(job.runsOn) ?? false)
+    );
   }
 
   get scaler(): ScalerManager | undefined {
@@ -245,13 +264,20 @@ export class Dispatcher {
           canAgentRunJob(agent, job) &&
           this.fits(agent.id, job)
         ) {
-          await this.assign(job, agent);
+          // Lost to another orchestrator's claim: the agent is still idle, so look again.
+          if (!(await this.assign(job, agent))) this.dirty = true;
         }
       }
       let reason = d.reason;
       for (const sp of d.spawn) {
         const job = this.queue.get(sp.jobId);
         if (!job || !scaler || scaler.isProvisioning(job.id)) continue;
+        if (this.opts.scaleClaim) {
+          const claim = await this.opts.scaleClaim(job.id).catch(() => 'other' as const);
+          if (claim === 'gone') this.queue.remove(job.id);
+          if (claim === 'other') job.waiting = 'another orchestrator provisions an agent for it';
+          if (claim !== 'mine') continue;
+        }
         const r = await scaler.requestScale(this.scaleJob(job));
         if (r.action === 'spawning')
           job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
@@ -307,8 +333,19 @@ export class Dispatcher {
       return;
     }
     this.queue.remove(job.id);
-    if (await this.opts.store.jobs.finish(job.id, 'no-backend', { reason }, this.now()))
-      this.opts.observer?.jobFinished(job.id, 'no-backend', this.opts.clock.now());
+    let done: boolean;
+    try {
+      done = await this.opts.store.jobs.finish(
+        job.id,
+        'no-backend',
+        { reason, fromState: 'queued' },
+        this.now(),
+      );
+    } catch (err) {
+      this.queue.add(job); // judged again on the next pass
+      throw err;
+    }
+    if (done) this.opts.observer?.jobFinished(job.id, 'no-backend', this.opts.clock.now());
     this.log.warn({ jobId: job.id, runsOn: job.runsOn, reason }, 'job has no backend');
   }
 
@@ -319,10 +356,11 @@ export class Dispatcher {
     agent.jobsTaken++;
     let spec: JobSpec | undefined;
     try {
-      spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now())) as JobSpec | undefined;
+      spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now(), this.opts.instanceId)) as
+        JobSpec | undefined;
     } catch (err) {
       this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
-      this.queue.add(job);
+      this.settleUncertainClaim(job, agent.id);
     }
     if (!spec) {
       agent.busyJobId = undefined;
@@ -336,6 +374,50 @@ export class Dispatcher {
     agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
     this.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
     return true;
+  }
+
+  /**
+   * A claim whose answer was lost (the connection broke around its commit) may or may not have
+   * taken the row. The job is only queued again once the store says it is queued: the conditional
+   * requeue undoes a claim that did commit, and is a no-op for one that did not.
+   */
+  private settleUncertainClaim(job: QueuedJob, agentId: string): void {
+    this.uncertain.add(job.id);
+    void retryWrite(
+      async () => {
+        await this.opts.store.jobs.requeue(job.id, agentId);
+        return true;
+      },
+      () => !this.stopped,
+      () => undefined, // the outage is already logged by the claim and by /readyz
+    ).then((done) => {
+      this.uncertain.delete(job.id);
+      if (!done) return;
+      this.queue.add(job);
+      void this.requestPump();
+    });
+  }
+
+  /**
+   * Queued rows this process does not hold: jobs submitted to (or requeued by) another
+   * orchestrator on the same database, or a run whose insert committed while its answer was lost
+   * to a broken connection. A job held by several instances is harmless: every claim is conditional.
+   */
+  async resyncQueued(): Promise<number> {
+    // Tokens made on another instance give their labels' jobs a reason to wait here too.
+    await this.refreshStaticScopes();
+    let added = 0;
+    for (const row of await this.opts.store.jobs.listQueued()) {
+      if (this.queue.get(row.id) || this.active.has(row.id)) continue;
+      if (this.uncertain.has(row.id)) continue;
+      this.queue.add(toQueued(row));
+      added++;
+    }
+    if (added) {
+      this.log.debug({ added }, 'queued jobs taken from the store');
+      void this.requestPump();
+    }
+    return added;
   }
 
   /** A freshly registered scaler agent takes the job it was spawned for, if that job still waits. */
@@ -375,7 +457,18 @@ export class Dispatcher {
     if (a.state !== 'running')
       this.opts.observer?.jobStarted(jobId, agentId, a.job.createdAtMs, this.opts.clock.now());
     a.state = 'running';
-    await this.opts.store.jobs.markRunning(jobId, agentId, this.now());
+    const mark = () => this.opts.store.jobs.markRunning(jobId, agentId, this.now());
+    try {
+      await mark();
+    } catch (err) {
+      // Left as 'dispatched', a restart would requeue a job that is running: keep trying while it runs.
+      this.log.warn({ err: errorMessage(err), jobId }, 'could not mark the job running; retrying');
+      void retryWrite(
+        async () => (await mark(), true),
+        () => !this.stopped && this.active.get(jobId) === a,
+        () => undefined,
+      );
+    }
   }
 
   async onJobFinished(
@@ -500,7 +593,7 @@ export class Dispatcher {
       if (row.state === 'queued') {
         this.queue.add(job);
         queued++;
-      } else if (row.agent_id) {
+      } else if (row.agent_id && this.owns(row)) {
         const a: ActiveJob = {
           job,
           spec: row.spec as JobSpec,
@@ -514,6 +607,12 @@ export class Dispatcher {
       }
     }
     return { queued, awaiting };
+  }
+
+  /** In a cluster, an active job is this instance's only if it dispatched it (or no one is named). */
+  private owns(row: JobRow): boolean {
+    const owner = row.owner_instance;
+    return !this.opts.instanceId || !owner || owner === this.opts.instanceId;
   }
 
   /** The agent of an active job is away: wait for it, then settle without running anything twice. */

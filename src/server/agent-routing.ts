@@ -4,6 +4,7 @@ import type { OrchestratorMessage } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
+import { retryWrite } from '../util/retry-write.js';
 import { swallow } from '../util/swallowed-errors.js';
 import type { ValidAgentMessage } from './agent-messages.js';
 
@@ -76,11 +77,19 @@ export async function routeMessage(
     case 'step.finished':
       if (mine) await deps.store.logs.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
       return;
-    case 'job.finished':
+    case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
-      if (await d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message))
-        send({ type: 'job.finished.ack', jobId: msg.jobId });
+      const store = () => d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
+      if (await store()) return send({ type: 'job.finished.ack', jobId: msg.jobId });
+      // The store is away. An agent that stays connected would never re-send: retry for it, off
+      // this connection's message chain so its heartbeats are still answered meanwhile.
+      void retryWrite(
+        store,
+        () => !deps.isStopping() && d.registry.get(a.id) === a,
+        () => undefined,
+      ).then((stored) => stored && send({ type: 'job.finished.ack', jobId: msg.jobId }));
       return;
+    }
     case 'agent.draining':
       a.draining = true; // offered no new job; it leaves after the current one
       return;

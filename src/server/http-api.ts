@@ -14,6 +14,8 @@ import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './ht
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
 import { registerEventRoutes } from './event-routes.js';
+
+import { registerClusterRoutes } from './cluster-routes.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -36,6 +38,8 @@ export interface HttpApiDeps {
   reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
   /** Named in `diagnose` fixes ("fix binaryPath in <file>"). */
   scalerConfigPath?: string | undefined;
+  /** The instances sharing this database (clustering). */
+  clusterStatus?: () => Promise<unknown>;
 }
 
 const JOB_STATES: JobState[] = [
@@ -257,6 +261,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       );
     return c.json(await reapOrphans(dispatcher, dry === 'true', deps.logger));
   });
+
+  registerClusterRoutes(app, deps);
 
   app.notFound((c) =>
     c.json({ error: 'not found', problems: [`no route ${c.req.method} ${quote(c.req.path)}`] }, 404),

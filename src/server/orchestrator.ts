@@ -15,6 +15,7 @@ import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
+import { throttledConnectionLog } from '../store/pg-pool.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
@@ -34,6 +35,11 @@ import type { EventProvisionReaper } from '../scaler/event-reaper.js';
 import { ScaleEventRouter } from '../scaler/events/router.js';
 import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
 import { wireEventScaling } from './event-wiring.js';
+import { resolveInstanceId } from '../cluster/instance-id.js';
+import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
+import { ClusterNode } from '../cluster/cluster-node.js';
+import { claimForScaling } from '../cluster/queue-sync.js';
+import { packageVersion } from '../version.js';
 
 export interface OrchestratorOptions {
   host?: string;
@@ -60,6 +66,10 @@ export interface OrchestratorOptions {
   webhookRetry?: Partial<WebhookRetryPolicy>;
   /** Event scalers: how often the provision reaper runs (default 30 s). */
   reapIntervalMs?: number;
+  /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
+  instanceId?: string | undefined;
+  /** How often this instance heartbeats its row in kici_instances (default 5 s). */
+  clusterHeartbeatMs?: number;
 }
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
@@ -86,6 +96,7 @@ export class Orchestrator {
   /** Delivers event scalers' scale-up / scale-down to their provisioning targets. */
   scaleEvents: ScaleEventRouter | undefined;
   reaper: EventProvisionReaper | undefined;
+  private cluster: ClusterNode | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -108,9 +119,15 @@ export class Orchestrator {
     const config = opts.scalerConfigPath
       ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
       : undefined;
+    // Checked before anything starts: a bad value is a UserError, not a half-started server.
+    const clusterTiming = { heartbeatMs: clusterHeartbeatMs(opts), lockTimeoutMs: clusterLockTimeoutMs() };
     restrictUmask();
     const lock = await lockDataDir(dataDir);
-    const opened = await openDatabase({ url: opts.databaseUrl, dataDir }).catch((err: unknown) => {
+    const opened = await openDatabase({
+      url: opts.databaseUrl,
+      dataDir,
+      onConnectionError: throttledConnectionLog((f, m) => log.warn(f, m)),
+    }).catch((err: unknown) => {
       lock.release();
       throw err;
     });
@@ -120,7 +137,9 @@ export class Orchestrator {
     try {
       const store = createStore(database.db);
       const adminToken = await loadAdminToken(dataDir);
-      const instanceId = process.env.KICI_INSTANCE_ID || (await loadInstanceId(dataDir));
+      const instanceId = await resolveInstanceId(opts.instanceId, process.env.KICI_INSTANCE_ID, () =>
+        loadInstanceId(dataDir),
+      );
       await store.agents.markAllGone(new Date(clock.now()));
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
       const scaleEvents = new ScaleEventRouter({
@@ -145,12 +164,19 @@ export class Orchestrator {
         const m = scaler?.state.agents.get(agentId);
         return m ? { scaler: m.scalerName, backend: m.type } : STATIC_RUNNER;
       });
+      // Filled once the cluster node runs (after listen); the dispatcher asks it about peers.
+      const clusterRef: { node?: ClusterNode | undefined } = {};
       const dispatcher = new Dispatcher({
         store,
         clock,
         logger: log,
         scaler,
         observer: metrics,
+        ...(opened.engine === 'postgres' && {
+          instanceId,
+          scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
+          peersCould: (runsOn: readonly string[]) => clusterRef.node?.peersCouldScale(runsOn) ?? false,
+        }),
         ...(opts.reconnectGraceMs !== undefined ? { reconnectGraceMs: opts.reconnectGraceMs } : {}),
       });
       const orch = new Orchestrator(
@@ -178,6 +204,7 @@ export class Orchestrator {
         spawnTimeoutMs: opts.spawnTimeoutMs,
         reapIntervalMs: opts.reapIntervalMs,
       });
+      probe.onRecovered = () => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued'));
       scaler?.setHooks(
         {
           onCapacityFreed: () => void dispatcher.requestPump(),
@@ -215,6 +242,8 @@ export class Orchestrator {
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
       orch.reaper?.start();
+      await orch.startCluster(database, clusterTiming);
+      clusterRef.node = orch.cluster;
       probe.start();
       scaler?.warm.start();
       orch.ready = true;
@@ -254,7 +283,8 @@ export class Orchestrator {
       isDraining: () => this.draining,
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
-      reloadScaler: () => this.reload(),
+      reloadScaler: () => this.reloadEverywhere(),
+      clusterStatus: () => this.clusterStatus(),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
     const server = createServer(getRequestListener(app.fetch));
@@ -289,6 +319,45 @@ export class Orchestrator {
     this.wss = wss;
   }
 
+  /** Heartbeat this instance into kici_instances (clustering, issue #12). */
+  private async startCluster(
+    database: OpenedDatabase,
+    timing: { heartbeatMs: number; lockTimeoutMs: number },
+  ): Promise<void> {
+    this.cluster = new ClusterNode({
+      db: database.db,
+      engine: database.engine,
+      databaseUrl: this.opts.databaseUrl,
+      instanceId: this.instanceId,
+      version: packageVersion(),
+      ...timing,
+      facts: {
+        address: () => process.env.KICI_ADVERTISE_URL || this.url,
+        agentsConnected: () => this.dispatcher.registry.list().length,
+        jobsRunning: () => this.dispatcher.active.size,
+        scaleLabelSets: () =>
+          this.scaler?.scalerEntries().flatMap((e) => e.entry.labelSets.map((ls) => [...ls.labels])) ?? [],
+      },
+      resyncQueue: () => this.dispatcher.resyncQueued(),
+      reconnectGraceMs: this.dispatcher.reconnectGraceMs,
+      reloadLocal: () => this.reload(),
+      log: this.log,
+    });
+    await this.cluster.start();
+  }
+
+  /** The instances sharing this database, for `kici-admin cluster status`. */
+  async clusterStatus(): Promise<{ self: string; instances: InstanceStatus[] }> {
+    return this.cluster
+      ? this.cluster.status()
+      : { self: this.instanceId, instances: await new InstancesRepo(this.database.db).list() };
+  }
+
+  /** This instance holds the leader lease (always true on the embedded store once started). */
+  isLeader(): boolean {
+    return this.cluster?.lease.isLeader() ?? false;
+  }
+
   private startTimers(opts: OrchestratorOptions): void {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
     this.sweepTimer = setInterval(() => {
@@ -307,6 +376,22 @@ export class Orchestrator {
       }
     }, hb);
     this.heartbeatTimer.unref();
+  }
+
+  /**
+   * `kici-admin scaler reload`: with several instances on one PostgreSQL every live one reloads
+   * its own config file, and the answer lists each instance's result; alone, just this one.
+   */
+  async reloadEverywhere(): Promise<{
+    result: string;
+    problems?: string[];
+    plan?: unknown;
+    instances?: unknown;
+  }> {
+    const fanout = this.cluster?.reloads;
+    if (!fanout) return this.reload();
+    const { local, instances } = await fanout.request();
+    return { ...local, instances };
   }
 
   /** SIGHUP / `kici-admin scaler reload`: serialised; an invalid file changes nothing. */
@@ -415,9 +500,33 @@ export class Orchestrator {
     this.wss?.close();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     this.server?.closeAllConnections();
+    await this.cluster?.stop();
     await this.database.close();
     this.log.info({ agentsLeftRunning: kept.size }, 'kici-orchestrator stopped');
   }
+}
+
+/** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */
+function clusterHeartbeatMs(opts: OrchestratorOptions): number {
+  if (opts.clusterHeartbeatMs !== undefined) return opts.clusterHeartbeatMs;
+  const raw = process.env.KICI_CLUSTER_HEARTBEAT_MS;
+  if (!raw) return 5_000;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 100 || n > 600_000)
+    throw new UserError(`KICI_CLUSTER_HEARTBEAT_MS: expected milliseconds from 100 to 600000, got "${raw}"`);
+  return n;
+}
+
+/** KICI_CLUSTER_LOCK_TIMEOUT_MS (default 2 s): the lease's connect and query budget. */
+function clusterLockTimeoutMs(): number {
+  const raw = process.env.KICI_CLUSTER_LOCK_TIMEOUT_MS;
+  if (!raw) return 2_000;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 100 || n > 60_000)
+    throw new UserError(
+      `KICI_CLUSTER_LOCK_TIMEOUT_MS: expected milliseconds from 100 to 60000, got "${raw}"`,
+    );
+  return n;
 }
 
 function backendContext(

@@ -30,6 +30,9 @@ export class StoreProbe {
     private readonly timeoutMs = 5000,
   ) {}
 
+  /** Called when the store takes writes again after failing (the orchestrator re-reads its queue). */
+  onRecovered: (() => void) | undefined;
+
   start(): void {
     this.timer = setInterval(() => void this.check(), this.intervalMs);
     this.timer.unref();
@@ -68,7 +71,10 @@ export class StoreProbe {
     }
     if (!next.ok && (this.health.ok || this.health.problem !== next.problem))
       this.log.error({ problem: next.problem }, 'the store cannot write; /readyz answers 503');
-    else if (next.ok && !this.health.ok) this.log.info('the store can write again');
+    else if (next.ok && !this.health.ok) {
+      this.log.info('the store can write again');
+      this.onRecovered?.();
+    }
     this.health = next;
     return next;
   }

@@ -101,11 +101,22 @@ export class JobsRepo {
     return (await this.claimSpec(jobId, agentId, now)) !== undefined;
   }
 
+  /** Queued jobs in submission order (the shared queue's re-read). */
+  listQueued(): Promise<JobRow[]> {
+    return this.db.selectFrom('jobs').selectAll().where('state', '=', 'queued').orderBy('seq').execute();
+  }
+
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
-  async claimSpec(jobId: string, agentId: string, now: Date): Promise<unknown> {
+  async claimSpec(jobId: string, agentId: string, now: Date, owner?: string): Promise<unknown> {
     const row = await this.db
       .updateTable('jobs')
-      .set({ state: 'dispatched', agent_id: agentId, dispatched_at: now, attempts: sql`attempts + 1` })
+      .set({
+        state: 'dispatched',
+        agent_id: agentId,
+        dispatched_at: now,
+        attempts: sql`attempts + 1`,
+        ...(owner !== undefined ? { owner_instance: owner } : {}),
+      })
       .where('id', '=', jobId)
       .where('state', '=', 'queued')
       .returning('spec')
@@ -140,7 +151,7 @@ export class JobsRepo {
   async finish(
     jobId: string,
     state: JobState,
-    fields: { exitCode?: number | null; reason?: string | null; agentId?: string },
+    fields: { exitCode?: number | null; reason?: string | null; agentId?: string; fromState?: JobState },
     now: Date,
   ): Promise<boolean> {
     let q = this.db
@@ -154,6 +165,8 @@ export class JobsRepo {
       .where('id', '=', jobId)
       .where('state', 'in', OPEN);
     if (fields.agentId) q = q.where('agent_id', '=', fields.agentId);
+    // Another orchestrator may hold the job now: a judgement about a queued job applies only while queued.
+    if (fields.fromState) q = q.where('state', '=', fields.fromState);
     const res = await q.executeTakeFirst();
     return res.numUpdatedRows === 1n;
   }

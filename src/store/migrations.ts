@@ -176,6 +176,78 @@ const migrations: Record<string, Migration> = {
           primary key (event_id, target)
         )`.execute(db);
       await sql`create index scaler_event_deliveries_agent on scaler_event_deliveries (agent_id)`.execute(db);
+
+  /**
+   * Clustering (issue #12): every orchestrator on one database heartbeats a row here. Times are the
+   * database's own clock, so hosts with skewed clocks still agree on who is late.
+   */
+  '006_cluster_instances': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table kici_instances (
+          id text primary key,
+          address text not null,
+          version text not null,
+          heartbeat_ms integer not null,
+          started_at timestamptz not null default now(),
+          last_heartbeat timestamptz not null default now(),
+          agents_connected integer not null default 0,
+          jobs_running integer not null default 0,
+          leader boolean not null default false,
+          stopped_at timestamptz
+        )`.execute(db);
+    },
+  },
+  /**
+   * Shared queue (issue #12): a statement that leaves a job queued (a submit, a requeue) wakes
+   * every instance listening on `kici_jobs_queued`; identical notifications in one transaction
+   * fold into one. `scale_owner` is the instance that claimed the job for scaling: only it spawns.
+   */
+  '007_cluster_queue': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table jobs add column scale_owner text`.execute(db);
+      // The instance that dispatched the job: only it (or, once it is dead, the leader) settles it.
+      await sql`alter table jobs add column owner_instance text`.execute(db);
+      // What each instance's scalers can provision for, so a peer does not judge a job "no backend".
+      await sql`alter table kici_instances add column scale_label_sets jsonb not null default '[]'`.execute(
+        db,
+      );
+      await sql`
+        create function kici_notify_queued() returns trigger language plpgsql as $$
+        begin
+          if exists (select 1 from changed where state = 'queued') then
+            perform pg_notify('kici_jobs_queued', '');
+          end if;
+          return null;
+        end $$`.execute(db);
+      for (const op of ['insert', 'update'])
+        await sql
+          .raw(
+            `create trigger jobs_notify_queued_${op} after ${op} on jobs
+               referencing new table as changed for each statement
+               execute function kici_notify_queued()`,
+          )
+          .execute(db);
+    },
+  },
+  /** Reload fan-out (issue #12): one request row per `scaler reload`, one result row per instance. */
+  '008_cluster_reload': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table kici_reload_requests (
+          id bigserial primary key,
+          requested_by text not null,
+          requested_at timestamptz not null default now()
+        )`.execute(db);
+      await sql`
+        create table kici_reload_results (
+          request_id bigint not null,
+          instance_id text not null,
+          result text not null,
+          problems jsonb not null default '[]',
+          answered_at timestamptz not null default now(),
+          primary key (request_id, instance_id)
+        )`.execute(db);
     },
   },
 };

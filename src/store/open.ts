@@ -1,10 +1,10 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
-import pg from 'pg';
 import { UserError, errorMessage } from '../util/errors.js';
 import { prepareDataDir, tightenModes } from './data-dir.js';
 import { PGliteDialect } from './pglite-dialect.js';
 import { migrateToLatest } from './migrations.js';
+import { createPgPool, type ConnectionErrorSink } from './pg-pool.js';
 import type { Database } from './schema.js';
 
 export type StoreEngine = 'pglite' | 'postgres';
@@ -20,12 +20,14 @@ export interface OpenDatabaseOptions {
   url?: string | undefined;
   /** PGlite data directory (`KICI_DATA_DIR`). */
   dataDir?: string | undefined;
+  /** Told when PostgreSQL drops a connection (restart, pg_terminate_backend); never fatal. */
+  onConnectionError?: ConnectionErrorSink | undefined;
 }
 
 /** Open the store and bring its schema up to date. */
 export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDatabase> {
   if (opts.url) {
-    const pool = new pg.Pool({ connectionString: opts.url, max: 10 });
+    const pool = createPgPool(opts.url, opts.onConnectionError ?? (() => undefined));
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     await migrateToLatest(db as Kysely<unknown>);
     return { db, engine: 'postgres', close: () => db.destroy() };

@@ -43,6 +43,8 @@ export interface JobsTable {
   retry_of: string | null;
   /** The stored log lost its middle to the per-job cap (head and tail kept). */
   log_truncated: Generated<boolean>;
+  /** Clustering: the instance that dispatched the job (null on a single instance's old rows). */
+  owner_instance?: string | null;
   created_at: Timestamp;
   dispatched_at: NullableTimestamp;
   started_at: NullableTimestamp;
@@ -128,6 +130,21 @@ export interface ScalerAgentJobsTable {
   correlated_at: Timestamp;
 }
 
+/** One orchestrator of a cluster (migration 006_cluster_instances). */
+export interface KiciInstancesTable {
+  id: string;
+  address: string;
+  version: string;
+  heartbeat_ms: number;
+  started_at: Timestamp;
+  last_heartbeat: Timestamp;
+  agents_connected: number;
+  jobs_running: number;
+  leader: Generated<boolean>;
+  stopped_at: NullableTimestamp;
+  scale_label_sets: ColumnType<string[][], string | undefined, string>;
+}
+
 export interface Database {
   runs: RunsTable;
   jobs: JobsTable;
@@ -140,6 +157,7 @@ export interface Database {
   scaler_agent_jobs: ScalerAgentJobsTable;
   scaler_pending_claims: ScalerPendingClaimsTable;
   scaler_event_deliveries: ScalerEventDeliveriesTable;
+  kici_instances: KiciInstancesTable;
 }
 
 /** One claim code of an event provision; only its SHA-256 is kept. */

@@ -3,6 +3,7 @@ import { UserError } from '../../util/errors.js';
 import { packageVersion } from '../../version.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
+import { registerClusterCommands } from './cluster-commands.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerJobCommands } from './job-commands.js';
@@ -33,6 +34,8 @@ export function buildAdminProgram(): Command {
   registerScalerApiCommands(scaler, client);
   registerDiagnoseCommand(program, client);
   registerEventCommands(program, client);
+
+  registerClusterCommands(program, client);
   return program;
 }
 

@@ -129,14 +129,27 @@ export function registerScalerApiCommands(
     .action(async (o: { json?: boolean }, cmd: Command) => {
       const r = await (
         await client(cmd)
-      ).request<{ result: string; problems?: string[]; plan?: unknown }>('POST', '/api/v1/scaler/reload');
+      ).request<{
+        result: string;
+        problems?: string[];
+        plan?: unknown;
+        instances?: { instance: string; result: string; problems: string[] }[];
+      }>('POST', '/api/v1/scaler/reload');
       if (o.json) printJson(r);
       else {
         process.stdout.write(`${r.result}\n`);
         for (const p of r.problems ?? []) process.stdout.write(`  ${p}\n`);
         if (r.plan) process.stdout.write(`${JSON.stringify(r.plan, null, 2)}\n`);
+        // Several orchestrators on one database: each one's own answer.
+        for (const i of r.instances ?? []) {
+          process.stdout.write(`instance ${i.instance}: ${i.result}\n`);
+          for (const p of i.problems) process.stdout.write(`  ${p}\n`);
+        }
       }
-      if (r.result === 'rejected') process.exitCode = 1;
+      const refused = (r.instances ?? []).some(
+        (i) => i.result !== 'applied' && i.result !== 'not-configured',
+      );
+      if (r.result === 'rejected' || refused) process.exitCode = 1;
     });
 
   scaler

@@ -56,6 +56,8 @@ export interface BackendDeps {
   isolation?: AgentIsolation;
   /** hostAccess entries the orchestrator itself directs agents at (storage host access). */
   hostServices?: string[];
+  /** Event scalers: where scale events go (the composition root's router; a counting fake in tests). */
+  scaleEvents?: ScalerEventEmitterLike & { checkTargets?(scaler: string, targets: readonly string[]): void };
 }
 
 /** A container engine as the composition root found it. */
@@ -63,7 +65,4 @@ export interface EngineLocation {
   runtime: 'docker' | 'podman';
   socketPath: string;
   local: boolean;
-
-  /** Event scalers: where scale events go (the composition root's router; a counting fake in tests). */
-  scaleEvents?: ScalerEventEmitterLike & { checkTargets?(scaler: string, targets: readonly string[]): void };
 }

@@ -1,0 +1,157 @@
+import type { Kysely } from 'kysely';
+import type { Database, StoreEngine } from '../store/index.js';
+import type { Logger } from '../util/logger.js';
+import { InstancesRepo, type InstanceStatus } from './instances-repo.js';
+import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
+import { LeaderWork, type LeaderTask } from './leader-work.js';
+import { InstancePresence, type PresenceFacts } from './presence.js';
+import { QueueSync } from './queue-sync.js';
+import { RELOAD_CHANNEL, ReloadFanout, type ReloadOutcome } from './reload-fanout.js';
+
+export interface ClusterNodeOptions {
+  db: Kysely<Database>;
+  engine: StoreEngine;
+  /** The PostgreSQL URL (the lease needs its own connection); unused on PGlite. */
+  databaseUrl: string | undefined;
+  instanceId: string;
+  version: string;
+  heartbeatMs: number;
+  lockTimeoutMs: number;
+  facts: Omit<PresenceFacts, 'isLeader'>;
+  /** This instance's own scaler reload (SIGHUP's), run for every cluster reload request. */
+  reloadLocal?: () => Promise<ReloadOutcome>;
+  /** How long a dead instance's agents get to come back elsewhere before its jobs are settled. */
+  reconnectGraceMs?: number;
+  /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
+  resyncQueue?: () => Promise<unknown>;
+  log: Logger;
+}
+
+/**
+ * This orchestrator as a cluster member: its presence row, the leader lease, and the work only
+ * the leader does. On PGlite the same pieces run with a lease that is always held.
+ */
+export class ClusterNode {
+  readonly repo: InstancesRepo;
+  readonly lease: LeaderLease;
+  readonly presence: InstancePresence;
+  readonly work: LeaderWork;
+  readonly queueSync: QueueSync | undefined;
+  readonly reloads: ReloadFanout | undefined;
+  /** What live peers can scale for, as of the last queue re-read. */
+  private peerSets: string[][] = [];
+
+  constructor(private readonly opts: ClusterNodeOptions) {
+    const log = opts.log.child({ component: 'cluster' });
+    this.repo = new InstancesRepo(opts.db);
+    this.lease =
+      opts.engine === 'postgres' && opts.databaseUrl
+        ? new PgLeaderLease({
+            url: opts.databaseUrl,
+            intervalMs: opts.heartbeatMs,
+            lockTimeoutMs: opts.lockTimeoutMs,
+            log,
+          })
+        : new SoleLeader();
+    this.presence = new InstancePresence(
+      this.repo,
+      opts.instanceId,
+      opts.version,
+      opts.heartbeatMs,
+      { ...opts.facts, isLeader: () => this.lease.isLeader() },
+      log,
+    );
+    // Status shows a change of leader at once, not on the next beat.
+    this.lease.onChange(() => void this.presence.beat());
+    this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log)], log);
+    this.reloads =
+      opts.engine === 'postgres' && opts.reloadLocal
+        ? new ReloadFanout(
+            opts.db,
+            opts.instanceId,
+            opts.reloadLocal,
+            () => this.repo.alivePeers(opts.instanceId),
+            log,
+          )
+        : undefined;
+    // One instance on PGlite holds the whole queue already: nothing to share.
+    this.queueSync =
+      opts.engine === 'postgres' && opts.resyncQueue
+        ? new QueueSync({
+            url: opts.databaseUrl,
+            resync: async () => {
+              this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
+              await opts.resyncQueue!();
+              await this.reloads?.catchUp();
+            },
+            alsoListen: [RELOAD_CHANNEL],
+            pollMs: opts.heartbeatMs,
+            log,
+          })
+        : undefined;
+  }
+
+  /** Could a live peer's scaler provision an agent for these labels? (subset match) */
+  peersCouldScale(runsOn: readonly string[]): boolean {
+    return this.peerSets.some((set) => runsOn.every((l) => set.includes(l)));
+  }
+
+  async start(): Promise<void> {
+    await this.reloads?.init();
+    await this.presence.start();
+    this.lease.start();
+    this.queueSync?.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.queueSync?.stop();
+    await this.work.stop();
+    await this.lease.stop();
+    await this.presence.stop();
+  }
+
+  async status(): Promise<{ self: string; instances: InstanceStatus[] }> {
+    return { self: this.opts.instanceId, instances: await this.repo.list() };
+  }
+
+  /**
+   * Leader only: notice instances whose heartbeat stopped, drop their stale leader flag, and
+   * settle the jobs they left once their agents had time to come back. Partition safety (F.3):
+   * while this leader has met peers in its term but reaches none of them now, it may be the one
+   * cut off, so it does nothing.
+   */
+  private staleInstanceSweep(log: Logger): LeaderTask {
+    let seen = new Set<string>();
+    let met = new Set<string>();
+    let blocked = false;
+    let term: AbortSignal | undefined;
+    return {
+      name: 'stale-instance-sweep',
+      intervalMs: this.opts.heartbeatMs,
+      run: async (signal) => {
+        // Nothing carries over between terms (absence clocks reset on a change of leader).
+        if (term !== signal) [term, seen, met] = [signal, new Set(), new Set()];
+        const alive = await this.repo.alivePeers(this.opts.instanceId);
+        for (const id of alive) met.add(id);
+        const cutOff = met.size > 0 && alive.length === 0;
+        if (cutOff !== blocked)
+          log.warn(
+            { met: [...met] },
+            cutOff ? 'reaching none of the known peers: the leader holds off' : 'peers reachable again',
+          );
+        blocked = cutOff;
+        if (cutOff || signal.aborted) return;
+        const dead = await this.repo.sweepDead();
+        for (const id of dead)
+          if (!seen.has(id)) {
+            seen.add(id);
+            log.warn({ instance: id }, 'instance stopped heartbeating; declared dead');
+          }
+        if (signal.aborted || dead.length === 0) return;
+        const settled = await this.repo.settleJobsOfDead(this.opts.reconnectGraceMs ?? 30_000);
+        if (settled.requeued.length || settled.failed.length)
+          log.warn(settled, 'settled the jobs of dead instances whose agents did not come back');
+      },
+    };
+  }
+}

@@ -1,0 +1,130 @@
+import pg from 'pg';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../store/index.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+
+export const QUEUED_CHANNEL = 'kici_jobs_queued';
+
+export interface QueueSyncOptions {
+  /** PostgreSQL URL for the LISTEN connection; without it only the poll runs. */
+  url: string | undefined;
+  /** Re-read the queued rows into this instance's queue (Dispatcher.resyncQueued). */
+  resync: () => Promise<unknown>;
+  /** More channels whose notifications wake the same re-read (reload requests). */
+  alsoListen?: string[];
+  /** Backstop: a full re-read this often even when no notification came. */
+  pollMs: number;
+  log: Logger;
+}
+
+/**
+ * The shared queue's wake-up: every instance LISTENs on `kici_jobs_queued` (raised by a trigger
+ * whenever a statement leaves a job queued) and re-reads the queued rows at once, so dispatch
+ * latency across instances does not depend on a polling interval. The poll only covers a lost
+ * notification (the LISTEN connection broke). Re-reads are coalesced: one runs at a time, and a
+ * wake-up during one makes exactly one more.
+ */
+export class QueueSync {
+  private client: pg.Client | undefined;
+  private poll: NodeJS.Timeout | undefined;
+  private reconnect: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+
+  constructor(private readonly opts: QueueSyncOptions) {}
+
+  start(): void {
+    this.poll = setInterval(() => this.wake(), this.opts.pollMs);
+    this.poll.unref();
+    if (this.opts.url) void this.listen();
+  }
+
+  /** Re-read now (coalesced). */
+  wake(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        await this.opts
+          .resync()
+          .catch((err: unknown) =>
+            this.opts.log.warn({ err: errorMessage(err) }, 'could not re-read the shared queue'),
+          );
+      } while (this.again && !this.stopped);
+    })().finally(() => (this.running = undefined));
+  }
+
+  private async listen(): Promise<void> {
+    const client = new pg.Client({
+      connectionString: this.opts.url,
+      keepAlive: true,
+      connectionTimeoutMillis: 5_000,
+    });
+    const retry = () => {
+      if (this.client !== client && this.client !== undefined) return;
+      this.client = undefined;
+      void client.end().catch(() => undefined);
+      if (this.stopped || this.reconnect) return;
+      this.reconnect = setTimeout(() => {
+        this.reconnect = undefined;
+        void this.listen();
+      }, 1_000);
+      this.reconnect.unref();
+    };
+    // A broken LISTEN connection must never be thrown (it would kill the process): reconnect.
+    client.on('error', retry);
+    client.on('end', retry);
+    client.on('notification', () => this.wake());
+    try {
+      this.client = client;
+      await client.connect();
+      await client.query(`listen ${QUEUED_CHANNEL}`);
+      for (const channel of this.opts.alsoListen ?? []) await client.query(`listen ${channel}`);
+      // Anything queued while we were not listening.
+      this.wake();
+    } catch (err) {
+      this.opts.log.warn({ err: errorMessage(err) }, 'could not listen for queued jobs; retrying');
+      retry();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.poll);
+    clearTimeout(this.reconnect);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => undefined);
+    await this.running;
+  }
+}
+
+/**
+ * Take the right to scale for a queued job: one conditional update, so of several instances that
+ * would spawn for it exactly one does. An owner that stopped heartbeating loses the right.
+ */
+export async function claimForScaling(
+  db: Kysely<Database>,
+  jobId: string,
+  instanceId: string,
+): Promise<'mine' | 'other' | 'gone'> {
+  const res = await sql<{ scale_owner: string | null; state: string; mine: boolean }>`
+    with claimed as (
+      update jobs set scale_owner = ${instanceId}
+       where id = ${jobId} and state = 'queued'
+         and (scale_owner is null or scale_owner = ${instanceId} or not exists (
+               select 1 from kici_instances i
+                where i.id = jobs.scale_owner and i.stopped_at is null
+                  and i.last_heartbeat > now() - 3 * i.heartbeat_ms * interval '1 millisecond'))
+      returning id)
+    select j.state, exists (select 1 from claimed) as mine from jobs j where j.id = ${jobId}`.execute(db);
+  const row = res.rows[0];
+  if (!row || row.state !== 'queued') return 'gone';
+  return row.mine ? 'mine' : 'other';
+}
