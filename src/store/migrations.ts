@@ -140,6 +140,20 @@ const migrations: Record<string, Migration> = {
       await sql`alter table agent_tokens add column last_used_at timestamptz`.execute(db);
     },
   },
+  /** Micro-VM IP leases: one row per live VM, so a restarted orchestrator never hands an address out twice. */
+  '005_vm_ip_allocations': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table ip_allocations (
+          ip text primary key,
+          vm_id text not null unique,
+          scaler_name text not null,
+          tap_device text not null,
+          mac_address text not null,
+          allocated_at timestamptz not null default now()
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -138,4 +138,15 @@ export interface Database {
   scaler_spawning_agents: ScalerSpawningAgentsTable;
   scaler_reservations: ScalerReservationsTable;
   scaler_agent_jobs: ScalerAgentJobsTable;
+  ip_allocations: IpAllocationsTable;
+}
+
+/** A micro-VM's address lease on its scaler's bridge (spec D.5). */
+export interface IpAllocationsTable {
+  ip: string;
+  vm_id: string;
+  scaler_name: string;
+  tap_device: string;
+  mac_address: string;
+  allocated_at: Timestamp;
 }
