@@ -31,6 +31,8 @@ export interface OrchestratorOptions {
   dataDir?: string;
   databaseUrl?: string | undefined;
   scalerConfigPath?: string | undefined;
+  /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */
+  backendDeps?: Partial<Pick<BackendDeps, 'vmm' | 'isolationFor' | 'vmStatfs' | 'vmDiskThresholdBytes'>>;
   scalerConfigDir?: string | undefined;
   logger?: Logger;
   clock?: Clock;
@@ -265,7 +267,7 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log, this.store)),
+            createScalerBackend(entry, backendContext(this.opts, this.log, this.store, res.config)),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
@@ -362,8 +364,15 @@ export class Orchestrator {
   }
 }
 
-function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store): BackendDeps {
+function backendContext(
+  opts: OrchestratorOptions,
+  logger: Logger,
+  store: Store,
+  config?: ScalerConfig,
+): BackendDeps {
   return {
+    ...opts.backendDeps,
+    vmNetwork: config?.firecracker,
     logger,
     clock: opts.clock ?? systemClock,
     store,
@@ -380,11 +389,12 @@ async function buildScaler(
   const backends = [];
   for (const entry of config.scalers) {
     // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
-    const backend = await createScalerBackend(entry, backendContext(opts, deps.log, deps.store)).catch(
-      (err: unknown) => {
-        throw err instanceof UserError ? err : new UserError(errorMessage(err));
-      },
-    );
+    const backend = await createScalerBackend(
+      entry,
+      backendContext(opts, deps.log, deps.store, config),
+    ).catch((err: unknown) => {
+      throw err instanceof UserError ? err : new UserError(errorMessage(err));
+    });
     backends.push(backend);
   }
   let ledger: MachineLedger | undefined;

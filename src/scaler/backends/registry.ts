@@ -3,13 +3,19 @@ import { errorMessage, UserError } from '../../util/errors.js';
 import { describeToolProblem, fatalToolError, preflightTools, type ToolProblem } from '../preflight.js';
 import type { ScalerBackend } from '../types.js';
 import { bareMetalDescriptor } from './bare-metal/index.js';
+import { vmDescriptor } from './firecracker/index.js';
 import type { BackendDeps } from './deps.js';
 import type { BackendDescriptor } from './descriptor.js';
 
 /** The only place that knows which backends this build has. */
 const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
   [bareMetalDescriptor.type, bareMetalDescriptor],
+  [vmDescriptor.type, vmDescriptor],
 ]);
+
+/** Spec E: the start-up disk guard for VM hosts (exported from the package entry). */
+export { runDiskGuard } from './firecracker/index.js';
+export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './firecracker/disk-guard.js';
 
 export class UnsupportedBackendError extends UserError {}
 
