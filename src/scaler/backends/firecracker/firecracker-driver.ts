@@ -185,7 +185,7 @@ export class FirecrackerDriver implements VmmDriver {
     );
   }
 
-  async stop(vm: { dir: string; pid: number }, graceMs: number): Promise<void> {
+  async stop(vm: { id: string; dir: string; pid: number }, graceMs: number): Promise<void> {
     // Ctrl-Alt-Del lets the guest shut down; errors are expected (arm64 has no i8042, or it is gone).
     await fcApi(vmFiles(vm.dir).apiSocket, 'PUT', '/actions', { action_type: 'SendCtrlAltDel' }).catch(
       () => {},

@@ -91,7 +91,7 @@ export class QemuDriver implements VmmDriver {
     }
   }
 
-  async stop(vm: { dir: string; pid: number }, graceMs: number): Promise<void> {
+  async stop(vm: { id: string; dir: string; pid: number }, graceMs: number): Promise<void> {
     if (!(await this.owns(vm.pid, vm.dir))) return;
     // SIGTERM makes QEMU exit cleanly (closing the TAP); the guest is disposable, so no ACPI dance.
     try {
