@@ -1,5 +1,6 @@
 import { statfs } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { silentLogger, type Logger } from '../../../util/logger.js';
 import { parseIpv4Cidr } from '../../../config/addresses.js';
 import { firecrackerNetworkSchema, type ScalerConfig, type ScalerEntry } from '../../../config/index.js';
 import type { BackendDeps } from '../deps.js';
@@ -52,13 +53,17 @@ export async function createVmBackend(
   entry: ScalerEntry,
   deps: BackendDeps,
   allocator?: IpAllocator,
+  /** The disk guard's throw-away backend only sweeps: it neither checks nor creates the bridge. */
+  sweepOnly = false,
 ): Promise<VmScalerBackend> {
   const resolvePath = resolverFor(deps.configPath);
   const network = deps.vmNetwork ?? firecrackerNetworkSchema.parse({});
   const run = commandRunner({ sudo: entry.requireSudo });
   const hostNet = new HostNet(run);
   const prefix = parseIpv4Cidr(network.cidr)!.prefix;
-  if (network.autoProvisionHost) {
+  if (sweepOnly) {
+    // nothing to provision
+  } else if (network.autoProvisionHost) {
     const how = await hostNet.ensureBridge(network.bridgeName, `${network.gateway}/${prefix}`);
     if (how === 'created') deps.logger.info({ bridge: network.bridgeName }, 'created the VM bridge');
   } else if (!(await hostNet.bridgeExists(network.bridgeName))) {
@@ -118,22 +123,23 @@ export const vmDescriptor: BackendDescriptor = {
  * orchestrator).
  */
 export function runDiskGuard(
-  opts: DiskGuardOpts & { deps?: Omit<BackendDeps, 'vmm'> },
+  opts: DiskGuardOpts & { logger?: Logger; configPath?: string },
 ): Promise<DiskGuardResult> {
   const reapFn =
     opts.reapFn ??
     (async (cfg: ScalerConfig) => {
-      if (!opts.deps) return { reaped: 0 };
       let reaped = 0;
       for (const entry of cfg.scalers.filter((s) => s.type === 'firecracker')) {
         const network = cfg.firecracker ?? firecrackerNetworkSchema.parse({});
-        const deps = { ...opts.deps, vmNetwork: network, vmm: inertDriver };
-        const b = await createVmBackend(
-          entry,
-          deps,
-          new InMemoryIpAllocator(entry.name, network.cidr, network.gateway),
-        );
-        reaped += await b.cleanupOrphans();
+        // Only the sweep runs: no store (leases live in memory), no hypervisor, no bridge setup.
+        const deps = {
+          logger: opts.logger ?? silentLogger(),
+          configPath: opts.configPath ?? join(process.cwd(), 'scalers.yaml'),
+          vmNetwork: network,
+          vmm: inertDriver,
+        } as BackendDeps;
+        const allocator = new InMemoryIpAllocator(entry.name, network.cidr, network.gateway);
+        reaped += await (await createVmBackend(entry, deps, allocator, true)).cleanupOrphans();
       }
       return { reaped };
     });
