@@ -41,6 +41,16 @@ export type {
 export { createScalerBackend, descriptorFor, availableBackendTypes } from './scaler/backends/registry.js';
 export { runDiskGuard, DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './scaler/backends/registry.js';
 export type { BackendDeps, NftRunner, VmmDriver } from './scaler/backends/deps.js';
+export {
+  IsolationError,
+  NftAgentIsolation,
+  createNftRunner,
+  nftRequiredTool,
+  probeNft,
+  warnIsolationOff,
+  type AgentIsolation,
+  type AgentRuleRequest,
+} from './net/index.js';
 export { Orchestrator, type OrchestratorOptions } from './server/orchestrator.js';
 export { parseRunSpec, runSpecSchema, type RunSpec, type JobSpec } from './jobs/run-spec.js';
 export type * from './protocol/messages.js';

@@ -22,7 +22,11 @@ export interface AgentRuleRequest {
   ip: string;
   /** Where the agent must always reach: the orchestrator's address and port as the agent dials it. */
   orchestrator: { address: string; port: number };
-  /** Extra host services the agent may reach (config `hostAccess`), beyond the orchestrator. */
+  /**
+   * Host services the orchestrator directs agents to (e.g. its object-storage endpoint), in the
+   * `hostAccess` grammar. Part of the default host set (with DNS on the gateway); a label set's
+   * `policy.hostAccess` replaces that whole set. The orchestrator itself is always reachable.
+   */
   hostAccess: string[];
   policy: AgentNetworkPolicy | undefined;
 }

@@ -120,6 +120,22 @@ export interface LogCapture {
   tail(maxLines?: number): string[];
 }
 
+/** Something cleanupOrphans removed, or would remove in a dry run. */
+export interface OrphanItem {
+  /** The agent the compute belonged to; null for things without one (stale firewall rules). */
+  agentId: string | null;
+  /** What it is on the backend: a container id, a pid, a rule set's address. */
+  ref: string;
+  /** Why it counts as an orphan, in words. */
+  reason: string;
+}
+
+export interface CleanupOrphansOptions {
+  /** Report, remove nothing. */
+  dryRun?: boolean;
+  onItem?: (item: OrphanItem) => void;
+}
+
 /** One interface for every backend; policy (caps, backoff, warm pools) stays in the manager. */
 export interface ScalerBackend {
   readonly name: string;
@@ -136,8 +152,12 @@ export interface ScalerBackend {
   /** The agent registered: a later exit is a normal disconnect, not a failed start. */
   markRegistered?(agentId: string): void;
   getLogCapture?(agentId: string): LogCapture | undefined;
-  /** Remove compute this backend started earlier that no live agent owns; returns how many. */
-  cleanupOrphans?(isRegistered: (agentId: string) => boolean): Promise<number>;
+  /**
+   * Remove compute this backend started earlier that no live agent owns (and stale firewall rules);
+   * returns how many. With `dryRun` nothing is removed and the count is what would be. Each item is
+   * reported to `onItem` (the `reap-orphans` command lists them).
+   */
+  cleanupOrphans?(isRegistered: (agentId: string) => boolean, opts?: CleanupOrphansOptions): Promise<number>;
   /** Reclaim compute for an id this backend does not track, using its own evidence only; never foreign compute. */
   reapUnowned?(agentId: string, backendRef: string | null): Promise<boolean>;
   /** Re-track compute that survived an orchestrator restart; false when it is gone. */

@@ -17,6 +17,7 @@ import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
+import { reapOrphans } from './reap-orphans.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -245,6 +246,15 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     return c.json(await explainJob(dispatcher, deps.clock, row));
   });
   app.post('/api/v1/scaler/reload', async (c) => c.json(await deps.reloadScaler()));
+  app.post('/api/v1/scaler/reap-orphans', async (c) => {
+    const dry = c.req.query('dryRun');
+    if (dry !== undefined && dry !== 'true' && dry !== 'false')
+      return c.json(
+        { error: 'bad request', problems: [`dryRun: expected true or false, got ${quote(dry)}`] },
+        400,
+      );
+    return c.json(await reapOrphans(dispatcher, dry === 'true', deps.logger));
+  });
 
   app.notFound((c) =>
     c.json({ error: 'not found', problems: [`no route ${c.req.method} ${quote(c.req.path)}`] }, 404),

@@ -138,4 +138,38 @@ export function registerScalerApiCommands(
       }
       if (r.result === 'rejected') process.exitCode = 1;
     });
+
+  scaler
+    .command('reap-orphans')
+    .description('remove agent compute and firewall rules no live agent owns (left by a crash)')
+    .option('--dry-run', 'list what would be removed, remove nothing')
+    .option('--json', 'machine-readable output')
+    .action(async (o: { dryRun?: boolean; json?: boolean }, cmd: Command) => {
+      const r = await (
+        await client(cmd)
+      ).request<ReapOrphansView>('POST', `/api/v1/scaler/reap-orphans?dryRun=${o.dryRun ? 'true' : 'false'}`);
+      if (o.json) printJson(r);
+      else {
+        const verb = r.dryRun ? 'would remove' : 'removed';
+        if (!r.items.length)
+          process.stdout.write(`no orphans (${r.dryRun ? 'dry run' : 'nothing removed'})\n`);
+        else {
+          process.stdout.write(`${verb} ${r.items.length}:\n`);
+          process.stdout.write(
+            table(
+              ['SCALER', 'AGENT', 'REF', 'REASON'],
+              r.items.map((i) => [i.scaler, i.agentId ?? '-', i.ref, i.reason]),
+            ) + '\n',
+          );
+        }
+        for (const e of r.errors) process.stdout.write(`${e.scaler}: sweep failed: ${e.message}\n`);
+      }
+      if (r.errors.length) process.exitCode = 1;
+    });
+}
+
+interface ReapOrphansView {
+  dryRun: boolean;
+  items: { scaler: string; agentId: string | null; ref: string; reason: string }[];
+  errors: { scaler: string; message: string }[];
 }

@@ -7,15 +7,12 @@ import type { AgentIsolation } from '../../net/isolation.js';
 import type { EffectiveLimits } from '../types.js';
 import type { VmmDriver } from './firecracker/vmm.js';
 import type { StatfsFn } from './firecracker/disk-guard.js';
+import type { NftRunner } from '../../net/nft-runner.js';
 
 export type { VmmDriver } from './firecracker/vmm.js';
 
-/** Runs nft with a ruleset on stdin (the container and micro-VM backends' network policy). */
-export interface NftRunner {
-  apply(ruleset: string): Promise<void>;
-  list(table: string): Promise<string>;
-  deleteTable(table: string): Promise<void>;
-}
+/** Runs nft with JSON batches (the container and micro-VM backends' network policy); see src/net. */
+export type { NftRunner } from '../../net/nft-runner.js';
 
 /** Per-agent cgroups for bare-metal `enforceCgroups` (v1 or v2, detected on the host). */
 export interface CgroupDriver {

@@ -8,6 +8,7 @@ import { swallow } from '../../../util/swallowed-errors.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
+  CleanupOrphansOptions,
   DestroyContext,
   LogCapture,
   ManagedAgent,
@@ -21,6 +22,7 @@ import { launchError } from './launch-error.js';
 import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
 import { joinCgroupsCommand, type CgroupDriver } from './cgroups.js';
+import { findOrphanAgents } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
 export interface BareMetalBackendOptions {
@@ -55,7 +57,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   readonly capabilities: BackendCapabilities = {
     localCompute: true,
     lifetime: 'orchestrator',
-    cleansOrphans: false,
+    cleansOrphans: true,
     capturesLogs: true,
   };
   readonly name: string;
@@ -278,6 +280,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (!agentAlive) return false;
     if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(this.cgroupLeft(agentId));
     return true;
+  }
+
+  /** Agent processes a dead orchestrator left behind for this scaler (see orphans.ts for the evidence). */
+  async cleanupOrphans(
+    isRegistered: (agentId: string) => boolean,
+    opts: CleanupOrphansOptions = {},
+  ): Promise<number> {
+    const orphans = await findOrphanAgents(this.name, (id) => this.agents.has(id), isRegistered);
+    for (const o of orphans) opts.onItem?.({ agentId: o.agentId, ref: o.ref, reason: o.reason });
+    if (opts.dryRun) return orphans.length;
+    await Promise.all(orphans.map((o) => this.reapUnowned(o.agentId, o.ref)));
+    return orphans.length;
   }
 
   /** A cgroup that could not be removed is left behind (empty or not): logged and counted. */

@@ -1,0 +1,136 @@
+/**
+ * AgentIsolation on nftables: per-address chains in one `inet` table (see nft-rules.ts). The table
+ * is ours alone and uses no chain of Docker's or netavark's, so it works beside either engine.
+ */
+import { isIP } from 'node:net';
+import { errorMessage } from '../util/errors.js';
+import { IsolationError, type AgentIsolation, type AgentRuleRequest } from './isolation.js';
+import { applyCommands, baseCommands, ipOfChain, removeCommands, type NftTableSpec } from './nft-rules.js';
+import { isNftMissing, NftError, type NftRunner } from './nft-runner.js';
+
+export interface NftIsolationOptions {
+  runner: NftRunner;
+  /** Table name; default `kici_agents`. */
+  table?: string;
+  /** The agents' bridge gateway; default 172.30.0.1. */
+  gateway?: string;
+  /** The agents' subnet: reapStale only ever touches addresses inside it. Default 172.30.0.0/16. */
+  subnet?: string;
+}
+
+export const DEFAULT_AGENT_TABLE = 'kici_agents';
+
+export const NFT_REMEDY =
+  'install nftables (Debian: apt-get install --no-install-recommends nftables) and run the orchestrator with CAP_NET_ADMIN (root, or requireSudo with passwordless sudo for nft), or set networkIsolation: false on this scaler (agents then reach every network the host reaches)';
+
+function inSubnet(ip: string, cidr: string): boolean {
+  const [net, lenText] = cidr.split('/');
+  const len = Number(lenText ?? 32);
+  const num = (a: string) => a.split('.').reduce((acc, p) => acc * 256 + Number(p), 0);
+  if (isIP(ip) !== 4 || isIP(net!) !== 4) return false;
+  const mask = len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+  return (num(ip) & mask) >>> 0 === (num(net!) & mask) >>> 0;
+}
+
+export class NftAgentIsolation implements AgentIsolation {
+  readonly spec: NftTableSpec;
+  private readonly subnet: string;
+  private readonly runner: NftRunner;
+  /** The base is set up once per instance; a failure is retried on the next call. */
+  private base: Promise<void> | undefined;
+
+  constructor(opts: NftIsolationOptions) {
+    this.runner = opts.runner;
+    this.spec = { table: opts.table ?? DEFAULT_AGENT_TABLE, gateway: opts.gateway ?? '172.30.0.1' };
+    this.subnet = opts.subnet ?? '172.30.0.0/16';
+  }
+
+  /** Create the table and base chains (idempotent); throws IsolationError with the remedy. */
+  ensureBase(): Promise<void> {
+    this.base ??= this.exec(baseCommands(this.spec), 'could not set up the agent firewall').catch(
+      (err: unknown) => {
+        this.base = undefined;
+        throw err;
+      },
+    );
+    return this.base;
+  }
+
+  async apply(req: AgentRuleRequest): Promise<void> {
+    if (isIP(req.ip) !== 4)
+      throw new IsolationError(
+        `agent ${req.agentId} has no IPv4 address ("${req.ip}")`,
+        'check the agent network',
+      );
+    // One batch: the old chains' contents and the new rules swap atomically.
+    await this.withBase(
+      applyCommands(req, this.spec),
+      `could not install the firewall rules for agent ${req.agentId} (${req.ip})`,
+    );
+  }
+
+  async remove(ip: string): Promise<void> {
+    if (isIP(ip) !== 4) return;
+    await this.withBase(removeCommands(ip, this.spec), `could not remove the firewall rules for ${ip}`);
+  }
+
+  /** Run `commands` on the base; when the table vanished under us (flushed by hand), rebuild it once. */
+  private async withBase(commands: Parameters<NftRunner['run']>[0], what: string): Promise<void> {
+    await this.ensureBase();
+    try {
+      await this.runner.run(commands);
+      return;
+    } catch (err) {
+      if (!isNftMissing(err)) throw this.wrap(err, what);
+    }
+    this.base = undefined;
+    await this.ensureBase();
+    await this.exec(commands, what);
+  }
+
+  async listRuled(): Promise<string[]> {
+    let objects;
+    try {
+      objects = await this.runner.list(['table', 'inet', this.spec.table]);
+    } catch (err) {
+      if (isNftMissing(err)) return [];
+      throw this.wrap(err, 'could not list the agent firewall');
+    }
+    const ips = new Set<string>();
+    for (const o of objects) {
+      const name = o.chain?.name;
+      const ip = typeof name === 'string' ? ipOfChain(name) : undefined;
+      if (ip) ips.add(ip);
+    }
+    return [...ips].sort();
+  }
+
+  async reapStale(live: ReadonlySet<string>): Promise<number> {
+    const stale = (await this.listRuled()).filter((ip) => inSubnet(ip, this.subnet) && !live.has(ip));
+    for (const ip of stale) await this.remove(ip);
+    return stale.length;
+  }
+
+  /** Remove the whole table (tests, and an operator turning isolation off for good). */
+  async dropTable(): Promise<void> {
+    this.base = undefined;
+    try {
+      await this.runner.run([{ delete: { table: { family: 'inet', name: this.spec.table } } }]);
+    } catch (err) {
+      if (!isNftMissing(err)) throw this.wrap(err, 'could not remove the agent firewall table');
+    }
+  }
+
+  private async exec(commands: Parameters<NftRunner['run']>[0], what: string): Promise<void> {
+    try {
+      await this.runner.run(commands);
+    } catch (err) {
+      throw this.wrap(err, what);
+    }
+  }
+
+  private wrap(err: unknown, what: string): IsolationError {
+    const detail = err instanceof NftError ? err.message : errorMessage(err);
+    return new IsolationError(`${what} (table inet ${this.spec.table}): ${detail}`, NFT_REMEDY);
+  }
+}

@@ -1,0 +1,75 @@
+/**
+ * Bare-metal agents an earlier orchestrator left running. The evidence is the host's own: the
+ * process's environment names a scaler agent of this scaler, and its launcher is gone (it was
+ * re-parented to init), so no orchestrator on this host still owns it.
+ */
+import { readdir, readFile } from 'node:fs/promises';
+import type { OrphanItem } from '../../types.js';
+
+export interface OrphanAgentProcess extends OrphanItem {
+  agentId: string;
+  pid: number;
+}
+
+function envOf(text: string): Map<string, string> {
+  const env = new Map<string, string>();
+  for (const kv of text.split('\0')) {
+    const eq = kv.indexOf('=');
+    if (eq > 0) env.set(kv.slice(0, eq), kv.slice(eq + 1));
+  }
+  return env;
+}
+
+/** pgid and ppid from /proc/<pid>/stat (fields 5 and 4; the command in parentheses may hold spaces). */
+async function statOf(pid: number): Promise<{ ppid: number; pgid: number } | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return { ppid: Number(rest[1]), pgid: Number(rest[2]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Agent processes of `scalerName` (group leaders with `KICI_SCALER_MANAGED=1`, a `kici:scaler:<name>`
+ * label and an agent id) that this backend does not track, that are not registered here, and whose
+ * launcher has exited. A process whose parent is still alive belongs to a running orchestrator
+ * (maybe another one on this host) and is always spared.
+ */
+export async function findOrphanAgents(
+  scalerName: string,
+  tracked: (agentId: string) => boolean,
+  isRegistered: (agentId: string) => boolean,
+): Promise<OrphanAgentProcess[]> {
+  let names: string[];
+  try {
+    names = await readdir('/proc');
+  } catch {
+    return [];
+  }
+  const found: OrphanAgentProcess[] = [];
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const pid = Number(name);
+    let env: Map<string, string>;
+    try {
+      env = envOf(await readFile(`/proc/${pid}/environ`, 'utf8'));
+    } catch {
+      continue; // exited, or not ours to read
+    }
+    const agentId = env.get('KICI_AGENT_ID');
+    if (!agentId || env.get('KICI_SCALER_MANAGED') !== '1') continue;
+    if (!(env.get('KICI_LABELS') ?? '').split(',').includes(`kici:scaler:${scalerName}`)) continue;
+    const stat = await statOf(pid);
+    if (!stat || stat.pgid !== pid || stat.ppid !== 1) continue;
+    if (tracked(agentId) || isRegistered(agentId)) continue;
+    found.push({
+      agentId,
+      pid,
+      ref: String(pid),
+      reason: 'agent process whose orchestrator is gone (re-parented to init) and not registered here',
+    });
+  }
+  return found;
+}

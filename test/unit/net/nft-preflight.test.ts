@@ -1,0 +1,48 @@
+/**
+ * With isolation on, a host without nft must stop start-up with the remedy; with it off, the
+ * operator is told once per scaler what that means.
+ */
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { IsolationError } from '../../../src/net/isolation.js';
+import { nftRequiredTool, probeNft, warnIsolationOff } from '../../../src/net/nft-preflight.js';
+import { createNftRunner, NftError } from '../../../src/net/nft-runner.js';
+import { fatalToolError, preflightTools } from '../../../src/scaler/preflight.js';
+
+describe('nft preflight', () => {
+  it('nft missing from PATH is a fatal problem whose message names the scaler, nft and the remedy', async () => {
+    const empty = await mkdtemp(join(tmpdir(), 'kici-nopath-'));
+    const problems = await preflightTools({ name: 'ctr' }, [nftRequiredTool()], { PATH: empty });
+    expect(problems).toHaveLength(1);
+    const err = fatalToolError(problems);
+    expect(err?.message).toMatch(/scaler "ctr": nft \(network isolation\): nft was not found on PATH/);
+    expect(err?.message).toMatch(/apt-get install .*nftables.*CAP_NET_ADMIN.*networkIsolation: false/);
+  });
+
+  it('the probe turns an unstartable nft into an IsolationError with the remedy', async () => {
+    const runner = createNftRunner({ command: '/nonexistent/kici/nft' });
+    const raw = await runner.list(['tables']).catch((e: unknown) => e);
+    expect(raw).toBeInstanceOf(NftError);
+    expect((raw as NftError).code).toBe('ENOENT');
+    const err = await probeNft(runner, 'ctr').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IsolationError);
+    expect((err as IsolationError).remedy).toMatch(/nftables/);
+    expect((err as Error).message).toContain('scaler "ctr"');
+  });
+
+  it('networkIsolation false warns once per scaler, not again on a reload', () => {
+    const lines: string[] = [];
+    const log = pino(
+      { level: 'warn' },
+      { write: (s: string) => void lines.push(JSON.parse(s).msg as string) },
+    );
+    expect(warnIsolationOff(log, 'a')).toBe(true);
+    expect(warnIsolationOff(log, 'a')).toBe(false);
+    expect(warnIsolationOff(log, 'b')).toBe(true);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/scaler "a": networkIsolation is false: its agents reach every network/);
+  });
+});
