@@ -21,7 +21,7 @@ die() { echo "build-vm-guest: $*" >&2; exit 1; }
 
 [[ -f "$REPO/dist/cli/agent.js" ]] || die "dist/cli/agent.js is missing: run npm run build first"
 [[ -x "$NODE_BIN" ]] || die "no node binary (set KICI_VM_NODE)"
-file -L "$BUSYBOX" | grep -q 'statically linked' || die "$BUSYBOX is not a static busybox (apt-get install busybox-static)"
+{ ldd "$BUSYBOX" 2>&1 || true; } | grep -qE 'not a dynamic executable|statically linked' || die "$BUSYBOX is not a static busybox (apt-get install busybox-static)"
 for t in mke2fs python3 dpkg; do command -v $t >/dev/null || die "$t is not on PATH"; done
 mkdir -p "$OUT"
 WORK=$(mktemp -d "$OUT/.build.XXXXXX")
@@ -129,7 +129,8 @@ if [ -b /dev/vdc ]; then
   tr -d '\000' </dev/vdc >"$ENVF"
 else
   ip route add 169.254.169.254 dev eth0 2>/dev/null
-  wget -q -O "$ENVF" http://169.254.169.254/latest/meta-data/kici-env-file || echo "kici-guest: MMDS unreachable"
+  # Node, not busybox wget: the static busybox's resolver needs NSS libraries the guest lacks.
+  node -e 'fetch("http://169.254.169.254/latest/meta-data/kici-env-file").then(r=>r.text()).then(t=>process.stdout.write(t),()=>{console.error("kici-guest: MMDS unreachable");process.exit(1)})' >"$ENVF"
 fi
 chmod 600 "$ENVF"
 set -a; . "$ENVF"; set +a

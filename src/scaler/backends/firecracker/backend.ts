@@ -7,6 +7,7 @@ import { checkLabelSets } from '../../core/label-set-check.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
+  CleanupOrphansOptions,
   DestroyContext,
   LogCapture,
   ManagedAgent,
@@ -71,6 +72,8 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   private entry: ScalerEntry;
   readonly vms = new Map<string, TrackedVm>();
   private readonly stopping = new Map<string, Promise<void>>();
+  /** Spawns in flight; true once a destroy() asked for the agent before it was tracked. */
+  private readonly spawning = new Map<string, boolean>();
   readonly log: Logger;
   readonly orphans: VmOrphans;
 
@@ -99,6 +102,16 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   }
 
   async spawn(ctx: SpawnContext): Promise<ManagedAgent> {
+    // Registered before the first await, so a destroy() that comes at once still finds the spawn.
+    this.spawning.set(ctx.agentId, false);
+    try {
+      return await this.spawnVm(ctx);
+    } finally {
+      this.spawning.delete(ctx.agentId);
+    }
+  }
+
+  private async spawnVm(ctx: SpawnContext): Promise<ManagedAgent> {
     const key = normalizeLabelSet(ctx.labelSet);
     const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls) throw new SpawnError('config', `label set [${key}] is not served by VM scaler "${this.name}"`);
@@ -153,6 +166,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     };
     this.vms.set(ctx.agentId, t);
     try {
+      this.abortIfGone(ctx, t);
       const orch = guestOrchestratorUrl(ctx.orchestratorUrl, net.gateway);
       ctx.onEvent('scaler.network', `${lease.ip} on ${net.bridgeName} via ${lease.tap}`);
       const record: VmRecord = {
@@ -164,7 +178,9 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
         startedAt: agent.spawnedAt,
       };
       await prepareVmDir(dir, ls.overlayDriveSizeMib ?? DEFAULT_OVERLAY_MIB, this.opts.run, record);
+      this.abortIfGone(ctx, t);
       await this.opts.hostNet.addTap(lease.tap, net.bridgeName);
+      this.abortIfGone(ctx, t);
       await this.opts.isolation?.apply({
         agentId: ctx.agentId,
         scalerName: this.name,
@@ -216,7 +232,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     } catch (err) {
       const message = err instanceof SpawnError ? err.message : `VM start failed: ${errorMessage(err)}`;
       ctx.onEvent('scaler.failed', message);
-      await this.destroy(ctx.agentId, { reason: 'spawn-failed' });
+      await this.abandon(t);
       if (err instanceof SpawnError) throw err;
       throw new SpawnError('unknown', message, { cause: err });
     }
@@ -226,8 +242,23 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     return agent;
   }
 
+  /**
+   * A failed or abandoned spawn cleans up itself: a destroy() that ran while the spawn was in flight
+   * found no VMM yet, so whatever the spawn started after that is removed here.
+   */
+  private async abandon(t: TrackedVm): Promise<void> {
+    t.destroying = true;
+    await this.stopping.get(t.agent.id)?.catch(() => {});
+    if (t.pid !== undefined) await this.opts.driver.stop({ id: t.agent.id, dir: t.dir, pid: t.pid }, 0);
+    await Promise.all(t.tails.map((x) => x.stop()));
+    await this.removeArtifacts(t.agent.id, t.lease);
+    if (this.vms.get(t.agent.id) === t) this.vms.delete(t.agent.id);
+  }
+
   private abortIfGone(ctx: SpawnContext, t: TrackedVm): void {
-    if (ctx.signal.aborted || t.destroying) throw new SpawnError('spawn-timeout', 'spawn aborted');
+    if (ctx.signal.aborted || t.destroying || this.spawning.get(t.agent.id)) {
+      throw new SpawnError('spawn-timeout', 'spawn aborted');
+    }
   }
 
   /** Refuse a spawn that would fill the disk; the reason reaches the waiting job via scaler.failed. */
@@ -290,7 +321,10 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     const under = this.stopping.get(agentId);
     if (under) return under;
     const t = this.vms.get(agentId);
-    if (!t) return Promise.resolve();
+    if (!t) {
+      if (this.spawning.has(agentId)) this.spawning.set(agentId, true);
+      return Promise.resolve();
+    }
     this.log.info({ agentId, reason: ctx.reason, pid: t.pid, ip: t.lease.ip }, 'destroying VM');
     const run = this.teardown(t).finally(() => {
       this.stopping.delete(agentId);
@@ -323,8 +357,12 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     if (lease) await this.opts.allocator.release(agentId);
   }
 
-  cleanupOrphans(): Promise<number> {
-    return this.orphans.sweep();
+  cleanupOrphans(
+    _isRegistered?: (agentId: string) => boolean,
+    opts?: CleanupOrphansOptions,
+  ): Promise<number> {
+    // Liveness of the VMM decides, not registration: a booting VM has not registered yet.
+    return this.orphans.sweep(opts);
   }
 
   adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {

@@ -2,7 +2,18 @@ import { statfs } from 'node:fs/promises';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { silentLogger, type Logger } from '../../../util/logger.js';
 import { parseIpv4Cidr } from '../../../config/addresses.js';
-import { firecrackerNetworkSchema, type ScalerConfig, type ScalerEntry } from '../../../config/index.js';
+import {
+  firecrackerNetworkSchema,
+  type FirecrackerNetwork,
+  type ScalerConfig,
+  type ScalerEntry,
+} from '../../../config/index.js';
+import {
+  createNftRunner,
+  NftAgentIsolation,
+  nftRequiredTool,
+  type AgentIsolation,
+} from '../../../net/index.js';
 import type { BackendDeps } from '../deps.js';
 import type { BackendDescriptor } from '../descriptor.js';
 import { VmScalerBackend } from './backend.js';
@@ -48,6 +59,17 @@ async function driverFor(
   });
 }
 
+/**
+ * The VMs' firewall: the composition root's (tests pass their own) or nftables in the table the
+ * `firecracker:` block names, with the bridge gateway as the orchestrator's address.
+ */
+function isolationFor(entry: ScalerEntry, deps: BackendDeps, network: FirecrackerNetwork): AgentIsolation {
+  const o = { table: network.table, bridge: network.bridgeName, subnet: network.cidr };
+  if (deps.isolationFor) return deps.isolationFor(o);
+  const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo });
+  return new NftAgentIsolation({ runner, table: o.table, gateway: network.gateway, subnet: o.subnet });
+}
+
 /** Build the backend; `allocator` lets the disk guard use a throw-away in-memory one. */
 export async function createVmBackend(
   entry: ScalerEntry,
@@ -79,11 +101,7 @@ export async function createVmBackend(
     allocator: allocator ?? new DbIpAllocator(deps.store, entry.name, network.cidr, network.gateway),
     hostNet,
     run,
-    isolation: deps.isolationFor?.({
-      table: network.table,
-      bridge: network.bridgeName,
-      subnet: network.cidr,
-    }),
+    isolation: sweepOnly ? undefined : isolationFor(entry, deps, network),
     logger: deps.logger,
     resolvePath,
     disk: {
@@ -92,12 +110,6 @@ export async function createVmBackend(
     },
     ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
   });
-  if (!backend.opts.isolation) {
-    deps.logger.warn(
-      { scaler: entry.name },
-      'no nft isolation is wired for this VM scaler: VMs reach whatever the bridge routes to',
-    );
-  }
   deps.logger.info(
     { scaler: entry.name, vmm: driver.describe(), bridge: network.bridgeName },
     'VM scaler ready',
@@ -108,7 +120,7 @@ export async function createVmBackend(
 /** How the registry builds a VM scaler (`type: firecracker`, VMM firecracker or qemu). */
 export const vmDescriptor: BackendDescriptor = {
   type: 'firecracker',
-  requiredTools: (entry, deps) => vmTools(entry, resolverFor(deps.configPath)),
+  requiredTools: (entry, deps) => [...vmTools(entry, resolverFor(deps.configPath)), nftRequiredTool()],
   async create(entry, deps) {
     const backend = await createVmBackend(entry, deps);
     // Start-up sweep: artifacts of VMs whose VMM is dead. Running VMs are left for adopt/reap.

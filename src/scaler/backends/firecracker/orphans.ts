@@ -1,5 +1,5 @@
 import { access } from 'node:fs/promises';
-import type { ManagedAgent } from '../../types.js';
+import type { CleanupOrphansOptions, ManagedAgent } from '../../types.js';
 import type { VmHost } from './tracked.js';
 import { VM_TAP_PATTERN } from './host-net.js';
 import type { IpLease } from './ip-allocator.js';
@@ -26,30 +26,39 @@ export class VmOrphans {
   }
 
   /** Re-entrancy guarded: a sweep already under way is shared. */
-  sweep(): Promise<number> {
-    this.sweeping ??= this.runSweep().finally(() => (this.sweeping = undefined));
+  sweep(opts: CleanupOrphansOptions = {}): Promise<number> {
+    if (opts.dryRun) return this.runSweep(opts);
+    this.sweeping ??= this.runSweep(opts).finally(() => (this.sweeping = undefined));
     return this.sweeping;
   }
 
-  private async runSweep(): Promise<number> {
+  private async runSweep(opts: CleanupOrphansOptions): Promise<number> {
     const { allocator, hostNet, isolation } = this.b.opts;
     const live = await this.liveIds();
     let count = 0;
+    /** Report it, and act unless this is a dry run. */
+    const item = async (agentId: string | null, ref: string, reason: string, act: () => Promise<unknown>) => {
+      opts.onItem?.({ agentId, ref, reason });
+      if (!opts.dryRun) await act();
+      count++;
+    };
     // 1. Leases of this scaler whose VM is gone: the lease names the TAP and the rules.
     const leases = await allocator.getAllocations();
     for (const l of leases) {
       if (l.scalerName !== this.b.name || live.has(l.vmId)) continue;
-      await this.b.removeArtifacts(l.vmId, l);
-      count++;
+      await item(l.vmId, `${l.ip} ${l.tap}`, 'IP lease of a VM that is not running', () =>
+        this.b.removeArtifacts(l.vmId, l),
+      );
     }
     // 2. Directories of dead VMs with no lease left.
     const leased = new Set((await allocator.getAllocations()).map((l) => l.vmId));
     for (const id of await listVmIds(this.b.base)) {
       if (live.has(id) || leased.has(id)) continue;
       const rec = await readRecord(vmDirFor(this.b.base, id));
-      if (rec?.tap) await hostNet.deleteTap(rec.tap);
-      await removeVmDir(this.b.base, id);
-      count++;
+      await item(id, vmDirFor(this.b.base, id), 'directory of a VM that is not running', async () => {
+        if (rec?.tap && VM_TAP_PATTERN.test(rec.tap)) await hostNet.deleteTap(rec.tap);
+        await removeVmDir(this.b.base, id);
+      });
     }
     // 3. Our TAP names with no lease and no live VM; re-read leases after listing (allocate races).
     const taps = await hostNet.listTaps();
@@ -57,8 +66,7 @@ export class VmOrphans {
     const keep = new Set([...after.map((l) => l.tap), ...[...this.b.vms.values()].map((t) => t.lease.tap)]);
     for (const tap of taps) {
       if (keep.has(tap) || tap === this.b.opts.network.bridgeName) continue;
-      await hostNet.deleteTap(tap);
-      count++;
+      await item(null, tap, 'VM TAP device with no lease and no running VM', () => hostNet.deleteTap(tap));
     }
     // 4. Rules for addresses no live VM (of any scaler on this bridge) holds.
     if (isolation) {
@@ -66,7 +74,12 @@ export class VmOrphans {
         ...after.filter((l) => l.scalerName !== this.b.name || live.has(l.vmId)).map((l) => l.ip),
         ...[...this.b.vms.values()].map((t) => t.lease.ip),
       ]);
-      count += await isolation.reapStale(held);
+      if (opts.dryRun) {
+        for (const ip of await isolation.listRuled()) {
+          if (!held.has(ip))
+            await item(null, ip, 'firewall rules for an address no VM holds', async () => {});
+        }
+      } else count += await isolation.reapStale(held);
     }
     if (count) this.b.log.info({ reaped: count }, 'reaped stale VM artifacts');
     return count;
