@@ -7,7 +7,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createStore, openDatabase } from '../../src/store/index.js';
 import { adminApi, freePort, killServe, tail, type ServeProcess } from '../helpers/crash.js';
 import { freshDataDir } from '../helpers/data-dir.js';
-import { eventually, ORCH_BIN, runNode, writeConfig, type JobBody } from '../helpers/orchestrator.js';
+import {
+  ADMIN_BIN,
+  eventually,
+  ORCH_BIN,
+  runNode,
+  writeConfig,
+  type JobBody,
+} from '../helpers/orchestrator.js';
 import { deleteLink, qemuPidsUnder, tapsOn, vmConfig } from '../helpers/vm.js';
 
 /**
@@ -78,6 +85,31 @@ describe('kill -9 of the orchestrator with a VM running', () => {
     const [vmPid] = await qemuPidsUnder(base);
     expect(vmPid).toBeGreaterThan(0);
     const [vmId] = await readdir(join(base, 'firecracker'));
+
+    // kici-admin firecracker list shows the VM with its address, TAP, VMM pid and connected agent.
+    const admin = runNode([
+      ADMIN_BIN,
+      '--server',
+      first.url,
+      '--token',
+      token,
+      'firecracker',
+      'list',
+      '--json',
+    ]);
+    expect((await admin.exited).code, admin.output().stderr).toBe(0);
+    const listed = JSON.parse(admin.output().stdout) as Record<string, unknown>[];
+    expect(listed).toEqual([
+      expect.objectContaining({
+        scaler: 'vmk',
+        agentId: vmId,
+        ip: `${SUBNET}.2`,
+        tap: `kici-${vmId!.slice(-8)}`,
+        pid: vmPid,
+        agentConnected: true,
+        boundJobId: jobId,
+      }),
+    ]);
 
     process.kill(first.pid, 'SIGKILL');
     await first.exited;

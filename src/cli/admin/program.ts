@@ -4,6 +4,7 @@ import { packageVersion } from '../../version.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
+import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
@@ -31,6 +32,7 @@ export function buildAdminProgram(): Command {
   registerScalerConfigCommands(scaler);
   registerScalerApiCommands(scaler, client);
   registerDiagnoseCommand(program, client);
+  registerFirecrackerCommands(program, client);
   return program;
 }
 
