@@ -6,6 +6,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
 import { benchReconcile } from './reconcile.ts';
+import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
 const only = process.argv.slice(2);
@@ -14,6 +15,8 @@ const benches: [string, () => Promise<BenchResult | { name: string; medianMs: nu
   ['cold-start', () => benchColdStart(50)],
   ['reconcile', benchReconcile],
 ];
+// Needs root, a namespace of its own and the guest: only when the guest is named (see vm-start.ts).
+if (process.env.KICI_TEST_VM_KERNEL) benches.push(['vm-start', () => benchVmStart(3)]);
 
 const results: BenchResult[] = [];
 for (const [key, run] of benches) {

@@ -1,5 +1,4 @@
 import { normalizeLabelSet, type FirecrackerNetwork, type ScalerEntry } from '../../../config/index.js';
-import { parseIpv4Cidr } from '../../../config/addresses.js';
 import type { AgentIsolation } from '../../../net/isolation.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { Logger } from '../../../util/logger.js';
@@ -17,20 +16,13 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import { guardVolume, type StatfsFn } from './disk-guard.js';
-import { buildGuestEnv, guestOrchestratorUrl } from './guest-env.js';
+import { guestOrchestratorUrl } from './guest-env.js';
 import type { CommandRunner, HostNet } from './host-net.js';
 import type { IpAllocator, IpLease } from './ip-allocator.js';
-import { bootFailureOf, FileTail } from './log-tail.js';
-import { guestFileProblem, vmTools } from './tools.js';
-import {
-  prepareVmDir,
-  readRecord,
-  removeVmDir,
-  vmDirFor,
-  vmFiles,
-  writePid,
-  type VmRecord,
-} from './vm-dir.js';
+import { guestFilesProblem, vmTools } from './tools.js';
+import { reportEarlyExit, startVmTails, TAIL_LINES } from './vm-logs.js';
+import { ruleRequestFor, vmLaunchFor } from './launch.js';
+import { prepareVmDir, removeVmDir, vmDirFor, writePid, type VmRecord } from './vm-dir.js';
 import { VmOrphans } from './orphans.js';
 import type { TrackedVm, VmHost } from './tracked.js';
 import type { VmmDriver } from './vmm.js';
@@ -53,7 +45,6 @@ export interface VmBackendOptions {
   stopGraceMs?: number;
 }
 
-const TAIL_LINES = 50;
 const DEFAULT_OVERLAY_MIB = 2048;
 
 /**
@@ -82,6 +73,10 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'vm-backend', scaler: this.name, vmm: opts.driver.kind });
     this.orphans = new VmOrphans(this);
+  }
+
+  private get launchEnv() {
+    return { resolvePath: this.opts.resolvePath, hostEnv: this.opts.hostEnv ?? process.env, log: this.log };
   }
 
   get base(): string {
@@ -123,18 +118,10 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       );
     }
     if (ctx.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
-    const kernelField = ls.kernelPath ? 'labelSets[].kernelPath' : 'kernelPath';
-    const guest: [string, string | undefined][] = [
-      [kernelField, ls.kernelPath ?? this.entry.kernelPath],
-      ['initrdPath', this.entry.initrdPath],
-      ['labelSets[].rootfsPath', ls.rootfsPath],
-    ];
-    for (const [field, p] of guest) {
-      const problem = p ? await guestFileProblem(field, this.opts.resolvePath(p)) : undefined;
-      if (problem) {
-        ctx.onEvent('scaler.failed', problem);
-        throw new DeterministicSpawnError('binary-missing', problem);
-      }
+    const problem = await guestFilesProblem(ls, this.entry, this.opts.resolvePath);
+    if (problem) {
+      ctx.onEvent('scaler.failed', problem);
+      throw new DeterministicSpawnError('binary-missing', problem);
     }
     await this.checkDisk(ctx);
     const net = this.opts.network;
@@ -181,53 +168,26 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       this.abortIfGone(ctx, t);
       await this.opts.hostNet.addTap(lease.tap, net.bridgeName);
       this.abortIfGone(ctx, t);
-      await this.opts.isolation?.apply({
-        agentId: ctx.agentId,
-        scalerName: this.name,
-        ip: lease.ip,
-        orchestrator: { address: orch.host, port: orch.port },
-        hostAccess: [],
-        policy: ls.networkPolicy
-          ? { ...ls.networkPolicy, denyAll: ls.networkPolicy.denyAll ?? false }
-          : undefined,
-      });
+      await this.opts.isolation?.apply(ruleRequestFor(ctx.agentId, this.name, lease.ip, orch, ls));
       this.abortIfGone(ctx, t);
-      const prefix = parseIpv4Cidr(net.cidr)!.prefix;
-      const files = vmFiles(dir);
       ctx.onEvent('scaler.provisioning', `booting microVM (${this.opts.driver.describe()})`);
       this.startTails(t, ctx);
-      const started = await this.opts.driver.start({
-        id: ctx.agentId,
-        dir,
-        kernel: this.opts.resolvePath(ls.kernelPath ?? this.entry.kernelPath!),
-        initrd: this.entry.initrdPath ? this.opts.resolvePath(this.entry.initrdPath) : undefined,
-        rootfs: this.opts.resolvePath(ls.rootfsPath),
-        overlay: files.overlay,
-        vcpus: vcpusFor(ctx, ls.vcpuCount ?? this.entry.vcpuCount),
-        memMib: memMibFor(ctx, ls.memSizeMib ?? this.entry.memSizeMib),
-        bootArgs: `console=ttyS0 rdinit=/init panic=-1 reboot=t quiet kici.net=${lease.ip},${net.gateway},${prefix}`,
-        tap: lease.tap,
-        mac: lease.mac,
-        ip: lease.ip,
-        guestEnv: buildGuestEnv(
-          {
-            orchestratorUrl: orch.url,
-            agentId: ctx.agentId,
-            auth: ctx.auth,
-            fullLabels: ctx.fullLabels,
-            gatewayIp: net.gateway,
-          },
+      const started = await this.opts.driver.start(
+        vmLaunchFor({
+          ctx,
           ls,
-          this.opts.hostEnv ?? process.env,
-          this.log,
-        ),
-        serialLog: files.serialLog,
-        vmmLog: files.vmmLog,
-      });
+          entry: this.entry,
+          dir,
+          lease,
+          net,
+          orchestratorUrl: orch.url,
+          ...this.launchEnv,
+        }),
+      );
       t.pid = started.pid;
       agent.backendRef = String(started.pid);
       await writePid(dir, started.pid);
-      void started.exited.then((code) => this.onExit(ctx, t, code));
+      void started.exited.then((code) => reportEarlyExit(this.log, ctx, t, code));
       this.abortIfGone(ctx, t);
     } catch (err) {
       const message = err instanceof SpawnError ? err.message : `VM start failed: ${errorMessage(err)}`;
@@ -278,38 +238,8 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     throw new SpawnError('capacity', message);
   }
 
-  /** Serial console and VMM log, line by line, into our log, the job's timeline and the tail. */
   startTails(t: TrackedVm, ctx: Pick<SpawnContext, 'onEvent'> | undefined): void {
-    const files = vmFiles(t.dir);
-    for (const [path, source] of [
-      [files.serialLog, 'firecracker-serial'],
-      [files.vmmLog, 'firecracker-vmm'],
-    ] as const) {
-      const log = this.log.child({ agentId: t.agent.id, logsSource: source });
-      const tail = new FileTail(path, (line) => {
-        t.tail.push(line);
-        if (t.tail.length > TAIL_LINES) t.tail.shift();
-        const failure = bootFailureOf(line);
-        if (failure) log.error({ line, failure }, 'VM boot failure');
-        else log.debug({ line }, 'vm output');
-        ctx?.onEvent('agent.output', `[${source === 'firecracker-serial' ? 'console' : 'vmm'}] ${line}`);
-      });
-      tail.start();
-      t.tails.push(tail);
-    }
-  }
-
-  private onExit(ctx: SpawnContext, t: TrackedVm, code: number | null): void {
-    if (t.registered || t.destroying) return;
-    void Promise.all(t.tails.map((x) => x.stop())).then(() => {
-      const failure = t.tail.map(bootFailureOf).find(Boolean) ?? 'unknown';
-      const last = t.tail.slice(-10).join('\n');
-      this.log.error({ agentId: t.agent.id, failure, code }, 'VM boot failed');
-      ctx.onEvent(
-        'scaler.failed',
-        `VM exited (code ${code}, ${failure}) before its agent registered${last ? `\n---\n${last}` : ''}`,
-      );
-    });
+    startVmTails(this.log, t, ctx);
   }
 
   markRegistered(agentId: string): void {
@@ -411,41 +341,4 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       netmask: this.opts.network.netmask,
     };
   }
-
-  /** For `kici-admin firecracker list`: tracked VMs with their place on the host. */
-  async listVms(): Promise<
-    {
-      agentId: string;
-      ip: string;
-      tap: string;
-      pid: number | undefined;
-      ageMs: number;
-      registered: boolean;
-    }[]
-  > {
-    const out = [];
-    for (const t of this.vms.values()) {
-      const rec = await readRecord(t.dir);
-      out.push({
-        agentId: t.agent.id,
-        ip: t.lease.ip,
-        tap: t.lease.tap,
-        pid: t.pid,
-        ageMs: Date.now() - (rec?.startedAt ?? t.agent.spawnedAt),
-        registered: t.registered,
-      });
-    }
-    return out;
-  }
-}
-
-/** vCPUs: the effective CPU limit rounded up, else the configured count. */
-function vcpusFor(ctx: SpawnContext, fallback: number): number {
-  const cpus = ctx.limits?.cpus ?? 0;
-  return cpus > 0 ? Math.max(1, Math.ceil(cpus)) : fallback;
-}
-
-function memMibFor(ctx: SpawnContext, fallback: number): number {
-  const mib = Math.floor((ctx.limits?.memBytes ?? 0) / (1024 * 1024));
-  return mib > 0 ? mib : fallback;
 }

@@ -1,5 +1,5 @@
 import { access, constants } from 'node:fs/promises';
-import type { ScalerEntry } from '../../../config/index.js';
+import type { LabelSetConfig, ScalerEntry } from '../../../config/index.js';
 import type { RequiredTool } from '../../types.js';
 
 /**
@@ -55,4 +55,22 @@ export async function guestFileProblem(field: string, path: string): Promise<str
   } catch {
     return `${field} ${path} is missing or unreadable; build the guest with scripts/build-vm-guest.sh <dir> and point ${field} at its output`;
   }
+}
+
+/** The first unusable guest file of a spawn (kernel, initrd, rootfs), or undefined. */
+export async function guestFilesProblem(
+  ls: LabelSetConfig,
+  entry: ScalerEntry,
+  resolvePath: (p: string) => string,
+): Promise<string | undefined> {
+  const files: [string, string | undefined][] = [
+    [ls.kernelPath ? 'labelSets[].kernelPath' : 'kernelPath', ls.kernelPath ?? entry.kernelPath],
+    ['initrdPath', entry.initrdPath],
+    ['labelSets[].rootfsPath', ls.rootfsPath],
+  ];
+  for (const [field, p] of files) {
+    const problem = p ? await guestFileProblem(field, resolvePath(p)) : undefined;
+    if (problem) return problem;
+  }
+  return undefined;
 }
