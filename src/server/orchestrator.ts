@@ -6,6 +6,7 @@ import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
+import { startupDiskGuard } from './startup-disk-guard.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
@@ -33,6 +34,8 @@ export interface OrchestratorOptions {
   scalerConfigPath?: string | undefined;
   /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */
   backendDeps?: Partial<Pick<BackendDeps, 'vmm' | 'isolationFor' | 'vmStatfs' | 'vmDiskThresholdBytes'>>;
+  /** The start-up disk guard's probe, threshold and failure backoff (defaults: statfs, 1 GiB, 30 s). */
+  startupDiskGuard?: { statfs?: BackendDeps['vmStatfs']; thresholdBytes?: number; backoffMs?: number };
   scalerConfigDir?: string | undefined;
   logger?: Logger;
   clock?: Clock;
@@ -90,6 +93,12 @@ export class Orchestrator {
     const config = opts.scalerConfigPath
       ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
       : undefined;
+    if (config)
+      await startupDiskGuard(config, {
+        configPath: opts.scalerConfigPath!,
+        logger: log,
+        ...opts.startupDiskGuard,
+      });
     restrictUmask();
     const lock = await lockDataDir(dataDir);
     const opened = await openDatabase({ url: opts.databaseUrl, dataDir }).catch((err: unknown) => {
