@@ -2,7 +2,6 @@ import { normalizeLabelSet, type FirecrackerNetwork, type ScalerEntry } from '..
 import type { AgentIsolation } from '../../../net/isolation.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { Logger } from '../../../util/logger.js';
-import { checkLabelSets } from '../../core/label-set-check.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
@@ -15,16 +14,16 @@ import type {
   SpawnContext,
   ValidationResult,
 } from '../../types.js';
-import { guardVolume, type StatfsFn } from './disk-guard.js';
+import { diskShortMessage, type StatfsFn } from './disk-guard.js';
 import { guestOrchestratorUrl } from './guest-env.js';
 import type { CommandRunner, HostNet } from './host-net.js';
 import type { IpAllocator, IpLease } from './ip-allocator.js';
-import { guestFilesProblem, vmTools } from './tools.js';
+import { checkVmReload, guestFilesProblem, vmTools } from './tools.js';
 import { reportEarlyExit, startVmTails, TAIL_LINES } from './vm-logs.js';
 import { ruleRequestFor, vmLaunchFor } from './launch.js';
 import { prepareVmDir, removeVmDir, vmDirFor, writePid, type VmRecord } from './vm-dir.js';
 import { VmOrphans } from './orphans.js';
-import type { TrackedVm, VmHost } from './tracked.js';
+import { newTrackedVm, vmContext, type TrackedVm, type VmHost } from './tracked.js';
 import type { VmmDriver } from './vmm.js';
 
 export interface VmBackendOptions {
@@ -134,23 +133,8 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       throw new SpawnError('capacity', errorMessage(err), { cause: err });
     }
     const dir = vmDirFor(this.base, ctx.agentId);
-    const agent: ManagedAgent = {
-      id: ctx.agentId,
-      labelSet: ctx.labelSet,
-      backendRef: '',
-      spawnedAt: Date.now(),
-      state: 'spawning',
-    };
-    const t: TrackedVm = {
-      agent,
-      lease,
-      dir,
-      pid: undefined,
-      registered: false,
-      destroying: false,
-      tails: [],
-      tail: [],
-    };
+    const t = newTrackedVm(ctx, lease, dir);
+    const agent = t.agent;
     this.vms.set(ctx.agentId, t);
     try {
       this.abortIfGone(ctx, t);
@@ -223,17 +207,9 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
 
   /** Refuse a spawn that would fill the disk; the reason reaches the waiting job via scaler.failed. */
   private async checkDisk(ctx: SpawnContext): Promise<void> {
-    const disk = this.opts.disk;
-    if (!disk) return;
-    const res = await guardVolume({
-      volume: this.base,
-      thresholdBytes: disk.thresholdBytes,
-      statfs: disk.statfs,
-      reap: () => this.cleanupOrphans(),
-      write: (line) => this.log.warn(line),
-    });
-    if (res.recovered) return;
-    const message = `not enough disk space for a VM under ${this.base}: ${res.freeBytesAfter} bytes free after reaping stale VM artifacts, ${disk.thresholdBytes} needed; free space or run kici-admin scaler reap-orphans`;
+    if (!this.opts.disk) return;
+    const message = await diskShortMessage(this.base, this.opts.disk, () => this.cleanupOrphans(), this.log);
+    if (!message) return;
     ctx.onEvent('scaler.failed', message);
     throw new SpawnError('capacity', message);
   }
@@ -304,17 +280,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   }
 
   checkReload(entry: ScalerEntry): ValidationResult {
-    const errors = [
-      ...checkLabelSets(entry.labelSets),
-      ...entry.labelSets.flatMap((ls, i) =>
-        ls.rootfsPath ? [] : [`labelSets[${i}]: VM label sets need rootfsPath`],
-      ),
-    ];
-    if (entry.type !== this.type)
-      errors.push(`type: a ${this.type} backend cannot take a ${entry.type} entry`);
-    if (entry.vmm !== this.entry.vmm)
-      errors.push(`vmm: changing the VMM (${this.entry.vmm} → ${entry.vmm}) needs a restart`);
-    return errors.length ? { valid: false, errors } : { valid: true };
+    return checkVmReload(this.entry, entry);
   }
 
   applyReload(entry: ScalerEntry): void {
@@ -327,18 +293,6 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {
     const t = this.vms.get(agentId);
-    if (!t) return undefined;
-    return {
-      backendType: 'firecracker',
-      scalerName: this.name,
-      vmm: this.opts.driver.describe(),
-      pid: t.pid,
-      ip: t.lease.ip,
-      tap: t.lease.tap,
-      mac: t.lease.mac,
-      bridge: this.opts.network.bridgeName,
-      gateway: this.opts.network.gateway,
-      netmask: this.opts.network.netmask,
-    };
+    return t ? { scalerName: this.name, ...vmContext(t, this.opts.driver, this.opts.network) } : undefined;
   }
 }

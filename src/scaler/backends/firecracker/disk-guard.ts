@@ -76,3 +76,18 @@ export async function runDiskGuard(opts: DiskGuardOpts): Promise<DiskGuardResult
     write: opts.write ?? ((line) => process.stderr.write(line + '\n')),
   });
 }
+
+/**
+ * Before a spawn: when the VM volume is short even after reaping dead VMs' leftovers, the reason
+ * the spawn is refused (for the waiting job); undefined when there is room.
+ */
+export async function diskShortMessage(
+  volume: string,
+  disk: { thresholdBytes: number; statfs: StatfsFn },
+  reap: () => Promise<number>,
+  log: { warn(msg: string): void },
+): Promise<string | undefined> {
+  const res = await guardVolume({ volume, ...disk, reap, write: (line) => log.warn(line) });
+  if (res.recovered) return undefined;
+  return `not enough disk space for a VM under ${volume}: ${res.freeBytesAfter} bytes free after reaping stale VM artifacts, ${disk.thresholdBytes} needed; free space or run kici-admin scaler reap-orphans`;
+}

@@ -1,4 +1,5 @@
-import { access } from 'node:fs/promises';
+import { access, readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import type { CleanupOrphansOptions, ManagedAgent } from '../../types.js';
 import type { VmHost } from './tracked.js';
 import { VM_TAP_PATTERN } from './host-net.js';
@@ -18,6 +19,9 @@ export class VmOrphans {
   /** Ids whose VM directory names a VMM process that is still running (confirmed or not). */
   private async liveIds(): Promise<Set<string>> {
     const live = new Set(this.b.vms.keys());
+    // A VMM whose pid file was never written (a crash right after it started) still names its
+    // directory on its command line.
+    for (const id of await vmIdsInProcesses(join(this.b.base, 'firecracker'))) live.add(id);
     for (const id of await listVmIds(this.b.base)) {
       const pid = await readPid(vmDirFor(this.b.base, id));
       if (pid !== undefined && (await pidAlive(pid))) live.add(id);
@@ -137,4 +141,19 @@ export class VmOrphans {
     }
     return true;
   }
+}
+
+/** Agent ids whose VM directory under `root` appears on some running process's command line. */
+async function vmIdsInProcesses(root: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  const prefix = root + '/';
+  for (const name of await readdir('/proc').catch(() => [])) {
+    if (!/^\d+$/.test(name)) continue;
+    const cmd = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+    for (const arg of cmd.split('\0')) {
+      const at = arg.indexOf(prefix);
+      if (at >= 0) ids.add(arg.slice(at + prefix.length).split('/')[0]!);
+    }
+  }
+  return ids;
 }

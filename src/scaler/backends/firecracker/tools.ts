@@ -1,5 +1,7 @@
 import { access, constants } from 'node:fs/promises';
 import type { LabelSetConfig, ScalerEntry } from '../../../config/index.js';
+import { checkLabelSets } from '../../core/label-set-check.js';
+import type { ValidationResult } from '../../types.js';
 import type { RequiredTool } from '../../types.js';
 
 /**
@@ -73,4 +75,19 @@ export async function guestFilesProblem(
     if (problem) return problem;
   }
   return undefined;
+}
+
+/** Would a VM scaler on `current` accept `next`? The VMM itself cannot change without a restart. */
+export function checkVmReload(current: ScalerEntry, next: ScalerEntry): ValidationResult {
+  const errors = [
+    ...checkLabelSets(next.labelSets),
+    ...next.labelSets.flatMap((ls, i) =>
+      ls.rootfsPath ? [] : [`labelSets[${i}]: VM label sets need rootfsPath`],
+    ),
+  ];
+  if (next.type !== 'firecracker')
+    errors.push(`type: a firecracker backend cannot take a ${next.type} entry`);
+  if (next.vmm !== current.vmm)
+    errors.push(`vmm: changing the VMM (${current.vmm} → ${next.vmm}) needs a restart`);
+  return errors.length ? { valid: false, errors } : { valid: true };
 }

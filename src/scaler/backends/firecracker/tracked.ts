@@ -35,3 +35,33 @@ export interface VmHost {
   removeArtifacts(agentId: string, lease: IpLease | undefined): Promise<void>;
   startTails(t: TrackedVm, ctx: Pick<SpawnContext, 'onEvent'> | undefined): void;
 }
+
+export function newTrackedVm(
+  ctx: Pick<SpawnContext, 'agentId' | 'labelSet'>,
+  lease: IpLease,
+  dir: string,
+): TrackedVm {
+  const agent: ManagedAgent = {
+    id: ctx.agentId,
+    labelSet: ctx.labelSet,
+    backendRef: '',
+    spawnedAt: Date.now(),
+    state: 'spawning',
+  };
+  return { agent, lease, dir, pid: undefined, registered: false, destroying: false, tails: [], tail: [] };
+}
+
+/** getScalerContext for a VM: where it sits on the host (status, diagnose, `firecracker list`). */
+export function vmContext(t: TrackedVm, driver: VmmDriver, net: FirecrackerNetwork): Record<string, unknown> {
+  return {
+    backendType: 'firecracker',
+    vmm: driver.describe(),
+    pid: t.pid,
+    ip: t.lease.ip,
+    tap: t.lease.tap,
+    mac: t.lease.mac,
+    bridge: net.bridgeName,
+    gateway: net.gateway,
+    netmask: net.netmask,
+  };
+}
