@@ -7,6 +7,7 @@ import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
 import { benchContainerStart } from './container-start.ts';
 import { benchReconcile } from './reconcile.ts';
+import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
 const only = process.argv.slice(2);
@@ -18,6 +19,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
   // Skipped (with the reason printed) unless DOCKER_HOST names an engine socket.
   ['container', () => benchContainerStart(20)],
 ];
+// Needs root, a namespace of its own and the guest: only when the guest is named (see vm-start.ts).
+if (process.env.KICI_TEST_VM_KERNEL) benches.push(['vm-start', () => benchVmStart(3)]);
 
 const results: BenchResult[] = [];
 for (const [key, run] of benches) {

@@ -39,6 +39,7 @@ export type {
   ScalerEvent,
 } from './scaler/types.js';
 export { createScalerBackend, descriptorFor, availableBackendTypes } from './scaler/backends/registry.js';
+export { runDiskGuard, DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './scaler/backends/registry.js';
 export type { BackendDeps, NftRunner, VmmDriver } from './scaler/backends/deps.js';
 export {
   IsolationError,

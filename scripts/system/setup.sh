@@ -137,3 +137,14 @@ export KICI_TEST_AGENT_IMAGE=$AGENT_IMAGE
 export CONTAINERS_CONF=$W/containers.conf
 ENV
 echo "system services ready: $(ms "$T0") ms"
+
+# Micro-VM guest for the VM backend's suites (kernel from Debian's linux-image package, rootfs with
+# Node and the built agent): needs dist/, which test:system builds first.
+t=$(date +%s%N)
+bash "$(dirname "$0")/../build-vm-guest.sh" "$W/vm" >"$W/vm-build.log" 2>&1 || { cat "$W/vm-build.log" >&2; exit 1; }
+cat >>"$W/env" <<ENV
+export KICI_TEST_VM_KERNEL=$W/vm/vmlinux
+export KICI_TEST_VM_INITRD=$W/vm/initrd.cpio.gz
+export KICI_TEST_VM_ROOTFS=$W/vm/rootfs.ext4
+ENV
+echo "vm guest built: $(ms "$t") ms"

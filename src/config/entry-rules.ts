@@ -69,7 +69,10 @@ export function checkScalerEntryRules(
     });
   }
   if (type === 'firecracker') {
-    for (const [field, what] of FIRECRACKER_REQUIRED) {
+    // With the qemu VMM there is no firecracker binary, jailer or jailer identity to name.
+    const required =
+      entry.vmm === 'qemu' ? FIRECRACKER_REQUIRED.filter(([f]) => f === 'kernelPath') : FIRECRACKER_REQUIRED;
+    for (const [field, what] of required) {
       if (entry[field] === undefined) {
         issues.push({ path: [field], message: `firecracker scalers need ${field} (${what}) (required)` });
       }

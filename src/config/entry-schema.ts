@@ -104,6 +104,15 @@ function scalerEntryShape() {
       .boolean()
       .default(false)
       .meta({ description: 'bare-metal: systemd-run scope with CPU/memory limits.' }),
+    vmm: z.enum(['firecracker', 'qemu']).default('firecracker').meta({
+      description: 'firecracker: the VMM behind the VM backend (qemu: qemu-system-x86_64 -M microvm).',
+    }),
+    qemuPath: nonEmptyString.optional().meta({
+      description: 'firecracker with vmm qemu: the QEMU binary (qemu-system-x86_64 on PATH by default).',
+    }),
+    initrdPath: nonEmptyString
+      .optional()
+      .meta({ description: 'firecracker: the guest initramfs (scripts/build-vm-guest.sh builds one).' }),
     firecrackerPath: nonEmptyString.optional(),
     jailerPath: nonEmptyString.optional(),
     kernelPath: nonEmptyString.optional(),

@@ -21,6 +21,7 @@ import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
+import { listVms } from './vm-views.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -263,6 +264,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   registerClusterRoutes(app, deps);
+  app.get('/api/v1/scaler/vms', (c) => c.json({ vms: listVms(dispatcher, deps.clock.now()) }));
 
   app.notFound((c) =>
     c.json({ error: 'not found', problems: [`no route ${c.req.method} ${quote(c.req.path)}`] }, 404),

@@ -11,6 +11,7 @@ import type { AgentIsolation } from '../net/isolation.js';
 import { NftAgentIsolation } from '../net/nft-isolation.js';
 import { createNftRunner } from '../net/nft-runner.js';
 import { sweepOrphans } from './orphan-sweep.js';
+import { startupDiskGuard } from './startup-disk-guard.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
@@ -47,6 +48,10 @@ export interface OrchestratorOptions {
   dataDir?: string;
   databaseUrl?: string | undefined;
   scalerConfigPath?: string | undefined;
+  /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */
+  backendDeps?: Partial<Pick<BackendDeps, 'vmm' | 'isolationFor' | 'vmStatfs' | 'vmDiskThresholdBytes'>>;
+  /** The start-up disk guard's probe, threshold and failure backoff (defaults: statfs, 1 GiB, 30 s). */
+  startupDiskGuard?: { statfs?: BackendDeps['vmStatfs']; thresholdBytes?: number; backoffMs?: number };
   scalerConfigDir?: string | undefined;
   logger?: Logger;
   clock?: Clock;
@@ -121,6 +126,12 @@ export class Orchestrator {
       : undefined;
     // Checked before anything starts: a bad value is a UserError, not a half-started server.
     const clusterTiming = { heartbeatMs: clusterHeartbeatMs(opts), lockTimeoutMs: clusterLockTimeoutMs() };
+    if (config)
+      await startupDiskGuard(config, {
+        configPath: opts.scalerConfigPath!,
+        logger: log,
+        ...opts.startupDiskGuard,
+      });
     restrictUmask();
     const lock = await lockDataDir(dataDir);
     const opened = await openDatabase({
@@ -406,7 +417,7 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log, this.store, this.scaleEvents)),
+            createScalerBackend(entry, backendContext(this.opts, this.log, this.store, this.scaleEvents, res.config)),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {
@@ -534,8 +545,11 @@ function backendContext(
   logger: Logger,
   store: Store,
   scaleEvents?: ScaleEventRouter,
+  config?: ScalerConfig,
 ): BackendDeps {
   return {
+    ...opts.backendDeps,
+    vmNetwork: config?.firecracker,
     ...(scaleEvents ? { scaleEvents } : {}),
     logger,
     clock: opts.clock ?? systemClock,
@@ -566,7 +580,7 @@ async function buildScaler(
     // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
     const backend = await createScalerBackend(
       entry,
-      backendContext(opts, deps.log, deps.store, deps.scaleEvents),
+      backendContext(opts, deps.log, deps.store, deps.scaleEvents, config),
     ).catch((err: unknown) => {
       throw err instanceof UserError ? err : new UserError(errorMessage(err));
     });

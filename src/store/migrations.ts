@@ -250,6 +250,20 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /** Micro-VM IP leases: one row per live VM, so a restarted orchestrator never hands an address out twice. */
+  '009_vm_ip_allocations': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table ip_allocations (
+          ip text primary key,
+          vm_id text not null unique,
+          scaler_name text not null,
+          tap_device text not null,
+          mac_address text not null,
+          allocated_at timestamptz not null default now()
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -158,6 +158,7 @@ export interface Database {
   scaler_pending_claims: ScalerPendingClaimsTable;
   scaler_event_deliveries: ScalerEventDeliveriesTable;
   kici_instances: KiciInstancesTable;
+  ip_allocations: IpAllocationsTable;
 }
 
 /** One claim code of an event provision; only its SHA-256 is kept. */
@@ -189,4 +190,14 @@ export interface ScalerEventDeliveriesTable {
   job_id: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+}
+
+/** A micro-VM's address lease on its scaler's bridge (spec D.5). */
+export interface IpAllocationsTable {
+  ip: string;
+  vm_id: string;
+  scaler_name: string;
+  tap_device: string;
+  mac_address: string;
+  allocated_at: Timestamp;
 }

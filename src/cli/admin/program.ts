@@ -6,6 +6,7 @@ import { AdminClient } from './client.js';
 import { registerClusterCommands } from './cluster-commands.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
+import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
@@ -34,8 +35,8 @@ export function buildAdminProgram(): Command {
   registerScalerApiCommands(scaler, client);
   registerDiagnoseCommand(program, client);
   registerEventCommands(program, client);
-
   registerClusterCommands(program, client);
+  registerFirecrackerCommands(program, client);
   return program;
 }
 

@@ -4,22 +4,18 @@ import type { AgentIsolation } from '../../net/isolation.js';
 import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
+import type { FirecrackerNetwork } from '../../config/index.js';
+import type { AgentIsolation } from '../../net/isolation.js';
 import type { EffectiveLimits } from '../types.js';
+import type { VmmDriver } from './firecracker/vmm.js';
+import type { StatfsFn } from './firecracker/disk-guard.js';
 import type { NftRunner } from '../../net/nft-runner.js';
 
 import type { ScalerEventEmitterLike } from '../events/payloads.js';
+export type { VmmDriver } from './firecracker/vmm.js';
 
 /** Runs nft with JSON batches (the container and micro-VM backends' network policy); see src/net. */
 export type { NftRunner } from '../../net/nft-runner.js';
-
-/** Starts and stops micro-VMs (firecracker); the micro-VM backend's only way to the VMM. */
-export interface VmmDriver {
-  start(spec: { id: string; kernel: string; rootfs: string; vcpus: number; memBytes: number }): Promise<{
-    ref: string;
-  }>;
-  stop(ref: string): Promise<void>;
-  isRunning(ref: string): Promise<boolean>;
-}
 
 /** Per-agent cgroups for bare-metal `enforceCgroups` (v1 or v2, detected on the host). */
 export interface CgroupDriver {
@@ -43,7 +39,15 @@ export interface BackendDeps {
   hostEnv?: NodeJS.ProcessEnv;
   docker?: Docker;
   nft?: NftRunner;
+  /** The VM backend's hypervisor; built from the entry's `vmm` when absent. */
   vmm?: VmmDriver;
+  /** The config's `firecracker:` block (bridge, CIDR, gateway, nft table); defaults when absent. */
+  vmNetwork?: FirecrackerNetwork | undefined;
+  /** nft isolation for one bridge (src/net); VMs run unconfined without it (logged). */
+  isolationFor?: (o: { table: string; bridge: string; subnet: string }) => AgentIsolation;
+  /** Free-space probe and threshold for the VM disk guard before each spawn. */
+  vmStatfs?: StatfsFn;
+  vmDiskThresholdBytes?: number;
   /** Bare-metal `enforceCgroups` driver; detected on the host when absent. */
   cgroups?: CgroupDriver;
   /** The orchestrator's data dir (bare-metal hides it from sandboxed agents). */

@@ -4,6 +4,7 @@ import { describeToolProblem, fatalToolError, preflightTools, type ToolProblem }
 import type { ScalerBackend } from '../types.js';
 import { bareMetalDescriptor } from './bare-metal/index.js';
 import { containerDescriptor } from './container/index.js';
+import { vmDescriptor } from './firecracker/index.js';
 import type { BackendDeps } from './deps.js';
 import { eventDescriptor } from './event/index.js';
 import type { BackendDescriptor } from './descriptor.js';
@@ -12,9 +13,13 @@ import type { BackendDescriptor } from './descriptor.js';
 const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
   [bareMetalDescriptor.type, bareMetalDescriptor],
   [containerDescriptor.type, containerDescriptor],
-
   [eventDescriptor.type, eventDescriptor],
+  [vmDescriptor.type, vmDescriptor],
 ]);
+
+/** Spec E: the start-up disk guard for VM hosts (exported from the package entry). */
+export { runDiskGuard } from './firecracker/index.js';
+export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './firecracker/disk-guard.js';
 
 export class UnsupportedBackendError extends UserError {}
 

@@ -1,0 +1,203 @@
+import { spawn } from 'node:child_process';
+import { copyFile, link, open, readlink, rm, stat } from 'node:fs/promises';
+import { request } from 'node:http';
+import { basename, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../../../util/logger.js';
+import { vmFiles } from './vm-dir.js';
+import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
+import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
+
+export interface FirecrackerDriverOptions {
+  firecrackerPath: string;
+  /** With a jailer, firecracker runs chrooted in the VM directory as uid:gid. */
+  jailer?: { path: string; uid: number; gid: number; chrootBase: string } | undefined;
+  logger: Logger;
+  socketWaitMs?: number;
+}
+
+/** One call on Firecracker's API socket; rejects with the VMM's fault message on a non-2xx answer. */
+export function fcApi(socketPath: string, method: string, path: string, body?: unknown): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const req = request(
+      {
+        socketPath,
+        method,
+        path,
+        headers: {
+          Accept: 'application/json',
+          ...(payload
+            ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) }
+            : {}),
+        },
+        timeout: 5_000,
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => {
+          if ((res.statusCode ?? 500) < 300) return resolve();
+          let fault = text;
+          try {
+            fault = (JSON.parse(text) as { fault_message?: string }).fault_message ?? text;
+          } catch {
+            // not JSON: keep the raw text
+          }
+          reject(new Error(`firecracker ${method} ${path}: ${res.statusCode} ${fault}`));
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`firecracker ${method} ${path}: timed out`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** Hard-link (copy across filesystems) a guest file into the jail, where firecracker can see it. */
+async function intoJail(src: string, dir: string, name: string): Promise<string> {
+  const dst = join(dir, name);
+  await rm(dst, { force: true });
+  await link(src, dst).catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EXDEV' && err.code !== 'EPERM') throw err;
+    await copyFile(src, dst);
+  });
+  return `/${name}`;
+}
+
+/**
+ * Firecracker through its REST API: machine-config, boot-source, drives, network-interfaces,
+ * MMDS (which carries the agent's credentials), then InstanceStart.
+ */
+export class FirecrackerDriver implements VmmDriver {
+  readonly kind = 'firecracker' as const;
+
+  constructor(private readonly opts: FirecrackerDriverOptions) {}
+
+  describe(): string {
+    return this.opts.jailer ? 'firecracker (jailer)' : 'firecracker';
+  }
+
+  async start(vm: VmLaunch): Promise<StartedVm> {
+    const jail = this.opts.jailer;
+    const files = vmFiles(vm.dir);
+    // Inside a jail every path is relative to its root, which is the VM directory.
+    const inVm = async (p: string, name: string) => (jail ? intoJail(p, vm.dir, name) : p);
+    const kernel = await inVm(vm.kernel, 'kernel');
+    const initrd = vm.initrd ? await inVm(vm.initrd, 'initrd') : undefined;
+    const rootfs = await inVm(vm.rootfs, 'rootfs.ext4');
+    const overlay = jail ? `/${basename(vm.overlay)}` : vm.overlay;
+    const apiSock = jail ? '/run/firecracker.socket' : files.apiSocket;
+    const fcArgs = ['--api-sock', apiSock, '--id', vm.id];
+    const [file, args] = jail
+      ? [
+          jail.path,
+          [
+            ...['--id', vm.id, '--exec-file', this.opts.firecrackerPath],
+            ...['--uid', String(jail.uid), '--gid', String(jail.gid), '--chroot-base-dir', jail.chrootBase],
+            '--',
+            ...fcArgs,
+          ],
+        ]
+      : [this.opts.firecrackerPath, fcArgs];
+    // Firecracker's stdout is the guest's serial console; its stderr carries VMM diagnostics.
+    const serial = await open(vm.serialLog, 'a');
+    const vmmLog = await open(vm.vmmLog, 'a');
+    let pid: number;
+    let exited: Promise<number | null>;
+    try {
+      const child = spawn(file, args, { detached: true, stdio: ['ignore', serial.fd, vmmLog.fd] });
+      await new Promise<void>((ok, fail) => {
+        child.once('spawn', ok);
+        child.once('error', fail);
+      });
+      child.unref();
+      pid = child.pid!;
+      exited = new Promise((res) => child.once('exit', (code) => res(code)));
+    } finally {
+      await serial.close();
+      await vmmLog.close();
+    }
+    try {
+      await this.waitForSocket(files.apiSocket, exited);
+      const sock = files.apiSocket;
+      await fcApi(sock, 'PUT', '/machine-config', {
+        vcpu_count: vm.vcpus,
+        mem_size_mib: vm.memMib,
+        smt: false,
+      });
+      await fcApi(sock, 'PUT', '/boot-source', {
+        kernel_image_path: kernel,
+        boot_args: `${vm.bootArgs} reboot=k random.trust_cpu=on`,
+        ...(initrd ? { initrd_path: initrd } : {}),
+      });
+      await fcApi(sock, 'PUT', '/drives/rootfs', {
+        drive_id: 'rootfs',
+        path_on_host: rootfs,
+        is_root_device: true,
+        is_read_only: true,
+      });
+      await fcApi(sock, 'PUT', '/drives/overlay', {
+        drive_id: 'overlay',
+        path_on_host: overlay,
+        is_root_device: false,
+        is_read_only: false,
+      });
+      await fcApi(sock, 'PUT', '/network-interfaces/eth0', {
+        iface_id: 'eth0',
+        host_dev_name: vm.tap,
+        guest_mac: vm.mac,
+      });
+      await fcApi(sock, 'PUT', '/mmds/config', {
+        network_interfaces: ['eth0'],
+        ipv4_address: '169.254.169.254',
+      });
+      // The guest reads latest/meta-data/kici-env-file: credentials never touch the shared rootfs.
+      await fcApi(sock, 'PUT', '/mmds', {
+        latest: {
+          'meta-data': { 'kici-env-file': vm.guestEnv, 'kici-agent-id': vm.id, 'kici-scaler-managed': '1' },
+        },
+      });
+      await fcApi(sock, 'PUT', '/actions', { action_type: 'InstanceStart' });
+    } catch (err) {
+      await killAndWait(pid);
+      throw err;
+    }
+    return { pid, exited };
+  }
+
+  private async waitForSocket(path: string, exited: Promise<number | null>): Promise<void> {
+    let gone = false;
+    void exited.then(() => (gone = true));
+    const until = Date.now() + (this.opts.socketWaitMs ?? 5_000);
+    while (Date.now() < until && !gone) {
+      if (
+        await stat(path).then(
+          (s) => s.isSocket(),
+          () => false,
+        )
+      )
+        return;
+      await sleep(100);
+    }
+    throw new Error(
+      gone ? 'firecracker exited before its API socket appeared' : `no API socket at ${path} after 5 s`,
+    );
+  }
+
+  async stop(vm: { id: string; dir: string; pid: number }, graceMs: number): Promise<void> {
+    // Ctrl-Alt-Del lets the guest shut down; errors are expected (arm64 has no i8042, or it is gone).
+    await fcApi(vmFiles(vm.dir).apiSocket, 'PUT', '/actions', { action_type: 'SendCtrlAltDel' }).catch(
+      () => {},
+    );
+    if (await waitGone(vm.pid, graceMs)) return;
+    if (await this.owns(vm.pid, vm.dir)) await killAndWait(vm.pid);
+  }
+
+  async owns(pid: number, dir: string): Promise<boolean> {
+    if (await vmmOwns(pid, dir, ['firecracker'])) return true;
+    // Jailed: the command line only has in-jail paths, but the process root is the VM directory.
+    if (!(await vmmOwns(pid, '/', ['firecracker']))) return false;
+    return (await readlink(`/proc/${pid}/root`).catch(() => '')) === dir;
+  }
+}

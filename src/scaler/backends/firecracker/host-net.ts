@@ -1,0 +1,78 @@
+import { execFile } from 'node:child_process';
+
+/** Runs one host command; `requireSudo` scalers wrap it in `sudo -n`. Rejects with its stderr. */
+export type CommandRunner = (cmd: string, args: string[]) => Promise<string>;
+
+export function commandRunner(opts: { sudo: boolean; timeoutMs?: number }): CommandRunner {
+  return (cmd, args) =>
+    new Promise((resolve, reject) => {
+      const [file, argv] = opts.sudo ? ['sudo', ['-n', cmd, ...args]] : [cmd, args];
+      execFile(file, argv, { timeout: opts.timeoutMs ?? 30_000 }, (err, stdout, stderr) => {
+        if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${stderr.trim() || err.message}`));
+        else resolve(stdout);
+      });
+    });
+}
+
+/** TAP devices this backend creates: `kici-` + 8 hex characters (see tapNameFor). */
+export const VM_TAP_PATTERN = /^kici-[0-9a-f]{8}$/;
+
+/** Bridge and TAP plumbing with `ip`. Bridges are never deleted: an operator's bridge outlives us. */
+export class HostNet {
+  constructor(private readonly run: CommandRunner) {}
+
+  async bridgeExists(name: string): Promise<boolean> {
+    return this.run('ip', ['link', 'show', 'dev', name]).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  /** Create the bridge with the gateway address when it is missing (autoProvisionHost). */
+  async ensureBridge(name: string, gatewayCidr: string): Promise<'created' | 'present'> {
+    if (await this.bridgeExists(name)) {
+      const addrs = await this.run('ip', ['-o', '-4', 'addr', 'show', 'dev', name]);
+      if (!addrs.includes(` ${gatewayCidr} `))
+        await this.run('ip', ['addr', 'add', gatewayCidr, 'dev', name]);
+      await this.run('ip', ['link', 'set', name, 'up']);
+      return 'present';
+    }
+    await this.run('ip', ['link', 'add', name, 'type', 'bridge']);
+    await this.run('ip', ['addr', 'add', gatewayCidr, 'dev', name]);
+    await this.run('ip', ['link', 'set', name, 'up']);
+    return 'created';
+  }
+
+  /**
+   * One TAP per VM on the bridge, with bridge-port isolation so VMs cannot reach each other at L2.
+   * On any failure the TAP is removed again.
+   */
+  async addTap(tap: string, bridge: string): Promise<void> {
+    await this.deleteTap(tap); // a leftover of a crashed run with the same name
+    try {
+      await this.run('ip', ['tuntap', 'add', 'dev', tap, 'mode', 'tap']);
+      await this.run('ip', ['link', 'set', tap, 'master', bridge]);
+      await this.run('ip', ['link', 'set', tap, 'type', 'bridge_slave', 'isolated', 'on']);
+      await this.run('ip', ['link', 'set', tap, 'up']);
+    } catch (err) {
+      await this.deleteTap(tap);
+      throw err;
+    }
+  }
+
+  /** Idempotent. */
+  async deleteTap(tap: string): Promise<void> {
+    await this.run('ip', ['link', 'del', 'dev', tap]).catch((err: Error) => {
+      if (!/Cannot find device|does not exist/.test(err.message)) throw err;
+    });
+  }
+
+  /** Host interfaces that look like our TAPs. */
+  async listTaps(): Promise<string[]> {
+    const out = await this.run('ip', ['-o', 'link', 'show']);
+    return out
+      .split('\n')
+      .map((l) => /^\d+:\s+([^:@\s]+)/.exec(l)?.[1])
+      .filter((n): n is string => !!n && VM_TAP_PATTERN.test(n));
+  }
+}

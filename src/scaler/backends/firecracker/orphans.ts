@@ -1,0 +1,159 @@
+import { access, readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CleanupOrphansOptions, ManagedAgent } from '../../types.js';
+import type { VmHost } from './tracked.js';
+import { VM_TAP_PATTERN } from './host-net.js';
+import type { IpLease } from './ip-allocator.js';
+import { listVmIds, readPid, readRecord, removeVmDir, vmDirFor } from './vm-dir.js';
+import { killAndWait, pidAlive } from './vm-process.js';
+
+/**
+ * Restart recovery and the orphan sweep, from host-local evidence: VM directories (record + pid
+ * file), TAP names and the lease table. Liveness decides; a running VMM is never touched here.
+ */
+export class VmOrphans {
+  private sweeping: Promise<number> | undefined;
+
+  constructor(private readonly b: VmHost) {}
+
+  /** Ids whose VM directory names a VMM process that is still running (confirmed or not). */
+  private async liveIds(): Promise<Set<string>> {
+    const live = new Set(this.b.vms.keys());
+    // A VMM whose pid file was never written (a crash right after it started) still names its
+    // directory on its command line.
+    for (const id of await vmIdsInProcesses(join(this.b.base, 'firecracker'))) live.add(id);
+    for (const id of await listVmIds(this.b.base)) {
+      const pid = await readPid(vmDirFor(this.b.base, id));
+      if (pid !== undefined && (await pidAlive(pid))) live.add(id);
+    }
+    return live;
+  }
+
+  /** Re-entrancy guarded: a sweep already under way is shared. */
+  sweep(opts: CleanupOrphansOptions = {}): Promise<number> {
+    if (opts.dryRun) return this.runSweep(opts);
+    this.sweeping ??= this.runSweep(opts).finally(() => (this.sweeping = undefined));
+    return this.sweeping;
+  }
+
+  private async runSweep(opts: CleanupOrphansOptions): Promise<number> {
+    const { allocator, hostNet, isolation } = this.b.opts;
+    const live = await this.liveIds();
+    let count = 0;
+    /** Report it, and act unless this is a dry run. */
+    const item = async (agentId: string | null, ref: string, reason: string, act: () => Promise<unknown>) => {
+      opts.onItem?.({ agentId, ref, reason });
+      if (!opts.dryRun) await act();
+      count++;
+    };
+    // 1. Leases of this scaler whose VM is gone: the lease names the TAP and the rules.
+    const leases = await allocator.getAllocations();
+    for (const l of leases) {
+      if (l.scalerName !== this.b.name || live.has(l.vmId)) continue;
+      await item(l.vmId, `${l.ip} ${l.tap}`, 'IP lease of a VM that is not running', () =>
+        this.b.removeArtifacts(l.vmId, l),
+      );
+    }
+    // 2. Directories of dead VMs with no lease left.
+    const leased = new Set((await allocator.getAllocations()).map((l) => l.vmId));
+    for (const id of await listVmIds(this.b.base)) {
+      if (live.has(id) || leased.has(id)) continue;
+      const rec = await readRecord(vmDirFor(this.b.base, id));
+      await item(id, vmDirFor(this.b.base, id), 'directory of a VM that is not running', async () => {
+        if (rec?.tap && VM_TAP_PATTERN.test(rec.tap)) await hostNet.deleteTap(rec.tap);
+        await removeVmDir(this.b.base, id);
+      });
+    }
+    // 3. Our TAP names with no lease and no live VM; re-read leases after listing (allocate races).
+    const taps = await hostNet.listTaps();
+    const after = await allocator.getAllocations();
+    const keep = new Set([...after.map((l) => l.tap), ...[...this.b.vms.values()].map((t) => t.lease.tap)]);
+    for (const tap of taps) {
+      if (keep.has(tap) || tap === this.b.opts.network.bridgeName) continue;
+      await item(null, tap, 'VM TAP device with no lease and no running VM', () => hostNet.deleteTap(tap));
+    }
+    // 4. Rules for addresses no live VM (of any scaler on this bridge) holds.
+    if (isolation) {
+      const held = new Set([
+        ...after.filter((l) => l.scalerName !== this.b.name || live.has(l.vmId)).map((l) => l.ip),
+        ...[...this.b.vms.values()].map((t) => t.lease.ip),
+      ]);
+      if (opts.dryRun) {
+        for (const ip of await isolation.listRuled()) {
+          if (!held.has(ip))
+            await item(null, ip, 'firewall rules for an address no VM holds', async () => {});
+        }
+      } else count += await isolation.reapStale(held);
+    }
+    if (count) this.b.log.info({ reaped: count }, 'reaped stale VM artifacts');
+    return count;
+  }
+
+  async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
+    let dir: string;
+    try {
+      dir = vmDirFor(this.b.base, agentId);
+      await access(dir);
+    } catch {
+      return false;
+    }
+    const pid = (await readPid(dir)) ?? (Number(backendRef) || 0);
+    if (!(await this.b.opts.driver.owns(pid, dir))) return false;
+    const rec = await readRecord(dir);
+    const lease: IpLease | undefined =
+      (await this.b.opts.allocator.getAllocationForVm(agentId)) ??
+      (rec ? await this.b.opts.allocator.allocate(agentId) : undefined);
+    if (!lease || (rec && lease.ip !== rec.ip)) return false;
+    const agent: ManagedAgent = {
+      id: agentId,
+      labelSet,
+      backendRef: String(pid),
+      spawnedAt: rec?.startedAt ?? Date.now(),
+      state: 'running',
+    };
+    const t = { agent, lease, dir, pid, registered: true, destroying: false, tails: [], tail: [] };
+    this.b.vms.set(agentId, t);
+    this.b.startTails(t, undefined);
+    this.b.log.info({ agentId, pid, ip: lease.ip }, 'adopted a running VM');
+    return true;
+  }
+
+  /** Only with this host's VM directory as proof; kills a confirmed VMM, then removes the rest. */
+  async reapUnowned(agentId: string): Promise<boolean> {
+    if (this.b.vms.has(agentId)) return false;
+    let dir: string;
+    try {
+      dir = vmDirFor(this.b.base, agentId);
+      await access(dir);
+    } catch {
+      return false;
+    }
+    const pid = await readPid(dir);
+    if (pid !== undefined && (await this.b.opts.driver.owns(pid, dir))) await killAndWait(pid);
+    const lease = await this.b.opts.allocator.getAllocationForVm(agentId);
+    const rec = await readRecord(dir);
+    if (lease && lease.scalerName === this.b.name) {
+      await this.b.removeArtifacts(agentId, lease);
+    } else {
+      if (rec?.tap && VM_TAP_PATTERN.test(rec.tap)) await this.b.opts.hostNet.deleteTap(rec.tap);
+      if (rec?.ip && rec.scalerName === this.b.name) await this.b.opts.isolation?.remove(rec.ip);
+      await removeVmDir(this.b.base, agentId);
+    }
+    return true;
+  }
+}
+
+/** Agent ids whose VM directory under `root` appears on some running process's command line. */
+async function vmIdsInProcesses(root: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  const prefix = root + '/';
+  for (const name of await readdir('/proc').catch(() => [])) {
+    if (!/^\d+$/.test(name)) continue;
+    const cmd = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+    for (const arg of cmd.split('\0')) {
+      const at = arg.indexOf(prefix);
+      if (at >= 0) ids.add(arg.slice(at + prefix.length).split('/')[0]!);
+    }
+  }
+  return ids;
+}
