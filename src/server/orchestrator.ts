@@ -417,7 +417,10 @@ export class Orchestrator {
       }));
       const outcome = res.ok
         ? await this.scaler.reload(res.config, (entry) =>
-            createScalerBackend(entry, backendContext(this.opts, this.log, this.store, this.scaleEvents, res.config)),
+            createScalerBackend(
+              entry,
+              backendContext(this.opts, this.log, this.store, this.scaleEvents, res.config),
+            ),
           )
         : ({ result: 'rejected', problems: res.problems } as const);
       if (outcome.result === 'rejected') {

@@ -176,7 +176,8 @@ const migrations: Record<string, Migration> = {
           primary key (event_id, target)
         )`.execute(db);
       await sql`create index scaler_event_deliveries_agent on scaler_event_deliveries (agent_id)`.execute(db);
-
+    },
+  },
   /**
    * Clustering (issue #12): every orchestrator on one database heartbeats a row here. Times are the
    * database's own clock, so hosts with skewed clocks still agree on who is late.

@@ -5,12 +5,10 @@ import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
 import type { FirecrackerNetwork } from '../../config/index.js';
-import type { AgentIsolation } from '../../net/isolation.js';
 import type { EffectiveLimits } from '../types.js';
 import type { VmmDriver } from './firecracker/vmm.js';
 import type { StatfsFn } from './firecracker/disk-guard.js';
 import type { NftRunner } from '../../net/nft-runner.js';
-
 import type { ScalerEventEmitterLike } from '../events/payloads.js';
 export type { VmmDriver } from './firecracker/vmm.js';
 
