@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 
 /**
@@ -8,7 +9,8 @@ import { parse } from 'yaml';
  * own parser refuses them, unless the schema says additionalProperties: true).
  */
 export const FIRECRACKER_API_YAML =
-  process.env.KICI_FIRECRACKER_API_YAML ?? '/work/shared/reference/firecracker-api.yaml';
+  process.env.KICI_FIRECRACKER_API_YAML ??
+  fileURLToPath(new URL('../fixtures/firecracker/firecracker-api.yaml', import.meta.url));
 
 type Schema = {
   $ref?: string;
