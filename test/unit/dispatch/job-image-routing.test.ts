@@ -13,10 +13,11 @@ const job = (id: string, image?: string) => {
 const agent = (
   labels: string[],
   boundJobId?: string,
-): Pick<ConnectedAgent, 'labels' | 'gate' | 'boundJobId'> => ({
+): Pick<ConnectedAgent, 'labels' | 'gate' | 'boundJobId' | 'kind'> => ({
   labels: new Set(['pool', ...labels]),
   gate: [],
-  ...(boundJobId ? { boundJobId } : {}),
+  // An agent bound to a job is one a scaler started: it reports its runtime facts.
+  ...(boundJobId ? { boundJobId, kind: 'scaler' as const } : {}),
 });
 
 describe('canAgentRunJob: container jobs and job-image agents', () => {
