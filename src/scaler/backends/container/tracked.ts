@@ -14,6 +14,10 @@ export interface Tracked {
   /** Its address on kici-agent-net, once known (the key of its firewall rules). */
   ip?: string;
   logs?: FollowedLogs;
+  /** The log attach under way (it runs beside the rest of the spawn). */
+  attaching?: Promise<void>;
+  /** The failure path ran: a log stream attached late must close itself. */
+  failed?: boolean;
   tail: LineTail;
   registered: boolean;
   destroying: boolean;
