@@ -137,6 +137,12 @@ export interface OrphanItem {
 export interface CleanupOrphansOptions {
   /** Report, remove nothing. */
   dryRun?: boolean;
+  /**
+   * An operator asked for this sweep (`reap-orphans`), as opposed to the automatic one at start-up.
+   * A backend whose evidence cannot tell its own orphans from another orchestrator's (bare-metal
+   * processes) sweeps only then.
+   */
+  requested?: boolean;
   onItem?: (item: OrphanItem) => void;
 }
 

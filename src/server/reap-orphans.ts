@@ -31,6 +31,7 @@ export async function reapOrphans(
     try {
       await b.cleanupOrphans(isRegistered, {
         dryRun,
+        requested: true,
         onItem: (item) => report.items.push({ scaler: b.name, ...item }),
       });
     } catch (err) {

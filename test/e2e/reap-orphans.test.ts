@@ -85,9 +85,13 @@ describe('kici-admin scaler reap-orphans (bare-metal)', () => {
   it('lists orphans in a dry run, removes only them for real, and spares other scalers and live launchers', async () => {
     const tag = randomBytes(4).toString('hex');
     const scaler = `reap${tag}`;
-    t = await startTestOrchestrator({ config: bareMetalConfig({ name: scaler }) });
     const orphanId = `scaler-bare-metal-${tag}`;
     const orphan = await orphanAgent(orphanId, scaler);
+    // The automatic sweep at start-up leaves bare-metal processes alone (another orchestrator on
+    // this host may be about to re-adopt them); only the operator's command takes them.
+    t = await startTestOrchestrator({ config: bareMetalConfig({ name: scaler }) });
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(alive(orphan)).toBe(true);
     const foreign = await orphanAgent(`scaler-bare-metal-f${tag.slice(1)}`, `other${tag}`);
     const owned = ownedAgent(`scaler-bare-metal-e${tag.slice(1)}`, scaler);
 

@@ -67,7 +67,7 @@ async function probeFrom(labelSet: Record<string, unknown>, networkIsolation = t
   let ruledWhileRunning: string[] = [];
   let containerIp: string | undefined;
   const job = await (async () => {
-    const done = t!.waitForJob(jobId!, undefined, 120_000);
+    const done = t!.waitForJob(jobId!, undefined, 60_000);
     if (networkIsolation) {
       containerIp = await eventually(
         async () => {
@@ -102,6 +102,16 @@ async function probeFrom(labelSet: Record<string, unknown>, networkIsolation = t
 }
 
 describe(`container network isolation with real nft on ${ENGINE}`, () => {
+  it('control: without isolation the agent container reaches every host', async () => {
+    const r = await probeFrom({}, false);
+    expect(r.job.state, r.lines.join('\n')).toBe('succeeded');
+    expect(r.result, r.lines.join('\n')).toEqual({
+      [LAN]: 'reachable',
+      [LAN2]: 'reachable',
+      [PUB]: 'reachable',
+    });
+  });
+
   it('an isolated agent reaches the orchestrator and public hosts, not the RFC1918 host; no rule is left after destroy', async () => {
     const r = await probeFrom({});
     expect(r.job.state, r.lines.join('\n')).toBe('succeeded');

@@ -345,6 +345,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
     isRegistered: (agentId: string) => boolean,
     opts: CleanupOrphansOptions = {},
   ): Promise<number> {
+    // At start-up another orchestrator on this host may be restarting and about to re-adopt its
+    // agents, which look exactly like ours: only an operator's explicit sweep takes them.
+    if (!opts.requested) return 0;
     const orphans = await findOrphanAgents(this.name, (id) => this.agents.has(id), isRegistered);
     for (const o of orphans) opts.onItem?.({ agentId: o.agentId, ref: o.ref, reason: o.reason });
     if (opts.dryRun) return orphans.length;
