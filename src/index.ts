@@ -53,3 +53,18 @@ export {
 export { Orchestrator, type OrchestratorOptions } from './server/orchestrator.js';
 export { parseRunSpec, runSpecSchema, type RunSpec, type JobSpec } from './jobs/run-spec.js';
 export type * from './protocol/messages.js';
+export {
+  ContainerScalerBackend,
+  type ContainerScalerBackendOptions,
+  type DetectedRuntime,
+  ISOLATED_NETWORK_GATEWAY,
+  ISOLATED_NETWORK_NAME,
+  AGENT_CONTAINER_PIDS_LIMIT,
+  buildAgentHostConfig,
+  type AgentHostConfigInput,
+} from './scaler/backends/public.js';
+export {
+  canAgentRunJob,
+  KICI_RUNTIME_DOCKER_LABEL,
+  KICI_RUNTIME_PODMAN_LABEL,
+} from './dispatch/agent-registry.js';

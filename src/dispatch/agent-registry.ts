@@ -68,7 +68,11 @@ export interface DepartedAgent {
 
 export type AgentState = 'idle' | 'busy' | 'draining' | 'disconnected';
 
-export const RUNTIME_LABELS = ['kici:runtime:docker', 'kici:runtime:podman'];
+/** Reported by an agent that finds a Docker socket on its own host (D.3). */
+export const KICI_RUNTIME_DOCKER_LABEL = 'kici:runtime:docker';
+/** Reported by an agent that finds a Podman socket on its own host. */
+export const KICI_RUNTIME_PODMAN_LABEL = 'kici:runtime:podman';
+export const RUNTIME_LABELS = [KICI_RUNTIME_DOCKER_LABEL, KICI_RUNTIME_PODMAN_LABEL];
 /** Reported by an agent injected into a job's own image (C.14). */
 export const JOB_IMAGE_LABEL = 'kici:runtime:job-image';
 

@@ -29,6 +29,8 @@ export async function startServe(opts: {
   dataDir: string;
   env?: NodeJS.ProcessEnv;
   readyTimeoutMs?: number;
+  /** Listen address (default 127.0.0.1); container agents need one they can reach. */
+  host?: string;
 }): Promise<ServeProcess> {
   const proc = runNode(
     [
@@ -37,7 +39,7 @@ export async function startServe(opts: {
       '--config',
       opts.config,
       '--listen',
-      `127.0.0.1:${opts.port}`,
+      `${opts.host ?? '127.0.0.1'}:${opts.port}`,
       '--data-dir',
       opts.dataDir,
     ],

@@ -22,3 +22,29 @@ describe('package main entry', () => {
     });
   });
 });
+
+describe('package main entry: container backend (issue 9)', () => {
+  it('exports the container backend names with their declared values', () => {
+    expect(pkg.ISOLATED_NETWORK_NAME).toBe('kici-agent-net');
+    expect(pkg.ISOLATED_NETWORK_GATEWAY).toBe('172.30.0.1');
+    expect(pkg.AGENT_CONTAINER_PIDS_LIMIT).toBe(4096);
+    expect(pkg.KICI_RUNTIME_DOCKER_LABEL).toBe('kici:runtime:docker');
+    expect(pkg.KICI_RUNTIME_PODMAN_LABEL).toBe('kici:runtime:podman');
+    expect(pkg.buildAgentHostConfig({}).PidsLimit).toBe(4096);
+    expect(typeof pkg.canAgentRunJob).toBe('function');
+    expect(typeof pkg.ContainerScalerBackend.getRequiredTools).toBe('function');
+    for (const m of [
+      'spawn',
+      'getScalerContext',
+      'destroy',
+      'getLogCapture',
+      'shutdownAll',
+      'reload',
+      'cleanupOrphans',
+      'reapUnowned',
+    ])
+      expect(typeof (pkg.ContainerScalerBackend.prototype as unknown as Record<string, unknown>)[m], m).toBe(
+        'function',
+      );
+  });
+});

@@ -132,4 +132,26 @@ describe(`container backend round trip on ${ENGINE}`, () => {
       'agent container removed',
     );
   });
+
+  it('refuses an absent image under imagePullPolicy Never, on the job, without a container', async () => {
+    const { t } = await start(new RecordingIsolation(), {}, [
+      { labels: [NAME], image: 'kici-test/not-loaded:0', imagePullPolicy: 'Never' },
+    ]);
+    const [jobId] = await submit(t, { nope: { runsOn: [NAME], steps: [{ run: 'true' }] } });
+    const body = await eventually(
+      async () => {
+        const b = (
+          await t.api<{ state: string; lastProvisioningError: string | null }>('GET', `/api/v1/jobs/${jobId}`)
+        ).body;
+        return b.lastProvisioningError ? b : undefined;
+      },
+      60_000,
+      'a provisioning error on the job',
+    );
+    expect(body.state).toBe('queued');
+    expect(body.lastProvisioningError).toMatch(
+      /kici-test\/not-loaded:0 is not on the engine and imagePullPolicy is Never/,
+    );
+    expect(await scalerContainers(NAME)).toEqual([]);
+  });
 });

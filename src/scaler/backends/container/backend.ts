@@ -1,6 +1,4 @@
-import type Docker from 'dockerode';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
-import type { AgentIsolation } from '../../../net/isolation.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type { Logger } from '../../../util/logger.js';
@@ -15,6 +13,7 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import type { ContainerRuntime } from '../container-runtime.js';
+import { scalerContext } from './context.js';
 import { LineTail } from './logs.js';
 import {
   ensureIsolatedNetwork,
@@ -22,27 +21,12 @@ import {
   networkGateway,
   urlForContainer,
 } from './network.js';
-import { isOrphan, listScalerContainers, liveAgentAddresses, removeContainer } from './orphans.js';
-import { failSpawn, runSpawn } from './spawn.js';
+import { listScalerContainers, removeContainer, sweepScalerOrphans } from './orphans.js';
+import { failSpawn, runSpawn, watchExit } from './spawn.js';
 import { containerTools } from './tools.js';
-import type { SpawnHost, Tracked } from './tracked.js';
+import type { ContainerScalerBackendOptions, SpawnHost, Tracked } from './tracked.js';
 
-export interface ContainerScalerBackendOptions {
-  entry: ScalerEntry;
-  /** One client for Docker or Podman's compatible API, built by the composition root. */
-  docker: Docker;
-  runtime: ContainerRuntime;
-  /** The engine's socket on this host; undefined for a remote engine (`host`). */
-  socketPath?: string | undefined;
-  logger: Logger;
-  /** The host firewall for agents on kici-agent-net; required while `networkIsolation` is on. */
-  isolation?: AgentIsolation | undefined;
-  hostEnv?: NodeJS.ProcessEnv | undefined;
-  /** hostAccess entries the orchestrator itself directs agents at (its object store, ...). */
-  hostServices?: string[] | undefined;
-  /** Grace before a destroyed container is killed (spec: 10 s). */
-  stopSeconds?: number | undefined;
-}
+export type { ContainerScalerBackendOptions } from './tracked.js';
 
 /** Agents as containers on Docker or Podman (spec D.1). */
 export class ContainerScalerBackend implements ScalerBackend {
@@ -171,27 +155,9 @@ export class ContainerScalerBackend implements ScalerBackend {
       throw failure;
     }
     agent.state = 'running';
-    this.watchExit(req, t);
+    watchExit(this.opts.docker, req, t);
     req.onEvent('agent.connecting', 'waiting for the agent to register');
     return agent;
-  }
-
-  /** An agent container that exits before registering is a failed start: say why, with its output. */
-  private watchExit(req: SpawnContext, t: Tracked): void {
-    void this.opts.docker
-      .getContainer(t.containerId!)
-      .wait()
-      .then(
-        (r: { StatusCode?: number }) => {
-          if (t.registered || t.destroying) return;
-          const tail = t.tail.tail(10).join('\n');
-          req.onEvent(
-            'scaler.failed',
-            `agent container exited with code ${r.StatusCode ?? '?'} before it registered${tail ? `\n---\n${tail}` : ''}`,
-          );
-        },
-        () => undefined,
-      );
   }
 
   private async applyRules(req: SpawnContext, ls: LabelSetConfig, ip: string): Promise<void> {
@@ -278,46 +244,21 @@ export class ContainerScalerBackend implements ScalerBackend {
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {
     const t = this.agents.get(agentId);
-    if (!t) return undefined;
-    const ls = this.entry.labelSets.find(
-      (l) => normalizeLabelSet(l.labels) === normalizeLabelSet(t.agent.labelSet),
-    );
-    return {
-      backendType: 'container',
-      scalerName: this.name,
-      image: t.image,
-      imagePullPolicy: ls?.imagePullPolicy ?? 'IfNotPresent',
-      runtime: this.logsSource,
-      resources: ls?.resources,
-      networkIsolation: this.entry.networkIsolation,
-      volumes: ls?.volumes,
-      extraHosts: this.entry.extraHosts,
-      containerId: t.containerId,
-    };
+    return t ? scalerContext(this.entry, t, this.logsSource) : undefined;
   }
 
   /** Remove this scaler's containers that no live agent owns, then stale firewall rule sets. */
   async cleanupOrphans(isRegistered: (agentId: string) => boolean = () => true): Promise<number> {
-    const tracked = new Set(this.agents.keys());
-    const mine = await listScalerContainers(this.opts.docker, this.name);
-    const orphans = mine.filter((c) => isOrphan(c, { tracked, isRegistered }));
-    const removed = await Promise.all(orphans.map((c) => removeContainer(this.opts.docker, c.Id, 5)));
-    let n = removed.filter(Boolean).length;
-    if (n) this.log.info({ removed: n }, 'removed orphaned agent containers');
-    if (this.host.isolation) n += await this.reapStaleRules();
-    return n;
-  }
-
-  private async reapStaleRules(): Promise<number> {
-    let live: Set<string>;
-    try {
-      live = await liveAgentAddresses(this.opts.docker);
-    } catch (err) {
-      this.log.warn({ err: String(err) }, 'cannot list agent containers; keeping every firewall rule');
-      return 0;
-    }
-    for (const t of this.agents.values()) if (t.ip) live.add(t.ip);
-    return this.opts.isolation!.reapStale(live);
+    const trackedIps = [...this.agents.values()].flatMap((t) => (t.ip ? [t.ip] : []));
+    return sweepScalerOrphans({
+      docker: this.opts.docker,
+      scalerName: this.name,
+      tracked: new Set(this.agents.keys()),
+      trackedIps,
+      isRegistered,
+      isolation: this.host.isolation ? this.opts.isolation : undefined,
+      log: this.log,
+    });
   }
 
   /** Remove containers this scaler started for `agentId` (a registration the orchestrator refused). */

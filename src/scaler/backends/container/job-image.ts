@@ -47,7 +47,21 @@ async function volumeExists(docker: Docker, name: string): Promise<boolean> {
  * rebuilt agent image gets a fresh volume and a running job's volume is never rewritten. Filling
  * relies on the engine copying the image's content into an empty named volume on first mount.
  */
-export async function ensureRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
+export function ensureRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
+  // Concurrent job-image spawns share one fill: a second filler mounting a half-filled volume would
+  // see it non-empty and skip the copy.
+  let perEngine = filling.get(docker);
+  if (!perEngine) filling.set(docker, (perEngine = new Map()));
+  const running = perEngine.get(agentImage);
+  if (running) return running;
+  const p = fillRuntimeVolume(docker, agentImage).finally(() => perEngine.delete(agentImage));
+  perEngine.set(agentImage, p);
+  return p;
+}
+
+const filling = new WeakMap<Docker, Map<string, Promise<InjectedRuntime>>>();
+
+async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
   const info = await docker.getImage(agentImage).inspect();
   const cmd = injectedCommand(info.Config?.Labels ?? undefined, agentImage);
   const volume = `kici-runtime-${info.Id.replace(/^sha256:/, '').slice(0, 16)}`;

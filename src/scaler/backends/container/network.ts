@@ -61,10 +61,24 @@ export async function networkGateway(docker: Docker, name: string): Promise<stri
     const info = (await docker.getNetwork(name).inspect()) as {
       IPAM?: { Config?: { Gateway?: string; Subnet?: string }[] };
     };
-    return info.IPAM?.Config?.find((c) => c.Gateway && !c.Gateway.includes(':'))?.Gateway;
+    const v4 = info.IPAM?.Config?.filter((c) => c.Subnet && !c.Subnet.includes(':')) ?? [];
+    const gw = v4.find((c) => c.Gateway)?.Gateway;
+    // Docker's default bridge reports only its subnet; its gateway is the subnet's first address.
+    return gw ?? (v4[0]?.Subnet ? firstHost(v4[0].Subnet) : undefined);
   } catch {
     return undefined;
   }
+}
+
+/** The first host address of an IPv4 subnet: 172.17.0.0/16 → 172.17.0.1. */
+export function firstHost(cidr: string): string | undefined {
+  const m = /^(\d+)\.(\d+)\.(\d+)\.(\d+)\/(\d+)$/.exec(cidr);
+  if (!m) return undefined;
+  const n = ((+m[1]! << 24) | (+m[2]! << 16) | (+m[3]! << 8) | +m[4]!) >>> 0;
+  const bits = +m[5]!;
+  const net = bits === 0 ? 0 : (n & (~0 << (32 - bits))) >>> 0;
+  const h = net + 1;
+  return [h >>> 24, (h >>> 16) & 255, (h >>> 8) & 255, h & 255].join('.');
 }
 
 /**

@@ -4,6 +4,8 @@
  * adding a scaler killed the existing one's agents mid-job. Hence every filter below.
  */
 import type Docker from 'dockerode';
+import type { AgentIsolation } from '../../../net/isolation.js';
+import type { Logger } from '../../../util/logger.js';
 import { ISOLATED_NETWORK_NAME } from './network.js';
 import { LABEL_AGENT, LABEL_MANAGED, LABEL_SCALER } from './labels.js';
 
@@ -51,4 +53,37 @@ export async function liveAgentAddresses(docker: Docker): Promise<Set<string>> {
     if (ip) ips.add(ip);
   }
   return ips;
+}
+
+export interface SweepInput {
+  docker: Docker;
+  scalerName: string;
+  tracked: ReadonlySet<string>;
+  /** Addresses of agents this backend tracks (their rules stay even if a listing misses them). */
+  trackedIps: readonly string[];
+  isRegistered(agentId: string): boolean;
+  /** Set only while isolation is on: then stale rule sets are reaped too. */
+  isolation: AgentIsolation | undefined;
+  log: Logger;
+}
+
+/** cleanupOrphans: this scaler's orphaned containers, then rule sets no live container owns. */
+export async function sweepScalerOrphans(i: SweepInput): Promise<number> {
+  const mine = await listScalerContainers(i.docker, i.scalerName);
+  const orphans = mine.filter((c) => isOrphan(c, { tracked: i.tracked, isRegistered: i.isRegistered }));
+  const removed = await Promise.all(orphans.map((c) => removeContainer(i.docker, c.Id, 5)));
+  let n = removed.filter(Boolean).length;
+  if (n) i.log.info({ removed: n }, 'removed orphaned agent containers');
+  if (!i.isolation) return n;
+  let live: Set<string>;
+  try {
+    live = await liveAgentAddresses(i.docker);
+  } catch (err) {
+    // Without the full picture any rule might be a live agent's: keep them all.
+    i.log.warn({ err: String(err) }, 'cannot list agent containers; keeping every firewall rule');
+    return n;
+  }
+  for (const ip of i.trackedIps) live.add(ip);
+  n += await i.isolation.reapStale(live);
+  return n;
 }

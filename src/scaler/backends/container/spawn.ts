@@ -1,3 +1,4 @@
+import type Docker from 'dockerode';
 /**
  * One container spawn, in the order of spec D.1. The container id becomes the backendRef as soon as
  * it exists; after every await the spawn checks it is still wanted (a destroy or the deadline may
@@ -104,6 +105,25 @@ export async function runSpawn(
     req.onEvent('scaler.network', `joining ${ISOLATED_NETWORK_NAME}; the agent waits for its firewall rules`);
   await engine('starting the agent container', created.start());
   req.onEvent('scaler.ready', 'container started');
+  // Attached while the address is read and the rules applied (it is only output, so it may lag).
+  const attaching = followLogs(
+    docker,
+    created.id,
+    (stream, line) => {
+      host.onOutput(req.agentId, stream, line);
+      req.onEvent('agent.output', `[${stream}] ${line}`);
+    },
+    t.tail,
+  ).then(
+    (logs) => {
+      // A failure path that already ran finds no handle to close, so the late one closes itself.
+      if (t.failed) logs.close();
+      else t.logs = logs;
+    },
+    (err: unknown) =>
+      host.warn(req.agentId, `cannot follow the agent container's output: ${errorMessage(err)}`),
+  );
+  t.attaching = attaching;
   alive();
   if (isolated) {
     const ip = await engine(
@@ -123,19 +143,7 @@ export async function runSpawn(
       created.putArchive(singleFileTar(GATE_NAME), { path: GATE_DIR }),
     );
   }
-  try {
-    t.logs = await followLogs(
-      docker,
-      created.id,
-      (stream, line) => {
-        host.onOutput(req.agentId, stream, line);
-        req.onEvent('agent.output', `[${stream}] ${line}`);
-      },
-      t.tail,
-    );
-  } catch (err) {
-    host.warn(req.agentId, `cannot follow the agent container's output: ${errorMessage(err)}`);
-  }
+  await attaching;
   alive();
 }
 
@@ -154,6 +162,8 @@ export async function failSpawn(
   if (tail.length === 0 && t.containerId)
     tail = await fetchTail(host.docker, t.containerId).catch(() => [] as string[]);
   req.onEvent('scaler.failed', failure.message + (tail.length ? `\n---\n${tail.join('\n')}` : ''));
+  t.failed = true;
+  await t.attaching;
   t.logs?.close();
   if (t.ip) await host.removeRules(t.ip);
   // A fresh request, never the spawn's own signal: that one may be what aborted.
@@ -166,3 +176,21 @@ export async function failSpawn(
 }
 
 export { LineTail };
+
+/** An agent container that exits before registering is a failed start: say why, with its output. */
+export function watchExit(docker: Docker, req: SpawnContext, t: Tracked): void {
+  void docker
+    .getContainer(t.containerId!)
+    .wait()
+    .then(
+      (r: { StatusCode?: number }) => {
+        if (t.registered || t.destroying) return;
+        const tail = t.tail.tail(10).join('\n');
+        req.onEvent(
+          'scaler.failed',
+          `agent container exited with code ${r.StatusCode ?? '?'} before it registered${tail ? `\n---\n${tail}` : ''}`,
+        );
+      },
+      () => undefined,
+    );
+}

@@ -1,4 +1,8 @@
 import type Docker from 'dockerode';
+import type { ScalerEntry } from '../../../config/index.js';
+import type { AgentIsolation } from '../../../net/isolation.js';
+import type { Logger } from '../../../util/logger.js';
+import type { ContainerRuntime } from '../container-runtime.js';
 import type { LabelSetConfig } from '../../../config/index.js';
 import type { ManagedAgent, SpawnContext } from '../../types.js';
 import type { FollowedLogs, LineTail } from './logs.js';
@@ -10,6 +14,10 @@ export interface Tracked {
   /** Its address on kici-agent-net, once known (the key of its firewall rules). */
   ip?: string;
   logs?: FollowedLogs;
+  /** The log attach under way (it runs beside the rest of the spawn). */
+  attaching?: Promise<void>;
+  /** The failure path ran: a log stream attached late must close itself. */
+  failed?: boolean;
   tail: LineTail;
   registered: boolean;
   destroying: boolean;
@@ -32,4 +40,21 @@ export interface SpawnHost {
   removeRules(ip: string): Promise<void>;
   onOutput(agentId: string, stream: 'stdout' | 'stderr', line: string): void;
   warn(agentId: string, msg: string): void;
+}
+
+export interface ContainerScalerBackendOptions {
+  entry: ScalerEntry;
+  /** One client for Docker or Podman's compatible API, built by the composition root. */
+  docker: Docker;
+  runtime: ContainerRuntime;
+  /** The engine's socket on this host; undefined for a remote engine (`host`). */
+  socketPath?: string | undefined;
+  logger: Logger;
+  /** The host firewall for agents on kici-agent-net; required while `networkIsolation` is on. */
+  isolation?: AgentIsolation | undefined;
+  hostEnv?: NodeJS.ProcessEnv | undefined;
+  /** hostAccess entries the orchestrator itself directs agents at (its object store, ...). */
+  hostServices?: string[] | undefined;
+  /** Grace before a destroyed container is killed (spec: 10 s). */
+  stopSeconds?: number | undefined;
 }

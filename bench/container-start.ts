@@ -1,0 +1,207 @@
+/**
+ * Cold container job start (submit → first step, median of N, one job at a time) on the engine
+ * DOCKER_HOST names, beside a raw start of the same agent image through the same engine API that
+ * connects to a bare WebSocket server (time to its first message), measured in the same run. The
+ * same pair for a job in its own image (busybox with the injected agent runtime).
+ *
+ * Needs an engine: DOCKER_HOST=unix://<socket>, KICI_BENCH_ENGINE=docker|podman, the agent image
+ * (npm run image:agent; KICI_TEST_AGENT_IMAGE overrides), a job image (KICI_TEST_BUSYBOX_IMAGE,
+ * default kici-test/busybox:1), and this process in a network namespace where the agent network's
+ * gateway is a local address (the system tier's kici-docker / kici-podman namespaces):
+ *   DOCKER_HOST=unix:///tmp/kici-sys/docker.sock KICI_BENCH_ENGINE=docker \
+ *     nsenter --net=/run/netns/kici-docker npm run bench -- container
+ * Without DOCKER_HOST the bench is skipped with that reason. Firewall rules are a no-op stand-in
+ * here (the start gate is still opened after them), so nft's own cost is not in these figures.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Docker from 'dockerode';
+import { pino } from 'pino';
+import { WebSocketServer } from 'ws';
+import { Orchestrator } from '../dist/server/orchestrator.js';
+import { ensureRuntimeVolume, RUNTIME_MOUNT } from '../dist/scaler/backends/container/job-image.js';
+import {
+  ensureIsolatedNetwork,
+  ISOLATED_NETWORK_GATEWAY,
+  ISOLATED_NETWORK_NAME,
+} from '../dist/scaler/backends/container/network.js';
+import { packageVersion } from '../dist/version.js';
+import { fmt, median, percentile, type BenchResult } from './stats.ts';
+
+const noIsolation = {
+  apply: async () => undefined,
+  remove: async () => undefined,
+  reapStale: async () => 0,
+  listRuled: async () => [] as string[],
+};
+
+function skipped(reason: string): BenchResult[] {
+  return [
+    {
+      name: 'cold container job start',
+      value: NaN,
+      unit: 'ms',
+      target: 'ratio ≤ 1.3',
+      pass: true,
+      detail: `skipped: ${reason}`,
+    },
+  ];
+}
+
+async function rawStarts(
+  docker: Docker,
+  image: string,
+  n: number,
+  runtime?: { volume: string; cmd: string[] },
+): Promise<number[]> {
+  const wss = new WebSocketServer({ host: '0.0.0.0', port: 0 });
+  await new Promise((r) => wss.once('listening', r));
+  const port = (wss.address() as { port: number }).port;
+  const out: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const first = new Promise<number>((res) =>
+        wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
+      );
+      const t0 = performance.now();
+      const c = await docker.createContainer({
+        Image: image,
+        Env: [
+          `KICI_ORCHESTRATOR_URL=ws://${ISOLATED_NETWORK_GATEWAY}:${port}/ws`,
+          `KICI_AGENT_ID=raw-${i}`,
+          'KICI_AGENT_TOKEN=raw',
+          'KICI_LABELS=bench',
+          'KICI_SCALER_MANAGED=1',
+        ],
+        ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
+        HostConfig: {
+          NetworkMode: ISOLATED_NETWORK_NAME,
+          ...(runtime ? { Binds: [`${runtime.volume}:${RUNTIME_MOUNT}:ro`] } : {}),
+        },
+        Labels: { 'kici-bench': 'raw' },
+      });
+      await c.start();
+      out.push((await first) - t0);
+      await c.remove({ force: true });
+    }
+  } finally {
+    wss.close();
+  }
+  return out;
+}
+
+async function ourStarts(
+  socket: string,
+  agentImage: string,
+  n: number,
+  jobImage?: string,
+): Promise<number[]> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-bench-ct-'));
+  const cfg = join(dir, 'scalers.yaml');
+  await writeFile(
+    cfg,
+    JSON.stringify({
+      version: 1,
+      scalers: [
+        {
+          name: 'bench-ct',
+          type: 'container',
+          maxAgents: 1,
+          socketPath: socket,
+          labelSets: [{ labels: ['bench'], image: agentImage, imagePullPolicy: 'Never' }],
+        },
+      ],
+    }),
+  );
+  const orch = await Orchestrator.start({
+    host: '0.0.0.0',
+    port: 0,
+    dataDir: dir,
+    scalerConfigPath: cfg,
+    logger: pino({ level: 'silent' }),
+    isolation: noIsolation,
+  });
+  const out: number[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const wall0 = Date.now();
+      const job = {
+        runsOn: ['bench'],
+        steps: [{ run: 'true' }],
+        ...(jobImage ? { container: { image: jobImage } } : {}),
+      };
+      const res = await fetch(`${orch.url}/api/v1/runs`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ jobs: { cold: job } }),
+      });
+      const id = ((await res.json()) as { jobs: { id: string }[] }).jobs[0]!.id;
+      for (;;) {
+        const step = await orch.store.db
+          .selectFrom('step_results')
+          .select('started_at')
+          .where('job_id', '=', id)
+          .executeTakeFirst();
+        const j = await orch.store.jobs.get(id);
+        if (step && j && ['succeeded', 'failed'].includes(j.state)) {
+          out.push(step.started_at.getTime() - wall0);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+    }
+  } finally {
+    await orch.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+  return out;
+}
+
+function result(name: string, ours: number[], raw: number[], engine: string): BenchResult {
+  const ratio = median(ours) / median(raw);
+  return {
+    name: `${name} on ${engine}: submit → first step`,
+    value: median(ours),
+    unit: 'ms',
+    ratio,
+    target: 'ratio ≤ 1.3',
+    pass: ratio <= 1.3,
+    detail: `ours median ${fmt(median(ours))} ms (p95 ${fmt(percentile(ours, 95))}), raw container start+connect median ${fmt(median(raw))} ms (p95 ${fmt(percentile(raw, 95))}), n=${ours.length}`,
+  };
+}
+
+export async function benchContainerStart(n = 20): Promise<BenchResult[]> {
+  const host = process.env.DOCKER_HOST;
+  if (!host?.startsWith('unix://'))
+    return skipped(
+      'set DOCKER_HOST=unix://<engine socket> and KICI_BENCH_ENGINE (see bench/container-start.ts)',
+    );
+  const socket = host.slice('unix://'.length);
+  const engine = process.env.KICI_BENCH_ENGINE ?? (socket.includes('podman') ? 'podman' : 'docker');
+  const agentImage = process.env.KICI_TEST_AGENT_IMAGE || `kici-agent:${packageVersion()}`;
+  const jobImage = process.env.KICI_TEST_BUSYBOX_IMAGE || 'kici-test/busybox:1';
+  const docker = new Docker({ socketPath: socket });
+  try {
+    await docker.ping();
+    await docker.getImage(agentImage).inspect();
+  } catch (err) {
+    return skipped(
+      `engine at ${socket} or image ${agentImage} not available (${(err as Error).message}); run npm run image:agent`,
+    );
+  }
+  await ensureIsolatedNetwork(docker);
+  const runtime = await ensureRuntimeVolume(docker, agentImage);
+  const half = Math.ceil(n / 2);
+  const raw = [...(await rawStarts(docker, agentImage, half))];
+  const ours = await ourStarts(socket, agentImage, n);
+  raw.push(...(await rawStarts(docker, agentImage, n - half)));
+  const rawJob = await rawStarts(docker, jobImage, half, runtime);
+  const oursJob = await ourStarts(socket, agentImage, n, jobImage);
+  rawJob.push(...(await rawStarts(docker, jobImage, n - half, runtime)));
+  return [
+    result('cold container job', ours, raw, engine),
+    result('cold job-image job', oursJob, rawJob, engine),
+  ];
+}

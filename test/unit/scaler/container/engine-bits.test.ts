@@ -1,0 +1,109 @@
+/** Small engine-facing pieces: tools, loopback rewrite, the injected command, log frames, the gate tar. */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { scalerFileSchema } from '../../../../src/config/index.js';
+import { injectedCommand, singleFileTar } from '../../../../src/scaler/backends/container/job-image.js';
+import { demuxBuffer } from '../../../../src/scaler/backends/container/logs.js';
+import { firstHost, urlForContainer } from '../../../../src/scaler/backends/container/network.js';
+import { containerTools } from '../../../../src/scaler/backends/container/tools.js';
+import { locateEngine } from '../../../../src/scaler/backends/container-runtime.js';
+
+const entry = (extra: Record<string, unknown>) =>
+  scalerFileSchema.parse({
+    version: 1,
+    scalers: [
+      { name: 'c', type: 'container', maxAgents: 1, labelSets: [{ labels: ['x'], image: 'i' }], ...extra },
+    ],
+  }).scalers[0]!;
+
+describe('container tools and engine location', () => {
+  it('needs docker or podman on PATH only for auto-detection', () => {
+    expect(containerTools(entry({}))[0]!.find).toEqual({
+      kind: 'any-command',
+      commands: ['docker', 'podman'],
+    });
+    expect(containerTools(entry({ runtime: 'podman' }))[0]!.find).toEqual({
+      kind: 'any-command',
+      commands: ['podman'],
+    });
+    expect(containerTools(entry({ socketPath: '/s.sock' }))).toEqual([]);
+    expect(containerTools(entry({ host: 'tcp://10.0.0.1:2375' }))).toEqual([]);
+  });
+
+  it('prefers host, then socketPath, then detection; no runtime is an error naming the fix', async () => {
+    expect(await locateEngine(entry({ host: 'tcp://10.0.0.1:2375', runtime: 'podman' }))).toEqual({
+      socketPath: 'tcp://10.0.0.1:2375',
+      runtime: 'podman',
+      local: false,
+    });
+    expect(await locateEngine(entry({ socketPath: '/tmp/podman.sock' }))).toMatchObject({
+      runtime: 'podman',
+      local: true,
+    });
+    await expect(locateEngine(entry({}), { canUse: async () => false })).rejects.toThrow(
+      /No container runtime found/,
+    );
+  });
+});
+
+describe('urlForContainer', () => {
+  it('turns a loopback orchestrator into the network gateway and leaves other hosts alone', () => {
+    expect(urlForContainer('ws://127.0.0.1:4000/ws', '172.30.0.1')).toBe('ws://172.30.0.1:4000/ws');
+    expect(urlForContainer('ws://localhost:4000/ws', '172.30.0.1')).toBe('ws://172.30.0.1:4000/ws');
+    expect(urlForContainer('wss://ci.example.com/ws', '172.30.0.1')).toBe('wss://ci.example.com/ws');
+    expect(urlForContainer('ws://127.0.0.1:4000/ws', undefined)).toBe('ws://127.0.0.1:4000/ws');
+    expect(firstHost('172.17.0.0/16')).toBe('172.17.0.1');
+    expect(firstHost('10.88.5.7/24')).toBe('10.88.5.1');
+  });
+});
+
+describe('injectedCommand', () => {
+  it('reads the comma-separated command and puts an init first when the image ships one', () => {
+    const labels = {
+      'kici.runtime.cmd': '/opt/kici/lib/ld.so,/opt/kici/bin/node,/opt/kici/app/dist/cli/agent.js',
+    };
+    expect(injectedCommand(labels, 'img')).toEqual([
+      '/opt/kici/lib/ld.so',
+      '/opt/kici/bin/node',
+      '/opt/kici/app/dist/cli/agent.js',
+    ]);
+    expect(injectedCommand({ ...labels, 'kici.runtime.init': '/opt/kici/bin/tini' }, 'img')[0]).toBe(
+      '/opt/kici/bin/tini',
+    );
+    expect(() => injectedCommand({}, 'img')).toThrow(/npm run image:agent/);
+  });
+});
+
+describe('demuxBuffer', () => {
+  it('decodes 8-byte framed stdout/stderr and passes plain text through', () => {
+    const frame = (stream: number, s: string) => {
+      const h = Buffer.alloc(8);
+      h[0] = stream;
+      h.writeUInt32BE(Buffer.byteLength(s), 4);
+      return Buffer.concat([h, Buffer.from(s)]);
+    };
+    expect(demuxBuffer(Buffer.concat([frame(1, 'out one\n'), frame(2, 'err two\n')]))).toEqual([
+      'out one',
+      'err two',
+    ]);
+    expect(demuxBuffer(Buffer.from('plain\ntext\n'))).toEqual(['plain', 'text']);
+  });
+});
+
+describe('singleFileTar', () => {
+  it('is an archive tar itself reads, holding the one file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kici-tar-'));
+    try {
+      writeFileSync(join(dir, 'a.tar'), singleFileTar('.kici-start-gate', 'hi'));
+      expect(execFileSync('tar', ['-tf', join(dir, 'a.tar')], { encoding: 'utf8' }).trim()).toBe(
+        '.kici-start-gate',
+      );
+      expect(execFileSync('tar', ['-xOf', join(dir, 'a.tar')], { encoding: 'utf8' })).toBe('hi');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
