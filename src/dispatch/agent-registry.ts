@@ -13,6 +13,8 @@ export interface ConnectedAgent {
   boundJobId?: string;
   /** Single-use agents take exactly one job. */
   ephemeral: boolean;
+  /** The version it reported at registration (absent for old or foreign agents). */
+  version?: string;
   jobsTaken: number;
   busyJobId?: string;
   draining: boolean;
@@ -36,6 +38,7 @@ export function newConnectedAgent(a: {
   scaled: { gate: string[]; scalerName: string; boundJobId?: string | undefined } | null;
   /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
   jobsDone?: number | undefined;
+  version?: string | undefined;
   nowMs: number;
   send: ConnectedAgent['send'];
   close: ConnectedAgent['close'];
@@ -49,6 +52,7 @@ export function newConnectedAgent(a: {
     ...(a.scaled ? { scalerName: a.scaled.scalerName } : {}),
     ...(a.scaled?.boundJobId ? { boundJobId: a.scaled.boundJobId } : {}),
     ephemeral: a.scaled !== null,
+    ...(a.version !== undefined ? { version: a.version } : {}),
     jobsTaken: a.jobsDone ?? 0,
     draining: false,
     connectedAtMs: a.nowMs,
@@ -75,14 +79,45 @@ export const KICI_RUNTIME_PODMAN_LABEL = 'kici:runtime:podman';
 export const RUNTIME_LABELS = [KICI_RUNTIME_DOCKER_LABEL, KICI_RUNTIME_PODMAN_LABEL];
 /** Reported by an agent injected into a job's own image (C.14). */
 export const JOB_IMAGE_LABEL = 'kici:runtime:job-image';
+/** Our agents report their runtimes from this version on; an older or unversioned one is not gated. */
+export const RUNTIME_FACTS_SINCE = '0.1.0';
+
+function versionAtLeast(version: string | undefined, min: string): boolean {
+  if (!version) return false;
+  const parse = (v: string) => v.replace(/^v/, '').split(/[-+]/)[0]!.split('.').map(Number);
+  const a = parse(version);
+  const b = parse(min);
+  if (a.some(Number.isNaN)) return false;
+  for (let i = 0; i < 3; i++) if ((a[i] ?? 0) !== (b[i] ?? 0)) return (a[i] ?? 0) > (b[i] ?? 0);
+  return true;
+}
+
+/**
+ * Spec C.13's container rules. An agent started for this very job takes it (it runs inside the job's
+ * container, or was made for it). An agent inside another job's image takes nothing else. A
+ * `container:` job needs a runtime label, but only where its absence proves something: the agent is
+ * scaler-managed or a versioned agent of ours that reports runtimes. An older operator agent is not
+ * gated; it fails such a job with a message naming the runtime it lacks.
+ */
+function containerFit(
+  agent: Pick<ConnectedAgent, 'labels'> & Partial<Pick<ConnectedAgent, 'kind' | 'version' | 'boundJobId'>>,
+  job: Pick<QueuedJob, 'spec'> & Partial<Pick<QueuedJob, 'id'>>,
+): boolean {
+  if (agent.boundJobId !== undefined && agent.boundJobId === job.id) return true;
+  if (agent.labels.has(JOB_IMAGE_LABEL)) return false;
+  if (!job.spec.container || RUNTIME_LABELS.some((l) => agent.labels.has(l))) return true;
+  const proof = agent.kind === 'scaler' || versionAtLeast(agent.version, RUNTIME_FACTS_SINCE);
+  return !proof;
+}
 
 /**
  * Can this agent run this job? Labels ⊇ runsOn, the agent's gate ⊆ runsOn, and a container job
  * needs an agent that reports a container runtime.
  */
 export function canAgentRunJob(
-  agent: Pick<ConnectedAgent, 'labels' | 'gate' | 'boundJobId'>,
-  job: Pick<QueuedJob, 'runsOn' | 'spec'> & { id?: string },
+  agent: Pick<ConnectedAgent, 'labels' | 'gate'> &
+    Partial<Pick<ConnectedAgent, 'kind' | 'version' | 'boundJobId'>>,
+  job: Pick<QueuedJob, 'runsOn' | 'spec'> & Partial<Pick<QueuedJob, 'id'>>,
 ): boolean {
   for (const l of job.runsOn) if (!agent.labels.has(l)) return false;
   for (const g of agent.gate) if (!job.runsOn.includes(g)) return false;
@@ -95,10 +130,7 @@ export function canAgentRunJob(
     agent.labels.has('kici:role:execution')
   )
     return false;
-  // C.13: started for this very job → yes; inside some job's image → no other job.
-  const startedForIt = agent.boundJobId !== undefined && agent.boundJobId === job.id;
-  if (!startedForIt && agent.labels.has(JOB_IMAGE_LABEL)) return false;
-  if (job.spec.container && !startedForIt && !RUNTIME_LABELS.some((l) => agent.labels.has(l))) return false;
+  if (!containerFit(agent, job)) return false;
   if (job.spec.excludeLabels?.some((l) => agent.labels.has(l.trim().toLowerCase()))) return false;
   return true;
 }

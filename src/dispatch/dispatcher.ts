@@ -14,6 +14,10 @@ import { errorMessage } from '../util/errors.js';
 import { setLongTimer } from '../util/long-timer.js';
 import type { Logger } from '../util/logger.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
+
+/** Said when a `container:` job finds no agent: which runtime it lacks (spec C.13). */
+const CONTAINER_JOB_HINT =
+  'a container: job needs an agent that reports kici:runtime:docker or kici:runtime:podman (a Docker or Podman socket on its host) or a container scaler';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
 import { LogSink } from './log-sink.js';
 
@@ -266,8 +270,9 @@ export class Dispatcher {
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
           : 'no scaler is configured and no agent token matches these labels';
         for (const job of left) {
-          if (this.someoneCould(job)) job.waiting = 'waiting for a matching agent';
-          else await this.settleNoBackend(job, why);
+          if (this.someoneCould(job))
+            job.waiting = `waiting for a matching agent${job.spec.container ? `; ${CONTAINER_JOB_HINT}` : ''}`;
+          else await this.settleNoBackend(job, job.spec.container ? `${why}; ${CONTAINER_JOB_HINT}` : why);
         }
       } else if (reason) for (const job of left) job.waiting = reason;
     }

@@ -38,12 +38,20 @@ export class IsolationError extends Error {
     message: string,
     /** What the operator can do about it, in words. */
     readonly remedy: string,
+    /** `config`: the request cannot be confined as configured (retrying will not help). */
+    readonly kind: 'config' | 'firewall' = 'firewall',
   ) {
     super(message);
   }
 }
 
 export interface AgentIsolation {
+  /**
+   * Check the firewall works here and set up what every agent shares (table, base chains); called
+   * when a backend with isolation on is created, so a host that cannot confine agents fails at
+   * start-up, not at the first spawn. Throws IsolationError with the remedy.
+   */
+  prepare?(): Promise<void>;
   /**
    * Install the rules for `req.ip`, first removing any rules left for that address (addresses are
    * recycled). Resolves only once the rules are in force. Throws IsolationError.

@@ -45,6 +45,16 @@ export class NftAgentIsolation implements AgentIsolation {
     this.subnet = opts.subnet ?? '172.30.0.0/16';
   }
 
+  /** At backend creation: the message carries the fix, since start-up reports only the message. */
+  async prepare(): Promise<void> {
+    try {
+      await this.ensureBase();
+    } catch (err) {
+      const e = err as IsolationError;
+      throw new IsolationError(`${e.message}. Fix: ${e.remedy}`, e.remedy);
+    }
+  }
+
   /** Create the table and base chains (idempotent); throws IsolationError with the remedy. */
   ensureBase(): Promise<void> {
     this.base ??= this.exec(baseCommands(this.spec), 'could not set up the agent firewall').catch(
@@ -61,6 +71,13 @@ export class NftAgentIsolation implements AgentIsolation {
       throw new IsolationError(
         `agent ${req.agentId} has no IPv4 address ("${req.ip}")`,
         'check the agent network',
+      );
+    // A name would be resolved by nft once, at rule time; the rules would silently go stale.
+    if (isIP(req.orchestrator.address) !== 4)
+      throw new IsolationError(
+        `agent ${req.agentId}: the orchestrator address "${req.orchestrator.address}" the agent dials is not an IPv4 address, so no firewall rule can admit it`,
+        'set orchestratorUrl (scaler entry) or the server agentUrl to an IPv4 address, e.g. ws://172.30.0.1:8080/ws',
+        'config',
       );
     // One batch: the old chains' contents and the new rules swap atomically.
     await this.withBase(

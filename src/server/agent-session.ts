@@ -230,6 +230,7 @@ export class AgentSession {
       scaled,
       // After a reconnect a single-use agent that already ran its job must not be offered another.
       jobsDone: msg.jobsDone,
+      version: msg.version,
       nowMs: deps.clock.now(),
       send: (m) => this.send(m),
       close: (code, reason) => this.port.close(code, reason, false),

@@ -8,6 +8,8 @@ import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
 import { connectEngine } from '../scaler/backends/engine-client.js';
 import type { AgentIsolation } from '../net/isolation.js';
+import { NftAgentIsolation } from '../net/nft-isolation.js';
+import { createNftRunner } from '../net/nft-runner.js';
 import { sweepOrphans } from './orphan-sweep.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import { ScalerManager } from '../scaler/manager.js';
@@ -377,7 +379,8 @@ function backendContext(opts: OrchestratorOptions, logger: Logger, store: Store)
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
     ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
     connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
-    ...(opts.isolation ? { isolation: opts.isolation } : {}),
+    // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
+    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),
   };
 }
 

@@ -39,7 +39,7 @@ export interface Lab {
 }
 
 /** A TCP server that accepts and closes, listening on every address of `ns` at `ports`. */
-function startServer(ns: string, ports: number[]): ChildProcess {
+export function startServer(ns: string, ports: number[]): ChildProcess {
   // Probes hang up at once; a reset from them must not end the server.
   const script = `for (const p of ${JSON.stringify(ports)}) require('net').createServer(c=>{c.on('error',()=>{});c.end('ok');}).listen(p,'0.0.0.0');`;
   return spawn('ip', ['netns', 'exec', ns, process.execPath, '-e', script], { stdio: 'ignore' });
@@ -88,6 +88,41 @@ export async function buildLab(prefix: string, agentCount: number, ports: number
     }
     for (const ns of [host, lan, pub]) servers.push(startServer(ns, ports));
     return { host, lan, pub, agents, bridge, agentIp, destroy };
+  } catch (err) {
+    await destroy();
+    throw err;
+  }
+}
+
+/**
+ * A namespace hanging off the CURRENT network namespace (the one this process runs in, e.g. an
+ * engine's) by a veth: `hostCidr` on our side, `peerCidr` inside, default route back through us,
+ * and a TCP server on `ports`. Returns a teardown.
+ */
+export async function attachedHost(
+  ns: string,
+  link: string,
+  hostCidr: string,
+  peerCidr: string,
+  ports: number[],
+): Promise<() => Promise<void>> {
+  let server: ChildProcess | undefined;
+  const destroy = async () => {
+    if (server?.pid && server.exitCode === null) process.kill(server.pid, 'SIGKILL');
+    await ip('link', 'del', link).catch(() => undefined);
+    await ip('netns', 'del', ns).catch(() => undefined);
+  };
+  try {
+    await ip('netns', 'add', ns);
+    await ip('-n', ns, 'link', 'set', 'lo', 'up');
+    await ip('link', 'add', link, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
+    await ip('addr', 'add', hostCidr, 'dev', link);
+    await ip('link', 'set', link, 'up');
+    await ip('-n', ns, 'addr', 'add', peerCidr, 'dev', 'eth0');
+    await ip('-n', ns, 'link', 'set', 'eth0', 'up');
+    await ip('-n', ns, 'route', 'add', 'default', 'via', hostCidr.split('/')[0]!);
+    server = startServer(ns, ports);
+    return destroy;
   } catch (err) {
     await destroy();
     throw err;

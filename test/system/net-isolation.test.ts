@@ -57,9 +57,11 @@ describe('nftables agent isolation (real nft, test-made namespaces)', () => {
     expect(await canConnect(a0, '172.30.0.1', ORCH)).toBe(true);
     expect(await canConnect(a0, '198.51.100.2', ORCH)).toBe(true);
     expect(await canConnect(a0, '10.77.0.2', ORCH)).toBe(false);
-    // The host's own RFC1918 address and a non-orchestrator port on the gateway: the input hook.
-    expect(await canConnect(a0, '10.77.0.1', ORCH)).toBe(false);
+    // Other ports on the host's own addresses (its RFC1918 one included): the input hook drops them.
+    expect(await canConnect(a0, '10.77.0.1', OTHER)).toBe(false);
     expect(await canConnect(a0, '172.30.0.1', OTHER)).toBe(false);
+    // The default host set admits the orchestrator's port on any host address (spec B.5).
+    expect(await canConnect(a0, '10.77.0.1', ORCH)).toBe(true);
     // An agent without rules is untouched: the rules are keyed on the source address.
     expect(await canConnect(a2, '10.77.0.2', ORCH)).toBe(true);
   });

@@ -50,13 +50,58 @@ describe('canAgentRunJob', () => {
     expect(canAgentRunJob(gated, jobOn([]))).toBe(false);
   });
 
-  it('gives a container job only to an agent that reports docker or podman', () => {
+  it('gives a container job only to an agent that reports docker or podman (where the absence is proof)', () => {
     const job = jobOn(['linux'], { image: 'node:24' });
-    expect(canAgentRunJob(agent('a', ['linux']), job)).toBe(false);
-    expect(canAgentRunJob(agent('a', ['linux', 'kici:runtime:container-build']), job)).toBe(false);
-    expect(canAgentRunJob(agent('a', ['linux', 'kici:runtime:docker']), job)).toBe(true);
-    expect(canAgentRunJob(agent('a', ['linux', 'kici:runtime:podman']), job)).toBe(true);
-    expect(canAgentRunJob(agent('a', ['linux']), jobOn(['linux']))).toBe(true);
+    const ours = { version: '0.1.0' };
+    expect(canAgentRunJob(agent('a', ['linux'], ours), job)).toBe(false);
+    expect(canAgentRunJob(agent('a', ['linux', 'kici:runtime:container-build'], ours), job)).toBe(false);
+    expect(canAgentRunJob(agent('a', ['linux', 'kici:runtime:docker'], ours), job)).toBe(true);
+    expect(canAgentRunJob(agent('a', ['linux', 'kici:runtime:podman'], ours), job)).toBe(true);
+    expect(canAgentRunJob(agent('a', ['linux'], ours), jobOn(['linux']))).toBe(true);
+    // A scaler agent without a runtime label is proof too, whatever it reports as version.
+    expect(canAgentRunJob(agent('s', ['linux'], { kind: 'scaler' }), job)).toBe(false);
+    expect(canAgentRunJob(agent('v', ['linux'], { version: '1.4.0-dev.3' }), job)).toBe(false);
+  });
+
+  it('C.13: an unversioned or older operator agent is not gated (it fails the job naming the runtime)', () => {
+    const job = jobOn(['linux'], { image: 'node:24' });
+    expect(canAgentRunJob(agent('old', ['linux']), job)).toBe(true);
+    expect(canAgentRunJob(agent('old', ['linux'], { version: '0.0.9' }), job)).toBe(true);
+    expect(canAgentRunJob(agent('odd', ['linux'], { version: 'nightly' }), job)).toBe(true);
+  });
+
+  it('C.13: the agent started for this very job takes it; an agent inside a job image takes no other', () => {
+    const job = { ...jobOn(['linux'], { image: 'node:24' }), id: 'job-1' };
+    const bound = agent('b', ['linux'], { kind: 'scaler', boundJobId: 'job-1' });
+    expect(canAgentRunJob(bound, job)).toBe(true);
+    expect(canAgentRunJob(bound, { ...job, id: 'job-2' })).toBe(false);
+    const inImage = agent('i', ['linux', 'kici:runtime:job-image', 'kici:runtime:docker'], {
+      kind: 'scaler',
+      boundJobId: 'job-1',
+    });
+    expect(canAgentRunJob(inImage, job)).toBe(true);
+    expect(canAgentRunJob(inImage, { ...job, id: 'job-2' })).toBe(false);
+    expect(canAgentRunJob(inImage, { ...jobOn(['linux']), id: 'job-3' })).toBe(false);
+  });
+
+  it('property: without a runtime label, a container job reaches a scaler or versioned agent only when bound to it', () => {
+    fc.assert(
+      fc.property(
+        fc.boolean(),
+        fc.option(fc.constantFrom('0.1.0', '0.2.3', '2.0.0-rc.1'), { nil: undefined }),
+        fc.option(fc.constantFrom('job-1', 'job-2'), { nil: undefined }),
+        (scaler, version, boundJobId) => {
+          const a = agent('a', ['linux'], {
+            kind: scaler ? 'scaler' : 'static',
+            ...(version && { version }),
+            ...(boundJobId && { boundJobId }),
+          });
+          const job = { ...jobOn(['linux'], { image: 'busybox' }), id: 'job-1' };
+          const proof = scaler || version !== undefined;
+          expect(canAgentRunJob(a, job)).toBe(boundJobId === 'job-1' || !proof);
+        },
+      ),
+    );
   });
 
   it('keeps build and init jobs off scaler agents that do not serve the role', () => {

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { IsolationError } from '../../../src/net/isolation.js';
 import { nftRequiredTool, probeNft, warnIsolationOff } from '../../../src/net/nft-preflight.js';
 import { createNftRunner, NftError } from '../../../src/net/nft-runner.js';
+import { NftAgentIsolation } from '../../../src/net/nft-isolation.js';
 import { fatalToolError, preflightTools } from '../../../src/scaler/preflight.js';
 
 describe('nft preflight', () => {
@@ -44,5 +45,35 @@ describe('nft preflight', () => {
     expect(warnIsolationOff(log, 'b')).toBe(true);
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/scaler "a": networkIsolation is false: its agents reach every network/);
+  });
+});
+
+describe('NftAgentIsolation.prepare', () => {
+  it('fails with the fix in its message when nft cannot run (start-up shows only the message)', async () => {
+    const iso = new NftAgentIsolation({ runner: createNftRunner({ command: '/nonexistent/kici/nft' }) });
+    const err = await iso.prepare().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IsolationError);
+    expect((err as Error).message).toMatch(/could not set up the agent firewall \(table inet kici_agents\)/);
+    expect((err as Error).message).toMatch(/Fix: install nftables .*networkIsolation: false/);
+  });
+});
+
+describe('NftAgentIsolation.apply', () => {
+  it('refuses an orchestrator host name (nft would resolve it once) before running nft', async () => {
+    const iso = new NftAgentIsolation({ runner: createNftRunner({ command: '/nonexistent/kici/nft' }) });
+    const err = await iso
+      .apply({
+        agentId: 'a1',
+        scalerName: 'ctr',
+        ip: '172.30.0.9',
+        orchestrator: { address: 'orchestrator.local', port: 8080 },
+        hostAccess: [],
+        policy: undefined,
+      })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(IsolationError);
+    expect((err as IsolationError).message).toMatch(/"orchestrator.local" .* not an IPv4 address/);
+    expect((err as IsolationError).remedy).toMatch(/orchestratorUrl/);
+    expect((err as IsolationError).kind).toBe('config');
   });
 });

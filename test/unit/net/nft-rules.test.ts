@@ -167,6 +167,8 @@ describe('nft rule generation', () => {
     expect(verdicts(dflt, { daddr: '172.30.0.1', proto: 'udp', dport: 53 }).input).toBe('accept');
     expect(verdicts(dflt, { daddr: '172.30.0.1', proto: 'tcp', dport: 9000 }).input).toBe('accept');
     expect(verdicts(dflt, { daddr: '172.30.0.1', proto: 'tcp', dport: 22 }).input).toBe('drop');
+    // The orchestrator's port on any of the host's addresses (the agent may be pointed at another one).
+    expect(verdicts(dflt, { daddr: '10.5.0.1', proto: 'tcp', dport: 8080 }).input).toBe('accept');
     const declared = req({
       hostAccess: ['172.30.0.1:9000'],
       policy: { denyAll: false, hostAccess: ['5432'] },

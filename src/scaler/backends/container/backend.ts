@@ -1,4 +1,7 @@
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
+import { IsolationError } from '../../../net/isolation.js';
+import { warnIsolationOff } from '../../../net/nft-preflight.js';
+import type { CleanupOrphansOptions } from '../../types.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type { Logger } from '../../../util/logger.js';
@@ -60,12 +63,12 @@ export class ContainerScalerBackend implements ScalerBackend {
         throw new Error(
           `scaler "${opts.entry.name}": networkIsolation is on but no nftables firewall is available; install nftables (apt-get install nftables) and run the orchestrator with CAP_NET_ADMIN, or set networkIsolation: false in this scaler's entry`,
         );
+      await opts.isolation.prepare?.();
       await ensureIsolatedNetwork(opts.docker);
       gateway = ISOLATED_NETWORK_GATEWAY;
     } else {
-      log.warn(
-        'networkIsolation is off: agent containers get unrestricted network access (private ranges, cloud metadata)',
-      );
+      // Once per scaler: a reload rebuilding the backend does not repeat it.
+      warnIsolationOff(opts.logger, opts.entry.name);
       gateway = await networkGateway(opts.docker, opts.runtime === 'podman' ? 'podman' : 'bridge');
     }
     return new ContainerScalerBackend(opts, log, gateway);
@@ -163,14 +166,21 @@ export class ContainerScalerBackend implements ScalerBackend {
   private async applyRules(req: SpawnContext, ls: LabelSetConfig, ip: string): Promise<void> {
     const url = new URL(this.host.agentUrl(req.orchestratorUrl));
     const port = Number(url.port) || (url.protocol === 'wss:' || url.protocol === 'https:' ? 443 : 80);
-    await this.opts.isolation!.apply({
-      agentId: req.agentId,
-      scalerName: this.name,
-      ip,
-      orchestrator: { address: url.hostname, port },
-      hostAccess: this.opts.hostServices ?? [],
-      policy: ls.networkPolicy,
-    });
+    try {
+      await this.opts.isolation!.apply({
+        agentId: req.agentId,
+        scalerName: this.name,
+        ip,
+        orchestrator: { address: url.hostname, port },
+        hostAccess: this.opts.hostServices ?? [],
+        policy: ls.networkPolicy,
+      });
+    } catch (err) {
+      // Classified, with the fix: a name in orchestratorUrl is a config error, an nft failure may pass.
+      if (!(err instanceof IsolationError)) throw err;
+      const kind = err.kind === 'config' ? 'config' : 'transient';
+      throw new SpawnError(kind, `${err.message}. Fix: ${err.remedy}`, { cause: err });
+    }
   }
 
   private async removeRules(ip: string): Promise<void> {
@@ -247,18 +257,27 @@ export class ContainerScalerBackend implements ScalerBackend {
     return t ? scalerContext(this.entry, t, this.logsSource) : undefined;
   }
 
-  /** Remove this scaler's containers that no live agent owns, then stale firewall rule sets. */
-  async cleanupOrphans(isRegistered: (agentId: string) => boolean = () => true): Promise<number> {
+  /**
+   * Remove this scaler's containers that no live agent owns, then stale firewall rule sets. With
+   * `dryRun` nothing is removed; every item is reported to `onItem` either way.
+   */
+  async cleanupOrphans(
+    isRegistered: (agentId: string) => boolean = () => true,
+    opts: CleanupOrphansOptions = {},
+  ): Promise<number> {
     const trackedIps = [...this.agents.values()].flatMap((t) => (t.ip ? [t.ip] : []));
-    return sweepScalerOrphans({
-      docker: this.opts.docker,
-      scalerName: this.name,
-      tracked: new Set(this.agents.keys()),
-      trackedIps,
-      isRegistered,
-      isolation: this.host.isolation ? this.opts.isolation : undefined,
-      log: this.log,
-    });
+    return sweepScalerOrphans(
+      {
+        docker: this.opts.docker,
+        scalerName: this.name,
+        tracked: new Set(this.agents.keys()),
+        trackedIps,
+        isRegistered,
+        isolation: this.host.isolation ? this.opts.isolation : undefined,
+        log: this.log,
+      },
+      opts,
+    );
   }
 
   /** Remove containers this scaler started for `agentId` (a registration the orchestrator refused). */

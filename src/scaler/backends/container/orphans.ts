@@ -6,6 +6,7 @@
 import type Docker from 'dockerode';
 import type { AgentIsolation } from '../../../net/isolation.js';
 import type { Logger } from '../../../util/logger.js';
+import type { CleanupOrphansOptions } from '../../types.js';
 import { ISOLATED_NETWORK_NAME } from './network.js';
 import { LABEL_AGENT, LABEL_MANAGED, LABEL_SCALER } from './labels.js';
 
@@ -67,13 +68,25 @@ export interface SweepInput {
   log: Logger;
 }
 
-/** cleanupOrphans: this scaler's orphaned containers, then rule sets no live container owns. */
-export async function sweepScalerOrphans(i: SweepInput): Promise<number> {
+/**
+ * cleanupOrphans: this scaler's orphaned containers, then rule sets no live container owns. With
+ * `dryRun` nothing is removed; each item is reported to `onItem` (the reap-orphans command).
+ */
+export async function sweepScalerOrphans(i: SweepInput, opts: CleanupOrphansOptions = {}): Promise<number> {
   const mine = await listScalerContainers(i.docker, i.scalerName);
   const orphans = mine.filter((c) => isOrphan(c, { tracked: i.tracked, isRegistered: i.isRegistered }));
-  const removed = await Promise.all(orphans.map((c) => removeContainer(i.docker, c.Id, 5)));
-  let n = removed.filter(Boolean).length;
-  if (n) i.log.info({ removed: n }, 'removed orphaned agent containers');
+  for (const c of orphans)
+    opts.onItem?.({
+      agentId: c.Labels?.[LABEL_AGENT] ?? null,
+      ref: c.Id,
+      reason: `container ${c.State}, agent not tracked${c.State === 'running' ? ' and not registered here' : ''}`,
+    });
+  let n = orphans.length;
+  if (!opts.dryRun) {
+    const removed = await Promise.all(orphans.map((c) => removeContainer(i.docker, c.Id, 5)));
+    n = removed.filter(Boolean).length;
+    if (n) i.log.info({ removed: n }, 'removed orphaned agent containers');
+  }
   if (!i.isolation) return n;
   let live: Set<string>;
   try {
@@ -84,6 +97,14 @@ export async function sweepScalerOrphans(i: SweepInput): Promise<number> {
     return n;
   }
   for (const ip of i.trackedIps) live.add(ip);
-  n += await i.isolation.reapStale(live);
+  // Only the agents' own subnet: rule sets of other bridges (micro-VMs) are not ours to judge.
+  const stale = (await i.isolation.listRuled()).filter((ip) => ip.startsWith('172.30.') && !live.has(ip));
+  for (const ip of stale)
+    opts.onItem?.({
+      agentId: null,
+      ref: ip,
+      reason: 'firewall rules for an address no agent container holds',
+    });
+  n += opts.dryRun ? stale.length : await i.isolation.reapStale(live);
   return n;
 }

@@ -1,4 +1,5 @@
 import type { ScalerEntry } from '../../../config/index.js';
+import { nftRequiredTool } from '../../../net/nft-preflight.js';
 import type { RequiredTool } from '../../types.js';
 
 /**
@@ -6,9 +7,12 @@ import type { RequiredTool } from '../../types.js';
  * answers. Auto-detection needs an engine on this host, and its client on PATH says one is there.
  */
 export function containerTools(entry: ScalerEntry): RequiredTool[] {
-  if (entry.host || entry.socketPath) return [];
+  // Isolation rules are installed on this host, whichever engine runs the containers.
+  const nft = entry.networkIsolation ? [nftRequiredTool()] : [];
+  if (entry.host || entry.socketPath) return nft;
   const want = entry.runtime === 'auto' ? ['docker', 'podman'] : [entry.runtime];
   return [
+    ...nft,
     {
       name: want.join(' or '),
       find: { kind: 'any-command', commands: want },

@@ -21,16 +21,25 @@ const entry = (extra: Record<string, unknown>) =>
 
 describe('container tools and engine location', () => {
   it('needs docker or podman on PATH only for auto-detection', () => {
-    expect(containerTools(entry({}))[0]!.find).toEqual({
+    const off = { networkIsolation: false };
+    expect(containerTools(entry(off))[0]!.find).toEqual({
       kind: 'any-command',
       commands: ['docker', 'podman'],
     });
-    expect(containerTools(entry({ runtime: 'podman' }))[0]!.find).toEqual({
+    expect(containerTools(entry({ ...off, runtime: 'podman' }))[0]!.find).toEqual({
       kind: 'any-command',
       commands: ['podman'],
     });
-    expect(containerTools(entry({ socketPath: '/s.sock' }))).toEqual([]);
-    expect(containerTools(entry({ host: 'tcp://10.0.0.1:2375' }))).toEqual([]);
+    expect(containerTools(entry({ ...off, socketPath: '/s.sock' }))).toEqual([]);
+    expect(containerTools(entry({ ...off, host: 'tcp://10.0.0.1:2375' }))).toEqual([]);
+  });
+
+  it('needs nft (fatal) whenever isolation is on, wherever the engine is', () => {
+    for (const e of [entry({}), entry({ socketPath: '/s.sock' }), entry({ host: 'tcp://10.0.0.1:2375' })]) {
+      const nft = containerTools(e).find((t) => t.name.startsWith('nft'));
+      expect(nft).toMatchObject({ find: { kind: 'command', command: 'nft' }, severity: 'fatal' });
+      expect(nft!.fix).toMatch(/nftables.*networkIsolation: false/);
+    }
   });
 
   it('prefers host, then socketPath, then detection; no runtime is an error naming the fix', async () => {
