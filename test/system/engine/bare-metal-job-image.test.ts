@@ -135,6 +135,40 @@ describe(`bare-metal job-image mode on ${ENGINE}`, () => {
     expect(isolation.ruled.size).toBe(0);
   });
 
+  it('with the real nftables isolation: the agent address has its rule set while it runs, none after', async () => {
+    const runner = createNftRunner({});
+    const isolation = new NftAgentIsolation({ runner, table: `kici_bmji_${ENGINE}` });
+    try {
+      t = await startTestOrchestrator({
+        host: '0.0.0.0',
+        isolation,
+        config: { version: 1, scalers: [scaler()] },
+      });
+      const [jobId] = await submit(t, {
+        ruled: { runsOn: [NAME], container: { image: BUSYBOX_IMAGE }, steps: [{ run: 'echo up; sleep 3' }] },
+      });
+      await eventually(
+        async () => (await scalerContainers(NAME)).some((c) => c.State === 'running'),
+        60_000,
+        'job-image agent running',
+      );
+      const [c] = await scalerContainers(NAME);
+      const ip = (await docker.getContainer(c!.Id).inspect()).NetworkSettings.Networks['kici-agent-net']!
+        .IPAddress;
+      await eventually(async () => (await isolation.listRuled()).includes(ip), 30_000, `rules for ${ip}`);
+      const job = await t.waitForJob(jobId!, undefined, 120_000);
+      expect(job.state, (await outputLines(t, jobId!)).join('\n')).toBe('succeeded');
+      await eventually(async () => (await scalerContainers(NAME)).length === 0, 60_000, 'container removed');
+      expect(await isolation.listRuled()).not.toContain(ip);
+    } finally {
+      await t?.stop();
+      t = undefined;
+      await runner
+        .run([{ delete: { table: { family: 'inet', name: isolation.spec.table } } }])
+        .catch(() => {});
+    }
+  });
+
   it('after a restart, reapUnowned reclaims a job-image container from its labels only', async () => {
     const isolation = new RecordingIsolation();
     const created = await docker.createContainer({

@@ -134,6 +134,40 @@ describe('bare-metal construction warnings', () => {
   });
 });
 
+describe('bare-metal trusted spawns are logged', () => {
+  it('a spawn with the trusted profile logs a warning naming the agent; a default one does not', async () => {
+    const msgs: { msg: string; agentId?: string }[] = [];
+    const logger = pino({ level: 'warn' }, { write: (s: string) => void msgs.push(JSON.parse(s)) });
+    const entry = entryOf(
+      bareMetal('bm', [
+        { labels: ['trusted'], binaryPath: '/bin/true', env: { KICI_TRUSTED_ENV: 'true' } },
+        { labels: ['plain'], binaryPath: '/bin/true' },
+      ]),
+    );
+    const backend = new BareMetalScalerBackend({ entry, logger, baseDir: '/', hostEnv: {} });
+    const req = (agentId: string, labels: string[]) => ({
+      agentId,
+      labelSet: labels,
+      fullLabels: labels,
+      mandatoryLabels: [],
+      taints: [],
+      orchestratorUrl: 'ws://127.0.0.1:1/ws',
+      auth: { kind: 'token' as const, token: 't' },
+      limits: undefined,
+      boundJobId: undefined,
+      runId: undefined,
+      image: undefined,
+      signal: new AbortController().signal,
+      onEvent: () => {},
+    });
+    await backend.spawn(req('scaler-bare-metal-trust001', ['trusted']));
+    await backend.spawn(req('scaler-bare-metal-plain001', ['plain']));
+    await backend.shutdownAll();
+    const trusted = msgs.filter((m) => m.msg === 'agent started with the trusted environment profile');
+    expect(trusted.map((m) => m.agentId)).toEqual(['scaler-bare-metal-trust001']);
+  });
+});
+
 describe('bare-metal launch command', () => {
   const user = { uid: 61001, gid: 61001, home: '/h/a' };
   it('composes cgroup join, then bwrap, then setpriv, then the binary', () => {
