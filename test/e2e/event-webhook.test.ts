@@ -190,6 +190,13 @@ describe('webhook provisioning target', () => {
     expect(show.stdout).toContain('event:   kici.scaler.scale-up');
     expect(show.stdout).toMatch(/webhook:http:\/\/127\.0\.0\.1:\d+\/hook\s+given-up/);
     expect(show.stdout).not.toMatch(/[0-9a-f]{64}/);
+    const statusCli = await runNode([ADMIN_BIN, 'scaler', 'status'], env).exited;
+    expect(statusCli.code, statusCli.stderr).toBe(0);
+    expect(statusCli.stdout).toMatch(
+      new RegExp(
+        `hooked: kici\\.scaler\\.scale-up for \\S+ to webhook:\\S+ was given up: gave up after \\d+ attempts: HTTP 503.*event show [0-9a-f-]{36}\\)`,
+      ),
+    );
     const missing = await runNode([ADMIN_BIN, 'event', 'show', 'no-such-event'], env).exited;
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/event no-such-event does not exist/);

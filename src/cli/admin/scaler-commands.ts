@@ -26,6 +26,14 @@ interface StatusView {
       retryInMs: number;
       lastError: { kind: string; message: string } | null;
     }[];
+    /** Event scalers: the last scale event a provisioning target gave up on. */
+    deliveryGivenUp?: {
+      eventId: string;
+      event: string;
+      target: string;
+      agentId: string;
+      lastError: string;
+    } | null;
     warmPool: {
       enabled: boolean;
       size: number;
@@ -98,6 +106,13 @@ export function registerScalerApiCommands(
       for (const r of s.scalers) {
         for (const k of r.warmPool?.skipped ?? [])
           process.stdout.write(`${r.name}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
+      }
+      for (const r of s.scalers) {
+        const g = r.deliveryGivenUp;
+        if (g)
+          process.stdout.write(
+            `${r.name}: ${g.event} for ${g.agentId} to ${g.target} was given up: ${g.lastError} (kici-admin event show ${g.eventId})\n`,
+          );
       }
       for (const r of s.scalers.filter((x) => x.retiring)) {
         const left = (r.agents ?? []).map((a) => `${a.agentId} (${a.phase})`).join(', ');
