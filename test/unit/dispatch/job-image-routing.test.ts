@@ -13,7 +13,7 @@ const job = (id: string, image?: string) => {
 const agent = (
   labels: string[],
   boundJobId?: string,
-): Pick<ConnectedAgent, 'labels' | 'gate' | 'boundJobId' | 'kind'> => ({
+): Pick<ConnectedAgent, 'labels' | 'gate'> & Partial<Pick<ConnectedAgent, 'boundJobId' | 'kind'>> => ({
   labels: new Set(['pool', ...labels]),
   gate: [],
   // An agent bound to a job is one a scaler started: it reports its runtime facts.
