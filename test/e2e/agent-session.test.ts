@@ -113,8 +113,9 @@ describe('a refused scaler- id', () => {
     let out = '';
     shell.stdout!.on('data', (d) => (out += String(d)));
     shell.stderr!.on('data', (d) => (out += String(d)));
-    await eventually(() => /no spawn record/.test(out), 10_000, 'the agent to be refused');
-    expect(out).toMatch(/refused this agent \(4403\)/);
+    // The two lines come in separate writes; wait for the close code's line too, not just the reason's.
+    await eventually(() => /refused this agent \(4403\)/.test(out), 10_000, 'the agent to be refused');
+    expect(out).toMatch(/no spawn record/);
     await eventually(() => !alive(shell.pid!), 10_000, 'the refused agent compute to be reclaimed');
     expect(t.orch.scaler!.entries()).toHaveLength(0);
   });
