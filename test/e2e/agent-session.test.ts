@@ -113,9 +113,12 @@ describe('a refused scaler- id', () => {
     let out = '';
     shell.stdout!.on('data', (d) => (out += String(d)));
     shell.stderr!.on('data', (d) => (out += String(d)));
-    // The two lines come in separate writes; wait for the close code's line too, not just the reason's.
-    await eventually(() => /refused this agent \(4403\)/.test(out), 10_000, 'the agent to be refused');
-    expect(out).toMatch(/no spawn record/);
+    // The reason and the close code come in separate writes: wait for both lines.
+    await eventually(
+      () => /no spawn record/.test(out) && /refused this agent \(4403\)/.test(out),
+      10_000,
+      'the agent to be refused with 4403, naming the missing spawn record',
+    );
     await eventually(() => !alive(shell.pid!), 10_000, 'the refused agent compute to be reclaimed');
     expect(t.orch.scaler!.entries()).toHaveLength(0);
   });
