@@ -81,29 +81,3 @@ async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<In
   }
   return { volume, cmd };
 }
-
-/** A one-file tar archive (ustar), enough for the engine's "put archive" to drop a file in place. */
-export function singleFileTar(name: string, content = ''): Buffer {
-  const body = Buffer.from(content);
-  const header = Buffer.alloc(512);
-  header.write(name, 0, 100, 'utf8');
-  header.write('0000644\0', 100);
-  header.write('0000000\0', 108);
-  header.write('0000000\0', 116);
-  header.write(body.length.toString(8).padStart(11, '0') + '\0', 124);
-  header.write(
-    Math.floor(Date.now() / 1000)
-      .toString(8)
-      .padStart(11, '0') + '\0',
-    136,
-  );
-  header.write('        ', 148);
-  header.write('0', 156);
-  header.write('ustar\0', 257);
-  header.write('00', 263);
-  let sum = 0;
-  for (const b of header) sum += b;
-  header.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
-  const pad = Buffer.alloc((512 - (body.length % 512)) % 512);
-  return Buffer.concat([header, body, pad, Buffer.alloc(1024)]);
-}

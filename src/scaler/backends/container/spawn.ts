@@ -1,16 +1,16 @@
-import type Docker from 'dockerode';
 /**
  * One container spawn, in the order of spec D.1. The container id becomes the backendRef as soon as
  * it exists; after every await the spawn checks it is still wanted (a destroy or the deadline may
  * have come), and the failure path removes whatever was created with a fresh, unsignalled request.
  */
+import type Docker from 'dockerode';
 import { parseMemoryString, type LabelSetConfig } from '../../../config/index.js';
 import { SpawnError } from '../../core/spawn-errors.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { EffectiveLimits, SpawnContext } from '../../types.js';
 import { buildAgentHostConfig } from '../agent-container-host.js';
 import { classifyEngineError } from './engine-errors.js';
-import { ensureRuntimeVolume, RUNTIME_MOUNT, singleFileTar } from './job-image.js';
+import { ensureRuntimeVolume, RUNTIME_MOUNT } from './job-image.js';
 import { containerEnv, containerLabels } from './labels.js';
 import { fetchTail, followLogs, LineTail } from './logs.js';
 import { containerAddress, ISOLATED_NETWORK_NAME } from './network.js';
@@ -138,10 +138,7 @@ export async function runSpawn(
     t.ip = ip;
     await host.applyRules(req, ls, ip);
     alive();
-    await engine(
-      'opening the agent start gate',
-      created.putArchive(singleFileTar(GATE_NAME), { path: GATE_DIR }),
-    );
+    openStartGate(docker, created.id, t);
   }
   await attaching;
   alive();
@@ -176,6 +173,28 @@ export async function failSpawn(
 }
 
 export { LineTail };
+
+/**
+ * Tell the agent its rules are in force. A signal costs the engine almost nothing (copying a file
+ * in took Docker up to a second); it is repeated, with growing gaps, until the agent registers or
+ * goes, because one that lands before the agent's handler exists is dropped.
+ */
+function openStartGate(docker: Docker, containerId: string, t: Tracked): void {
+  const c = docker.getContainer(containerId);
+  const until = Date.now() + 120_000;
+  let gap = 20;
+  const send = () => {
+    if (t.registered || t.destroying || t.failed || Date.now() > until) return;
+    c.kill({ signal: 'SIGUSR2' }).then(
+      () => {
+        setTimeout(send, gap).unref();
+        gap = Math.min(gap * 2, 1000);
+      },
+      () => undefined, // gone or stopped: nothing left to open
+    );
+  };
+  send();
+}
 
 /** An agent container that exits before registering is a failed start: say why, with its output. */
 export function watchExit(docker: Docker, req: SpawnContext, t: Tracked): void {

@@ -1,11 +1,7 @@
-/** Small engine-facing pieces: tools, loopback rewrite, the injected command, log frames, the gate tar. */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+/** Small engine-facing pieces: tools, loopback rewrite, the injected command, log frames. */
 import { describe, expect, it } from 'vitest';
 import { scalerFileSchema } from '../../../../src/config/index.js';
-import { injectedCommand, singleFileTar } from '../../../../src/scaler/backends/container/job-image.js';
+import { injectedCommand } from '../../../../src/scaler/backends/container/job-image.js';
 import { demuxBuffer } from '../../../../src/scaler/backends/container/logs.js';
 import { firstHost, urlForContainer } from '../../../../src/scaler/backends/container/network.js';
 import { containerTools } from '../../../../src/scaler/backends/container/tools.js';
@@ -99,20 +95,5 @@ describe('demuxBuffer', () => {
       'err two',
     ]);
     expect(demuxBuffer(Buffer.from('plain\ntext\n'))).toEqual(['plain', 'text']);
-  });
-});
-
-describe('singleFileTar', () => {
-  it('is an archive tar itself reads, holding the one file', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'kici-tar-'));
-    try {
-      writeFileSync(join(dir, 'a.tar'), singleFileTar('.kici-start-gate', 'hi'));
-      expect(execFileSync('tar', ['-tf', join(dir, 'a.tar')], { encoding: 'utf8' }).trim()).toBe(
-        '.kici-start-gate',
-      );
-      expect(execFileSync('tar', ['-xOf', join(dir, 'a.tar')], { encoding: 'utf8' })).toBe('hi');
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
