@@ -144,7 +144,8 @@ export class JobImageAgents {
     if (t.ip) await this.removeRules(t.ip);
     t.logs?.close();
     // Still being created: the spawn sees `destroying` and removes what it made.
-    if (t.containerId) await removeContainer(this.deps.docker, t.containerId, 0);
+    // Stop first, as the container backend does: Podman's force-remove alone can leave it behind.
+    if (t.containerId) await removeContainer(this.deps.docker, t.containerId, 10);
   }
 
   /** After a restart: this scaler's containers labelled with the agent's id, and their rules. */
