@@ -160,9 +160,12 @@ async function latency(
   return { p50: samples[Math.floor(n * 0.5)]!, p99: samples[Math.min(n - 1, Math.floor(n * 0.99))]! };
 }
 
+const created: string[] = [];
+
 async function freshDb(): Promise<string> {
   const admin = process.env.KICI_TEST_DATABASE_URL!;
   const name = `bench_${randomBytes(4).toString('hex')}`;
+  created.push(name);
   const c = new pg.Client({ connectionString: admin });
   await c.connect();
   await c.query(`create database ${name}`);
@@ -214,5 +217,16 @@ try {
   if (!only || only === 'three') await three(await freshDb());
 } finally {
   for (const c of children) c.kill('SIGKILL');
+  await Promise.all(
+    children.map((c) =>
+      c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined,
+    ),
+  );
   await rm(MARKS, { force: true });
+  if (created.length) {
+    const c = new pg.Client({ connectionString: process.env.KICI_TEST_DATABASE_URL });
+    await c.connect();
+    for (const name of created) await c.query(`drop database if exists ${name} with (force)`);
+    await c.end();
+  }
 }
