@@ -295,6 +295,8 @@ export class Dispatcher {
         const why = scaler
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
           : 'no scaler is configured and no agent token matches these labels';
+        // In a cluster a peer may have issued a token since we last read them: read again first.
+        if (this.opts.instanceId && left.some((j) => !this.someoneCould(j))) await this.refreshStaticScopes();
         for (const job of left) {
           if (this.someoneCould(job))
             job.waiting = `waiting for a matching agent${job.spec.container ? `; ${CONTAINER_JOB_HINT}` : ''}`;

@@ -1,0 +1,232 @@
+/**
+ * Issue #12 hot-path and cluster figures (run inside the system tier's network namespace for
+ * PostgreSQL): `node bench/cluster-hot-path.ts` after `npm run build`.
+ *
+ * - orchestrator CPU per job: a 1,000-job burst on 4 static agents, user+system time of the
+ *   server process from /proc/<pid>/stat, on PGlite and on PostgreSQL;
+ * - jobs per second through one instance, and through three instances on one PostgreSQL
+ *   (same 4 agents spread over them, submits round-robin);
+ * - dispatch latency (submit → job started on an idle agent) p50/p99, on one instance and
+ *   across instances (submitted to A, the only agents on B: woken by NOTIFY).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import pg from 'pg';
+
+// KICI_BENCH_ROOT: measure another build (e.g. the main branch's dist) with the same harness.
+const ROOT = resolve(process.env.KICI_BENCH_ROOT ?? resolve(import.meta.dirname, '..'));
+const NODE = join(ROOT, 'node_modules/.bin/node');
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+const children: ChildProcess[] = [];
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
+  const p = (s.address() as { port: number }).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return p;
+}
+
+interface Server {
+  url: string;
+  ws: string;
+  pid: number;
+  token: string;
+  dir: string;
+  child: ChildProcess;
+}
+
+async function startServer(dbUrl: string | undefined, id: string): Promise<Server> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-bench-'));
+  const port = await freePort();
+  const args = [
+    join(ROOT, 'dist/cli/orchestrator.js'),
+    'serve',
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--data-dir',
+    dir,
+  ];
+  if (dbUrl) args.push('--database-url', dbUrl, '--instance-id', id);
+  const child = spawn(NODE, args, { env: { ...process.env, KICI_LOG_LEVEL: 'warn' }, stdio: 'ignore' });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 300; i++) {
+    if (
+      await fetch(`${url}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const token = (await readFile(join(dir, 'admin-token'), 'utf8')).trim();
+  return { url, ws: `ws://127.0.0.1:${port}/ws`, pid: child.pid!, token, dir, child };
+}
+
+async function api<T>(s: Server, method: string, path: string, body?: unknown): Promise<T> {
+  const r = await fetch(`${s.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${s.token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    ...(body ? { body: JSON.stringify(body) } : {}),
+  });
+  return (await r.json()) as T;
+}
+
+async function agent(s: Server, id: string, label: string): Promise<void> {
+  const tok = await api<{ token: string }>(s, 'POST', '/api/v1/agents/tokens', {
+    labels: ['linux', label],
+    agentId: id,
+  });
+  const child = spawn(NODE, [join(ROOT, 'dist/cli/agent.js')], {
+    env: {
+      ...process.env,
+      KICI_ORCHESTRATOR_URL: s.ws,
+      KICI_AGENT_ID: id,
+      KICI_AGENT_TOKEN: tok.token,
+      KICI_LABELS: `linux,${label}`,
+    },
+    stdio: 'ignore',
+  });
+  children.push(child);
+}
+
+async function cpuMs(pid: number): Promise<number> {
+  const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) * TICK_MS; // utime, stime (fields 14, 15)
+}
+
+/** Each job appends one byte to a file: completion is counted without asking the server (whose CPU we measure). */
+const MARKS = join(tmpdir(), `kici-bench-marks-${process.pid}`);
+
+async function marks(): Promise<number> {
+  return (await readFile(MARKS, 'utf8').catch(() => '')).length;
+}
+
+async function burst(
+  servers: Server[],
+  n: number,
+  label: string,
+  totalAfter: number,
+): Promise<{ wallMs: number }> {
+  const t0 = performance.now();
+  for (let r = 0; r * 100 < n; r++) {
+    const s = servers[r % servers.length]!;
+    const jobs = Object.fromEntries(
+      Array.from({ length: Math.min(100, n - r * 100) }, (_, k) => [
+        `j${k}`,
+        { runsOn: ['linux', label], steps: [{ run: `printf x >> ${MARKS}` }] },
+      ]),
+    );
+    await api(s, 'POST', '/api/v1/runs', { jobs });
+  }
+  while ((await marks()) < totalAfter) await new Promise((r) => setTimeout(r, 50));
+  const wallMs = performance.now() - t0;
+  await new Promise((r) => setTimeout(r, 300)); // the last results reach the store
+  return { wallMs };
+}
+
+async function latency(
+  submitTo: Server,
+  readFrom: Server,
+  label: string,
+  n: number,
+): Promise<{ p50: number; p99: number }> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await api<{ jobs: { id: string }[] }>(submitTo, 'POST', '/api/v1/runs', {
+      jobs: { l: { runsOn: ['linux', label], steps: [{ run: 'true' }] } },
+    });
+    const id = res.jobs[0]!.id;
+    for (;;) {
+      const j = await api<{ state: string; createdAt: string; startedAt: string | null }>(
+        readFrom,
+        'GET',
+        `/api/v1/jobs/${id}`,
+      );
+      if (j.state === 'succeeded') {
+        samples.push(new Date(j.startedAt!).getTime() - new Date(j.createdAt).getTime());
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: samples[Math.floor(n * 0.5)]!, p99: samples[Math.min(n - 1, Math.floor(n * 0.99))]! };
+}
+
+const created: string[] = [];
+
+async function freshDb(): Promise<string> {
+  const admin = process.env.KICI_TEST_DATABASE_URL!;
+  const name = `bench_${randomBytes(4).toString('hex')}`;
+  created.push(name);
+  const c = new pg.Client({ connectionString: admin });
+  await c.connect();
+  await c.query(`create database ${name}`);
+  await c.end();
+  const u = new URL(admin);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+async function single(dbUrl: string | undefined, what: string) {
+  await rm(MARKS, { force: true });
+  const s = await startServer(dbUrl, `bench-${what}`);
+  for (let i = 0; i < 4; i++) await agent(s, `b-${what}-${i}`, `b-${what}`);
+  await new Promise((r) => setTimeout(r, 1500));
+  await burst([s], 20, `b-${what}`, 20); // warm-up
+  const c0 = await cpuMs(s.pid);
+  const { wallMs } = await burst([s], 1000, `b-${what}`, 1020);
+  const c1 = await cpuMs(s.pid);
+  const lat = await latency(s, s, `b-${what}`, 50);
+  console.log(
+    `${what}: CPU ${((c1 - c0) / 1000).toFixed(2)} ms/job, ${(1000 / (wallMs / 1000)).toFixed(0)} jobs/s, dispatch latency p50 ${lat.p50} ms p99 ${lat.p99} ms`,
+  );
+}
+
+async function three(dbUrl: string) {
+  await rm(MARKS, { force: true });
+  const ss = [
+    await startServer(dbUrl, 'b3-a'),
+    await startServer(dbUrl, 'b3-b'),
+    await startServer(dbUrl, 'b3-c'),
+  ];
+  for (let i = 0; i < 4; i++) await agent(ss[1 + (i % 2)]!, `b3-${i}`, 'b3');
+  await new Promise((r) => setTimeout(r, 1500));
+  await burst(ss, 20, 'b3', 20);
+  const cpu0 = await Promise.all(ss.map((s) => cpuMs(s.pid)));
+  const { wallMs } = await burst(ss, 1000, 'b3', 1020);
+  const cpu1 = await Promise.all(ss.map((s) => cpuMs(s.pid)));
+  const cpu = cpu1.reduce((a, b, i) => a + b - cpu0[i]!, 0);
+  const lat = await latency(ss[0]!, ss[1]!, 'b3', 50);
+  console.log(
+    `three instances on PostgreSQL: CPU ${(cpu / 1000).toFixed(2)} ms/job (sum of 3), ${(1000 / (wallMs / 1000)).toFixed(0)} jobs/s, cross-instance dispatch latency (submit to A, agents on B/C) p50 ${lat.p50} ms p99 ${lat.p99} ms`,
+  );
+}
+
+try {
+  const only = process.argv[2];
+  if (!only || only === 'pglite') await single(undefined, 'pglite');
+  if (!only || only === 'postgres') await single(await freshDb(), 'postgres');
+  if (!only || only === 'three') await three(await freshDb());
+} finally {
+  for (const c of children) c.kill('SIGKILL');
+  await Promise.all(
+    children.map((c) =>
+      c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined,
+    ),
+  );
+  await rm(MARKS, { force: true });
+  if (created.length) {
+    const c = new pg.Client({ connectionString: process.env.KICI_TEST_DATABASE_URL });
+    await c.connect();
+    for (const name of created) await c.query(`drop database if exists ${name} with (force)`);
+    await c.end();
+  }
+}
