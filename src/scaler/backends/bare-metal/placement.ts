@@ -1,5 +1,6 @@
+import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { delimiter, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { LabelSetConfig } from '../../../config/index.js';
 import { bwrapArgs } from './sandbox.js';
 import { sandboxRequested } from './tools.js';
@@ -43,7 +44,62 @@ export async function placeAgent(
   }
   // Other agents' homes and the orchestrator's data (tokens, database) are hidden, not just unwritable.
   const hide = [users.root, ...(dataDir ? [resolve(dataDir)] : [])];
-  return { user, workDir, sandbox: sandboxed ? bwrapArgs({ workDir, hide, dropCaps: !user }) : undefined };
+  const keep = sandboxed ? installsToKeep([ls.binaryPath, findOnPath('node', hostEnv.PATH)], hide) : [];
+  return {
+    user,
+    workDir,
+    sandbox: sandboxed ? bwrapArgs({ workDir, hide, keep, dropCaps: !user }) : undefined,
+  };
+}
+
+/**
+ * The install roots (nearest ancestor with a package.json, else the file's own dir) of the agent
+ * binary and of node, when the sandbox's private /tmp would cover them: an agent installed under
+ * /tmp (a CI checkout, say) must still start. A root inside a hidden dir stays hidden, and hidden
+ * dirs inside a kept root are covered again after it (see bwrapArgs).
+ */
+export function installsToKeep(files: (string | undefined)[], hide: string[]): string[] {
+  const keep = new Set<string>();
+  for (const f of files) {
+    if (!f) continue;
+    let real: string;
+    try {
+      real = realpathSync(f);
+    } catch {
+      continue; // a missing file fails the spawn elsewhere, with its own reason
+    }
+    if (!isUnder(real, '/tmp')) continue;
+    const root = installRoot(real);
+    if (hide.some((h) => isUnder(root, h))) continue;
+    keep.add(root);
+  }
+  return [...keep];
+}
+
+function installRoot(file: string): string {
+  for (let dir = dirname(file); dir !== dirname(dir); dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package.json'))) return dir;
+  }
+  return dirname(file);
+}
+
+function isUnder(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
+}
+
+function findOnPath(cmd: string, path: string | undefined): string | undefined {
+  for (const dir of (path ?? '').split(delimiter)) {
+    if (!dir) continue;
+    const candidate = join(dir, cmd);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here; try the next PATH entry
+    }
+  }
+  return undefined;
 }
 
 /** What placement adds to the agent's environment: its work dir as KICI_WORK_DIR and HOME. */

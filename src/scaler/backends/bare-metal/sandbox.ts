@@ -9,12 +9,19 @@
 export interface SandboxSpec {
   workDir: string;
   hide: string[];
+  /**
+   * Host dirs the agent needs to start (its own install, the node it runs on) that the private /tmp
+   * or a hidden dir would otherwise cover: shown again, read-only.
+   */
+  keep?: string[];
   /** False when setpriv runs inside and drops them on the uid switch. */
   dropCaps: boolean;
 }
 
 export function bwrapArgs(spec: SandboxSpec): string[] {
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  // Kept installs before the hidden dirs, so a hidden dir inside an install stays hidden.
+  for (const dir of spec.keep ?? []) args.push('--ro-bind', dir, dir);
   for (const dir of spec.hide) args.push('--tmpfs', dir);
   // After the tmpfs mounts, so the own dir shows through whatever hides its parent. The agent
   // changes into it itself (KICI_WORK_DIR): bwrap could not, when the dir belongs to the agent's uid.

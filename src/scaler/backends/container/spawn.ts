@@ -176,19 +176,21 @@ export { LineTail };
 
 /**
  * Tell the agent its rules are in force. A signal costs the engine almost nothing (copying a file
- * in took Docker up to a second); it is repeated, with growing gaps, until the agent registers or
- * goes, because one that lands before the agent's handler exists is dropped.
+ * in took Docker up to a second); it is repeated until the agent registers or goes, because one
+ * that lands before the agent's handler exists is dropped. The gap stays short while the agent is
+ * most likely still starting (every gap there is start latency), and grows only after that.
  */
 function openStartGate(docker: Docker, containerId: string, t: Tracked): void {
   const c = docker.getContainer(containerId);
-  const until = Date.now() + 120_000;
-  let gap = 20;
+  const started = Date.now();
+  const until = started + 120_000;
+  let gap = 25;
   const send = () => {
     if (t.registered || t.destroying || t.failed || Date.now() > until) return;
     c.kill({ signal: 'SIGUSR2' }).then(
       () => {
         setTimeout(send, gap).unref();
-        gap = Math.min(gap * 2, 1000);
+        if (Date.now() - started > 5_000) gap = Math.min(gap * 2, 1000);
       },
       () => undefined, // gone or stopped: nothing left to open
     );
