@@ -1,6 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import type { Database } from './schema.js';
-import type { SpawnRecord } from './spawns-repo.js';
+import { insertSpawnRows, type SpawnRecord } from './spawns-repo.js';
 
 /** What a caller sees while it holds a scaler's cap lock. */
 export interface ScalerCapLock {
@@ -64,32 +64,7 @@ function lockView(trx: Transaction<Database>, scalerName: string, count: number)
       return hit !== undefined;
     },
     async reserve(r, reservation) {
-      await trx
-        .insertInto('scaler_spawning_agents')
-        .values({
-          agent_id: r.agentId,
-          scaler_name: r.scalerName,
-          backend_type: r.backendType,
-          label_set: JSON.stringify(r.labelSet),
-          run_id: r.runId,
-          bound_job_id: r.boundJobId,
-          owner_instance_id: r.ownerInstanceId,
-          backend_ref: null,
-          mandatory_labels: JSON.stringify(r.mandatoryLabels),
-          spawned_at: r.spawnedAt,
-        })
-        .execute();
-      await trx
-        .insertInto('scaler_reservations')
-        .values({
-          agent_id: r.agentId,
-          scaler_name: r.scalerName,
-          cpu_units: reservation.cpus,
-          mem_bytes: reservation.memBytes,
-          owner_instance_id: r.ownerInstanceId,
-          reserved_at: r.spawnedAt,
-        })
-        .execute();
+      await insertSpawnRows(trx, r, reservation);
     },
   };
 }

@@ -24,34 +24,7 @@ export class SpawnsRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
   async insertSpawn(r: SpawnRecord, reservation: { cpus: number; memBytes: number }): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto('scaler_spawning_agents')
-        .values({
-          agent_id: r.agentId,
-          scaler_name: r.scalerName,
-          backend_type: r.backendType,
-          label_set: JSON.stringify(r.labelSet),
-          run_id: r.runId,
-          bound_job_id: r.boundJobId,
-          owner_instance_id: r.ownerInstanceId,
-          backend_ref: null,
-          mandatory_labels: JSON.stringify(r.mandatoryLabels),
-          spawned_at: r.spawnedAt,
-        })
-        .execute();
-      await trx
-        .insertInto('scaler_reservations')
-        .values({
-          agent_id: r.agentId,
-          scaler_name: r.scalerName,
-          cpu_units: reservation.cpus,
-          mem_bytes: reservation.memBytes,
-          owner_instance_id: r.ownerInstanceId,
-          reserved_at: r.spawnedAt,
-        })
-        .execute();
-    });
+    await this.db.transaction().execute((trx) => insertSpawnRows(trx, r, reservation));
   }
 
   async setBackendRef(agentId: string, ref: string): Promise<void> {
@@ -102,4 +75,38 @@ export class SpawnsRepo {
       .onConflict((oc) => oc.column('agent_id').doUpdateSet({ run_id: runId, job_id: jobId }))
       .execute();
   }
+}
+
+/** The spawn row and its reservation, written together (inside the caller's transaction). */
+export async function insertSpawnRows(
+  trx: Kysely<Database>,
+  r: SpawnRecord,
+  reservation: { cpus: number; memBytes: number },
+): Promise<void> {
+  await trx
+    .insertInto('scaler_spawning_agents')
+    .values({
+      agent_id: r.agentId,
+      scaler_name: r.scalerName,
+      backend_type: r.backendType,
+      label_set: JSON.stringify(r.labelSet),
+      run_id: r.runId,
+      bound_job_id: r.boundJobId,
+      owner_instance_id: r.ownerInstanceId,
+      backend_ref: null,
+      mandatory_labels: JSON.stringify(r.mandatoryLabels),
+      spawned_at: r.spawnedAt,
+    })
+    .execute();
+  await trx
+    .insertInto('scaler_reservations')
+    .values({
+      agent_id: r.agentId,
+      scaler_name: r.scalerName,
+      cpu_units: reservation.cpus,
+      mem_bytes: reservation.memBytes,
+      owner_instance_id: r.ownerInstanceId,
+      reserved_at: r.spawnedAt,
+    })
+    .execute();
 }
