@@ -1,3 +1,5 @@
+import { dirname } from 'node:path';
+
 /**
  * The bubblewrap sandbox for `KICI_SANDBOX=true`: the host root read-only, a private /tmp, the
  * agent's own work dir the only writable host path, its own PID namespace (so the whole tree dies
@@ -20,12 +22,29 @@ export interface SandboxSpec {
 
 export function bwrapArgs(spec: SandboxSpec): string[] {
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
-  // Kept installs before the hidden dirs, so a hidden dir inside an install stays hidden.
-  for (const dir of spec.keep ?? []) args.push('--ro-bind', dir, dir);
+  // Kept installs before the hidden dirs, so a hidden dir inside an install stays hidden. The dirs
+  // bwrap makes on the private /tmp to mount them on would be 0700 root: a per-agent uid could not
+  // walk through them, so they are made world-traversable first.
+  const made = new Set<string>();
+  for (const dir of spec.keep ?? []) {
+    for (const parent of parentsBelowTmp(dir)) {
+      if (made.has(parent)) continue;
+      made.add(parent);
+      args.push('--perms', '0755', '--dir', parent);
+    }
+    args.push('--ro-bind', dir, dir);
+  }
   for (const dir of spec.hide) args.push('--tmpfs', dir);
   // After the tmpfs mounts, so the own dir shows through whatever hides its parent. The agent
   // changes into it itself (KICI_WORK_DIR): bwrap could not, when the dir belongs to the agent's uid.
   args.push('--bind', spec.workDir, spec.workDir, '--chdir', '/', '--unshare-pid');
   if (spec.dropCaps) args.push('--cap-drop', 'ALL');
   return args;
+}
+
+/** `/tmp/a/b/c` → [`/tmp/a`, `/tmp/a/b`]: the dirs between the private /tmp and a kept dir. */
+function parentsBelowTmp(dir: string): string[] {
+  const out: string[] = [];
+  for (let p = dirname(dir); p !== '/tmp' && p !== dirname(p); p = dirname(p)) out.unshift(p);
+  return out;
 }

@@ -36,4 +36,14 @@ describe('sandbox: installs kept visible', () => {
     expect(keepAt).toBeGreaterThan(tmpAt);
     expect(hideAt).toBeGreaterThan(keepAt);
   });
+
+  it('makes the dirs leading to a kept install traversable, so a per-agent uid can reach it', () => {
+    const args = bwrapArgs({ workDir: '/h/a', hide: [], keep: ['/tmp/ci/x/main'], dropCaps: false });
+    const dirs = args.flatMap((a, i) => (a === '--dir' ? [[args[i - 2], args[i - 1], args[i + 1]]] : []));
+    expect(dirs).toEqual([
+      ['--perms', '0755', '/tmp/ci'],
+      ['--perms', '0755', '/tmp/ci/x'],
+    ]);
+    expect(args.indexOf('/tmp/ci/x')).toBeLessThan(args.indexOf('/tmp/ci/x/main'));
+  });
 });
