@@ -114,6 +114,8 @@ describe(`bare-metal job-image mode on ${ENGINE}`, () => {
     expect((info.HostConfig.Binds ?? []).some((b) => b.includes(':/opt/kici:ro'))).toBe(true);
     expect(Object.keys(info.NetworkSettings.Networks)).toEqual(['kici-agent-net']);
     const ip = info.NetworkSettings.Networks['kici-agent-net']!.IPAddress;
+    // The container runs before its rules are in (the agent waits at its start gate meanwhile).
+    await eventually(() => isolation.applied.length > 0, 30_000, 'the agent address to get its rules');
     expect(isolation.applied.map((a) => a.ip)).toEqual([ip]);
     expect(isolation.applied[0]!.scalerName).toBe(NAME);
 
