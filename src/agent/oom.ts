@@ -29,6 +29,7 @@ export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgrou
   };
   const firstNumber = async (file: (d: { dir: string; v: 1 | 2 }) => string, re: RegExp) => {
     for (const d of await dirs()) {
+      // A controller file that is missing (no such controller, or the group is gone) holds no OOM evidence.
       const text = await readFile(file(d), 'utf8').catch(() => undefined);
       const m = text === undefined ? null : re.exec(text);
       if (m) return Number(m[1]);

@@ -108,6 +108,7 @@ export class PgLeaderLease implements LeaderLease {
     this.client = undefined;
     if (this.leader) this.opts.log.warn({ why }, 'cluster leadership lost; leader-only work stopped');
     this.set(false);
+    // Ending a connection that already broke: it is dropped either way.
     if (client) void client.end().catch(() => undefined);
   }
 
@@ -138,6 +139,7 @@ export class PgLeaderLease implements LeaderLease {
         this.opts.lockTimeoutMs,
       );
     } catch (err) {
+      // Ending a connection that already broke: the lock attempt's own error is what is thrown.
       void client.end().catch(() => undefined);
       throw err;
     }

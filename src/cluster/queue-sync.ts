@@ -69,6 +69,7 @@ export class QueueSync {
     const retry = () => {
       if (this.client !== client && this.client !== undefined) return;
       this.client = undefined;
+      // Ending a connection that already broke: it is dropped either way.
       void client.end().catch(() => undefined);
       if (this.stopped || this.reconnect) return;
       this.reconnect = setTimeout(() => {
@@ -100,6 +101,7 @@ export class QueueSync {
     clearTimeout(this.reconnect);
     const client = this.client;
     this.client = undefined;
+    // Ending a connection that already broke: it is dropped either way.
     await client?.end().catch(() => undefined);
     await this.running;
   }

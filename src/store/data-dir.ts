@@ -75,8 +75,10 @@ export async function tightenModes(dir: string): Promise<void> {
       const path = join(current, e.name);
       if (e.isDirectory()) stack.push(path);
       if (!e.isDirectory() && !e.isFile()) continue;
+      // PGlite may remove a file while the sweep runs: nothing left to tighten.
       const st = await lstat(path).catch(() => undefined);
       if (!st || !(st.mode & 0o077) || (uid !== undefined && st.uid !== uid)) continue;
+      // PGlite may remove a file while the sweep runs: nothing left to tighten.
       await chmod(path, st.mode & 0o700).catch(() => {});
     }
   }

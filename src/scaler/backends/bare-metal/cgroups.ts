@@ -166,6 +166,7 @@ async function freezeAndKill(dir: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
   await killListed(join(dir, 'tasks'));
+  // Every task was killed while frozen; a group already removed has no state to thaw.
   await writeFile(state, 'THAWED').catch(() => {});
 }
 

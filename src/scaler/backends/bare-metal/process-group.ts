@@ -75,6 +75,7 @@ export async function findAgentPid(agentId: string): Promise<number | undefined>
 /** Live pids whose session is `sid` (a process that only left the group, e.g. `set -m`, keeps its session). */
 export async function pidsInSession(sid: number): Promise<number[]> {
   const out: number[] = [];
+  // Without /proc (not Linux) the process group kill is all there is.
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
     try {

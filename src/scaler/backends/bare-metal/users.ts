@@ -45,6 +45,7 @@ export class AgentUserPool {
         return this.claimFree(agentId);
       }),
     );
+    // The chain only orders pool operations; each caller still gets its own operation's rejection.
     this.chain = run.catch(() => undefined);
     return run;
   }
@@ -74,6 +75,7 @@ export class AgentUserPool {
 
   /** The uid claimed for `agentId`, read from the claims (survives a restart), if any. */
   async uidOf(agentId: string): Promise<number | undefined> {
+    // No claims dir yet means no claims.
     for (const name of await readdir(this.claims).catch(() => [] as string[])) {
       const owner = await readFile(join(this.claims, name, 'agent'), 'utf8').catch(() => '');
       if (owner === agentId) return Number(name);
@@ -96,6 +98,7 @@ export class AgentUserPool {
   async reclaimStale(isLive: (agentId: string) => boolean): Promise<number> {
     const busy = await uidsWithProcesses();
     let freed = 0;
+    // No claims dir yet means no claims.
     for (const name of await readdir(this.claims).catch(() => [] as string[])) {
       const uid = Number(name);
       const owner = await readFile(join(this.claims, name, 'agent'), 'utf8').catch(() => '');
@@ -123,6 +126,7 @@ export async function ensureHomesRoot(root: string): Promise<void> {
 /** Real uids of every live process (any of them still holds its uid). */
 export async function uidsWithProcesses(): Promise<Set<number>> {
   const out = new Set<number>();
+  // Without /proc (not Linux) there is no process to find this way.
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     if (!/^\d+$/.test(name)) continue;
     const uid = await processUid(Number(name));
@@ -142,6 +146,7 @@ export async function processUid(pid: number): Promise<number | undefined> {
 /** Live pids running as `uid`: everything an agent user started, whatever group or session it chose. */
 export async function pidsOfUid(uid: number): Promise<number[]> {
   const out: number[] = [];
+  // Without /proc (not Linux) there is no process to find this way.
   for (const name of await readdir('/proc').catch(() => [] as string[])) {
     if (/^\d+$/.test(name) && (await processUid(Number(name))) === uid) out.push(Number(name));
   }

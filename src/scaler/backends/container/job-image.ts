@@ -77,6 +77,7 @@ async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<In
     await filler.start();
     await filler.wait();
   } finally {
+    // The filler only copied files; one left behind carries kici-managed and is swept with orphans.
     await filler.remove({ force: true }).catch(() => undefined);
   }
   return { volume, cmd };

@@ -38,6 +38,7 @@ export async function listScalerContainers(docker: Docker, scalerName: string, a
 /** Stop briefly, then force-remove; errors mean it is already gone or going. */
 export async function removeContainer(docker: Docker, id: string, stopSeconds: number): Promise<boolean> {
   const c = docker.getContainer(id);
+  // A container that will not stop is force-removed next, which is what counts.
   if (stopSeconds > 0) await c.stop({ t: stopSeconds }).catch(() => undefined);
   return c.remove({ force: true }).then(
     () => true,

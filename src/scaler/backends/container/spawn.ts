@@ -157,6 +157,7 @@ export async function failSpawn(
       : classifyEngineError(err, host.engineWhere, 'spawning');
   let tail = t.tail.tail();
   if (tail.length === 0 && t.containerId)
+    // The tail only adds detail to the failure, which is reported either way.
     tail = await fetchTail(host.docker, t.containerId).catch(() => [] as string[]);
   req.onEvent('scaler.failed', failure.message + (tail.length ? `\n---\n${tail.join('\n')}` : ''));
   t.failed = true;

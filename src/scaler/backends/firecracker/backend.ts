@@ -192,6 +192,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
    */
   private async abandon(t: TrackedVm): Promise<void> {
     t.destroying = true;
+    // Only waiting for order: the first destroy reports its own failure.
     await this.stopping.get(t.agent.id)?.catch(() => {});
     if (t.pid !== undefined) await this.opts.driver.stop({ id: t.agent.id, dir: t.dir, pid: t.pid }, 0);
     await Promise.all(t.tails.map((x) => x.stop()));

@@ -147,6 +147,7 @@ export class VmOrphans {
 async function vmIdsInProcesses(root: string): Promise<Set<string>> {
   const ids = new Set<string>();
   const prefix = root + '/';
+  // Without /proc (not Linux) no VMM can be found this way.
   for (const name of await readdir('/proc').catch(() => [])) {
     if (!/^\d+$/.test(name)) continue;
     const cmd = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
