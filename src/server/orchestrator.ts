@@ -522,24 +522,21 @@ export class Orchestrator {
 
 /** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */
 function clusterHeartbeatMs(opts: OrchestratorOptions): number {
-  if (opts.clusterHeartbeatMs !== undefined) return opts.clusterHeartbeatMs;
-  const raw = process.env.KICI_CLUSTER_HEARTBEAT_MS;
-  if (!raw) return 5_000;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 100 || n > 600_000)
-    throw new UserError(`KICI_CLUSTER_HEARTBEAT_MS: expected milliseconds from 100 to 600000, got "${raw}"`);
-  return n;
+  return opts.clusterHeartbeatMs ?? envMillis('KICI_CLUSTER_HEARTBEAT_MS', 5_000, 100, 600_000);
 }
 
 /** KICI_CLUSTER_LOCK_TIMEOUT_MS (default 2 s): the lease's connect and query budget. */
 function clusterLockTimeoutMs(): number {
-  const raw = process.env.KICI_CLUSTER_LOCK_TIMEOUT_MS;
-  if (!raw) return 2_000;
+  return envMillis('KICI_CLUSTER_LOCK_TIMEOUT_MS', 2_000, 100, 60_000);
+}
+
+/** Whole milliseconds from `name`, within [min, max]; `fallback` when unset or empty. */
+function envMillis(name: string, fallback: number, min: number, max: number): number {
+  const raw = process.env[name];
+  if (!raw) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 100 || n > 60_000)
-    throw new UserError(
-      `KICI_CLUSTER_LOCK_TIMEOUT_MS: expected milliseconds from 100 to 60000, got "${raw}"`,
-    );
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new UserError(`${name}: expected milliseconds from ${min} to ${max}, got "${raw}"`);
   return n;
 }
 
