@@ -1,8 +1,8 @@
 /**
  * Cold container job start (submit → first step, median of N, one job at a time) on the engine
  * DOCKER_HOST names, beside a raw start of the same agent image through the same engine API that
- * connects to a bare WebSocket server (time to its first message), measured in the same run. The
- * same pair for a job in its own image (busybox with the injected agent runtime).
+ * connects to a bare WebSocket server (time to its first message), measured in the same run, one
+ * of each in turn. The same pair for a job in its own image (busybox with the injected agent runtime).
  *
  * Needs an engine: DOCKER_HOST=unix://<socket>, KICI_BENCH_ENGINE=docker|podman, the agent image
  * (npm run image:agent; KICI_TEST_AGENT_IMAGE overrides), a job image (KICI_TEST_BUSYBOX_IMAGE,
@@ -49,54 +49,87 @@ function skipped(reason: string): BenchResult[] {
   ];
 }
 
-async function rawStarts(
-  docker: Docker,
-  image: string,
-  n: number,
-  runtime?: { volume: string; cmd: string[] },
-): Promise<number[]> {
-  const wss = new WebSocketServer({ host: '0.0.0.0', port: 0 });
-  await new Promise((r) => wss.once('listening', r));
+type Runtime = { volume: string; cmd: string[] };
+
+/** A raw start: create + start the image, time to the agent's first WebSocket message. */
+async function rawStart(docker: Docker, wss: WebSocketServer, image: string, i: number, runtime?: Runtime) {
   const port = (wss.address() as { port: number }).port;
-  const out: number[] = [];
-  try {
-    for (let i = 0; i < n; i++) {
-      const first = new Promise<number>((res) =>
-        wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
-      );
-      const t0 = performance.now();
-      const c = await docker.createContainer({
-        Image: image,
-        Env: [
-          `KICI_ORCHESTRATOR_URL=ws://${ISOLATED_NETWORK_GATEWAY}:${port}/ws`,
-          `KICI_AGENT_ID=raw-${i}`,
-          'KICI_AGENT_TOKEN=raw',
-          'KICI_LABELS=bench',
-          'KICI_SCALER_MANAGED=1',
-        ],
-        ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
-        HostConfig: {
-          NetworkMode: ISOLATED_NETWORK_NAME,
-          ...(runtime ? { Binds: [`${runtime.volume}:${RUNTIME_MOUNT}:ro`] } : {}),
-        },
-        Labels: { 'kici-bench': 'raw' },
-      });
-      await c.start();
-      out.push((await first) - t0);
-      await c.remove({ force: true });
-    }
-  } finally {
-    wss.close();
-  }
-  return out;
+  const first = new Promise<number>((res) =>
+    wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
+  );
+  const t0 = performance.now();
+  const c = await docker.createContainer({
+    Image: image,
+    Env: [
+      `KICI_ORCHESTRATOR_URL=ws://${ISOLATED_NETWORK_GATEWAY}:${port}/ws`,
+      `KICI_AGENT_ID=raw-${i}`,
+      'KICI_AGENT_TOKEN=raw',
+      'KICI_LABELS=bench',
+      'KICI_SCALER_MANAGED=1',
+    ],
+    ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
+    HostConfig: {
+      NetworkMode: ISOLATED_NETWORK_NAME,
+      ...(runtime ? { Binds: [`${runtime.volume}:${RUNTIME_MOUNT}:ro`] } : {}),
+    },
+    Labels: { 'kici-bench': 'raw' },
+  });
+  await c.start();
+  const ms = (await first) - t0;
+  await c.remove({ force: true });
+  return ms;
 }
 
-async function ourStarts(
+/** One of our starts: submit a one-step job, time to its first step's start. */
+async function ourStart(orch: Orchestrator, docker: Docker, jobImage?: string): Promise<number> {
+  const wall0 = Date.now();
+  const job = {
+    runsOn: ['bench'],
+    steps: [{ run: 'true' }],
+    ...(jobImage ? { container: { image: jobImage } } : {}),
+  };
+  const res = await fetch(`${orch.url}/api/v1/runs`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ jobs: { cold: job } }),
+  });
+  const id = ((await res.json()) as { jobs: { id: string }[] }).jobs[0]!.id;
+  let ms: number;
+  for (;;) {
+    const step = await orch.store.db
+      .selectFrom('step_results')
+      .select('started_at')
+      .where('job_id', '=', id)
+      .executeTakeFirst();
+    const j = await orch.store.jobs.get(id);
+    if (step && j && ['succeeded', 'failed'].includes(j.state)) {
+      ms = step.started_at.getTime() - wall0;
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  // Cold means the last agent is gone from the engine too, as the raw start removes its own
+  // container before the next one; a removal still running would slow the next create.
+  while (
+    orch.scaler!.entries().length ||
+    (await docker.listContainers({ all: true, filters: { label: ['kici-scaler-name=bench-ct'] } })).length
+  )
+    await new Promise((r) => setTimeout(r, 5));
+  return ms;
+}
+
+/**
+ * Raw and ours alternate, one of each per round, so both see the same machine: a load change
+ * half-way through a run moves both figures, not the ratio.
+ */
+async function pairedStarts(
+  docker: Docker,
   socket: string,
   agentImage: string,
   n: number,
   jobImage?: string,
-): Promise<number[]> {
+  runtime?: Runtime,
+): Promise<{ ours: number[]; raw: number[] }> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-bench-ct-'));
   const cfg = join(dir, 'scalers.yaml');
   await writeFile(
@@ -122,41 +155,23 @@ async function ourStarts(
     logger: pino({ level: 'silent' }),
     isolation: noIsolation,
   });
-  const out: number[] = [];
+  const wss = new WebSocketServer({ host: '0.0.0.0', port: 0 });
+  await new Promise((r) => wss.once('listening', r));
+  const ours: number[] = [];
+  const raw: number[] = [];
   try {
     for (let i = 0; i < n; i++) {
-      const wall0 = Date.now();
-      const job = {
-        runsOn: ['bench'],
-        steps: [{ run: 'true' }],
-        ...(jobImage ? { container: { image: jobImage } } : {}),
-      };
-      const res = await fetch(`${orch.url}/api/v1/runs`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ jobs: { cold: job } }),
-      });
-      const id = ((await res.json()) as { jobs: { id: string }[] }).jobs[0]!.id;
-      for (;;) {
-        const step = await orch.store.db
-          .selectFrom('step_results')
-          .select('started_at')
-          .where('job_id', '=', id)
-          .executeTakeFirst();
-        const j = await orch.store.jobs.get(id);
-        if (step && j && ['succeeded', 'failed'].includes(j.state)) {
-          out.push(step.started_at.getTime() - wall0);
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 5));
-      }
-      while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+      // Which goes first alternates too, so neither always follows the other's teardown.
+      if (i % 2) raw.push(await rawStart(docker, wss, jobImage ?? agentImage, i, runtime));
+      ours.push(await ourStart(orch, docker, jobImage));
+      if (!(i % 2)) raw.push(await rawStart(docker, wss, jobImage ?? agentImage, i, runtime));
     }
   } finally {
+    wss.close();
     await orch.stop();
     await rm(dir, { recursive: true, force: true });
   }
-  return out;
+  return { ours, raw };
 }
 
 function result(name: string, ours: number[], raw: number[], engine: string): BenchResult {
@@ -193,15 +208,12 @@ export async function benchContainerStart(n = 20): Promise<BenchResult[]> {
   }
   await ensureIsolatedNetwork(docker);
   const runtime = await ensureRuntimeVolume(docker, agentImage);
-  const half = Math.ceil(n / 2);
-  const raw = [...(await rawStarts(docker, agentImage, half))];
-  const ours = await ourStarts(socket, agentImage, n);
-  raw.push(...(await rawStarts(docker, agentImage, n - half)));
-  const rawJob = await rawStarts(docker, jobImage, half, runtime);
-  const oursJob = await ourStarts(socket, agentImage, n, jobImage);
-  rawJob.push(...(await rawStarts(docker, jobImage, n - half, runtime)));
+  // One unmeasured round each: the first start after an image load or volume fill is not cold-start.
+  await pairedStarts(docker, socket, agentImage, 1);
+  const plain = await pairedStarts(docker, socket, agentImage, n);
+  const withImage = await pairedStarts(docker, socket, agentImage, n, jobImage, runtime);
   return [
-    result('cold container job', ours, raw, engine),
-    result('cold job-image job', oursJob, rawJob, engine),
+    result('cold container job', plain.ours, plain.raw, engine),
+    result('cold job-image job', withImage.ours, withImage.raw, engine),
   ];
 }

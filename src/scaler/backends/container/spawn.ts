@@ -9,7 +9,7 @@ import { SpawnError } from '../../core/spawn-errors.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { EffectiveLimits, SpawnContext } from '../../types.js';
 import { buildAgentHostConfig } from '../agent-container-host.js';
-import { classifyEngineError } from './engine-errors.js';
+import { classifyEngineError, statusOf } from './engine-errors.js';
 import { ensureRuntimeVolume, RUNTIME_MOUNT } from './job-image.js';
 import { containerEnv, containerLabels } from './labels.js';
 import { fetchTail, followLogs, LineTail } from './logs.js';
@@ -48,13 +48,18 @@ export async function runSpawn(
   const engine = <T>(what: string, p: Promise<T>) =>
     p.catch((err: unknown) => Promise.reject(classifyEngineError(err, where, what)));
 
-  await engine(
-    `making image ${image} available`,
-    ensureImage(docker, image, jobImage ? 'IfNotPresent' : ls.imagePullPolicy, {
-      onProgress: (d) => req.onEvent('scaler.provisioning', d),
-      signal: req.signal,
-    }),
-  );
+  const policy = jobImage ? 'IfNotPresent' : ls.imagePullPolicy;
+  const makeAvailable = () =>
+    engine(
+      `making image ${image} available`,
+      ensureImage(docker, image, policy, {
+        onProgress: (d) => req.onEvent('scaler.provisioning', d),
+        signal: req.signal,
+      }),
+    );
+  // Only Always needs the engine asked first; otherwise the create itself says whether the image is
+  // there (a 404), which spares every warm-cache spawn one round trip.
+  if (policy === 'Always') await makeAvailable();
   alive();
   const runtime = jobImage
     ? await engine('preparing the agent runtime volume', ensureRuntimeVolume(docker, ls.image!))
@@ -81,23 +86,30 @@ export async function runSpawn(
     networkMode: isolated ? ISOLATED_NETWORK_NAME : undefined,
   });
   req.onEvent('scaler.provisioning', 'creating container');
-  const created = await engine(
-    'creating the agent container',
-    docker.createContainer({
-      Image: image,
-      Env: env,
-      ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
-      Labels: containerLabels({
-        scalerName: host.name,
-        agentId: req.agentId,
-        labelSet: ls.labels,
-        boundJobId: req.boundJobId,
-        runId: req.runId,
-      }),
-      HostConfig: hostConfig,
-      ...(isolated ? { NetworkingConfig: { EndpointsConfig: { [ISOLATED_NETWORK_NAME]: {} } } } : {}),
+  const spec: Docker.ContainerCreateOptions = {
+    Image: image,
+    Env: env,
+    ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
+    Labels: containerLabels({
+      scalerName: host.name,
+      agentId: req.agentId,
+      labelSet: ls.labels,
+      boundJobId: req.boundJobId,
+      runId: req.runId,
     }),
-  );
+    HostConfig: hostConfig,
+    ...(isolated ? { NetworkingConfig: { EndpointsConfig: { [ISOLATED_NETWORK_NAME]: {} } } } : {}),
+  };
+  let created: Docker.Container;
+  try {
+    created = await docker.createContainer(spec);
+  } catch (err) {
+    if (policy === 'Always' || statusOf(err) !== 404 || !/image/i.test(errorMessage(err)))
+      throw classifyEngineError(err, where, 'creating the agent container');
+    await makeAvailable();
+    alive();
+    created = await engine('creating the agent container', docker.createContainer(spec));
+  }
   t.containerId = created.id;
   t.agent.backendRef = created.id;
   alive();
