@@ -37,6 +37,7 @@ export default defineConfig({
         test: {
           name: 'system-engine',
           globalSetup: ['test/helpers/global-setup.ts'],
+          setupFiles: ['test/helpers/engine-setup.ts'],
           include: ['test/system/engine/**/*.test.ts'],
           testTimeout: 300_000,
           hookTimeout: 300_000,

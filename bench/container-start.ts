@@ -10,8 +10,9 @@
  * gateway is a local address (the system tier's kici-docker / kici-podman namespaces):
  *   DOCKER_HOST=unix:///tmp/kici-sys/docker.sock KICI_BENCH_ENGINE=docker \
  *     nsenter --net=/run/netns/kici-docker npm run bench -- container
- * Without DOCKER_HOST the bench is skipped with that reason. Firewall rules are a no-op stand-in
- * here (the start gate is still opened after them), so nft's own cost is not in these figures.
+ * Without DOCKER_HOST the bench is skipped with that reason. Our starts include the real nftables
+ * rules (the default), so run it as root in that namespace; the raw start has no firewall and runs
+ * on a plain bridge network of its own.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -21,20 +22,9 @@ import { pino } from 'pino';
 import { WebSocketServer } from 'ws';
 import { Orchestrator } from '../dist/server/orchestrator.js';
 import { ensureRuntimeVolume, RUNTIME_MOUNT } from '../dist/scaler/backends/container/job-image.js';
-import {
-  ensureIsolatedNetwork,
-  ISOLATED_NETWORK_GATEWAY,
-  ISOLATED_NETWORK_NAME,
-} from '../dist/scaler/backends/container/network.js';
+import { ensureIsolatedNetwork } from '../dist/scaler/backends/container/network.js';
 import { packageVersion } from '../dist/version.js';
 import { fmt, median, percentile, type BenchResult } from './stats.ts';
-
-const noIsolation = {
-  apply: async () => undefined,
-  remove: async () => undefined,
-  reapStale: async () => 0,
-  listRuled: async () => [] as string[],
-};
 
 function skipped(reason: string): BenchResult[] {
   return [
@@ -51,6 +41,30 @@ function skipped(reason: string): BenchResult[] {
 
 type Runtime = { volume: string; cmd: string[] };
 
+/**
+ * The raw start's own plain bridge network: on kici-agent-net our table would refuse a container
+ * with no rules of its own, and the raw start has no firewall by definition.
+ */
+const RAW_NETWORK = 'kici-bench-raw';
+const RAW_SUBNET = '10.231.0.0/24';
+const RAW_GATEWAY = '10.231.0.1';
+
+async function ensureRawNetwork(docker: Docker): Promise<void> {
+  const exists = await docker
+    .getNetwork(RAW_NETWORK)
+    .inspect()
+    .then(
+      () => true,
+      () => false,
+    );
+  if (!exists)
+    await docker.createNetwork({
+      Name: RAW_NETWORK,
+      Driver: 'bridge',
+      IPAM: { Config: [{ Subnet: RAW_SUBNET, Gateway: RAW_GATEWAY }] },
+    });
+}
+
 /** A raw start: create + start the image, time to the agent's first WebSocket message. */
 async function rawStart(docker: Docker, wss: WebSocketServer, image: string, i: number, runtime?: Runtime) {
   const port = (wss.address() as { port: number }).port;
@@ -61,7 +75,7 @@ async function rawStart(docker: Docker, wss: WebSocketServer, image: string, i: 
   const c = await docker.createContainer({
     Image: image,
     Env: [
-      `KICI_ORCHESTRATOR_URL=ws://${ISOLATED_NETWORK_GATEWAY}:${port}/ws`,
+      `KICI_ORCHESTRATOR_URL=ws://${RAW_GATEWAY}:${port}/ws`,
       `KICI_AGENT_ID=raw-${i}`,
       'KICI_AGENT_TOKEN=raw',
       'KICI_LABELS=bench',
@@ -69,7 +83,7 @@ async function rawStart(docker: Docker, wss: WebSocketServer, image: string, i: 
     ],
     ...(runtime ? { Entrypoint: runtime.cmd, Cmd: [] } : {}),
     HostConfig: {
-      NetworkMode: ISOLATED_NETWORK_NAME,
+      NetworkMode: RAW_NETWORK,
       ...(runtime ? { Binds: [`${runtime.volume}:${RUNTIME_MOUNT}:ro`] } : {}),
     },
     Labels: { 'kici-bench': 'raw' },
@@ -153,7 +167,6 @@ async function pairedStarts(
     dataDir: dir,
     scalerConfigPath: cfg,
     logger: pino({ level: 'silent' }),
-    isolation: noIsolation,
   });
   const wss = new WebSocketServer({ host: '0.0.0.0', port: 0 });
   await new Promise((r) => wss.once('listening', r));
@@ -207,6 +220,7 @@ export async function benchContainerStart(n = 20): Promise<BenchResult[]> {
     );
   }
   await ensureIsolatedNetwork(docker);
+  await ensureRawNetwork(docker);
   const runtime = await ensureRuntimeVolume(docker, agentImage);
   // One unmeasured round each: the first start after an image load or volume fill is not cold-start.
   await pairedStarts(docker, socket, agentImage, 1);

@@ -19,6 +19,9 @@ export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 export const AgentExit = { ok: 0, error: 1, refused: 2, unreachable: 3 } as const;
 
 const OUTBOX_LIMIT = 20_000;
+/** First-dial retry of a scaler-started agent (see Agent.inFirstDial), and for how long. */
+const FIRST_DIAL_RETRY_MS = 25;
+const FIRST_DIAL_WINDOW_MS = 10_000;
 /** Past this much unsent data on the socket, the job's output is not read until it drains. */
 const SEND_BACKLOG_BYTES = 8 * 1024 * 1024;
 
@@ -41,6 +44,9 @@ export class Agent {
   private reconnectTimer: NodeJS.Timeout | undefined;
   private disconnectedSince: number | undefined;
   private attempt = 0;
+  /** When a scaler-started agent first dialled; see inFirstDial. */
+  private firstDialAt: number | undefined;
+  private everRegistered = false;
   /** Takes no new job; set by a drain or a stop. */
   private stopping = false;
   /** Finishing the current job, then leaving (first SIGTERM to a static agent). */
@@ -102,7 +108,22 @@ export class Agent {
     );
     this.leave(true);
   }
+  /**
+   * A scaler-started agent on a firewalled network is refused until the backend's rules for its
+   * address apply, which is usually while it is still starting. Those first refusals are expected:
+   * retried every FIRST_DIAL_RETRY_MS (every wait is start latency) and not logged.
+   */
+  private inFirstDial(now = Date.now()): boolean {
+    return (
+      this.cfg.scalerManaged &&
+      !this.everRegistered &&
+      this.firstDialAt !== undefined &&
+      now - this.firstDialAt < FIRST_DIAL_WINDOW_MS
+    );
+  }
+
   private connect(): void {
+    this.firstDialAt ??= Date.now();
     const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
     this.ws = ws;
     ws.on('open', () => {
@@ -146,7 +167,9 @@ export class Agent {
         });
     });
     ws.on('error', (err) => {
-      if (!this.registered) this.log('warn', `connection error: ${err.message}`);
+      const refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+      if (!this.registered && !(refused && this.inFirstDial()))
+        this.log('warn', `connection error: ${err.message}`);
     });
     ws.on('close', (code, reasonBuf) => this.onClose(code, String(reasonBuf)));
   }
@@ -201,6 +224,7 @@ export class Agent {
 
   private onRegistered(ack: RegisterAckMessage): void {
     this.registered = true;
+    this.everRegistered = true;
     this.attempt = 0;
     this.disconnectedSince = undefined;
     this.log('info', `registered as ${ack.agentId}`);
@@ -302,7 +326,9 @@ export class Agent {
       void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.unreachable));
       return;
     }
-    const wait = Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
+    const wait = this.inFirstDial(now)
+      ? FIRST_DIAL_RETRY_MS
+      : Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
     this.reconnectTimer = setTimeout(() => this.connect(), wait);
   }
 

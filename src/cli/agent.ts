@@ -1,11 +1,77 @@
 #!/usr/bin/env node
 /**
- * kici-agent's entry: arms the start gate (when the backend set one) before the agent's code loads,
- * so a gate signal sent while Node is still importing is caught rather than dropped.
+ * kici-agent: connects to an orchestrator and runs the jobs it is given. Kept free of heavy imports
+ * so a cold agent starts in tens of milliseconds.
  */
-import { armStartGate } from '../agent/start-gate.js';
+import { Agent } from '../agent/agent.js';
+import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+import { packageVersion } from '../version.js';
 
-const gatePath = process.env.KICI_START_GATE;
-const gate = gatePath ? armStartGate(gatePath) : undefined;
-const { runAgentCli } = await import('./agent-main.js');
-runAgentCli(gate);
+// Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
+// process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => {});
+// An orchestrator runs with umask 077 for its data dir; steps it starts get the usual 022 back.
+// Any other umask (an operator's choice for a static agent) is kept.
+const inheritedUmask = process.umask(0o022);
+if (inheritedUmask !== 0o077) process.umask(inheritedUmask);
+
+function log(level: 'info' | 'warn' | 'error', msg: string): void {
+  const line = JSON.stringify({
+    level,
+    time: new Date().toISOString(),
+    agentId: process.env.KICI_AGENT_ID,
+    msg,
+  });
+  (level === 'info' ? process.stdout : process.stderr).write(line + '\n');
+}
+
+async function main(): Promise<number> {
+  if (process.argv.includes('--version') || process.argv.includes('-V')) {
+    process.stdout.write(packageVersion() + '\n');
+    return 0;
+  }
+  if (process.argv.includes('--help') || process.argv.includes('-h')) {
+    process.stdout.write(
+      'kici-agent: runs CI jobs for a kici orchestrator.\n\n' +
+        'Environment:\n' +
+        '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (required)\n' +
+        "  KICI_AGENT_ID          this agent's id, as bound to its token (required)\n" +
+        '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required)\n' +
+        "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +
+        '  KICI_SCALER_CLAIM_CODE one-time code redeemed for an id and a token (instead of both)\n' +
+        '  KICI_EPHEMERAL=1       exit after one job\n\n' +
+        'Options: --version prints the version; --help prints this.\n\n' +
+        'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
+    );
+    return 0;
+  }
+  let cfg;
+  try {
+    cfg = readAgentConfig();
+  } catch (err) {
+    if (err instanceof AgentConfigError) {
+      process.stderr.write(`kici-agent: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const agent = new Agent(cfg, log);
+  // A static agent drains on the first SIGTERM (an operator's restart should not lose the job) and
+  // cancels on the second, or on SIGINT. A scaler's SIGTERM means "tear down now": cancel at once.
+  let terms = 0;
+  process.on('SIGTERM', () => {
+    terms++;
+    const drain = !cfg.scalerManaged && terms === 1;
+    void agent.stop(terms > 1 ? 'second SIGTERM' : 'SIGTERM', drain ? 'drain' : 'cancel');
+  });
+  process.on('SIGINT', () => void agent.stop('SIGINT'));
+  return agent.run();
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
+    process.exit(1);
+  },
+);

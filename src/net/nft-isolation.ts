@@ -14,7 +14,10 @@ export interface NftIsolationOptions {
   table?: string;
   /** The agents' bridge gateway; default 172.30.0.1. */
   gateway?: string;
-  /** The agents' subnet: reapStale only ever touches addresses inside it. Default 172.30.0.0/16. */
+  /**
+   * The agents' subnet: reapStale only ever touches addresses inside it, and a packet from it with
+   * no rules of its own is refused. Default 172.30.0.0/16.
+   */
   subnet?: string;
 }
 
@@ -41,8 +44,12 @@ export class NftAgentIsolation implements AgentIsolation {
 
   constructor(opts: NftIsolationOptions) {
     this.runner = opts.runner;
-    this.spec = { table: opts.table ?? DEFAULT_AGENT_TABLE, gateway: opts.gateway ?? '172.30.0.1' };
     this.subnet = opts.subnet ?? '172.30.0.0/16';
+    this.spec = {
+      table: opts.table ?? DEFAULT_AGENT_TABLE,
+      gateway: opts.gateway ?? '172.30.0.1',
+      subnet: this.subnet,
+    };
   }
 
   /** At backend creation: the message carries the fix, since start-up reports only the message. */

@@ -2,9 +2,11 @@
  * The agent firewall as nft JSON data: pure functions, so every rule can be checked without a kernel.
  *
  * Layout of the one `inet` table: two base chains (forward, input) that send an agent's packets,
- * by source address, through a verdict map to that address's own chains. Everything about one
- * address therefore lives in two chains and two map elements, which are replaced or deleted in a
- * single atomic batch without touching any other address.
+ * by source address, through a verdict map to that address's own chains, which always end in a
+ * verdict. Everything about one address therefore lives in two chains and two map elements, which
+ * are replaced or deleted in a single atomic batch without touching any other address. After the
+ * map, anything else from the agents' subnet is refused (a TCP reset, so a dial fails at once and the
+ * agent retries), so an agent is confined from its first packet, before its own rules exist.
  */
 import { isIP } from 'node:net';
 import { parseHostAccessEntry, type HostAccessEntry } from '../config/addresses.js';
@@ -16,6 +18,11 @@ export interface NftTableSpec {
   table: string;
   /** The agents' bridge gateway (the host's address on the bridge); DNS there is in the default host set. */
   gateway: string;
+  /**
+   * The agents' subnet. A packet from it with no address chain of its own is refused: an agent whose
+   * rules are not in force yet (just started, or its rules failed or were reaped) reaches nothing.
+   */
+  subnet: string;
 }
 
 /** Destinations an agent never reaches unless allowed: RFC1918, CGNAT, link-local incl. cloud metadata. */
@@ -48,6 +55,8 @@ export function ipOfChain(name: string): string | undefined {
 const ip4 = (field: 'saddr' | 'daddr') => ({ payload: { protocol: 'ip', field } });
 const ACCEPT = { accept: null };
 const DROP = { drop: null };
+const REJECT_TCP = { reject: { type: 'tcp reset' } };
+const REJECT = { reject: { type: 'icmpx', expr: 'admin-prohibited' } };
 
 function addrValue(cidr: string): unknown {
   const [addr, len] = cidr.split('/');
@@ -107,6 +116,8 @@ function orchestratorRule(req: AgentRuleRequest): unknown[] {
 /** Idempotent set-up of the table, maps and base chains; the base rules are replaced in the same batch. */
 export function baseCommands(spec: NftTableSpec): NftCommand[] {
   const t = { family: 'inet', table: spec.table };
+  const fromAgents = { match: { op: '==', left: ip4('saddr'), right: addrValue(spec.subnet) } };
+  const isTcp = { match: { op: '==', left: { meta: { key: 'l4proto' } }, right: 'tcp' } };
   const base = (name: string, hook: string) => ({
     add: { chain: { ...t, name, type: 'filter', hook, prio: 0, policy: 'accept' } },
   });
@@ -125,6 +136,8 @@ export function baseCommands(spec: NftTableSpec): NftCommand[] {
       },
     },
     { add: { rule: { ...t, chain, expr: [{ vmap: { key: ip4('saddr'), data: `@${map}` } }] } } },
+    { add: { rule: { ...t, chain, expr: [fromAgents, isTcp, REJECT_TCP] } } },
+    { add: { rule: { ...t, chain, expr: [fromAgents, REJECT] } } },
   ];
   return [
     { add: { table: { family: 'inet', name: spec.table } } },
@@ -157,7 +170,8 @@ export function applyCommands(req: AgentRuleRequest, spec: NftTableSpec): NftCom
       .filter((e) => e.address !== '*')
       .map(accessRule),
     [{ match: { op: '==', left: ip4('daddr'), right: { set: BLOCKED_RANGES.map(addrValue) } } }, DROP],
-    ...(req.policy?.denyAll ? [[DROP]] : []),
+    // Every address chain ends in a verdict: falling back to the base chain would meet the refusal.
+    [req.policy?.denyAll ? DROP : ACCEPT],
   ];
   const inputRules: unknown[][] = [
     orchestratorRule(req),

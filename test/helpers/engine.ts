@@ -4,6 +4,8 @@
  */
 import Docker from 'dockerode';
 import type { AgentIsolation, AgentRuleRequest } from '../../src/net/isolation.js';
+import { NftAgentIsolation } from '../../src/net/nft-isolation.js';
+import { createNftRunner } from '../../src/net/nft-runner.js';
 import { packageVersion } from '../../src/version.js';
 
 export const ENGINE = (process.env.KICI_TEST_ENGINE ?? 'docker') as 'docker' | 'podman';
@@ -31,19 +33,26 @@ export async function removeScalerContainers(...names: string[]): Promise<void> 
 }
 
 /**
- * A firewall stand-in that records what the backend asked for and enforces nothing (H2's nftables
- * implementation replaces it where real rules are under test). Its ruled set is what the backend
- * believes is in force, so leaks of rules show up here.
+ * The real nftables isolation (the default table in this engine's namespace), recording what the
+ * backend asked of it: the table refuses any agent address without rules, so a stand-in that only
+ * recorded would leave agents unable to dial. Its ruled set is what the backend believes is in
+ * force, so leaks of rules show up here as well as in the table.
  */
 export class RecordingIsolation implements AgentIsolation {
   readonly applied: AgentRuleRequest[] = [];
   readonly removed: string[] = [];
   readonly ruled = new Set<string>();
+  private readonly real = new NftAgentIsolation({ runner: createNftRunner() });
+  prepare(): Promise<void> {
+    return this.real.prepare();
+  }
   async apply(req: AgentRuleRequest): Promise<void> {
+    await this.real.apply(req);
     this.applied.push(req);
     this.ruled.add(req.ip);
   }
   async remove(ip: string): Promise<void> {
+    await this.real.remove(ip);
     this.removed.push(ip);
     this.ruled.delete(ip);
   }
@@ -51,6 +60,7 @@ export class RecordingIsolation implements AgentIsolation {
     let n = 0;
     for (const ip of [...this.ruled])
       if (!live.has(ip)) {
+        await this.real.remove(ip);
         this.ruled.delete(ip);
         n++;
       }

@@ -6,12 +6,14 @@
 import type { NftCommand } from '../../src/net/nft-runner.js';
 
 export interface Packet {
+  /** Only the base chains look at it (the verdict map and the subnet refusal). */
+  saddr?: string;
   daddr: string;
   proto: 'tcp' | 'udp' | 'icmp';
   dport?: number;
 }
 
-type Verdict = 'accept' | 'drop' | 'fallthrough';
+type Verdict = 'accept' | 'drop' | 'reject' | 'fallthrough';
 
 const num = (a: string) => a.split('.').reduce((acc, p) => acc * 256 + Number(p), 0);
 
@@ -34,7 +36,14 @@ function matches(p: Packet, m: { op: string; left: Record<string, unknown>; righ
   const left = m.left as { payload?: { protocol: string; field: string }; meta?: { key: string } };
   if (m.op !== '==') throw new Error(`unknown op ${m.op}`);
   if (left.payload?.protocol === 'ip' && left.payload.field === 'daddr') return addrMatches(p.daddr, m.right);
-  if (left.meta?.key === 'l4proto') return ((m.right as { set: string[] }).set ?? []).includes(p.proto);
+  if (left.payload?.protocol === 'ip' && left.payload.field === 'saddr') {
+    if (p.saddr === undefined) throw new Error('a base-chain rule needs the packet source address');
+    return addrMatches(p.saddr, m.right);
+  }
+  if (left.meta?.key === 'l4proto')
+    return typeof m.right === 'string'
+      ? m.right === p.proto
+      : (m.right as { set: string[] }).set.includes(p.proto);
   if (left.payload?.field === 'dport') {
     if (left.payload.protocol !== 'th' && left.payload.protocol !== p.proto) return false;
     return p.proto !== 'icmp' && p.dport === m.right;
@@ -66,6 +75,7 @@ export function evaluate(rules: unknown[][], p: Packet): Verdict {
         }
       } else if ('accept' in e) return 'accept';
       else if ('drop' in e) return 'drop';
+      else if ('reject' in e) return 'reject';
       else throw new Error(`unknown statement ${JSON.stringify(e)}`);
     }
     if (!ok) continue;
@@ -91,4 +101,40 @@ export function touchedNames(commands: NftCommand[]): { chains: string[]; elemen
     }
   }
   return { chains: [...chains], elements: [...elements] };
+}
+
+/**
+ * A new packet (no conntrack state) through a base chain (`forward` or `input`): the reply rule does
+ * not match it, the verdict map jumps to the source address's chain (if that address has one in
+ * `commands`), and what that chain leaves undecided goes on to the base chain's later rules.
+ */
+export function evaluateBase(
+  commands: NftCommand[],
+  base: 'forward' | 'input',
+  p: Packet & { saddr: string },
+): Verdict {
+  const elements = new Map<string, string>();
+  for (const c of commands) {
+    const added = (c.add as { element?: { name: string; elem: unknown[] } } | undefined)?.element;
+    for (const e of added?.elem ?? [])
+      if (Array.isArray(e))
+        elements.set(`${added!.name}|${e[0] as string}`, (e[1] as { jump: { target: string } }).jump.target);
+    const deleted = (c.delete as { element?: { name: string; elem: string[] } } | undefined)?.element;
+    for (const key of deleted?.elem ?? []) elements.delete(`${deleted!.name}|${key}`);
+  }
+  for (const expr of chainRules(commands, base)) {
+    const first = expr[0] as Record<string, unknown>;
+    if ('match' in first && JSON.stringify(first).includes('"ct"')) continue; // replies only
+    if ('vmap' in first) {
+      const map = (first.vmap as { data: string }).data.slice(1);
+      const target = elements.get(`${map}|${p.saddr}`);
+      if (target === undefined) continue;
+      const v = evaluate(chainRules(commands, target), p);
+      if (v !== 'fallthrough') return v;
+      continue;
+    }
+    const v = evaluate([expr], p);
+    if (v !== 'fallthrough') return v;
+  }
+  return 'accept'; // the base chains' policy
 }

@@ -9,7 +9,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NftAgentIsolation } from '../../../src/net/nft-isolation.js';
 import { createNftRunner } from '../../../src/net/nft-runner.js';
 import { outputLines, submit } from '../../helpers/jobs.js';
-import { containerScaler, ENGINE, removeScalerContainers, scalerContainers } from '../../helpers/engine.js';
+import { createServer } from 'node:net';
+import {
+  AGENT_IMAGE,
+  containerScaler,
+  docker,
+  ENGINE,
+  removeScalerContainers,
+  scalerContainers,
+} from '../../helpers/engine.js';
 import { attachedHost, ip } from '../../helpers/netns-lab.js';
 import { eventually, startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
 
@@ -125,5 +133,34 @@ describe(`container network isolation with real nft on ${ENGINE}`, () => {
     expect(r.job.state, r.lines.join('\n')).toBe('succeeded');
     expect(r.result, r.lines.join('\n')).toEqual({ [LAN]: 'reachable', [LAN2]: 'blocked', [PUB]: 'blocked' });
     await eventually(async () => !(await iso.listRuled()).includes(r.containerIp!), 10_000, 'rules removed');
+  });
+
+  it('a container on the agent network with no rules of its own is refused everywhere, the orchestrator port too', async () => {
+    await iso.prepare();
+    // Stands in for the orchestrator: a listener on the host, reached at the network's gateway.
+    const host = createServer((sock) => sock.destroy());
+    await new Promise<void>((r) => host.listen(0, '0.0.0.0', () => r()));
+    const hostPort = (host.address() as { port: number }).port;
+    const targets = [`172.30.0.1:${hostPort}`, `${LAN}:${PORT}`, `${PUB}:${PORT}`];
+    const probe = `L=$(echo /opt/kici/lib/ld-linux*); $L --library-path /opt/kici/lib /opt/kici/bin/node -e 'const net=require("net");for(const t of process.argv.slice(1)){const [h,p]=t.split(":");const s=net.connect(Number(p),h);const say=(r)=>{console.log("probe "+t+" "+r);s.destroy()};s.setTimeout(1500,()=>say("timeout"));s.on("connect",()=>say("reachable"));s.on("error",(e)=>say(e.code))}' ${targets.join(' ')}`;
+    const c = await docker.createContainer({
+      Image: AGENT_IMAGE,
+      Entrypoint: ['/bin/sh', '-c', probe],
+      Labels: { 'kici-scaler-name': NAME },
+      HostConfig: { NetworkMode: 'kici-agent-net' },
+    });
+    try {
+      await c.start();
+      await c.wait();
+      const out = (await c.logs({ stdout: true, stderr: true })).toString();
+      const seen = Object.fromEntries(
+        [...out.matchAll(/probe (\S+) (\S+)/g)].map((m) => [m[1]!, m[2]!] as const),
+      );
+      // A TCP reset from the table: refused at once, so an agent retries instead of waiting.
+      expect(seen, out).toEqual(Object.fromEntries(targets.map((t) => [t, 'ECONNREFUSED'])));
+    } finally {
+      await c.remove({ force: true });
+      await new Promise<void>((r) => host.close(() => r()));
+    }
   });
 });

@@ -10,9 +10,16 @@ import {
   removeCommands,
   resolveHostAccess,
 } from '../../../src/net/nft-rules.js';
-import { chainRules, evaluate, inCidr, touchedNames, type Packet } from '../../helpers/nft-eval.js';
+import {
+  chainRules,
+  evaluate,
+  evaluateBase,
+  inCidr,
+  touchedNames,
+  type Packet,
+} from '../../helpers/nft-eval.js';
 
-const spec = { table: 'kici_agents', gateway: '172.30.0.1' };
+const spec = { table: 'kici_agents', gateway: '172.30.0.1', subnet: '172.30.0.0/16' };
 
 function req(over: Partial<AgentRuleRequest> = {}): AgentRuleRequest {
   return {
@@ -122,7 +129,7 @@ describe('nft rule generation', () => {
         const v = verdicts(r, p).fwd;
         if (declaredForward(r, p)) expect(v).toBe('accept');
         else if (r.policy?.denyAll || BLOCKED_RANGES.some((c) => inCidr(p.daddr, c))) expect(v).toBe('drop');
-        else expect(v).toBe('fallthrough');
+        else expect(v).toBe('accept');
       }),
       { numRuns: 500 },
     );
@@ -210,6 +217,55 @@ describe('nft rule generation', () => {
       expect(JSON.stringify(rules[0])).toContain('established');
       expect(JSON.stringify(rules[1])).toContain('@agent_');
     }
+  });
+
+  it('property: an address of the subnet with no rules of its own reaches nothing, forwarded or to the host', () => {
+    fc.assert(
+      fc.property(request, agentIp, packet, (r, other, p) => {
+        fc.pre(other !== r.ip);
+        // The table as it stands with one agent's rules in force: another address has none yet.
+        const cmds = [...baseCommands(spec), ...applyCommands(r, spec)];
+        for (const base of ['forward', 'input'] as const)
+          expect(evaluateBase(cmds, base, { ...p, saddr: other })).toBe('reject');
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("property: through the base chains, an agent with rules gets exactly its own chain's verdict", () => {
+    fc.assert(
+      fc.property(request, packet, (r, p) => {
+        const cmds = [...baseCommands(spec), ...applyCommands(r, spec)];
+        const own = verdicts(r, p);
+        // Every address chain ends in a verdict: nothing of a ruled agent reaches the refusal.
+        expect(own.fwd).not.toBe('fallthrough');
+        expect(own.input).not.toBe('fallthrough');
+        expect(evaluateBase(cmds, 'forward', { ...p, saddr: r.ip })).toBe(own.fwd);
+        expect(evaluateBase(cmds, 'input', { ...p, saddr: r.ip })).toBe(own.input);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('after its rules are removed, an address is refused again (not let through)', () => {
+    const r = req();
+    const cmds = [...baseCommands(spec), ...applyCommands(r, spec), ...removeCommands(r.ip, spec)];
+    const p = {
+      saddr: r.ip,
+      daddr: r.orchestrator.address,
+      proto: 'tcp' as const,
+      dport: r.orchestrator.port,
+    };
+    expect(evaluateBase(cmds, 'input', p)).toBe('reject');
+    expect(evaluateBase(cmds, 'forward', { ...p, daddr: '203.0.113.9' })).toBe('reject');
+  });
+
+  it("packets from outside the agents' subnet are not ours to judge", () => {
+    const cmds = baseCommands(spec);
+    for (const base of ['forward', 'input'] as const)
+      expect(
+        evaluateBase(cmds, base, { saddr: '192.0.2.7', daddr: '203.0.113.9', proto: 'tcp', dport: 443 }),
+      ).toBe('accept');
   });
 
   it('chain names round-trip to the address and ignore foreign chains', () => {

@@ -42,23 +42,47 @@ async function volumeExists(docker: Docker, name: string): Promise<boolean> {
   }
 }
 
+/** How long a found runtime volume is trusted without asking the engine again. */
+const KNOWN_FOR_MS = 30_000;
+
 /**
  * The runtime volume of `agentImage`, filled on first use. The name carries the image id, so a
  * rebuilt agent image gets a fresh volume and a running job's volume is never rewritten. Filling
  * relies on the engine copying the image's content into an empty named volume on first mount.
+ * A volume found is trusted for KNOWN_FOR_MS (two round trips less per job-image spawn); a failed
+ * spawn forgets it (forgetRuntimeVolume), so a volume removed meanwhile costs one attempt.
  */
-export function ensureRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
+export function ensureRuntimeVolume(
+  docker: Docker,
+  agentImage: string,
+  nowMs = Date.now(),
+): Promise<InjectedRuntime> {
+  const seen = known.get(docker)?.get(agentImage);
+  if (seen && nowMs - seen.at < KNOWN_FOR_MS) return Promise.resolve(seen.runtime);
   // Concurrent job-image spawns share one fill: a second filler mounting a half-filled volume would
   // see it non-empty and skip the copy.
   let perEngine = filling.get(docker);
   if (!perEngine) filling.set(docker, (perEngine = new Map()));
   const running = perEngine.get(agentImage);
   if (running) return running;
-  const p = fillRuntimeVolume(docker, agentImage).finally(() => perEngine.delete(agentImage));
+  const p = fillRuntimeVolume(docker, agentImage)
+    .then((runtime) => {
+      let byImage = known.get(docker);
+      if (!byImage) known.set(docker, (byImage = new Map()));
+      byImage.set(agentImage, { runtime, at: nowMs });
+      return runtime;
+    })
+    .finally(() => perEngine.delete(agentImage));
   perEngine.set(agentImage, p);
   return p;
 }
 
+/** The next job-image spawn asks the engine again (its volume may be what failed). */
+export function forgetRuntimeVolume(docker: Docker, agentImage: string): void {
+  known.get(docker)?.delete(agentImage);
+}
+
+const known = new WeakMap<Docker, Map<string, { runtime: InjectedRuntime; at: number }>>();
 const filling = new WeakMap<Docker, Map<string, Promise<InjectedRuntime>>>();
 
 async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {

@@ -43,8 +43,6 @@ export interface AgentEnvInput {
   hostEnv: NodeJS.ProcessEnv;
   /** The job's own image runs the agent (C.14). */
   jobImage: boolean;
-  /** File the agent waits for before it dials (set when firewall rules must come first). */
-  startGate?: string | undefined;
 }
 
 /**
@@ -64,7 +62,6 @@ export function containerEnv(i: AgentEnvInput): string[] {
   if (i.labelSet.image) env.KICI_RUNTIME_IMAGE = i.labelSet.image;
   if (i.labelSet.backpressureMode) env.KICI_BACKPRESSURE_MODE = i.labelSet.backpressureMode;
   if (i.jobImage) env.KICI_JOB_IMAGE_AGENT = '1';
-  if (i.startGate) env.KICI_START_GATE = i.startGate;
   for (const [k, v] of Object.entries(i.hostEnv)) {
     if (k.startsWith(FORWARD_PREFIX) && k.length > FORWARD_PREFIX.length && v !== undefined)
       env[k.slice(FORWARD_PREFIX.length)] = v;

@@ -10,16 +10,12 @@ import { errorMessage } from '../../../util/errors.js';
 import type { EffectiveLimits, SpawnContext } from '../../types.js';
 import { buildAgentHostConfig } from '../agent-container-host.js';
 import { classifyEngineError, statusOf } from './engine-errors.js';
-import { ensureRuntimeVolume, RUNTIME_MOUNT } from './job-image.js';
+import { ensureRuntimeVolume, forgetRuntimeVolume, RUNTIME_MOUNT } from './job-image.js';
 import { containerEnv, containerLabels } from './labels.js';
 import { fetchTail, followLogs, LineTail } from './logs.js';
 import { containerAddress, ISOLATED_NETWORK_NAME } from './network.js';
 import { ensureImage } from './pull.js';
 import type { SpawnHost, Tracked } from './tracked.js';
-
-/** Where the gate file lands; the agent polls for it (see src/agent/start-gate.ts). */
-const GATE_DIR = '/';
-const GATE_NAME = '.kici-start-gate';
 
 export class Superseded extends Error {}
 
@@ -61,6 +57,7 @@ export async function runSpawn(
   // there (a 404), which spares every warm-cache spawn one round trip.
   if (policy === 'Always') await makeAvailable();
   alive();
+  if (jobImage) t.runtimeOf = ls.image!;
   const runtime = jobImage
     ? await engine('preparing the agent runtime volume', ensureRuntimeVolume(docker, ls.image!))
     : undefined;
@@ -74,7 +71,6 @@ export async function runSpawn(
     labelSet: ls,
     hostEnv: host.hostEnv,
     jobImage,
-    startGate: isolated ? `${GATE_DIR}${GATE_NAME}` : undefined,
   });
   const hostConfig = buildAgentHostConfig({
     limits: limitsFor(req, ls),
@@ -114,7 +110,10 @@ export async function runSpawn(
   t.agent.backendRef = created.id;
   alive();
   if (isolated)
-    req.onEvent('scaler.network', `joining ${ISOLATED_NETWORK_NAME}; the agent waits for its firewall rules`);
+    req.onEvent(
+      'scaler.network',
+      `joining ${ISOLATED_NETWORK_NAME}; the agent is refused everywhere until its firewall rules apply`,
+    );
   await engine('starting the agent container', created.start());
   req.onEvent('scaler.ready', 'container started');
   // Attached while the address is read and the rules applied (it is only output, so it may lag).
@@ -148,9 +147,10 @@ export async function runSpawn(
         `the container has no address on ${ISOLATED_NETWORK_NAME}; not starting an unconfined agent`,
       );
     t.ip = ip;
+    // Until this lands the table refuses the agent's every packet (nft-rules.ts); its dial is
+    // refused at once and retried, so it connects within a retry of the rules going in.
     await host.applyRules(req, ls, ip);
     alive();
-    openStartGate(docker, created.id, t);
   }
   await attaching;
   alive();
@@ -173,6 +173,7 @@ export async function failSpawn(
     tail = await fetchTail(host.docker, t.containerId).catch(() => [] as string[]);
   req.onEvent('scaler.failed', failure.message + (tail.length ? `\n---\n${tail.join('\n')}` : ''));
   t.failed = true;
+  if (t.runtimeOf) forgetRuntimeVolume(host.docker, t.runtimeOf);
   await t.attaching;
   t.logs?.close();
   if (t.ip) await host.removeRules(t.ip);
@@ -187,30 +188,6 @@ export async function failSpawn(
 
 export { LineTail };
 
-/**
- * Tell the agent its rules are in force. A signal costs the engine almost nothing (copying a file
- * in took Docker up to a second); it is repeated until the agent registers or goes, because one
- * that lands before the agent's handler exists is dropped. The gap stays short while the agent is
- * most likely still starting (every gap there is start latency), and grows only after that.
- */
-function openStartGate(docker: Docker, containerId: string, t: Tracked): void {
-  const c = docker.getContainer(containerId);
-  const started = Date.now();
-  const until = started + 120_000;
-  let gap = 25;
-  const send = () => {
-    if (t.registered || t.destroying || t.failed || Date.now() > until) return;
-    c.kill({ signal: 'SIGUSR2' }).then(
-      () => {
-        setTimeout(send, gap).unref();
-        if (Date.now() - started > 5_000) gap = Math.min(gap * 2, 1000);
-      },
-      () => undefined, // gone or stopped: nothing left to open
-    );
-  };
-  send();
-}
-
 /** An agent container that exits before registering is a failed start: say why, with its output. */
 export function watchExit(docker: Docker, req: SpawnContext, t: Tracked): void {
   void docker
@@ -219,6 +196,7 @@ export function watchExit(docker: Docker, req: SpawnContext, t: Tracked): void {
     .then(
       (r: { StatusCode?: number }) => {
         if (t.registered || t.destroying) return;
+        if (t.runtimeOf) forgetRuntimeVolume(docker, t.runtimeOf);
         const tail = t.tail.tail(10).join('\n');
         req.onEvent(
           'scaler.failed',

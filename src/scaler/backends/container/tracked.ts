@@ -22,6 +22,8 @@ export interface Tracked {
   registered: boolean;
   destroying: boolean;
   image: string;
+  /** The agent image whose runtime volume a job-image spawn mounts (its lookup is forgotten on failure). */
+  runtimeOf?: string;
 }
 
 /** What a spawn needs from its backend. */
