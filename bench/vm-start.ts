@@ -13,6 +13,8 @@ import { promisify } from 'node:util';
 import { pino } from 'pino';
 import { WebSocketServer } from 'ws';
 import { stringify } from 'yaml';
+import { NftAgentIsolation } from '../dist/net/nft-isolation.js';
+import { createNftRunner } from '../dist/net/nft-runner.js';
 import { Orchestrator } from '../dist/server/orchestrator.js';
 import { commandRunner, HostNet } from '../dist/scaler/backends/firecracker/host-net.js';
 import { QemuDriver } from '../dist/scaler/backends/firecracker/qemu-driver.js';
@@ -22,6 +24,17 @@ import { fmt, median, type BenchResult } from './stats.ts';
 const exec = promisify(execFile);
 const BRIDGE = 'vmb-br0';
 const NET = '10.231.11';
+
+/**
+ * The orchestrator's table refuses every address of the VM subnet without rules of its own, so
+ * the raw guest's address is admitted to its WebSocket port before the clock starts.
+ */
+const rawRules = new NftAgentIsolation({
+  runner: createNftRunner(),
+  table: 'vmb-t',
+  gateway: `${NET}.1`,
+  subnet: `${NET}.0/24`,
+});
 
 async function rawBoot(i: number, base: string, g: Guest, driver: QemuDriver, net: HostNet): Promise<number> {
   const wss = new WebSocketServer({ host: `${NET}.1`, port: 0 });
@@ -40,6 +53,14 @@ async function rawBoot(i: number, base: string, g: Guest, driver: QemuDriver, ne
     startedAt: Date.now(),
   });
   await net.addTap(tap, BRIDGE);
+  await rawRules.apply({
+    agentId: id,
+    scalerName: 'raw',
+    ip,
+    orchestrator: { address: `${NET}.1`, port },
+    hostAccess: [],
+    policy: undefined,
+  });
   const f = vmFiles(dir);
   const t0 = performance.now();
   const first = new Promise<number>((res) =>
@@ -65,6 +86,7 @@ async function rawBoot(i: number, base: string, g: Guest, driver: QemuDriver, ne
   const ms = (await first) - t0;
   await driver.stop({ id, dir, pid: vm.pid }, 0);
   await net.deleteTap(tap);
+  await rawRules.remove(ip);
   wss.close();
   return ms;
 }
