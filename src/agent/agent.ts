@@ -20,7 +20,7 @@ export const AgentExit = { ok: 0, error: 1, refused: 2, unreachable: 3 } as cons
 
 const OUTBOX_LIMIT = 20_000;
 /** First-dial retry of a scaler-started agent (see Agent.inFirstDial), and for how long. */
-const FIRST_DIAL_RETRY_MS = 25;
+const FIRST_DIAL_RETRY_MS = 10;
 const FIRST_DIAL_WINDOW_MS = 10_000;
 /** Past this much unsent data on the socket, the job's output is not read until it drains. */
 const SEND_BACKLOG_BYTES = 8 * 1024 * 1024;

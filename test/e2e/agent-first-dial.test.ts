@@ -49,7 +49,7 @@ async function dialAfterRefusals(scalerManaged: boolean, refusedMs: number) {
 describe('agent first dial', () => {
   it('a scaler-started agent retries a refused first dial within tens of ms, without logging it', async () => {
     const r = await dialAfterRefusals(true, 1_200);
-    // The back-off would wait up to 1 s here (250, 500, 1000 ms steps); the first-dial retry is 25 ms.
+    // The back-off would wait up to 1 s here (250, 500, 1000 ms steps); the first-dial retry is 10 ms.
     expect(r.afterOpen).toBeLessThan(200);
     expect(r.stderr).not.toMatch(/connection error/);
   });
