@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
-import { copyFile, link, open, readlink, rm, stat } from 'node:fs/promises';
+import { copyFile, link, open, rm, stat } from 'node:fs/promises';
 import { request } from 'node:http';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../../util/logger.js';
-import { vmFiles } from './vm-dir.js';
+import { readPidRecord, vmFiles } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
 
@@ -195,9 +195,6 @@ export class FirecrackerDriver implements VmmDriver {
   }
 
   async owns(pid: number, dir: string): Promise<boolean> {
-    if (await vmmOwns(pid, dir, ['firecracker'])) return true;
-    // Jailed: the command line only has in-jail paths, but the process root is the VM directory.
-    if (!(await vmmOwns(pid, '/', ['firecracker']))) return false;
-    return (await readlink(`/proc/${pid}/root`).catch(() => '')) === dir;
+    return vmmOwns(pid, dir, ['firecracker'], await readPidRecord(dir));
   }
 }

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { access, constants, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../../util/logger.js';
+import { readPidRecord } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
 
@@ -102,8 +103,8 @@ export class QemuDriver implements VmmDriver {
     if (!(await waitGone(vm.pid, graceMs))) await killAndWait(vm.pid);
   }
 
-  owns(pid: number, dir: string): Promise<boolean> {
-    return vmmOwns(pid, dir, ['qemu-system']);
+  async owns(pid: number, dir: string): Promise<boolean> {
+    return vmmOwns(pid, dir, ['qemu-system'], await readPidRecord(dir));
   }
 }
 
