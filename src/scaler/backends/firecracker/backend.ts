@@ -42,6 +42,8 @@ export interface VmBackendOptions {
   /** Before each spawn: free space under the VM directory (injected in tests). */
   disk?: { thresholdBytes: number; statfs: StatfsFn };
   stopGraceMs?: number;
+  /** hostAccess entries the orchestrator itself directs agents at (storage host access). */
+  hostServices?: string[] | undefined;
 }
 
 const DEFAULT_OVERLAY_MIB = 2048;
@@ -152,7 +154,9 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       this.abortIfGone(ctx, t);
       await this.opts.hostNet.addTap(lease.tap, net.bridgeName);
       this.abortIfGone(ctx, t);
-      await this.opts.isolation?.apply(ruleRequestFor(ctx.agentId, this.name, lease.ip, orch, ls));
+      await this.opts.isolation?.apply(
+        ruleRequestFor(ctx.agentId, this.name, lease.ip, orch, ls, this.opts.hostServices),
+      );
       this.abortIfGone(ctx, t);
       ctx.onEvent('scaler.provisioning', `booting microVM (${this.opts.driver.describe()})`);
       this.startTails(t, ctx);
@@ -219,9 +223,16 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     startVmTails(this.log, t, ctx);
   }
 
+  /** Registering with its token is the agent's acknowledgement of its config: withdraw it. */
   markRegistered(agentId: string): void {
     const t = this.vms.get(agentId);
-    if (t) t.registered = true;
+    if (!t || t.registered) return;
+    t.registered = true;
+    const ack = this.opts.driver.configAcknowledged?.({ id: agentId, dir: t.dir });
+    // Fire and forget (spec: only warned): a VM being torn down may already be gone.
+    ack?.catch((err: unknown) =>
+      this.log.warn({ agentId, err: errorMessage(err) }, 'could not withdraw the agent config from the VM'),
+    );
   }
 
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {

@@ -109,6 +109,7 @@ export async function createVmBackend(
       statfs: deps.vmStatfs ?? statfs,
     },
     ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
+    hostServices: deps.hostServices,
   });
   deps.logger.info(
     { scaler: entry.name, vmm: driver.describe(), bridge: network.bridgeName },
