@@ -1,23 +1,49 @@
 import { spawn } from 'node:child_process';
-import { copyFile, link, open, readlink, rm, stat } from 'node:fs/promises';
+import { copyFile, lchown, link, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { request } from 'node:http';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../../util/logger.js';
-import { vmFiles } from './vm-dir.js';
+import { readPidRecord, vmFiles } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
 
 export interface FirecrackerDriverOptions {
   firecrackerPath: string;
   /** With a jailer, firecracker runs chrooted in the VM directory as uid:gid. */
-  jailer?: { path: string; uid: number; gid: number; chrootBase: string } | undefined;
+  jailer?: JailerOptions | undefined;
   logger: Logger;
   socketWaitMs?: number;
 }
 
-/** One call on Firecracker's API socket; rejects with the VMM's fault message on a non-2xx answer. */
-export function fcApi(socketPath: string, method: string, path: string, body?: unknown): Promise<void> {
+export interface JailerOptions {
+  path: string;
+  uid: number;
+  gid: number;
+  chrootBase: string;
+  /** A network namespace (path) the jailer joins before it execs firecracker. */
+  netns?: string | undefined;
+}
+
+/** The jailer's rule for `--id`: letters, digits and hyphens, at most 64. */
+const JAILER_ID = /^[A-Za-z0-9-]{1,64}$/;
+
+/**
+ * The jailer's command line: its own flags, then `--` and what firecracker gets. The jailer itself
+ * hands firecracker `--id` (and its start-time flags), so they must not be repeated after `--`.
+ */
+export function jailerArgs(jail: JailerOptions, firecrackerPath: string, id: string): string[] {
+  return [
+    ...['--id', id, '--exec-file', firecrackerPath],
+    ...['--uid', String(jail.uid), '--gid', String(jail.gid), '--chroot-base-dir', jail.chrootBase],
+    ...(jail.netns ? ['--netns', jail.netns] : []),
+    '--',
+    ...['--api-sock', '/run/firecracker.socket'],
+  ];
+}
+
+/** One call on Firecracker's API socket; resolves with the answer's body, rejects with the VMM's fault message on a non-2xx answer. */
+export function fcApi(socketPath: string, method: string, path: string, body?: unknown): Promise<string> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = request(
@@ -37,7 +63,7 @@ export function fcApi(socketPath: string, method: string, path: string, body?: u
         let text = '';
         res.on('data', (d: Buffer) => (text += d.toString()));
         res.on('end', () => {
-          if ((res.statusCode ?? 500) < 300) return resolve();
+          if ((res.statusCode ?? 500) < 300) return resolve(text);
           let fault = text;
           try {
             fault = (JSON.parse(text) as { fault_message?: string }).fault_message ?? text;
@@ -65,6 +91,16 @@ async function intoJail(src: string, dir: string, name: string): Promise<string>
   return `/${name}`;
 }
 
+/** chown -R, without following links out of the tree. */
+async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
+  await lchown(dir, uid, gid);
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) await chownTree(p, uid, gid);
+    else await lchown(p, uid, gid);
+  }
+}
+
 /**
  * Firecracker through its REST API: machine-config, boot-source, drives, network-interfaces,
  * MMDS (which carries the agent's credentials), then InstanceStart.
@@ -81,25 +117,18 @@ export class FirecrackerDriver implements VmmDriver {
   async start(vm: VmLaunch): Promise<StartedVm> {
     const jail = this.opts.jailer;
     const files = vmFiles(vm.dir);
+    if (jail) await this.prepareJail(vm);
     // Inside a jail every path is relative to its root, which is the VM directory.
     const inVm = async (p: string, name: string) => (jail ? intoJail(p, vm.dir, name) : p);
     const kernel = await inVm(vm.kernel, 'kernel');
     const initrd = vm.initrd ? await inVm(vm.initrd, 'initrd') : undefined;
     const rootfs = await inVm(vm.rootfs, 'rootfs.ext4');
     const overlay = jail ? `/${basename(vm.overlay)}` : vm.overlay;
-    const apiSock = jail ? '/run/firecracker.socket' : files.apiSocket;
-    const fcArgs = ['--api-sock', apiSock, '--id', vm.id];
+    // The jailed firecracker runs as uid:gid and must read the guest files and make its socket.
+    if (jail && process.getuid?.() === 0) await chownTree(vm.dir, jail.uid, jail.gid);
     const [file, args] = jail
-      ? [
-          jail.path,
-          [
-            ...['--id', vm.id, '--exec-file', this.opts.firecrackerPath],
-            ...['--uid', String(jail.uid), '--gid', String(jail.gid), '--chroot-base-dir', jail.chrootBase],
-            '--',
-            ...fcArgs,
-          ],
-        ]
-      : [this.opts.firecrackerPath, fcArgs];
+      ? [jail.path, jailerArgs(jail, this.opts.firecrackerPath, vm.id)]
+      : [this.opts.firecrackerPath, ['--api-sock', files.apiSocket, '--id', vm.id]];
     // Firecracker's stdout is the guest's serial console; its stderr carries VMM diagnostics.
     const serial = await open(vm.serialLog, 'a');
     const vmmLog = await open(vm.vmmLog, 'a');
@@ -166,6 +195,33 @@ export class FirecrackerDriver implements VmmDriver {
     return { pid, exited };
   }
 
+  /**
+   * The jailer puts firecracker in `<chroot base>/<exec file name>/<id>/root`; that must be the VM
+   * directory the backend prepared, so the file name has to be `firecracker` and the id one the
+   * jailer accepts.
+   */
+  private async prepareJail(vm: VmLaunch): Promise<void> {
+    const jail = this.opts.jailer!;
+    if (!JAILER_ID.test(vm.id))
+      throw new Error(
+        `agent id "${vm.id}" is not a valid jailer --id (letters, digits, hyphens; at most 64)`,
+      );
+    const root = join(jail.chrootBase, basename(this.opts.firecrackerPath), vm.id, 'root');
+    if (root !== vm.dir)
+      throw new Error(
+        `the jailer would use ${root}, not the VM directory ${vm.dir}: firecrackerPath's file name must be "firecracker" and chrootBaseDir the scaler's`,
+      );
+    await mkdir(join(vm.dir, 'run'), { recursive: true });
+  }
+
+  /**
+   * The agent has its configuration: empty MMDS so the token is not left where any process in the
+   * guest could fetch it again.
+   */
+  async configAcknowledged(vm: { id: string; dir: string }): Promise<void> {
+    await fcApi(vmFiles(vm.dir).apiSocket, 'PUT', '/mmds', { latest: { 'meta-data': {} } });
+  }
+
   private async waitForSocket(path: string, exited: Promise<number | null>): Promise<void> {
     let gone = false;
     void exited.then(() => (gone = true));
@@ -195,9 +251,6 @@ export class FirecrackerDriver implements VmmDriver {
   }
 
   async owns(pid: number, dir: string): Promise<boolean> {
-    if (await vmmOwns(pid, dir, ['firecracker'])) return true;
-    // Jailed: the command line only has in-jail paths, but the process root is the VM directory.
-    if (!(await vmmOwns(pid, '/', ['firecracker']))) return false;
-    return (await readlink(`/proc/${pid}/root`).catch(() => '')) === dir;
+    return vmmOwns(pid, dir, ['firecracker'], await readPidRecord(dir));
   }
 }
