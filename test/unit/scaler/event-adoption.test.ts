@@ -6,6 +6,7 @@
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
+import { Registry } from 'prom-client';
 import type { ScalerConfig } from '../../../src/config/index.js';
 import { EventScalerBackend } from '../../../src/scaler/backends/event/backend.js';
 import { EventProvisionReaper } from '../../../src/scaler/event-reaper.js';
@@ -14,6 +15,7 @@ import {
   ScalerAdoptionLookupError,
   ScalerManager,
 } from '../../../src/scaler/manager.js';
+import { EventMetrics } from '../../../src/server/event-metrics.js';
 import { AdoptionRepo } from '../../../src/store/adoption-repo.js';
 import type { Store } from '../../../src/store/index.js';
 import { ManualClock } from '../../../src/util/clock.js';
@@ -223,6 +225,14 @@ describe('registration through adoption (ScalerManager)', () => {
     expect(err).toBeInstanceOf(ScalerAdoptionLookupError);
     expect(err).not.toBeInstanceOf(RegistrationRefused);
     expect(b.m.adoptionLookupFailures).toBe(1);
+    // The scrape copies the manager's count.
+    const registry = new Registry();
+    new EventMetrics(
+      registry,
+      () => [],
+      () => b.m.adoptionLookupFailures,
+    );
+    expect(await registry.metrics()).toMatch(/^kici_orch_scaler_adoption_lookup_failures_total 1$/m);
     expect(b.m.adoption.has('scaler-event-dbfail01')).toBe(false);
   });
 });
