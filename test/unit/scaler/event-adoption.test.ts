@@ -273,6 +273,31 @@ describe('teardown by the adopter', () => {
   });
 });
 
+describe('restart recovery', () => {
+  it('a restarted spawner leaves rows a peer adopted alone; its own and unadopted rows are still its own', async () => {
+    open = await freshStore();
+    await insertRow(open.store, 'scaler-event-rec00001');
+    await insertRow(open.store, 'scaler-event-rec00002');
+    await insertRow(open.store, 'scaler-event-rec00003');
+    const repo = new AdoptionRepo(open.store.db);
+    await repo.adoptSpawningAgent('scaler-event-rec00002', 'orch-b', new Date());
+    await repo.adoptSpawningAgent('scaler-event-rec00003', 'orch-a', new Date());
+    const owned = (await open.store.spawns.listOwned('orch-a')).map((r) => r.agent_id).sort();
+    expect(owned).toEqual(['scaler-event-rec00001', 'scaler-event-rec00003']);
+    // Recovery on A neither adopts B's agent nor deletes B's row (B answers for its teardown).
+    const a = manager(open.store, 'orch-a', { configured: true });
+    await a.m.recover(60_000);
+    expect(a.m.state.agents.has('scaler-event-rec00002')).toBe(false);
+    const left = await open.store.db
+      .selectFrom('scaler_spawning_agents')
+      .select('agent_id')
+      .where('agent_id', '=', 'scaler-event-rec00002')
+      .execute();
+    expect(left).toHaveLength(1);
+    expect(a.emitter.downs('scaler-event-rec00002')).toHaveLength(0);
+  });
+});
+
 describe("the spawner's stale prune", () => {
   async function spawnOnA(store: Store, clock: ManualClock) {
     const a = manager(store, 'orch-a', { configured: true, clock });
