@@ -206,7 +206,7 @@ export class AgentSession {
     if (check.kind === 'ephemeral' || agentId.startsWith('scaler-')) {
       if (!scaler) return this.refuse('no-scaler', 'no scaler is configured here', { agentId });
       try {
-        scaled = scaler.onAgentRegistered(agentId);
+        scaled = await scaler.registerAgent(agentId);
       } catch (err) {
         if (!(err instanceof RegistrationRefused)) {
           this.log.error({ err: errorMessage(err), agentId }, 'scaler lookup failed');

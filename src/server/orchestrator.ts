@@ -602,6 +602,7 @@ async function buildScaler(
     logger: deps.log,
     instanceId: deps.instanceId,
     orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
+    scaleEvents: deps.scaleEvents,
     ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
   });
 }

@@ -265,6 +265,29 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /**
+   * Cross-instance adoption of event provisions (issue #12): the spawn row carries the targets its
+   * scale-down goes to, and an outcome row remembers who adopted a provision after its row is gone.
+   */
+  '010_event_adoption': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table scaler_spawning_agents add column provisioning_targets jsonb`.execute(db);
+      await sql`
+        create table scaler_provision_outcomes (
+          agent_id text primary key,
+          scaler_name text not null,
+          adopted_by text,
+          adopted_at timestamptz,
+          condemned_reason text,
+          condemned_at timestamptz,
+          recorded_at timestamptz not null default now(),
+          updated_at timestamptz not null default now()
+        )`.execute(db);
+      await sql`create index scaler_provision_outcomes_updated on scaler_provision_outcomes (updated_at)`.execute(
+        db,
+      );
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -112,6 +112,20 @@ export interface ScalerSpawningAgentsTable {
   registered_at: NullableTimestamp;
   adopted_by: string | null;
   adopted_at: NullableTimestamp;
+  /** Where the scale-down of an event provision goes (migration 010); null for local backends. */
+  provisioning_targets: ColumnType<string[] | null, string | null | undefined, string | null>;
+}
+
+/** Who adopted an event provision, kept after its spawn row is deleted (migration 010). */
+export interface ScalerProvisionOutcomesTable {
+  agent_id: string;
+  scaler_name: string;
+  adopted_by: string | null;
+  adopted_at: NullableTimestamp;
+  condemned_reason: string | null;
+  condemned_at: NullableTimestamp;
+  recorded_at: Timestamp;
+  updated_at: Timestamp;
 }
 
 export interface ScalerReservationsTable {
@@ -159,6 +173,7 @@ export interface Database {
   scaler_event_deliveries: ScalerEventDeliveriesTable;
   kici_instances: KiciInstancesTable;
   ip_allocations: IpAllocationsTable;
+  scaler_provision_outcomes: ScalerProvisionOutcomesTable;
 }
 
 /** One claim code of an event provision; only its SHA-256 is kept. */
