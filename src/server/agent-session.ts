@@ -218,8 +218,13 @@ export class AgentSession {
         return;
       }
     }
+    // Clustering: a job another instance dispatched (it died, or the link moved here) is taken over
+    // before the agent is attached. A store error closes the connection; the agent retries.
+    const adopted = await this.adopt(agentId, msg.activeJobId, scaled !== null);
     if (!this.port.isOpen()) {
       if (scaled) await scaler?.onAgentDisconnected(agentId);
+      const held = adopted ? deps.dispatcher.active.get(msg.activeJobId!) : undefined;
+      if (held) deps.dispatcher.orphan(held, 'agent disconnected');
       return;
     }
     const previous = deps.dispatcher.registry.get(agentId);
@@ -269,6 +274,16 @@ export class AgentSession {
     if (resume) return;
     if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
     else void deps.dispatcher.requestPump();
+  }
+
+  private async adopt(agentId: string, jobId: string | undefined, scaled: boolean): Promise<boolean> {
+    if (!jobId) return false;
+    try {
+      return await this.deps.dispatcher.adoptFromPeer(agentId, jobId);
+    } catch (err) {
+      if (scaled) await this.deps.dispatcher.scaler?.onAgentDisconnected(agentId);
+      throw err;
+    }
   }
 
   /** Everything the orchestrator sends goes through here, so a job.assign moves the state. */

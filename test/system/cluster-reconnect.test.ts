@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  alive,
+  eventually,
+  startTestOrchestrator,
+  type TestOrchestrator,
+  type runNode,
+} from '../helpers/orchestrator.js';
+import {
+  startOrchestratorProcess,
+  startStaticAgentProcess,
+  type OrchProcess,
+} from '../helpers/orch-process.js';
+import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+
+/**
+ * Issue #12, "kept if their agents reconnect to another instance": instance A (a real process) is
+ * killed -9 while its static agent runs a step. The agent dials one URL, a TCP relay the test
+ * re-points from A to B, so its reconnect lands on B. B takes the job over, the step finishes, and
+ * the job succeeds exactly once, with no cancel; the leader's dead-instance settlement (a short
+ * grace, so it runs while the step still sleeps) leaves the job alone.
+ */
+
+const tag = randomBytes(3).toString('hex');
+const LABELS = ['linux', `recon-${tag}`];
+const HEARTBEAT_MS = 200;
+const GRACE_MS = 500;
+let db: TestDatabase;
+let dir: string;
+let proxy: TcpProxy | undefined;
+const procs: OrchProcess[] = [];
+const inproc: TestOrchestrator[] = [];
+const agents: ReturnType<typeof runNode>[] = [];
+
+beforeAll(async () => {
+  db = await freshTestDatabase('clrecon');
+  dir = await mkdtemp(join(tmpdir(), 'kici-clrecon-'));
+});
+afterAll(async () => {
+  // Two SIGTERMs: the agent cancels a job still running (and its processes) before it exits.
+  for (const a of agents)
+    if (a.child.pid && alive(a.child.pid)) {
+      a.child.kill('SIGTERM');
+      await new Promise((r) => setTimeout(r, 200));
+      a.child.kill('SIGTERM');
+    }
+  await Promise.all(agents.map((a) => a.exited));
+  await proxy?.shut();
+  for (const t of inproc) await t.stop();
+  for (const o of procs) await o.stop();
+  await db.drop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const jobRow = async (id: string) =>
+  (
+    await db.query<{ state: string; reason: string | null; owner_instance: string | null }>(
+      'select state, reason, owner_instance from jobs where id = $1',
+      [id],
+    )
+  )[0]!;
+
+describe('a running job whose instance dies', () => {
+  it('is taken over by the instance its agent reconnects to and succeeds exactly once, with no cancel', async () => {
+    const a = await startOrchestratorProcess({
+      databaseUrl: db.url,
+      env: { KICI_CLUSTER_HEARTBEAT_MS: String(HEARTBEAT_MS) },
+      args: ['--instance-id', `ra-${tag}`],
+    });
+    procs.push(a);
+    // Three instances: with two, partition safety would keep the survivor from settling anything.
+    const peer = (id: string) =>
+      startTestOrchestrator({
+        databaseUrl: db.url,
+        instanceId: id,
+        clusterHeartbeatMs: HEARTBEAT_MS,
+        reconnectGraceMs: GRACE_MS,
+      });
+    const b = await peer(`rb-${tag}`);
+    inproc.push(b);
+    const c = await peer(`rc-${tag}`);
+    inproc.push(c);
+
+    proxy = new TcpProxy('127.0.0.1', Number(new URL(a.url).port));
+    await proxy.open();
+    const agent = await startStaticAgentProcess(a, `recon-agent-${tag}`, LABELS, proxy.urlFor(a.wsUrl));
+    agents.push(agent);
+
+    const marks = join(dir, 'marks');
+    const run = await a.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: {
+        long: {
+          runsOn: LABELS,
+          steps: [{ run: `echo begin >> ${marks}; sleep 4; echo end-${tag} >> ${marks}` }],
+        },
+      },
+    });
+    expect(run.status).toBe(201);
+    const id = run.body.jobs[0]!.id;
+    await eventually(
+      async () => (await readFile(marks, 'utf8').catch(() => '')).includes('begin'),
+      20_000,
+      'the step has begun on A',
+    );
+    expect(await jobRow(id)).toMatchObject({ state: 'running', owner_instance: `ra-${tag}` });
+
+    // The agent's next connection lands on B; then A dies mid-step.
+    proxy.pointTo('127.0.0.1', Number(new URL(b.orch.url).port));
+    await a.kill9();
+    const diedAt = Date.now();
+
+    await eventually(() => b.orch.dispatcher.active.has(id), 15_000, 'B holds the job');
+    expect((await jobRow(id)).owner_instance).toBe(`rb-${tag}`);
+    const done = await b.waitForJob(id, undefined, 30_000);
+    const finishedAt = Date.now();
+    expect(done.state).toBe('succeeded');
+    expect(done.reason).toBeNull();
+    // The leader's settlement of A (dead after 3 beats, plus the grace) ran while the step slept.
+    expect(finishedAt - diedAt).toBeGreaterThan(3 * HEARTBEAT_MS + GRACE_MS + 500);
+    await eventually(
+      async () =>
+        (await c.orch.clusterStatus()).instances.find((i) => i.id === `ra-${tag}`)?.state === 'dead',
+      5_000,
+      'A is declared dead',
+    );
+    expect(await readFile(marks, 'utf8')).toBe(`begin\nend-${tag}\n`);
+    // No cancel reached the agent: it reports the job as succeeded, and nothing else.
+    const out = agent.output();
+    expect(`${out.stdout}${out.stderr}`).toContain(`job ${id} succeeded`);
+    expect(`${out.stdout}${out.stderr}`).not.toMatch(/cancel/i);
+    // Still final and B's after a few more leader sweeps.
+    await new Promise((r) => setTimeout(r, 4 * HEARTBEAT_MS));
+    expect(await jobRow(id)).toMatchObject({ state: 'succeeded', owner_instance: `rb-${tag}` });
+  });
+});
