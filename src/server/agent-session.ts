@@ -10,7 +10,7 @@ import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { swallow } from '../util/swallowed-errors.js';
 import { agentMessageSchema, claimSchema, describeIssues, registerSchema } from './agent-messages.js';
-import { agentGone, reattach, routeMessage } from './agent-routing.js';
+import { adoptMovedJob, agentGone, reattach, routeMessage } from './agent-routing.js';
 import type { ClaimStore } from './claim-store.js';
 import { reapRefusedAgent } from './reap-refused.js';
 import {
@@ -218,13 +218,10 @@ export class AgentSession {
         return;
       }
     }
-    // Clustering: a job another instance dispatched (it died, or the link moved here) is taken over
-    // before the agent is attached. A store error closes the connection; the agent retries.
-    const adopted = await this.adopt(agentId, msg.activeJobId, scaled !== null);
+    const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
     if (!this.port.isOpen()) {
       if (scaled) await scaler?.onAgentDisconnected(agentId);
-      const held = adopted ? deps.dispatcher.active.get(msg.activeJobId!) : undefined;
-      if (held) deps.dispatcher.orphan(held, 'agent disconnected');
+      if (adopted) deps.dispatcher.orphan(adopted, 'agent disconnected');
       return;
     }
     const previous = deps.dispatcher.registry.get(agentId);
@@ -274,16 +271,6 @@ export class AgentSession {
     if (resume) return;
     if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
     else void deps.dispatcher.requestPump();
-  }
-
-  private async adopt(agentId: string, jobId: string | undefined, scaled: boolean): Promise<boolean> {
-    if (!jobId) return false;
-    try {
-      return await this.deps.dispatcher.adoptFromPeer(agentId, jobId);
-    } catch (err) {
-      if (scaled) await this.deps.dispatcher.scaler?.onAgentDisconnected(agentId);
-      throw err;
-    }
   }
 
   /** Everything the orchestrator sends goes through here, so a job.assign moves the state. */
