@@ -137,4 +137,49 @@ describe('a running job whose instance dies', () => {
     await new Promise((r) => setTimeout(r, 4 * HEARTBEAT_MS));
     expect(await jobRow(id)).toMatchObject({ state: 'succeeded', owner_instance: `rb-${tag}` });
   });
+
+  it('an agent that reconnects to the same instance, restarted, goes on as before (no take-over)', async () => {
+    // Alone: the short-grace peers above would settle the job while its instance restarts.
+    for (const t of inproc) await t.stop();
+    const start = () =>
+      startOrchestratorProcess({
+        databaseUrl: db.url,
+        env: { KICI_CLUSTER_HEARTBEAT_MS: String(HEARTBEAT_MS) },
+        args: ['--instance-id', `rs-${tag}`],
+      });
+    const a = await start();
+    procs.push(a);
+    const relay = new TcpProxy('127.0.0.1', Number(new URL(a.url).port));
+    await relay.open();
+    try {
+      const labels = ['linux', `recon-same-${tag}`];
+      const agent = await startStaticAgentProcess(a, `recon-same-${tag}`, labels, relay.urlFor(a.wsUrl));
+      agents.push(agent);
+      const marks = join(dir, 'marks-same');
+      const run = await a.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+        jobs: {
+          long: { runsOn: labels, steps: [{ run: `echo begin >> ${marks}; sleep 5; echo end >> ${marks}` }] },
+        },
+      });
+      const id = run.body.jobs[0]!.id;
+      await eventually(
+        async () => (await readFile(marks, 'utf8').catch(() => '')).includes('begin'),
+        20_000,
+        'the step has begun',
+      );
+      await a.kill9();
+      // The same instance id starts again (on a new port, which the relay now points at).
+      const again = await start();
+      procs.push(again);
+      relay.pointTo('127.0.0.1', Number(new URL(again.url).port));
+      const done = await again.waitForJob(id, 30_000);
+      expect(done.state).toBe('succeeded');
+      expect(await readFile(marks, 'utf8')).toBe('begin\nend\n');
+      expect((await jobRow(id)).owner_instance).toBe(`rs-${tag}`);
+      const out = agent.output();
+      expect(`${out.stdout}${out.stderr}`).not.toMatch(/cancel/i);
+    } finally {
+      await relay.shut();
+    }
+  });
 });

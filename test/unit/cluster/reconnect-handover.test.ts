@@ -216,6 +216,21 @@ describe('cancel across instances', () => {
     expect((await row(jobs[0]!.id)).state).toBe('cancelled');
   });
 
+  it('an instance whose queue still holds a stale copy of a job claimed elsewhere does not settle it behind the agent', async () => {
+    const a = instance('sa');
+    const b = instance('sb');
+    b.noteStaticToken('away', ['linux'], null);
+    const { jobs } = await b.submit(spec); // B holds it as queued, with no agent of its own
+    const jobId = jobs[0]!.id;
+    connect(a, 'ag-s');
+    await a.resyncQueued();
+    await a.requestPump();
+    await a.onJobStarted('ag-s', jobId);
+    expect(b.queue.get(jobId)).toBeDefined(); // B's copy is stale now
+    expect(await b.cancel(jobId)).toBe('not-open');
+    expect((await row(jobId)).state).toBe('running');
+  });
+
   it('an agent that comes back with a job cancelled while its owner was away is told to stop', async () => {
     const a = instance('xa');
     const b = instance('xb');
