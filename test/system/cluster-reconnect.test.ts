@@ -17,6 +17,7 @@ import {
 } from '../helpers/orch-process.js';
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { createStore, openDatabase } from '../../src/store/index.js';
 
 /**
  * Issue #12, "kept if their agents reconnect to another instance": instance A (a real process) is
@@ -180,6 +181,34 @@ describe('a running job whose instance dies', () => {
       expect(`${out.stdout}${out.stderr}`).not.toMatch(/cancel/i);
     } finally {
       await relay.shut();
+    }
+  });
+
+  it('race on PostgreSQL: instances trying on their own connections, exactly one takes the job over', async () => {
+    // Eight instances, each with its own pool, read the same owner and try at once, ten rounds.
+    const opened = await Promise.all(Array.from({ length: 8 }, () => openDatabase({ url: db.url })));
+    try {
+      const stores = opened.map((o) => createStore(o.db));
+      for (let round = 0; round < 10; round++) {
+        const run = `race-run-${tag}-${round}`;
+        const job = `race-${tag}-${round}`;
+        await db.query('insert into runs (id, created_at) values ($1, now())', [run]);
+        await db.query(
+          `insert into jobs (id, run_id, name, state, runs_on, spec, agent_id, owner_instance, created_at)
+           values ($1, $2, 'j', 'running', '[]', '{}', 'race-agent', 'gone-owner', now())`,
+          [job, run],
+        );
+        const won = await Promise.all(
+          stores.map((st, i) =>
+            st.jobs.adoptActive(job, 'race-agent', { from: 'gone-owner', to: `racer-${i}` }, new Date()),
+          ),
+        );
+        const winners = won.flatMap((r, i) => (r ? [`racer-${i}`] : []));
+        expect(winners.length).toBe(1);
+        expect((await jobRow(job)).owner_instance).toBe(winners[0]);
+      }
+    } finally {
+      for (const o of opened) await o.close();
     }
   });
 });
