@@ -38,7 +38,7 @@ export async function cancelAnywhere(
   jobId: string,
   reason = 'cancelled by operator',
 ): Promise<CancelOutcome> {
-  if ((await d.dispatcher.cancel(jobId, reason)) === 'cancelled') return { kind: 'cancelled' };
+  if (await cancelHere(d, jobId, reason)) return { kind: 'cancelled' };
   const now = () => new Date(d.clock.now());
   // A few rounds: the job may move (claimed, adopted) between the read and the conditional write.
   for (let i = 0; i < rounds; i++) {
@@ -52,9 +52,8 @@ export async function cancelAnywhere(
     }
     if (!ACTIVE.has(row.state)) return { kind: 'not-open', state: row.state };
     const owner = row.owner_instance ?? null;
-    if (owner === d.instanceId || owner === null) {
-      if ((await d.dispatcher.cancel(jobId, reason)) === 'cancelled') return { kind: 'cancelled' };
-    }
+    if ((owner === d.instanceId || owner === null) && (await cancelHere(d, jobId, reason)))
+      return { kind: 'cancelled' };
     const alive = owner !== null && owner !== d.instanceId && (await d.aliveInstances()).includes(owner);
     if (!alive) {
       // No live instance holds the agent's socket: settle the row; an agent that comes back is
@@ -68,6 +67,16 @@ export async function cancelAnywhere(
   }
   const row = await d.store.jobs.get(jobId);
   return { kind: 'requested', state: row?.state ?? 'unknown' };
+}
+
+/**
+ * Cancel through this instance's dispatcher; true once the row says cancelled. The dispatcher's answer
+ * alone is not enough: its write is conditional on the owner, and the job's agent may have moved
+ * to a peer (which then carries the request out).
+ */
+async function cancelHere(d: RemoteCancelDeps, jobId: string, reason: string): Promise<boolean> {
+  if ((await d.dispatcher.cancel(jobId, reason)) !== 'cancelled') return false;
+  return (await d.store.jobs.get(jobId))?.state === 'cancelled';
 }
 
 /** Wait a little for the owner: most requests are carried out within milliseconds. */

@@ -231,6 +231,31 @@ describe('cancel across instances', () => {
     expect((await row(jobId)).state).toBe('running');
   });
 
+  it('a cancel sent to the old owner after the agent moved on reaches the new owner', async () => {
+    const a = instance('ma');
+    const b = instance('mb');
+    const { jobId } = await runningOn(a, 'ag-m');
+    const moved = connect(b, 'ag-m');
+    expect(await b.adoptFromPeer('ag-m', jobId)).toBe(true);
+    // A still holds the job in memory; its own settle is refused, so the request goes to B.
+    const deps = (d: Dispatcher, id: string) => ({
+      store: fresh.store,
+      dispatcher: d,
+      clock: systemClock,
+      instanceId: id,
+      aliveInstances: async () => ['ma', 'mb'],
+      waitMs: 3_000,
+      log,
+    });
+    const owner = setInterval(() => void applyCancelRequests(deps(b, 'mb')), 20);
+    try {
+      expect(await cancelAnywhere(deps(a, 'ma'), jobId)).toEqual({ kind: 'cancelled' });
+    } finally {
+      clearInterval(owner);
+    }
+    expect(moved.sent).toContainEqual(expect.objectContaining({ type: 'job.cancel', jobId }));
+  });
+
   it('an agent that comes back with a job cancelled while its owner was away is told to stop', async () => {
     const a = instance('xa');
     const b = instance('xb');
