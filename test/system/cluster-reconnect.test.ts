@@ -137,6 +137,12 @@ describe('a running job whose instance dies', () => {
     // Still final and B's after a few more leader sweeps.
     await new Promise((r) => setTimeout(r, 4 * HEARTBEAT_MS));
     expect(await jobRow(id)).toMatchObject({ state: 'succeeded', owner_instance: `rb-${tag}` });
+    // The agents row moved with the agent: the leader's clearing of A's rows leaves it connected.
+    const [agentRow] = await db.query<{ state: string; instance_id: string }>(
+      'select state, instance_id from agents where id = $1',
+      [`recon-agent-${tag}`],
+    );
+    expect(agentRow).toEqual({ state: 'connected', instance_id: `rb-${tag}` });
   });
 
   it('an agent that reconnects to the same instance, restarted, goes on as before (no take-over)', async () => {
