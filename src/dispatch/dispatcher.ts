@@ -371,6 +371,12 @@ export class Dispatcher {
     }
     const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
     this.active.set(job.id, active);
+    // The agent's connection closed while the claim was in flight: its clean-up ran before this
+    // job was active, and the job would stay dispatched to no one. It never saw the job: requeue.
+    if (this.registry.get(agent.id) !== agent) {
+      await this.requeue(active, `agent ${agent.id} left while the job was being dispatched`);
+      return false;
+    }
     if (agent.kind === 'scaler') this.opts.scaler?.onJobAssigned(agent.id);
     this.armTimeout(active);
     agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
