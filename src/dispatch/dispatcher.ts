@@ -371,6 +371,12 @@ export class Dispatcher {
     }
     const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
     this.active.set(job.id, active);
+    // The agent's connection closed while the claim was in flight: its clean-up ran before this
+    // job was active, and the job would stay dispatched to no one. It never saw the job: requeue.
+    if (this.registry.get(agent.id) !== agent) {
+      await this.requeue(active, `agent ${agent.id} left while the job was being dispatched`);
+      return false;
+    }
     if (agent.kind === 'scaler') this.opts.scaler?.onJobAssigned(agent.id);
     this.armTimeout(active);
     agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
@@ -530,7 +536,14 @@ export class Dispatcher {
       // A failure without the agent's word is explained by its failing step and exit code.
       if (state === 'failed' && !reason)
         reason = failureReason(await this.opts.store.logs.steps(jobId), exitCode);
-      done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
+      // In a cluster a peer may have taken the job over (its agent moved there): then it is theirs.
+      const owner = this.opts.instanceId;
+      done = await this.opts.store.jobs.finish(
+        jobId,
+        state,
+        { exitCode, reason, ...(owner !== undefined ? { owner } : {}) },
+        this.now(),
+      );
     } catch (err) {
       this.log.error(
         { err: errorMessage(err), jobId, agentId: a.agentId, state, exitCode },
@@ -572,9 +585,14 @@ export class Dispatcher {
 
   async cancel(jobId: string, reason = 'cancelled by operator'): Promise<'cancelled' | 'not-open'> {
     if (this.queue.remove(jobId)) {
-      if (await this.opts.store.jobs.finish(jobId, 'cancelled', { reason }, this.now()))
+      // Only while still queued: another instance may have claimed it since we read it.
+      if (
+        await this.opts.store.jobs.finish(jobId, 'cancelled', { reason, fromState: 'queued' }, this.now())
+      ) {
         this.opts.observer?.jobFinished(jobId, 'cancelled', this.opts.clock.now());
-      return 'cancelled';
+        return 'cancelled';
+      }
+      if (!this.opts.instanceId) return 'cancelled';
     }
     if (this.active.has(jobId)) {
       if (!(await this.settleActive(jobId, 'cancelled', null, reason, true)))
@@ -582,6 +600,40 @@ export class Dispatcher {
       return 'cancelled';
     }
     return 'not-open';
+  }
+
+  /**
+   * Clustering: an agent reconnected here while running a job that another instance dispatched
+   * (that instance died, or the agent's link moved). The job is taken over if it is still active
+   * on this agent (one conditional update: one winner), and its reports are accepted from now on.
+   */
+  async adoptFromPeer(agentId: string, jobId: string): Promise<boolean> {
+    const self = this.opts.instanceId;
+    if (!self) return false;
+    const seen = await this.opts.store.jobs.get(jobId);
+    const from = seen?.owner_instance ?? null;
+    if (
+      !seen ||
+      seen.agent_id !== agentId ||
+      from === self ||
+      !this.opts.store.jobs.isActiveState(seen.state)
+    )
+      return false;
+    const row = await this.opts.store.jobs.adoptActive(jobId, agentId, { from, to: self }, this.now());
+    if (!row) return false;
+    const held = this.active.get(jobId);
+    if (held?.agentId === agentId) held.state = 'running';
+    else {
+      const a: ActiveJob = { job: toQueued(row), spec: row.spec as JobSpec, agentId, state: 'running' };
+      this.queue.remove(jobId);
+      this.active.set(jobId, a);
+      this.armTimeout(a);
+    }
+    this.log.info({ jobId, agentId }, 'took over a job whose agent reconnected here');
+    // Cancelled on some instance while its owner was away: carried out now (the agent is told on attach).
+    if (row.cancel_requested_at)
+      await this.settleActive(jobId, 'cancelled', null, row.cancel_reason ?? 'cancelled by operator', true);
+    return true;
   }
 
   /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */

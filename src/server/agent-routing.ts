@@ -1,5 +1,5 @@
 import type { ConnectedAgent } from '../dispatch/agent-registry.js';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { ActiveJob, Dispatcher } from '../dispatch/dispatcher.js';
 import type { OrchestratorMessage } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
@@ -42,6 +42,26 @@ export function reattach(
     if (active.agentId === a.id) d.orphan(active, 'agent reconnected without the job', 3_000);
   }
   return undefined;
+}
+
+/**
+ * Clustering: the registering agent runs a job another instance dispatched (that instance died,
+ * or the agent's link moved here); take it over. The held job, when taken. A store error is
+ * thrown (the connection is closed and the agent retries) after undoing a scaler registration.
+ */
+export async function adoptMovedJob(
+  d: Dispatcher,
+  agentId: string,
+  jobId: string | undefined,
+  scaled: boolean,
+): Promise<ActiveJob | undefined> {
+  if (!jobId) return undefined;
+  try {
+    return (await d.adoptFromPeer(agentId, jobId)) ? d.active.get(jobId) : undefined;
+  } catch (err) {
+    if (scaled) await d.scaler?.onAgentDisconnected(agentId);
+    throw err;
+  }
 }
 
 /** One checked message from a registered agent. */

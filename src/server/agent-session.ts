@@ -10,7 +10,7 @@ import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { swallow } from '../util/swallowed-errors.js';
 import { agentMessageSchema, claimSchema, describeIssues, registerSchema } from './agent-messages.js';
-import { agentGone, reattach, routeMessage } from './agent-routing.js';
+import { adoptMovedJob, agentGone, reattach, routeMessage } from './agent-routing.js';
 import type { ClaimStore } from './claim-store.js';
 import { reapRefusedAgent } from './reap-refused.js';
 import {
@@ -218,8 +218,10 @@ export class AgentSession {
         return;
       }
     }
+    const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
     if (!this.port.isOpen()) {
       if (scaled) await scaler?.onAgentDisconnected(agentId);
+      if (adopted) deps.dispatcher.orphan(adopted, 'agent disconnected');
       return;
     }
     const previous = deps.dispatcher.registry.get(agentId);

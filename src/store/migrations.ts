@@ -288,6 +288,18 @@ const migrations: Record<string, Migration> = {
       );
     },
   },
+  /**
+   * Cluster reconnects and cancels (issue #12): each agents row names the instance its socket is
+   * on, so a starting instance marks only its own agents gone; a cancel sent to an instance that
+   * does not hold the job is left on the row for its owner (woken by NOTIFY `kici_job_cancel`).
+   */
+  '011_cluster_reconnect_cancel': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table agents add column instance_id text`.execute(db);
+      await sql`alter table jobs add column cancel_requested_at timestamptz`.execute(db);
+      await sql`alter table jobs add column cancel_reason text`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -45,6 +45,9 @@ export interface JobsTable {
   log_truncated: Generated<boolean>;
   /** Clustering: the instance that dispatched the job (null on a single instance's old rows). */
   owner_instance?: string | null;
+  /** Clustering: a cancel asked of an instance that does not hold the job, for its owner to carry out. */
+  cancel_requested_at?: NullableTimestamp;
+  cancel_reason?: string | null;
   created_at: Timestamp;
   dispatched_at: NullableTimestamp;
   started_at: NullableTimestamp;
@@ -81,6 +84,8 @@ export interface AgentsTable {
   connected_at: Timestamp;
   last_seen_at: Timestamp;
   disconnected_at: NullableTimestamp;
+  /** The orchestrator instance the agent's socket is on (null on rows from before clustering). */
+  instance_id?: string | null;
 }
 
 export interface AgentTokensTable {
