@@ -80,7 +80,7 @@ export async function routeMessage(
     case 'job.started':
       return d.onJobStarted(a.id, msg.jobId);
     case 'step.started':
-      if (mine) await deps.store.logs.stepStarted(msg.jobId, msg.idx, msg.name, now);
+      if (mine) d.stepStarted(msg.jobId, msg.idx, msg.name, now);
       return;
     case 'log':
       if (mine)
@@ -95,7 +95,7 @@ export async function routeMessage(
         );
       return;
     case 'step.finished':
-      if (mine) await deps.store.logs.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
+      if (mine) d.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
       return;
     case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.

@@ -192,6 +192,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   app.get('/api/v1/jobs/:id', async (c) => {
+    await dispatcher.writes.flush(); // read what agents reported up to now, not a tick behind
     const row = await store.jobs.get(c.req.param('id'));
     if (!row) return notFound(c, 'job', c.req.param('id'));
     const steps = await store.logs.steps(row.id);

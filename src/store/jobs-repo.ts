@@ -124,6 +124,24 @@ export class JobsRepo {
     return row?.spec;
   }
 
+  /**
+   * `claimSpec` for several jobs in one statement (a dispatch pass that fills several idle agents):
+   * each job still moves only from 'queued', so a job another instance took is simply not returned.
+   */
+  async claimMany(
+    claims: { jobId: string; agentId: string }[],
+    now: Date,
+    owner?: string,
+  ): Promise<Map<string, unknown>> {
+    const res = await sql<{ id: string; spec: unknown }>`
+      update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${now.toISOString()}::timestamptz,
+        attempts = j.attempts + 1, owner_instance = coalesce(${owner ?? null}::text, j.owner_instance)
+      from unnest(${claims.map((c) => c.jobId)}::text[], ${claims.map((c) => c.agentId)}::text[]) as v(id, agent)
+      where j.id = v.id and j.state = 'queued'
+      returning j.id, j.spec`.execute(this.db);
+    return new Map(res.rows.map((r) => [r.id, r.spec]));
+  }
+
   async markRunning(jobId: string, agentId: string, now: Date): Promise<boolean> {
     const res = await this.db
       .updateTable('jobs')

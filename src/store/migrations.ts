@@ -300,6 +300,26 @@ const migrations: Record<string, Migration> = {
       await sql`alter table jobs add column cancel_reason text`.execute(db);
     },
   },
+  /**
+   * Hot path (issue #12): the statement trigger on job updates ran PL/pgSQL over a transition table
+   * for every claim and result, to find the rare row left queued. A row trigger whose WHEN clause
+   * is checked by the executor itself costs nothing for the rows that leave the queue, and still
+   * raises the wake-up for every update that leaves a row queued (a requeue, a released scale claim).
+   */
+  '012_hot_path_notify': {
+    async up(db: Kysely<unknown>) {
+      await sql`drop trigger jobs_notify_queued_update on jobs`.execute(db);
+      await sql`
+        create function kici_notify_queued_row() returns trigger language plpgsql as $$
+        begin
+          perform pg_notify('kici_jobs_queued', '');
+          return null;
+        end $$`.execute(db);
+      await sql`
+        create trigger jobs_notify_queued_update_row after update on jobs
+          for each row when (new.state = 'queued') execute function kici_notify_queued_row()`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
