@@ -71,6 +71,7 @@ async function runningOn(a: Dispatcher, agentId: string) {
   const jobId = jobs[0]!.id;
   await a.requestPump();
   await a.onJobStarted(agentId, jobId);
+  await a.writes.flush(); // "running" goes out with the group commit's next tick
   expect((await fresh.store.jobs.get(jobId))?.state).toBe('running');
   return { jobId, agent };
 }
@@ -226,6 +227,7 @@ describe('cancel across instances', () => {
     await a.resyncQueued();
     await a.requestPump();
     await a.onJobStarted('ag-s', jobId);
+    await a.writes.flush();
     expect(b.queue.get(jobId)).toBeDefined(); // B's copy is stale now
     expect(await b.cancel(jobId)).toBe('not-open');
     expect((await row(jobId)).state).toBe('running');
