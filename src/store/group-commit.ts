@@ -34,8 +34,6 @@ const emptyBatch = (): Batch => ({ running: new Map(), steps: new Map(), finishe
 export class GroupCommit {
   private batch = emptyBatch();
   private timer: NodeJS.Timeout | undefined;
-  /** The pending flush is the short one: someone (a result's ack) waits for it. */
-  private urgent = false;
   private writing: Promise<void> = Promise.resolve();
   /** Statements sent for batches (not the one-by-one fallback): a cost figure for tests and benches. */
   statements = 0;
@@ -44,17 +42,16 @@ export class GroupCommit {
     private readonly db: Kysely<Database>,
     private readonly repos: { jobs: JobsRepo; logs: LogsRepo },
     private readonly tickMs = 5,
-    private readonly lazyMs = 100,
   ) {}
 
   /**
    * dispatched → running for this agent (a no-op when the job is no longer its dispatched job).
-   * Like the step rows, no one waits on it: it rides with the job's result, or is written within
-   * `lazyMs`. Lost in a crash inside that window, the job restarts 'dispatched' and is reattached
-   * when its agent reconnects (only an agent that is gone too makes it requeue instead of fail).
+   * Like the step rows, no one waits on it, but it still goes out with the next tick, as every
+   * write does: a crash loses at most one tick of "started but not recorded". A job restarted
+   * 'dispatched' is reattached when its agent reconnects.
    */
   running(jobId: string, agentId: string, at: Date): Promise<void> {
-    return this.add<void>(false, (w) => {
+    return this.add<void>((w) => {
       // After a result the row is final (or was already): a "running" mark cannot apply any more.
       if (this.batch.finishes.has(jobId)) return void this.batch.noops.push(w);
       const key = `${jobId}\u0000${agentId}`;
@@ -65,7 +62,7 @@ export class GroupCommit {
   }
 
   stepStarted(jobId: string, idx: number, name: string, at: Date): Promise<void> {
-    return this.add<void>(false, (w) => {
+    return this.add<void>((w) => {
       const s = this.step(jobId, idx, w);
       // A re-sent start (after a reconnect) keeps the first one, as the row's insert does.
       s.start ??= { name, at };
@@ -79,7 +76,7 @@ export class GroupCommit {
     timedOut: boolean,
     at: Date,
   ): Promise<void> {
-    return this.add<void>(false, (w) => {
+    return this.add<void>((w) => {
       const s = this.step(jobId, idx, w);
       if (s.start) s.end = { exitCode, timedOut, at };
       else s.endBefore = { exitCode, timedOut, at };
@@ -88,7 +85,7 @@ export class GroupCommit {
 
   /** Settle an open job; true when this write settled it, false when it already was final. */
   finish(jobId: string, state: JobState, fields: FinishFields, at: Date): Promise<boolean> {
-    return this.add<boolean>(true, (w) => {
+    return this.add<boolean>((w) => {
       const f = this.batch.finishes.get(jobId);
       // A second result in one tick loses, as its conditional update would.
       if (f) f.waiters.push({ resolve: () => w.resolve(false), reject: w.reject });
@@ -100,7 +97,6 @@ export class GroupCommit {
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.urgent = false;
     const batch = this.batch;
     this.batch = emptyBatch();
     const empty = !batch.running.size && !batch.steps.size && !batch.finishes.size;
@@ -116,12 +112,11 @@ export class GroupCommit {
     return s;
   }
 
-  private add<T>(urgent: boolean, put: (w: Waiter<T>) => void): Promise<T> {
+  /** Every write joins the pending tick, or opens one: nothing waits longer than `tickMs` to go out. */
+  private add<T>(put: (w: Waiter<T>) => void): Promise<T> {
     const p = new Promise<T>((resolve, reject) => put({ resolve, reject }));
-    if (this.timer && (this.urgent || !urgent)) return p;
-    if (this.timer) clearTimeout(this.timer);
-    this.urgent = urgent;
-    this.timer = setTimeout(() => void this.flush(), urgent ? this.tickMs : this.lazyMs);
+    if (this.timer) return p;
+    this.timer = setTimeout(() => void this.flush(), this.tickMs);
     this.timer.unref();
     return p;
   }

@@ -137,6 +137,55 @@ describe('GroupCommit', () => {
     );
   });
 
+  it('"running" and step rows with no result behind them are stored within two ticks', async () => {
+    const [id] = await dispatchedJobs(1);
+    const tick = 30;
+    // Records when the first statement of the tick leaves for the database.
+    let sentAt: number | undefined;
+    const plugin: KyselyPlugin = {
+      transformQuery(args) {
+        sentAt ??= performance.now();
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    };
+    const gc = new GroupCommit(store.db.withPlugin(plugin), store, tick);
+    const t0 = performance.now();
+    const writes = [gc.running(id!, 'ag', T(1)), gc.stepStarted(id!, 0, 'build', T(2))];
+    await Promise.all(writes);
+    // Timers never fire early, so a longer hold-back (the old 100 ms) always fails this bound.
+    expect(sentAt! - t0).toBeLessThan(2 * tick);
+    const row = (await store.jobs.get(id!))!;
+    expect([row.state, row.started_at?.getTime()]).toEqual(['running', T(1).getTime()]);
+    expect((await store.logs.steps(id!)).map((s) => s.name)).toEqual(['build']);
+  });
+
+  it('a result settles only while the row has no owner or is owned by the writer', async () => {
+    const run = `r-gco-${++n}`;
+    await store.jobs.insertRun(
+      { id: run, name: null },
+      ['a', 'b'].map((x) => ({ id: `${run}-${x}`, name: x, runsOn: ['linux'], spec: { steps: [] } })),
+      new Date(),
+    );
+    const [mine, theirs] = [`${run}-a`, `${run}-b`];
+    await store.jobs.claimSpec(mine, 'ag', new Date(), 'inst-A');
+    await store.jobs.claimSpec(theirs, 'ag', new Date(), 'inst-B');
+    const gc = new GroupCommit(store.db, store, 10_000);
+    const fields = { exitCode: 0, reason: null, owner: 'inst-A' };
+    const done = [gc.finish(mine, 'succeeded', fields, T(1)), gc.finish(theirs, 'succeeded', fields, T(1))];
+    await gc.flush();
+    expect(await Promise.all(done)).toEqual([true, false]);
+    expect((await store.jobs.get(mine))!.state).toBe('succeeded');
+    expect((await store.jobs.get(theirs))!.state).toBe('dispatched');
+    // The same in the ordered transaction (a step both ended before and started in the tick).
+    void gc.stepFinished(theirs, 5, 0, false, T(2));
+    void gc.stepStarted(theirs, 5, 'x', T(2));
+    const late = gc.finish(theirs, 'failed', { ...fields, exitCode: 1 }, T(3));
+    await gc.flush();
+    expect(await late).toBe(false);
+    expect((await store.jobs.get(theirs))!.state).toBe('dispatched');
+  });
+
   type Op =
     | { k: 'running'; job: number; agent: 'ag' | 'other' }
     | { k: 'stepStarted'; job: number; idx: number }
