@@ -9,7 +9,7 @@
  * FAKE_FC_UID / FAKE_FC_GID exported so the fake firecracker checks file access as that user would.
  * Each accepted command line is appended to $FAKE_JAILER_LOG as a JSON line.
  */
-import { appendFileSync, copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 
 /** The jailer's options (Firecracker docs/jailer.md): those taking a value, repeatable ones, flags. */
@@ -66,6 +66,17 @@ for (const a of extra) if (JAILER_ADDS.includes(a)) fail(`${a} after -- : the ja
 const base = opts.get('--chroot-base-dir') ?? '/srv/jailer';
 const chroot = join(base, basename(execFile), id, 'root');
 mkdirSync(chroot, { recursive: true });
+// The shared guest images every VM boots (hard links into each jail): the jailed uid must not own
+// them or be able to write them, or one VMM could change what every later VM boots.
+const jailUid = Number(opts.get('--uid'));
+const jailGid = Number(opts.get('--gid'));
+for (const name of readdirSync(chroot)) {
+  const st = statSync(join(chroot, name));
+  if (!st.isFile() || (st.nlink < 2 && !['kernel', 'initrd', 'rootfs.ext4'].includes(name))) continue;
+  const writable =
+    st.uid === jailUid || (st.gid === jailGid && st.mode & 0o020) || st.mode & 0o002 ? true : false;
+  if (writable) fail(`shared guest file ${name} in the chroot is writable by the jail's uid ${jailUid}`);
+}
 const inJail = join(chroot, basename(execFile));
 copyFileSync(execFile, inJail);
 if (process.env.FAKE_JAILER_LOG) appendFileSync(process.env.FAKE_JAILER_LOG, JSON.stringify(argv) + '\n');

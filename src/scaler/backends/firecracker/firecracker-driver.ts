@@ -80,8 +80,17 @@ export function fcApi(socketPath: string, method: string, path: string, body?: u
   });
 }
 
-/** Hard-link (copy across filesystems) a guest file into the jail, where firecracker can see it. */
-async function intoJail(src: string, dir: string, name: string): Promise<string> {
+/**
+ * Hard-link (copy across filesystems) a shared guest file into the jail, where firecracker can see
+ * it. The link is the same inode every VM boots, so it stays root's: the jailed uid only needs to
+ * read it, which it can when the file is readable by others.
+ */
+async function intoJail(src: string, dir: string, name: string, field: string): Promise<string> {
+  const mode = (await stat(src)).mode & 0o777;
+  if (!(mode & 0o004))
+    throw new Error(
+      `${field} ${src} is not readable by others (mode ${mode.toString(8).padStart(4, '0')}): the jailed firecracker cannot read it, and a shared guest file is never handed to the jail's uid; run chmod 0644 ${src}`,
+    );
   const dst = join(dir, name);
   await rm(dst, { force: true });
   await link(src, dst).catch(async (err: NodeJS.ErrnoException) => {
@@ -91,12 +100,16 @@ async function intoJail(src: string, dir: string, name: string): Promise<string>
   return `/${name}`;
 }
 
-/** chown -R, without following links out of the tree. */
-async function chownTree(dir: string, uid: number, gid: number): Promise<void> {
+/** The shared read-only guest files as linked into a jail: never chowned (see intoJail). */
+const SHARED_IN_JAIL = new Set(['kernel', 'initrd', 'rootfs.ext4']);
+
+/** chown -R of the VM's own files, without following links out of the tree and skipping `keep`. */
+async function chownTree(dir: string, uid: number, gid: number, keep: ReadonlySet<string>): Promise<void> {
   await lchown(dir, uid, gid);
   for (const e of await readdir(dir, { withFileTypes: true })) {
+    if (keep.has(e.name)) continue;
     const p = join(dir, e.name);
-    if (e.isDirectory()) await chownTree(p, uid, gid);
+    if (e.isDirectory()) await chownTree(p, uid, gid, new Set());
     else await lchown(p, uid, gid);
   }
 }
@@ -119,13 +132,15 @@ export class FirecrackerDriver implements VmmDriver {
     const files = vmFiles(vm.dir);
     if (jail) await this.prepareJail(vm);
     // Inside a jail every path is relative to its root, which is the VM directory.
-    const inVm = async (p: string, name: string) => (jail ? intoJail(p, vm.dir, name) : p);
-    const kernel = await inVm(vm.kernel, 'kernel');
-    const initrd = vm.initrd ? await inVm(vm.initrd, 'initrd') : undefined;
-    const rootfs = await inVm(vm.rootfs, 'rootfs.ext4');
+    const inVm = async (p: string, name: string, field: string) =>
+      jail ? intoJail(p, vm.dir, name, field) : p;
+    const kernel = await inVm(vm.kernel, 'kernel', 'kernelPath');
+    const initrd = vm.initrd ? await inVm(vm.initrd, 'initrd', 'initrdPath') : undefined;
+    const rootfs = await inVm(vm.rootfs, 'rootfs.ext4', 'rootfsPath');
     const overlay = jail ? `/${basename(vm.overlay)}` : vm.overlay;
-    // The jailed firecracker runs as uid:gid and must read the guest files and make its socket.
-    if (jail && process.getuid?.() === 0) await chownTree(vm.dir, jail.uid, jail.gid);
+    // The jailed firecracker runs as uid:gid: it gets its own files (overlay, logs, socket dir),
+    // and only reads the shared ones.
+    if (jail && process.getuid?.() === 0) await chownTree(vm.dir, jail.uid, jail.gid, SHARED_IN_JAIL);
     const [file, args] = jail
       ? [jail.path, jailerArgs(jail, this.opts.firecrackerPath, vm.id)]
       : [this.opts.firecrackerPath, ['--api-sock', files.apiSocket, '--id', vm.id]];

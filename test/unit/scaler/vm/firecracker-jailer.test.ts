@@ -1,4 +1,4 @@
-import { access, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { access, chmod, chown, link, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -90,6 +90,18 @@ describe('firecracker under the jailer (fake jailer checking its documented CLI)
       await access(join(vm.dir, f));
     }
     expect((await stat(join(vm.dir, 'overlay.ext4'))).uid).toBe(JAIL_ID);
+    expect((await stat(join(vm.dir, 'run'))).uid).toBe(JAIL_ID);
+    // The shared images every VM boots stay root's and 0644, in the jail and at their source.
+    for (const [inJail, src] of [
+      ['kernel', 'vmlinux'],
+      ['initrd', 'initrd.cpio.gz'],
+      ['rootfs.ext4', 'rootfs.ext4'],
+    ] as const) {
+      for (const p of [join(vm.dir, inJail), join(guest, src)]) {
+        const st = await stat(p);
+        expect([p, st.uid, st.mode & 0o777]).toEqual([p, 0, 0o644]);
+      }
+    }
     expect(await driver.owns(started.pid, vm.dir)).toBe(true);
     await driver.configAcknowledged({ id: vm.id, dir: vm.dir });
     await driver.stop({ id: vm.id, dir: vm.dir, pid: started.pid }, 5_000);
@@ -135,6 +147,44 @@ describe('firecracker under the jailer (fake jailer checking its documented CLI)
       logger: pino({ level: 'silent' }),
     });
     await expect(driver.start(vm)).rejects.toThrow(/the jailer would use .*elsewhere/);
+  });
+
+  it('a shared guest file others cannot read is refused with the field and the fix, not chowned', async () => {
+    const base = join(work, 'unreadable');
+    const vm = await vmIn(base, 'scaler-fc-33333333');
+    const kernel = join(work, 'vmlinux-0600');
+    await writeFile(kernel, 'k', { mode: 0o600 });
+    const driver = new FirecrackerDriver({
+      firecrackerPath: bins.firecracker,
+      jailer: jailOf(base),
+      logger: pino({ level: 'silent' }),
+    });
+    await expect(driver.start({ ...vm, kernel })).rejects.toThrow(
+      /kernelPath .*vmlinux-0600 is not readable by others \(mode 0600\).*chmod 0644/,
+    );
+    expect((await stat(kernel)).uid).toBe(0);
+  });
+
+  it('the fake jailer refuses a shared guest file the jail uid owns (a driver that chowned it fails)', async () => {
+    const base = join(work, 'chowned');
+    const id = 'scaler-fc-44444444';
+    const root = join(base, 'firecracker', id, 'root');
+    await mkdir(root, { recursive: true });
+    const shared = join(work, 'shared-rootfs.ext4');
+    await writeFile(shared, 'r');
+    await chmod(shared, 0o644);
+    await link(shared, join(root, 'rootfs.ext4'));
+    const { spawnSync } = await import('node:child_process');
+    const args = ['--id', id, '--exec-file', bins.firecracker, '--uid', '4242', '--gid', '4242'];
+    const run = () => spawnSync(bins.jailer, [...args, '--chroot-base-dir', base], { encoding: 'utf8' });
+    const accepted = run();
+    // Root's 0644 link is accepted: the jailer goes on to exec firecracker (which wants its socket flag).
+    expect(accepted.stderr).not.toMatch(/fake jailer/);
+    expect(accepted.stderr).toMatch(/fake firecracker: --api-sock is required/);
+    await chown(shared, 4242, 4242);
+    const refused = run();
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/shared guest file rootfs.ext4 .*writable by the jail's uid 4242/);
   });
 
   it('guest files the jailed uid cannot read are refused by the fake firecracker', async () => {
