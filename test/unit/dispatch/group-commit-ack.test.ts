@@ -157,6 +157,29 @@ describe('hot path: acks follow the group commit', () => {
     expect(d.queue.size).toBe(2);
   });
 
+  it('an agent that closed while a multi-job claim was in flight is not sent its job; the job is queued again', async () => {
+    const jobs = Object.create(fresh.store.jobs) as Store['jobs'];
+    const d = setup({ ...fresh.store, jobs });
+    const [stays, leaves] = ['k-1', 'k-2'].map((id) => connect(d, id));
+    let calls = 0;
+    jobs.claimMany = async (...a) => {
+      calls++;
+      const claimed = await fresh.store.jobs.claimMany(...a);
+      d.registry.remove(leaves!.agent.id, leaves!.agent); // its socket closed meanwhile
+      return claimed;
+    };
+    await d.submit(spec(2));
+    await d.requestPump();
+    expect(calls).toBe(1); // both claims went out in one statement
+    const assigned = (x: typeof stays) => x!.messages.filter((m) => m.type === 'job.assign');
+    expect([assigned(stays).length, assigned(leaves).length]).toEqual([1, 0]);
+    const [left] = d.queue.all().map((j) => j.id);
+    expect(left).toBeDefined();
+    const row = (await fresh.store.jobs.get(left!))!;
+    expect([row.state, row.agent_id]).toEqual(['queued', null]);
+    expect(d.active.has(left!)).toBe(false);
+  });
+
   it('a failed multi-job claim leaves every job uncertain, then queued again and assigned once', async () => {
     const { store, down } = breakableStore();
     const d = setup(store);
