@@ -22,6 +22,7 @@ const ROOT = resolve(process.env.KICI_BENCH_ROOT ?? resolve(import.meta.dirname,
 const NODE = join(ROOT, 'node_modules/.bin/node');
 const TICK_MS = 10; // USER_HZ is 100 on Linux
 const children: ChildProcess[] = [];
+const servers: ChildProcess[] = [];
 
 async function freePort(): Promise<number> {
   const s = createServer();
@@ -52,8 +53,15 @@ async function startServer(dbUrl: string | undefined, id: string): Promise<Serve
     dir,
   ];
   if (dbUrl) args.push('--database-url', dbUrl, '--instance-id', id);
-  const child = spawn(NODE, args, { env: { ...process.env, KICI_LOG_LEVEL: 'warn' }, stdio: 'ignore' });
+  // KICI_BENCH_PROFILE=dir: the server writes a V8 CPU profile there when it stops (see stopProfiled).
+  const prof = process.env.KICI_BENCH_PROFILE;
+  const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+  const child = spawn(NODE, [...nodeArgs, ...args], {
+    env: { ...process.env, KICI_LOG_LEVEL: 'warn' },
+    stdio: 'ignore',
+  });
   children.push(child);
+  servers.push(child);
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 300; i++) {
     if (
@@ -216,6 +224,18 @@ try {
   if (!only || only === 'postgres') await single(await freshDb(), 'postgres');
   if (!only || only === 'three') await three(await freshDb());
 } finally {
+  // A profiled server must stop gracefully, or V8 never writes its profile.
+  if (process.env.KICI_BENCH_PROFILE)
+    await Promise.all(
+      servers.map(
+        (c) =>
+          new Promise((r) => {
+            if (c.exitCode !== null || c.signalCode !== null) return r(undefined);
+            c.once('exit', r);
+            c.kill('SIGTERM');
+          }),
+      ),
+    );
   for (const c of children) c.kill('SIGKILL');
   await Promise.all(
     children.map((c) =>

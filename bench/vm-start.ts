@@ -87,6 +87,9 @@ async function rawBoot(i: number, base: string, g: Guest, driver: QemuDriver, ne
   await driver.stop({ id, dir, pid: vm.pid }, 0);
   await net.deleteTap(tap);
   await rawRules.remove(ip);
+  // The guest vanished without closing its connection (its TAP is gone), so nothing would ever end
+  // that socket: it kept the bench process alive after the result was printed.
+  for (const c of wss.clients) c.terminate();
   wss.close();
   return ms;
 }

@@ -127,6 +127,8 @@ echo "kici-guest: eth0 $IP/$PREFIX via $GW"
 ENVF=/run/kici.env
 if [ -b /dev/vdc ]; then
   tr -d '\000' </dev/vdc >"$ENVF"
+  # The host zeroes the drive once the agent has registered; drop the cached copy so later reads see that.
+  blockdev --flushbufs /dev/vdc 2>/dev/null
 else
   ip route add 169.254.169.254 dev eth0 2>/dev/null
   # Node, not busybox wget: the static busybox's resolver needs NSS libraries the guest lacks.
@@ -135,6 +137,9 @@ fi
 chmod 600 "$ENVF"
 set -a; . "$ENVF"; set +a
 rm -f "$ENVF"
+# The scaler's extraHosts, as /etc/hosts lines (the root is an overlay, so this stays in this VM).
+[ -n "$KICI_GUEST_HOSTS" ] && printf '%s\n' "$KICI_GUEST_HOSTS" >>/etc/hosts
+unset KICI_GUEST_HOSTS
 echo "kici-guest: starting agent $KICI_AGENT_ID"
 cd /work && node /opt/kici/dist/cli/agent.js
 echo "kici-guest: agent exited with $?"

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, StoreEngine } from '../store/index.js';
+import { AgentsRepo } from '../store/agents-repo.js';
 import type { Logger } from '../util/logger.js';
 import { InstancesRepo, type InstanceStatus } from './instances-repo.js';
 import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
@@ -7,6 +8,7 @@ import { LeaderWork, type LeaderTask } from './leader-work.js';
 import { InstancePresence, type PresenceFacts } from './presence.js';
 import { QueueSync } from './queue-sync.js';
 import { RELOAD_CHANNEL, ReloadFanout, type ReloadOutcome } from './reload-fanout.js';
+import { CANCEL_CHANNEL } from './remote-cancel.js';
 
 export interface ClusterNodeOptions {
   db: Kysely<Database>;
@@ -24,6 +26,8 @@ export interface ClusterNodeOptions {
   reconnectGraceMs?: number;
   /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
   resyncQueue?: () => Promise<unknown>;
+  /** Carry out cancels peers asked of this instance's jobs (woken with the queue re-read). */
+  applyCancels?: () => Promise<unknown>;
   log: Logger;
 }
 
@@ -83,8 +87,9 @@ export class ClusterNode {
               this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
               await opts.resyncQueue!();
               await this.reloads?.catchUp();
+              await opts.applyCancels?.();
             },
-            alsoListen: [RELOAD_CHANNEL],
+            alsoListen: [RELOAD_CHANNEL, CANCEL_CHANNEL],
             pollMs: opts.heartbeatMs,
             log,
           })
@@ -148,6 +153,8 @@ export class ClusterNode {
             log.warn({ instance: id }, 'instance stopped heartbeating; declared dead');
           }
         if (signal.aborted || dead.length === 0) return;
+        // Rows of agents that came back on another instance carry that instance's id by now.
+        await new AgentsRepo(this.opts.db).markGoneOf(dead, new Date());
         const settled = await this.repo.settleJobsOfDead(this.opts.reconnectGraceMs ?? 30_000);
         if (settled.requeued.length || settled.failed.length)
           log.warn(settled, 'settled the jobs of dead instances whose agents did not come back');

@@ -9,6 +9,7 @@ import { CapBook } from '../scaler/core/caps.js';
 import { planReconcile } from '../scaler/core/plan.js';
 import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
+import { GroupCommit } from '../store/group-commit.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import { setLongTimer } from '../util/long-timer.js';
@@ -58,6 +59,8 @@ export interface DispatcherOptions {
   instanceId?: string | undefined;
   /** Another orchestrator on the same database could provision for these labels. */
   peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
+  /** Group commit tick for the per-job writes (running, step rows, results); default 5 ms. */
+  groupCommitMs?: number | undefined;
 }
 
 export interface JobObserver {
@@ -79,6 +82,8 @@ export class Dispatcher {
   readonly registry = new AgentRegistry();
   readonly active = new Map<string, ActiveJob>();
   readonly logs: LogSink;
+  /** The per-job writes of the hot path, committed together once per short tick. */
+  readonly writes: GroupCommit;
   private pumping = false;
   private dirty = false;
   private idle: Promise<void> = Promise.resolve();
@@ -95,6 +100,7 @@ export class Dispatcher {
   constructor(private readonly opts: DispatcherOptions) {
     this.log = opts.logger.child({ component: 'dispatcher' });
     this.logs = new LogSink(opts.store, this.log);
+    this.writes = new GroupCommit(opts.store.db, opts.store, opts.groupCommitMs);
     this.startedAtMs = opts.clock.now();
   }
 
@@ -185,6 +191,9 @@ export class Dispatcher {
     this.pumping = true;
     this.idle = (async () => {
       try {
+        // One turn of the event loop first: results stored together free their agents together,
+        // and one pass then fills them all with one claim statement instead of a pass each.
+        await new Promise<void>((r) => setImmediate(r));
         do {
           this.dirty = false;
           await this.pass();
@@ -253,6 +262,7 @@ export class Dispatcher {
     for (const [n, d] of plan.entries()) {
       if (this.stopped || this.draining) return;
       const group = groups[n]!;
+      const taken: { job: QueuedJob; agent: ConnectedAgent }[] = [];
       for (const a of d.assign) {
         const job = this.queue.get(a.jobId);
         const agent = this.registry.get(a.agentId);
@@ -264,10 +274,13 @@ export class Dispatcher {
           canAgentRunJob(agent, job) &&
           this.fits(agent.id, job)
         ) {
-          // Lost to another orchestrator's claim: the agent is still idle, so look again.
-          if (!(await this.assign(job, agent))) this.dirty = true;
+          this.take(job, agent);
+          taken.push({ job, agent });
         }
       }
+      // One claim statement for the group's assignments. A job lost to another orchestrator's
+      // claim leaves its agent idle, so look again.
+      if (taken.length) for (const ok of await this.claimTaken(taken)) if (!ok) this.dirty = true;
       let reason = d.reason;
       for (const sp of d.spawn) {
         const job = this.queue.get(sp.jobId);
@@ -353,24 +366,58 @@ export class Dispatcher {
 
   /** Hand one queued job to one agent. False when the job was no longer queued. */
   async assign(job: QueuedJob, agent: ConnectedAgent): Promise<boolean> {
+    this.take(job, agent);
+    return (await this.claimTaken([{ job, agent }]))[0]!;
+  }
+
+  /** The in-memory half of an assignment, done at once so the rest of a pass sees the agent busy. */
+  private take(job: QueuedJob, agent: ConnectedAgent): void {
     this.queue.remove(job.id);
     agent.busyJobId = job.id;
     agent.jobsTaken++;
-    let spec: JobSpec | undefined;
+  }
+
+  /** Claim taken jobs in the store (one statement for all) and send each claimed one to its agent. */
+  private async claimTaken(pairs: { job: QueuedJob; agent: ConnectedAgent }[]): Promise<boolean[]> {
+    const jobs = this.opts.store.jobs;
+    let specs = new Map<string, unknown>();
     try {
-      spec = (await this.opts.store.jobs.claimSpec(job.id, agent.id, this.now(), this.opts.instanceId)) as
-        JobSpec | undefined;
+      if (pairs.length === 1) {
+        const { job, agent } = pairs[0]!;
+        const spec = await jobs.claimSpec(job.id, agent.id, this.now(), this.opts.instanceId);
+        if (spec !== undefined) specs.set(job.id, spec);
+      } else {
+        const claims = pairs.map((p) => ({ jobId: p.job.id, agentId: p.agent.id }));
+        specs = await jobs.claimMany(claims, this.now(), this.opts.instanceId);
+      }
     } catch (err) {
-      this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
-      this.settleUncertainClaim(job, agent.id);
+      for (const { job, agent } of pairs) {
+        this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
+        this.settleUncertainClaim(job, agent.id);
+      }
     }
-    if (!spec) {
-      agent.busyJobId = undefined;
-      agent.jobsTaken--;
-      return false;
+    const sent: boolean[] = [];
+    for (const { job, agent } of pairs) {
+      const spec = specs.get(job.id) as JobSpec | undefined;
+      if (!spec) {
+        agent.busyJobId = undefined;
+        agent.jobsTaken--;
+        sent.push(false);
+      } else sent.push(await this.sendClaimed(job, agent, spec));
     }
+    return sent;
+  }
+
+  /** False when the agent left while its claim was in flight (the job is requeued). */
+  private async sendClaimed(job: QueuedJob, agent: ConnectedAgent, spec: JobSpec): Promise<boolean> {
     const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
     this.active.set(job.id, active);
+    // The agent's connection closed while the claim was in flight: its clean-up ran before this
+    // job was active, and the job would stay dispatched to no one. It never saw the job: requeue.
+    if (this.registry.get(agent.id) !== agent) {
+      await this.requeue(active, `agent ${agent.id} left while the job was being dispatched`);
+      return false;
+    }
     if (agent.kind === 'scaler') this.opts.scaler?.onJobAssigned(agent.id);
     this.armTimeout(active);
     agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
@@ -459,10 +506,11 @@ export class Dispatcher {
     if (a.state !== 'running')
       this.opts.observer?.jobStarted(jobId, agentId, a.job.createdAtMs, this.opts.clock.now());
     a.state = 'running';
-    const mark = () => this.opts.store.jobs.markRunning(jobId, agentId, this.now());
-    try {
-      await mark();
-    } catch (err) {
+    const at = this.now();
+    const mark = () => this.opts.store.jobs.markRunning(jobId, agentId, at);
+    // Not awaited: the agent's next frames (steps, result) join the same group commit, which keeps
+    // them in order after this mark.
+    void this.writes.running(jobId, agentId, at).catch((err: unknown) => {
       // Left as 'dispatched', a restart would requeue a job that is running: keep trying while it runs.
       this.log.warn({ err: errorMessage(err), jobId }, 'could not mark the job running; retrying');
       void retryWrite(
@@ -470,7 +518,24 @@ export class Dispatcher {
         () => !this.stopped && this.active.get(jobId) === a,
         () => undefined,
       );
-    }
+    });
+  }
+
+  /** Step rows go with the group commit; a lost one is logged (the job's result does not depend on it). */
+  stepStarted(jobId: string, idx: number, name: string, at: Date): void {
+    this.writes
+      .stepStarted(jobId, idx, name, at)
+      .catch((err: unknown) =>
+        this.log.error({ err: errorMessage(err), jobId, idx }, 'could not store a step start'),
+      );
+  }
+
+  stepFinished(jobId: string, idx: number, exitCode: number | null, timedOut: boolean, at: Date): void {
+    this.writes
+      .stepFinished(jobId, idx, exitCode, timedOut, at)
+      .catch((err: unknown) =>
+        this.log.error({ err: errorMessage(err), jobId, idx }, 'could not store a step end'),
+      );
   }
 
   async onJobFinished(
@@ -528,9 +593,19 @@ export class Dispatcher {
     let done: boolean;
     try {
       // A failure without the agent's word is explained by its failing step and exit code.
-      if (state === 'failed' && !reason)
+      if (state === 'failed' && !reason) {
+        await this.writes.flush(); // its step rows may still be pending
         reason = failureReason(await this.opts.store.logs.steps(jobId), exitCode);
-      done = await this.opts.store.jobs.finish(jobId, state, { exitCode, reason }, this.now());
+      }
+      // Resolves once committed with the tick's other writes: only then may the agent be told.
+      // In a cluster a peer may have taken the job over (its agent moved there): then it is theirs.
+      const owner = this.opts.instanceId;
+      done = await this.writes.finish(
+        jobId,
+        state,
+        { exitCode, reason, ...(owner !== undefined ? { owner } : {}) },
+        this.now(),
+      );
     } catch (err) {
       this.log.error(
         { err: errorMessage(err), jobId, agentId: a.agentId, state, exitCode },
@@ -572,9 +647,14 @@ export class Dispatcher {
 
   async cancel(jobId: string, reason = 'cancelled by operator'): Promise<'cancelled' | 'not-open'> {
     if (this.queue.remove(jobId)) {
-      if (await this.opts.store.jobs.finish(jobId, 'cancelled', { reason }, this.now()))
+      // Only while still queued: another instance may have claimed it since we read it.
+      if (
+        await this.opts.store.jobs.finish(jobId, 'cancelled', { reason, fromState: 'queued' }, this.now())
+      ) {
         this.opts.observer?.jobFinished(jobId, 'cancelled', this.opts.clock.now());
-      return 'cancelled';
+        return 'cancelled';
+      }
+      if (!this.opts.instanceId) return 'cancelled';
     }
     if (this.active.has(jobId)) {
       if (!(await this.settleActive(jobId, 'cancelled', null, reason, true)))
@@ -582,6 +662,40 @@ export class Dispatcher {
       return 'cancelled';
     }
     return 'not-open';
+  }
+
+  /**
+   * Clustering: an agent reconnected here while running a job that another instance dispatched
+   * (that instance died, or the agent's link moved). The job is taken over if it is still active
+   * on this agent (one conditional update: one winner), and its reports are accepted from now on.
+   */
+  async adoptFromPeer(agentId: string, jobId: string): Promise<boolean> {
+    const self = this.opts.instanceId;
+    if (!self) return false;
+    const seen = await this.opts.store.jobs.get(jobId);
+    const from = seen?.owner_instance ?? null;
+    if (
+      !seen ||
+      seen.agent_id !== agentId ||
+      from === self ||
+      !this.opts.store.jobs.isActiveState(seen.state)
+    )
+      return false;
+    const row = await this.opts.store.jobs.adoptActive(jobId, agentId, { from, to: self }, this.now());
+    if (!row) return false;
+    const held = this.active.get(jobId);
+    if (held?.agentId === agentId) held.state = 'running';
+    else {
+      const a: ActiveJob = { job: toQueued(row), spec: row.spec as JobSpec, agentId, state: 'running' };
+      this.queue.remove(jobId);
+      this.active.set(jobId, a);
+      this.armTimeout(a);
+    }
+    this.log.info({ jobId, agentId }, 'took over a job whose agent reconnected here');
+    // Cancelled on some instance while its owner was away: carried out now (the agent is told on attach).
+    if (row.cancel_requested_at)
+      await this.settleActive(jobId, 'cancelled', null, row.cancel_reason ?? 'cancelled by operator', true);
+    return true;
   }
 
   /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */
@@ -657,6 +771,7 @@ export class Dispatcher {
       a.orphanTimer?.cancel();
     }
     await this.logs.flush();
+    await this.writes.flush();
   }
 }
 

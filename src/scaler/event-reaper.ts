@@ -110,6 +110,14 @@ export class EventProvisionReaper {
       new Date(now - (this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS)),
     );
     if (purged) this.log.info({ purged }, 'expired claim codes purged');
+    // An outcome answers "was it adopted?" for a spawner's stale prune, which runs a spawn deadline
+    // after the provision; kept for twice that, and at least the claim retention.
+    const keep = Math.max(
+      this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS,
+      2 * this.opts.spawnTimeoutMs,
+    );
+    const outcomes = await this.opts.manager.adoption.purgeOutcomes(new Date(now - keep));
+    if (outcomes) this.log.info({ purged: outcomes }, 'old provision outcomes purged');
   }
 
   private async reap(
@@ -162,7 +170,11 @@ export class EventProvisionReaper {
     });
   }
 
-  /** Our pending event entries whose record the lease holder removed: give the job back, emit nothing. */
+  /**
+   * Our stale pending event entries. Adopted by a peer (the row, or its outcome once the row is
+   * gone, says so): forget it quietly, the adopter owns its teardown. Record removed by the lease
+   * holder and never adopted: give the job back as a failed provision, emit nothing.
+   */
   private async withdrawReapedByPeer(): Promise<void> {
     const mgr = this.opts.manager;
     const limit = this.opts.clock.now() - this.opts.spawnTimeoutMs;
@@ -171,6 +183,7 @@ export class EventProvisionReaper {
       .filter((m) => m.type === 'event' && m.phase === 'starting' && m.createdAtMs < limit);
     if (!stale.length) return;
     const ids = stale.map((m) => m.agentId);
+    const adopters = await mgr.adoption.adopters(ids);
     const present = new Set(
       (
         await this.opts.db
@@ -181,6 +194,18 @@ export class EventProvisionReaper {
       ).map((r) => r.agent_id),
     );
     for (const m of stale) {
+      const adopter = adopters.get(m.agentId);
+      if (adopter && adopter !== this.opts.instanceId) {
+        if (mgr.state.agents.get(m.agentId) !== m) continue;
+        (mgr.state.backends.get(m.scalerName) as EventBackendView | undefined)?.forget(m.agentId);
+        mgr.forget(m);
+        this.log.info(
+          { agentId: m.agentId, adoptedBy: adopter },
+          'provision adopted by a peer; forgotten here',
+        );
+        mgr.notifyCapacityFreed();
+        continue;
+      }
       if (present.has(m.agentId)) continue;
       (mgr.state.backends.get(m.scalerName) as EventBackendView | undefined)?.forget(m.agentId);
       await mgr.failSpawn(m, {

@@ -33,6 +33,10 @@ import { ScalerState } from './state.js';
 import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 import { reserveEventSpawn } from './event-cap.js';
+import { Adoptions } from './adoption.js';
+import type { ScalerEventEmitterLike } from './events/payloads.js';
+
+export { ScalerAdoptionLookupError } from './adoption.js';
 
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
 export const DEFAULT_AGENT_TOKEN_TTL_MS = 3_600_000;
@@ -68,6 +72,8 @@ export interface ScalerManagerOptions {
   backoff?: ProvisionBackoffOptions;
   ledger?: MachineLedger | undefined;
   isDraining?: () => boolean;
+  /** Sends the scale-down of an adopted event agent whose scaler is not configured here. */
+  scaleEvents?: ScalerEventEmitterLike | undefined;
 }
 
 export class RegistrationRefused extends Error {}
@@ -88,6 +94,10 @@ export interface RegistrationResult {
 export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   readonly state: ScalerState;
   readonly warm: WarmPools;
+  /** Event agents spawned by a peer (or by us) that registered here: the row says who answers for them. */
+  readonly adoption: Adoptions;
+  /** Adoption lookups the store failed (the agent was refused and retries). */
+  adoptionLookupFailures = 0;
   private hooks: ScalerHooks | undefined;
   private freedTimer: TimerHandle | undefined;
   /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
@@ -101,6 +111,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     this.state = new ScalerState(opts.config, opts.backends, opts.backoff);
     this.log = opts.logger.child({ component: 'scaler' });
     this.warm = new WarmPools(this, opts.clock, this.log);
+    this.adoption = new Adoptions(this);
   }
 
   get config(): ScalerConfig {
@@ -287,6 +298,8 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
         ownerInstanceId: this.opts.instanceId,
         mandatoryLabels: match.gate,
         spawnedAt: new Date(now),
+        // Recorded so whichever orchestrator adopts the agent sends its scale-down to the same place.
+        ...(entry.type === 'event' ? { provisioningTargets: [...(entry.provisioningTargets ?? [])] } : {}),
       };
       const reservation = { cpus: res.requests.cpus, memBytes: res.requests.memBytes };
       // Written before the backend is called, so a crash between deciding and spawning is recoverable.
@@ -558,6 +571,49 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     };
   }
 
+  /**
+   * Registration with the shared store's say (spec C.11): a local-backend agent this instance spawned
+   * completes at once; an event agent (ours or a peer's) is first adopted through its spawn row, so
+   * exactly one orchestrator answers for it; an unknown or another host's `scaler-` id is refused.
+   * Throws ScalerAdoptionLookupError when the store cannot answer (refuse, reclaim nothing).
+   */
+  async registerAgent(agentId: string): Promise<RegistrationResult | null> {
+    const m = this.state.agents.get(agentId);
+    if (!agentId.startsWith('scaler-') || (m && (m.type !== 'event' || m.phase === 'reserved')))
+      return this.onAgentRegistered(agentId);
+    // Already registered here (a replaced connection): the row is ours already.
+    if (m && !isPending(m.phase)) return this.onAgentRegistered(agentId);
+    const out = await this.adoption.adopt(agentId);
+    if (out.kind === 'refused') {
+      this.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');
+      throw new RegistrationRefused(out.reason);
+    }
+    if (out.row.ownerInstanceId !== this.instanceId)
+      this.log.info(
+        {
+          agentId,
+          scaler: out.row.scalerName,
+          spawnedBy: out.row.ownerInstanceId,
+          configured: out.configured,
+        },
+        'adopted an event agent spawned by another orchestrator',
+      );
+    if (out.configured) return this.onAgentRegistered(agentId);
+    const bound = out.row.registeredBefore ? undefined : (out.row.boundJobId ?? undefined);
+    return {
+      scalerName: out.row.scalerName,
+      boundJobId: bound,
+      gate: out.row.mandatoryLabels,
+      labels: out.row.labelSet,
+      warm: out.row.boundJobId === null,
+    };
+  }
+
+  /** Read by `kici_orch_scaler_adoption_lookup_failures_total` on each scrape. */
+  onAdoptionLookupFailed(): void {
+    this.adoptionLookupFailures++;
+  }
+
   /** The dispatcher handed a job to one of our agents: a warm agent is no longer idle stock. */
   onJobAssigned(agentId: string): void {
     const m = this.state.agents.get(agentId);
@@ -602,6 +658,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     reason: Extract<DestroyReason, 'disconnected' | 'heartbeat-timeout' | 'job-complete'> = 'disconnected',
   ): Promise<void> {
     const m = this.state.agents.get(agentId);
+    if (!m && this.adoption.has(agentId)) return this.adoption.teardown(agentId, reason);
     if (!m || !hasRegistered(m.phase)) return;
     await this.teardown(m, reason);
   }

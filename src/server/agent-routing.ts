@@ -1,5 +1,5 @@
 import type { ConnectedAgent } from '../dispatch/agent-registry.js';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { ActiveJob, Dispatcher } from '../dispatch/dispatcher.js';
 import type { OrchestratorMessage } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
@@ -44,6 +44,26 @@ export function reattach(
   return undefined;
 }
 
+/**
+ * Clustering: the registering agent runs a job another instance dispatched (that instance died,
+ * or the agent's link moved here); take it over. The held job, when taken. A store error is
+ * thrown (the connection is closed and the agent retries) after undoing a scaler registration.
+ */
+export async function adoptMovedJob(
+  d: Dispatcher,
+  agentId: string,
+  jobId: string | undefined,
+  scaled: boolean,
+): Promise<ActiveJob | undefined> {
+  if (!jobId) return undefined;
+  try {
+    return (await d.adoptFromPeer(agentId, jobId)) ? d.active.get(jobId) : undefined;
+  } catch (err) {
+    if (scaled) await d.scaler?.onAgentDisconnected(agentId);
+    throw err;
+  }
+}
+
 /** One checked message from a registered agent. */
 export async function routeMessage(
   deps: RoutingDeps,
@@ -60,7 +80,7 @@ export async function routeMessage(
     case 'job.started':
       return d.onJobStarted(a.id, msg.jobId);
     case 'step.started':
-      if (mine) await deps.store.logs.stepStarted(msg.jobId, msg.idx, msg.name, now);
+      if (mine) d.stepStarted(msg.jobId, msg.idx, msg.name, now);
       return;
     case 'log':
       if (mine)
@@ -75,7 +95,7 @@ export async function routeMessage(
         );
       return;
     case 'step.finished':
-      if (mine) await deps.store.logs.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
+      if (mine) d.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
       return;
     case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.

@@ -10,7 +10,7 @@ import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { swallow } from '../util/swallowed-errors.js';
 import { agentMessageSchema, claimSchema, describeIssues, registerSchema } from './agent-messages.js';
-import { agentGone, reattach, routeMessage } from './agent-routing.js';
+import { adoptMovedJob, agentGone, reattach, routeMessage } from './agent-routing.js';
 import type { ClaimStore } from './claim-store.js';
 import { reapRefusedAgent } from './reap-refused.js';
 import {
@@ -206,7 +206,7 @@ export class AgentSession {
     if (check.kind === 'ephemeral' || agentId.startsWith('scaler-')) {
       if (!scaler) return this.refuse('no-scaler', 'no scaler is configured here', { agentId });
       try {
-        scaled = scaler.onAgentRegistered(agentId);
+        scaled = await scaler.registerAgent(agentId);
       } catch (err) {
         if (!(err instanceof RegistrationRefused)) {
           this.log.error({ err: errorMessage(err), agentId }, 'scaler lookup failed');
@@ -218,8 +218,10 @@ export class AgentSession {
         return;
       }
     }
+    const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
     if (!this.port.isOpen()) {
       if (scaled) await scaler?.onAgentDisconnected(agentId);
+      if (adopted) deps.dispatcher.orphan(adopted, 'agent disconnected');
       return;
     }
     const previous = deps.dispatcher.registry.get(agentId);

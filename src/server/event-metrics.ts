@@ -9,8 +9,22 @@ export class EventMetrics implements ScaleEventObserver {
   private readonly timeouts: Counter;
   private readonly givenUp: Counter;
 
-  constructor(registry: Registry, backends: () => readonly ScalerBackend[]) {
+  constructor(
+    registry: Registry,
+    backends: () => readonly ScalerBackend[],
+    adoptionLookupFailures: () => number = () => 0,
+  ) {
     const registers = [registry];
+    new Counter({
+      name: 'kici_orch_scaler_adoption_lookup_failures_total',
+      help: 'Event agents refused because the store failed while looking up their spawn record',
+      registers,
+      // The manager counts; a scrape copies its figure, so the two cannot disagree.
+      collect() {
+        this.reset();
+        this.inc(adoptionLookupFailures());
+      },
+    });
     this.scaleUp = new Counter({
       name: 'kici_orch_scaler_scale_up_emitted_total',
       help: 'Scale-up events an event scaler emitted',

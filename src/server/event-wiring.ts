@@ -26,7 +26,11 @@ export function wireEventScaling(deps: {
   reapIntervalMs: number | undefined;
 }): EventProvisionReaper | undefined {
   const { scaler } = deps;
-  const counts = new EventMetrics(deps.metrics.registry, () => scaler?.backendList() ?? []);
+  const counts = new EventMetrics(
+    deps.metrics.registry,
+    () => scaler?.backendList() ?? [],
+    () => scaler?.adoptionLookupFailures ?? 0,
+  );
   deps.router.bind((spec) => deps.dispatcher.submit(spec), {
     scaleUpEmitted: (s) => counts.scaleUpEmitted(s),
     scaleDownEmitted: (s, reason) => counts.scaleDownEmitted(s, reason),

@@ -2,6 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
+import type { CancelOutcome } from '../cluster/remote-cancel.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { reasonFor } from '../jobs/failure-reason.js';
 import { parseRunSpec } from '../jobs/run-spec.js';
@@ -41,6 +42,8 @@ export interface HttpApiDeps {
   scalerConfigPath?: string | undefined;
   /** The instances sharing this database (clustering). */
   clusterStatus?: () => Promise<unknown>;
+  /** Clustering: a cancel that also reaches jobs held by another instance. */
+  cancelJob?: (id: string) => Promise<CancelOutcome>;
 }
 
 const JOB_STATES: JobState[] = [
@@ -189,6 +192,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   app.get('/api/v1/jobs/:id', async (c) => {
+    await dispatcher.writes.flush(); // read what agents reported up to now, not a tick behind
     const row = await store.jobs.get(c.req.param('id'));
     if (!row) return notFound(c, 'job', c.req.param('id'));
     const steps = await store.logs.steps(row.id);
@@ -233,9 +237,15 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.post('/api/v1/jobs/:id/cancel', async (c) => {
     const row = await store.jobs.get(c.req.param('id'));
     if (!row) return notFound(c, 'job', c.req.param('id'));
-    const res = await dispatcher.cancel(row.id);
-    if (res === 'not-open')
-      return c.json({ error: 'conflict', problems: [`job ${row.id} is already ${row.state}`] }, 409);
+    const res = deps.cancelJob
+      ? await deps.cancelJob(row.id)
+      : (await dispatcher.cancel(row.id)) === 'cancelled'
+        ? ({ kind: 'cancelled' } as const)
+        : ({ kind: 'not-open', state: row.state } as const);
+    if (res.kind === 'not-open')
+      return c.json({ error: 'conflict', problems: [`job ${row.id} is already ${res.state}`] }, 409);
+    // Asked of the instance that holds the job; it has not answered yet (the job stays open for now).
+    if (res.kind === 'requested') return c.json({ id: row.id, state: res.state, cancelRequested: true }, 202);
     return c.json({ id: row.id, state: 'cancelled' });
   });
 

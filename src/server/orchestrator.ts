@@ -40,6 +40,7 @@ import { resolveInstanceId } from '../cluster/instance-id.js';
 import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
 import { ClusterNode } from '../cluster/cluster-node.js';
 import { claimForScaling } from '../cluster/queue-sync.js';
+import { applyCancelRequests, cancelAnywhere, type RemoteCancelDeps } from '../cluster/remote-cancel.js';
 import { packageVersion } from '../version.js';
 
 export interface OrchestratorOptions {
@@ -151,6 +152,8 @@ export class Orchestrator {
       const instanceId = await resolveInstanceId(opts.instanceId, process.env.KICI_INSTANCE_ID, () =>
         loadInstanceId(dataDir),
       );
+      // Peers on the same PostgreSQL keep their own agents' rows (only ours are cleared).
+      if (opened.engine === 'postgres') store.agents.ownedBy(instanceId);
       await store.agents.markAllGone(new Date(clock.now()));
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
       const scaleEvents = new ScaleEventRouter({
@@ -296,6 +299,9 @@ export class Orchestrator {
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reloadEverywhere(),
       clusterStatus: () => this.clusterStatus(),
+      ...(this.database.engine === 'postgres' && {
+        cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
+      }),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
     const server = createServer(getRequestListener(app.fetch));
@@ -350,11 +356,25 @@ export class Orchestrator {
           this.scaler?.scalerEntries().flatMap((e) => e.entry.labelSets.map((ls) => [...ls.labels])) ?? [],
       },
       resyncQueue: () => this.dispatcher.resyncQueued(),
+      applyCancels: () => applyCancelRequests(this.remoteCancelDeps()),
       reconnectGraceMs: this.dispatcher.reconnectGraceMs,
       reloadLocal: () => this.reload(),
       log: this.log,
     });
     await this.cluster.start();
+  }
+
+  /** What a cancel needs to reach a job held by another instance (clustering). */
+  private remoteCancelDeps(): RemoteCancelDeps {
+    return {
+      store: this.store,
+      dispatcher: this.dispatcher,
+      clock: this.opts.clock ?? systemClock,
+      instanceId: this.instanceId,
+      aliveInstances: async () =>
+        (await this.clusterStatus()).instances.filter((i) => i.state === 'alive').map((i) => i.id),
+      log: this.log,
+    };
   }
 
   /** The instances sharing this database, for `kici-admin cluster status`. */
@@ -602,6 +622,7 @@ async function buildScaler(
     logger: deps.log,
     instanceId: deps.instanceId,
     orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
+    scaleEvents: deps.scaleEvents,
     ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
   });
 }

@@ -4,7 +4,15 @@ import type { AgentsTable, Database } from './schema.js';
 export type AgentRow = Selectable<AgentsTable>;
 
 export class AgentsRepo {
+  /** The instance whose sockets this process records; rows are stamped with it (clustering). */
+  private instanceId: string | undefined;
+
   constructor(private readonly db: Kysely<Database>) {}
+
+  /** Several orchestrators share the table: name this one, so it only ever clears its own rows. */
+  ownedBy(instanceId: string): void {
+    this.instanceId = instanceId;
+  }
 
   async connected(a: {
     id: string;
@@ -26,6 +34,7 @@ export class AgentsRepo {
       connected_at: a.now,
       last_seen_at: a.now,
       disconnected_at: null,
+      ...(this.instanceId !== undefined ? { instance_id: this.instanceId } : {}),
     };
     await this.db
       .insertInto('agents')
@@ -35,19 +44,38 @@ export class AgentsRepo {
   }
 
   async gone(id: string, now: Date): Promise<void> {
-    await this.db
-      .updateTable('agents')
-      .set({ state: 'gone', disconnected_at: now })
-      .where('id', '=', id)
-      .execute();
+    let q = this.db.updateTable('agents').set({ state: 'gone', disconnected_at: now }).where('id', '=', id);
+    // The agent may already be back on a peer, which has stamped the row as its own.
+    const self = this.instanceId;
+    if (self !== undefined)
+      q = q.where((eb) => eb.or([eb('instance_id', '=', self), eb('instance_id', 'is', null)]));
+    await q.execute();
   }
 
-  /** At start-up no socket survives, whatever the table says. */
+  /**
+   * At start-up none of this instance's sockets survive, whatever the table says. A peer's agents
+   * are connected to the peer, so only this instance's rows (and unowned ones from before
+   * clustering) are cleared.
+   */
   async markAllGone(now: Date): Promise<void> {
+    let q = this.db
+      .updateTable('agents')
+      .set({ state: 'gone', disconnected_at: now })
+      .where('state', '=', 'connected');
+    const self = this.instanceId;
+    if (self !== undefined)
+      q = q.where((eb) => eb.or([eb('instance_id', '=', self), eb('instance_id', 'is', null)]));
+    await q.execute();
+  }
+
+  /** The leader's sweep: agents recorded by instances that are dead are no longer connected. */
+  async markGoneOf(instanceIds: readonly string[], now: Date): Promise<void> {
+    if (instanceIds.length === 0) return;
     await this.db
       .updateTable('agents')
       .set({ state: 'gone', disconnected_at: now })
       .where('state', '=', 'connected')
+      .where('instance_id', 'in', instanceIds)
       .execute();
   }
 

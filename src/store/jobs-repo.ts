@@ -124,6 +124,24 @@ export class JobsRepo {
     return row?.spec;
   }
 
+  /**
+   * `claimSpec` for several jobs in one statement (a dispatch pass that fills several idle agents):
+   * each job still moves only from 'queued', so a job another instance took is simply not returned.
+   */
+  async claimMany(
+    claims: { jobId: string; agentId: string }[],
+    now: Date,
+    owner?: string,
+  ): Promise<Map<string, unknown>> {
+    const res = await sql<{ id: string; spec: unknown }>`
+      update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${now.toISOString()}::timestamptz,
+        attempts = j.attempts + 1, owner_instance = coalesce(${owner ?? null}::text, j.owner_instance)
+      from unnest(${claims.map((c) => c.jobId)}::text[], ${claims.map((c) => c.agentId)}::text[]) as v(id, agent)
+      where j.id = v.id and j.state = 'queued'
+      returning j.id, j.spec`.execute(this.db);
+    return new Map(res.rows.map((r) => [r.id, r.spec]));
+  }
+
   async markRunning(jobId: string, agentId: string, now: Date): Promise<boolean> {
     const res = await this.db
       .updateTable('jobs')
@@ -151,7 +169,14 @@ export class JobsRepo {
   async finish(
     jobId: string,
     state: JobState,
-    fields: { exitCode?: number | null; reason?: string | null; agentId?: string; fromState?: JobState },
+    fields: {
+      exitCode?: number | null;
+      reason?: string | null;
+      agentId?: string;
+      fromState?: JobState;
+      /** Clustering: only while this instance (or no one) owns the job; a peer may have taken it over. */
+      owner?: string;
+    },
     now: Date,
   ): Promise<boolean> {
     let q = this.db
@@ -167,8 +192,64 @@ export class JobsRepo {
     if (fields.agentId) q = q.where('agent_id', '=', fields.agentId);
     // Another orchestrator may hold the job now: a judgement about a queued job applies only while queued.
     if (fields.fromState) q = q.where('state', '=', fields.fromState);
+    const owner = fields.owner;
+    if (owner !== undefined)
+      q = q.where((eb) => eb.or([eb('owner_instance', '=', owner), eb('owner_instance', 'is', null)]));
     const res = await q.executeTakeFirst();
     return res.numUpdatedRows === 1n;
+  }
+
+  /**
+   * Clustering: an agent that was running this job for another instance is now connected to
+   * `to`. One conditional update moves the job from the owner the caller read (`from`) to `to`,
+   * only while it is still active on that same agent: of several instances that read the same
+   * owner and try at once, exactly one wins. The agent is running it, so a row still marked
+   * dispatched (its "started" was lost with the old owner) becomes running.
+   */
+  async adoptActive(
+    jobId: string,
+    agentId: string,
+    move: { from: string | null; to: string },
+    now: Date,
+  ): Promise<JobRow | undefined> {
+    const from = move.from;
+    return this.db
+      .updateTable('jobs')
+      .set({ owner_instance: move.to, state: 'running', started_at: sql<Date>`coalesce(started_at, ${now})` })
+      .where('id', '=', jobId)
+      .where('agent_id', '=', agentId)
+      .where('state', 'in', ACTIVE)
+      .where((eb) => (from === null ? eb('owner_instance', 'is', null) : eb('owner_instance', '=', from)))
+      .returningAll()
+      .executeTakeFirst();
+  }
+
+  /**
+   * Clustering: ask the instance that holds an active job to cancel it. The request stays on the
+   * row (its owner finds it on its next poll even if the notification is lost), and NOTIFY
+   * `kici_job_cancel` wakes the owner at once. Undefined when the job is not active.
+   */
+  async requestCancel(jobId: string, reason: string, now: Date): Promise<JobRow | undefined> {
+    const row = await this.db
+      .updateTable('jobs')
+      .set({ cancel_requested_at: now, cancel_reason: reason })
+      .where('id', '=', jobId)
+      .where('state', 'in', ACTIVE)
+      .returningAll()
+      .executeTakeFirst();
+    if (row) await sql`select pg_notify('kici_job_cancel', ${row.owner_instance ?? ''})`.execute(this.db);
+    return row;
+  }
+
+  /** Active jobs of `owner` that an instance was asked to cancel. */
+  cancelRequestsFor(owner: string): Promise<{ id: string; cancel_reason?: string | null }[]> {
+    return this.db
+      .selectFrom('jobs')
+      .select(['id', 'cancel_reason'])
+      .where('owner_instance', '=', owner)
+      .where('state', 'in', ACTIVE)
+      .where('cancel_requested_at', 'is not', null)
+      .execute();
   }
 
   async setProvisioningError(jobId: string, message: string): Promise<void> {

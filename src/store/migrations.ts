@@ -265,6 +265,61 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /**
+   * Cross-instance adoption of event provisions (issue #12): the spawn row carries the targets its
+   * scale-down goes to, and an outcome row remembers who adopted a provision after its row is gone.
+   */
+  '010_event_adoption': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table scaler_spawning_agents add column provisioning_targets jsonb`.execute(db);
+      await sql`
+        create table scaler_provision_outcomes (
+          agent_id text primary key,
+          scaler_name text not null,
+          adopted_by text,
+          adopted_at timestamptz,
+          condemned_reason text,
+          condemned_at timestamptz,
+          recorded_at timestamptz not null default now(),
+          updated_at timestamptz not null default now()
+        )`.execute(db);
+      await sql`create index scaler_provision_outcomes_updated on scaler_provision_outcomes (updated_at)`.execute(
+        db,
+      );
+    },
+  },
+  /**
+   * Cluster reconnects and cancels (issue #12): each agents row names the instance its socket is
+   * on, so a starting instance marks only its own agents gone; a cancel sent to an instance that
+   * does not hold the job is left on the row for its owner (woken by NOTIFY `kici_job_cancel`).
+   */
+  '011_cluster_reconnect_cancel': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table agents add column instance_id text`.execute(db);
+      await sql`alter table jobs add column cancel_requested_at timestamptz`.execute(db);
+      await sql`alter table jobs add column cancel_reason text`.execute(db);
+    },
+  },
+  /**
+   * Hot path (issue #12): the statement trigger on job updates ran PL/pgSQL over a transition table
+   * for every claim and result, to find the rare row left queued. A row trigger whose WHEN clause
+   * is checked by the executor itself costs nothing for the rows that leave the queue, and still
+   * raises the wake-up for every update that leaves a row queued (a requeue, a released scale claim).
+   */
+  '012_hot_path_notify': {
+    async up(db: Kysely<unknown>) {
+      await sql`drop trigger jobs_notify_queued_update on jobs`.execute(db);
+      await sql`
+        create function kici_notify_queued_row() returns trigger language plpgsql as $$
+        begin
+          perform pg_notify('kici_jobs_queued', '');
+          return null;
+        end $$`.execute(db);
+      await sql`
+        create trigger jobs_notify_queued_update_row after update on jobs
+          for each row when (new.state = 'queued') execute function kici_notify_queued_row()`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -45,6 +45,9 @@ export interface JobsTable {
   log_truncated: Generated<boolean>;
   /** Clustering: the instance that dispatched the job (null on a single instance's old rows). */
   owner_instance?: string | null;
+  /** Clustering: a cancel asked of an instance that does not hold the job, for its owner to carry out. */
+  cancel_requested_at?: NullableTimestamp;
+  cancel_reason?: string | null;
   created_at: Timestamp;
   dispatched_at: NullableTimestamp;
   started_at: NullableTimestamp;
@@ -81,6 +84,8 @@ export interface AgentsTable {
   connected_at: Timestamp;
   last_seen_at: Timestamp;
   disconnected_at: NullableTimestamp;
+  /** The orchestrator instance the agent's socket is on (null on rows from before clustering). */
+  instance_id?: string | null;
 }
 
 export interface AgentTokensTable {
@@ -112,6 +117,20 @@ export interface ScalerSpawningAgentsTable {
   registered_at: NullableTimestamp;
   adopted_by: string | null;
   adopted_at: NullableTimestamp;
+  /** Where the scale-down of an event provision goes (migration 010); null for local backends. */
+  provisioning_targets: ColumnType<string[] | null, string | null | undefined, string | null>;
+}
+
+/** Who adopted an event provision, kept after its spawn row is deleted (migration 010). */
+export interface ScalerProvisionOutcomesTable {
+  agent_id: string;
+  scaler_name: string;
+  adopted_by: string | null;
+  adopted_at: NullableTimestamp;
+  condemned_reason: string | null;
+  condemned_at: NullableTimestamp;
+  recorded_at: Timestamp;
+  updated_at: Timestamp;
 }
 
 export interface ScalerReservationsTable {
@@ -159,6 +178,7 @@ export interface Database {
   scaler_event_deliveries: ScalerEventDeliveriesTable;
   kici_instances: KiciInstancesTable;
   ip_allocations: IpAllocationsTable;
+  scaler_provision_outcomes: ScalerProvisionOutcomesTable;
 }
 
 /** One claim code of an event provision; only its SHA-256 is kept. */

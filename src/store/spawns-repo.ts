@@ -14,6 +14,8 @@ export interface SpawnRecord {
   ownerInstanceId: string;
   mandatoryLabels: string[];
   spawnedAt: Date;
+  /** Event provisions: where the scale-down goes, so any orchestrator can tear it down. */
+  provisioningTargets?: string[] | undefined;
 }
 
 /**
@@ -52,11 +54,13 @@ export class SpawnsRepo {
     });
   }
 
+  /** This instance's spawn rows, except those a peer adopted (that peer owns their teardown). */
   listOwned(instanceId: string): Promise<SpawnRow[]> {
     return this.db
       .selectFrom('scaler_spawning_agents')
       .selectAll()
       .where('owner_instance_id', '=', instanceId)
+      .where((eb) => eb.or([eb('adopted_by', 'is', null), eb('adopted_by', '=', instanceId)]))
       .execute();
   }
 
@@ -96,6 +100,7 @@ export async function insertSpawnRows(
       backend_ref: null,
       mandatory_labels: JSON.stringify(r.mandatoryLabels),
       spawned_at: r.spawnedAt,
+      ...(r.provisioningTargets ? { provisioning_targets: JSON.stringify(r.provisioningTargets) } : {}),
     })
     .execute();
   await trx

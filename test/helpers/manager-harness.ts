@@ -764,6 +764,7 @@ export class ManagerHarness {
   }
 
   async jobState(jobId: string): Promise<string | undefined> {
+    await this.dispatcher?.writes.flush(); // what the dispatcher was told, not a group-commit tick behind
     return (await this.store.jobs.get(jobId))?.state;
   }
 

@@ -11,9 +11,15 @@ export class TcpProxy {
   private readonly sockets = new Set<Socket>();
 
   constructor(
-    private readonly targetHost: string,
-    private readonly targetPort: number,
+    private targetHost: string,
+    private targetPort: number,
   ) {}
+
+  /** New connections go to this target from now on; open ones stay where they are. */
+  pointTo(host: string, port: number): void {
+    this.targetHost = host;
+    this.targetPort = port;
+  }
 
   async open(): Promise<void> {
     const server = createServer((client) => {

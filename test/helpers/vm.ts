@@ -25,6 +25,7 @@ export function vmConfig(o: {
   base: string;
   maxAgents?: number;
   table?: string;
+  extraHosts?: string[];
 }) {
   const g = vmGuest();
   return {
@@ -48,6 +49,7 @@ export function vmConfig(o: {
         vcpuCount: 1,
         memSizeMib: 512,
         maxAgents: o.maxAgents ?? 2,
+        ...(o.extraHosts ? { extraHosts: o.extraHosts } : {}),
         labelSets: [{ labels: ['linux', o.name], rootfsPath: g.rootfs, overlayDriveSizeMib: 256 }],
       },
     ],

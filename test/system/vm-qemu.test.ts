@@ -76,7 +76,14 @@ describe('VM backend with the qemu driver (real boots)', () => {
     await attachHost(PUB);
     t = await startTestOrchestrator({
       host: '0.0.0.0',
-      config: vmConfig({ name: 'vmq', bridge: BRIDGE, subnet: SUBNET, base, table: TABLE }),
+      config: vmConfig({
+        name: 'vmq',
+        bridge: BRIDGE,
+        subnet: SUBNET,
+        base,
+        table: TABLE,
+        extraHosts: ['db.internal:10.9.8.7', 'gw.internal:host-gateway'],
+      }),
     });
     const orchPort = new URL(t.orch.url).port;
     const started = Date.now();
@@ -86,6 +93,10 @@ describe('VM backend with the qemu driver (real boots)', () => {
         steps: [
           {
             run: 'echo "hello from $(hostname)"; grep -o "kici.net=[^ ]*" /proc/cmdline; touch /probe && echo overlay-writable; ls /run/kici.env 2>&1 | head -1',
+          },
+          {
+            // extraHosts in the guest's /etc/hosts; the config drive was zeroed once the agent registered.
+            run: 'grep internal /etc/hosts; echo "vdc-token-lines:$(tr -d "\\000" </dev/vdc | grep -c KICI_AGENT_TOKEN)"',
           },
           {
             // Node, not busybox wget: the static busybox's resolver crashes without NSS in the guest.
@@ -104,6 +115,9 @@ describe('VM backend with the qemu driver (real boots)', () => {
     expect(job.agentId).toMatch(/^scaler-/);
     expect(lines).toContain(`kici.net=${SUBNET}.2,${SUBNET}.1,24`);
     expect(lines).toContain('overlay-writable');
+    expect(lines).toContain('10.9.8.7 db.internal');
+    expect(lines).toContain(`${SUBNET}.1 gw.internal`);
+    expect(lines).toContain('vdc-token-lines:0');
     // Isolation: the orchestrator on the gateway answers; so does a public host (routing works)...
     expect(lines, lines.join('\n')).toContain('{"status":"ok"}');
     expect(lines).toContain('vmq-pub-ok');

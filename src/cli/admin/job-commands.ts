@@ -224,8 +224,13 @@ export function registerJobCommands(program: Command, client: Client): void {
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
       const res = await (
         await client(cmd)
-      ).request<{ id: string; state: string }>('POST', `/api/v1/jobs/${enc(id)}/cancel`);
+      ).request<{ id: string; state: string; cancelRequested?: boolean }>(
+        'POST',
+        `/api/v1/jobs/${enc(id)}/cancel`,
+      );
       if (o.json) printJson(res);
+      else if (res.cancelRequested)
+        process.stdout.write(`job ${res.id}: cancel sent to the orchestrator instance that runs it\n`);
       else process.stdout.write(`job ${res.id} cancelled\n`);
     });
 }

@@ -264,7 +264,36 @@ describe('shared queue: two dispatchers over one database', () => {
           await w.stop();
         }
       }),
-      { numRuns: 40 },
+      {
+        numRuns: 40,
+        // Found by this property: an agent that left while its claim was in flight was still sent
+        // the job (and the job stayed dispatched to no one). Always checked from now on.
+        examples: [
+          [
+            [
+              { kind: 'connect', k: 0, a: 1 },
+              { kind: 'submit', k: 0 },
+              { kind: 'disconnect', a: 1 },
+              { kind: 'sync', k: 0 },
+              { kind: 'submit', k: 0 },
+              { kind: 'pumpBoth' },
+              { kind: 'disconnect', a: 0 },
+            ],
+          ],
+          [
+            [
+              { kind: 'submit', k: 0 },
+              { kind: 'connect', k: 1, a: 0 },
+              { kind: 'sync', k: 1 },
+              { kind: 'disconnect', a: 0 },
+              { kind: 'connect', k: 0, a: 0 },
+              { kind: 'sync', k: 0 },
+              { kind: 'submit', k: 0 },
+              { kind: 'sync', k: 0 },
+            ],
+          ],
+        ],
+      },
     );
   }, 300_000);
 });

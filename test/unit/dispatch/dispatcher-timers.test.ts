@@ -26,10 +26,13 @@ afterAll(async () => {
 const stops: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const s of stops.splice(0)) await s();
+  live.length = 0;
   await wipeStore(fresh.store);
 });
 
 const BACKSTOP_MS = 5_000;
+/** Dispatchers of the current test: their group-committed writes run on real timers, not the clock. */
+const live: Dispatcher[] = [];
 const GRACE_MS = 10_000;
 
 function setup(store: Store = fresh.store, clock = new ManualClock()) {
@@ -41,6 +44,7 @@ function setup(store: Store = fresh.store, clock = new ManualClock()) {
     reconnectGraceMs: GRACE_MS,
   });
   stops.push(() => d.stop());
+  live.push(d);
   return { d, clock };
 }
 
@@ -72,6 +76,7 @@ async function submit(d: Dispatcher, job: Record<string, unknown> = {}): Promise
 async function settle(store: Store = fresh.store): Promise<void> {
   for (let i = 0; i < 20; i++) {
     await new Promise<void>((r) => setImmediate(r));
+    for (const d of live) await d.writes.flush();
     await sql`select 1`.execute(store.db);
   }
 }

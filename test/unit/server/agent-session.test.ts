@@ -3,6 +3,7 @@
  * the same AgentSession the WebSocket handler uses (real PGlite store and dispatcher).
  */
 import { pino } from 'pino';
+import { sql } from 'kysely';
 import { describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
@@ -232,6 +233,45 @@ describe('session refusals keep their close codes', () => {
     expect(
       await refusedWith(drive(h, { claimStore: broken }), { type: 'claim', protocol: 1, code: 'x' }),
     ).toEqual({ close: 1011, rejected: undefined, state: 'closed' });
+  });
+
+  it('1011 when the spawn-record lookup of a scaler agent fails: counted, and nothing is reaped', async () => {
+    const h = await hs.make({ config });
+    const id = 'scaler-event-0badf00d';
+    await h.store.db
+      .insertInto('scaler_spawning_agents')
+      .values({
+        agent_id: id,
+        scaler_name: 'cloud',
+        backend_type: 'event',
+        label_set: '["linux"]',
+        run_id: null,
+        bound_job_id: null,
+        owner_instance_id: 'a-peer',
+        backend_ref: id,
+        mandatory_labels: '[]',
+        spawned_at: new Date(),
+      })
+      .execute();
+    // The database itself fails the adoption's conditional update.
+    await sql`create function kici_session_fail() returns trigger language plpgsql as $$
+      begin raise exception 'disk gone'; end $$`.execute(h.store.db);
+    await sql`create trigger kici_session_fail before update on scaler_spawning_agents
+      for each row execute function kici_session_fail()`.execute(h.store.db);
+    try {
+      const eph = await mint(h, id, ['linux', 'kici:scaler:alpha'], 'ephemeral');
+      const d = drive(h);
+      expect(await refusedWith(d, register(id, eph, ['linux', 'kici:scaler:alpha']))).toMatchObject({
+        close: 1011,
+      });
+      expect(d.closes[0]?.reason).toBe('Scaler state unavailable');
+      expect(h.manager.adoptionLookupFailures).toBe(1);
+      // A store hiccup is no evidence that the agent is an orphan.
+      expect(h.backend('alpha').reaps).toEqual([]);
+    } finally {
+      await sql`drop trigger kici_session_fail on scaler_spawning_agents`.execute(h.store.db);
+      await sql`drop function kici_session_fail()`.execute(h.store.db);
+    }
   });
 
   it('a claim answers the id and a token that registers; the code is single-use', async () => {

@@ -1,5 +1,5 @@
-import { normalizeLabelSet, type FirecrackerNetwork, type ScalerEntry } from '../../../config/index.js';
-import type { AgentIsolation } from '../../../net/isolation.js';
+import { normalizeLabelSet, type ScalerEntry } from '../../../config/index.js';
+import { systemClock } from '../../../util/clock.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { Logger } from '../../../util/logger.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
@@ -14,35 +14,18 @@ import type {
   SpawnContext,
   ValidationResult,
 } from '../../types.js';
-import { diskShortMessage, type StatfsFn } from './disk-guard.js';
+import { diskShortMessage } from './disk-guard.js';
 import { guestOrchestratorUrl } from './guest-env.js';
-import type { CommandRunner, HostNet } from './host-net.js';
-import type { IpAllocator, IpLease } from './ip-allocator.js';
+import type { IpLease } from './ip-allocator.js';
 import { checkVmReload, guestFilesProblem, vmTools } from './tools.js';
 import { reportEarlyExit, startVmTails, TAIL_LINES } from './vm-logs.js';
 import { ruleRequestFor, vmLaunchFor } from './launch.js';
 import { prepareVmDir, removeVmDir, vmDirFor, writePid, type VmRecord } from './vm-dir.js';
 import { VmOrphans } from './orphans.js';
 import { newTrackedVm, vmContext, type TrackedVm, type VmHost } from './tracked.js';
-import type { VmmDriver } from './vmm.js';
+import type { VmBackendOptions } from './options.js';
 
-export interface VmBackendOptions {
-  entry: ScalerEntry;
-  network: FirecrackerNetwork;
-  driver: VmmDriver;
-  allocator: IpAllocator;
-  hostNet: HostNet;
-  run: CommandRunner;
-  /** nft isolation through the shared port; without it VMs reach whatever the bridge routes to. */
-  isolation: AgentIsolation | undefined;
-  logger: Logger;
-  hostEnv?: NodeJS.ProcessEnv;
-  /** Relative paths in the entry resolve here. */
-  resolvePath: (p: string) => string;
-  /** Before each spawn: free space under the VM directory (injected in tests). */
-  disk?: { thresholdBytes: number; statfs: StatfsFn };
-  stopGraceMs?: number;
-}
+export type { VmBackendOptions } from './options.js';
 
 const DEFAULT_OVERLAY_MIB = 2048;
 
@@ -71,7 +54,12 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     this.name = opts.entry.name;
     this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'vm-backend', scaler: this.name, vmm: opts.driver.kind });
-    this.orphans = new VmOrphans(this);
+    this.orphans = new VmOrphans(this, opts.clock ?? systemClock, opts.sweepIntervalMs);
+  }
+
+  /** Start the 15-minute orphan sweep (after the start-up one); shutdownAll stops it. */
+  startPeriodicSweep(): void {
+    this.orphans.periodic.start();
   }
 
   private get launchEnv() {
@@ -152,7 +140,9 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       this.abortIfGone(ctx, t);
       await this.opts.hostNet.addTap(lease.tap, net.bridgeName);
       this.abortIfGone(ctx, t);
-      await this.opts.isolation?.apply(ruleRequestFor(ctx.agentId, this.name, lease.ip, orch, ls));
+      await this.opts.isolation?.apply(
+        ruleRequestFor(ctx.agentId, this.name, lease.ip, orch, ls, this.opts.hostServices),
+      );
       this.abortIfGone(ctx, t);
       ctx.onEvent('scaler.provisioning', `booting microVM (${this.opts.driver.describe()})`);
       this.startTails(t, ctx);
@@ -219,9 +209,16 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     startVmTails(this.log, t, ctx);
   }
 
+  /** Registering with its token is the agent's acknowledgement of its config: withdraw it. */
   markRegistered(agentId: string): void {
     const t = this.vms.get(agentId);
-    if (t) t.registered = true;
+    if (!t || t.registered) return;
+    t.registered = true;
+    const ack = this.opts.driver.configAcknowledged?.({ id: agentId, dir: t.dir });
+    // Fire and forget (spec: only warned): a VM being torn down may already be gone.
+    ack?.catch((err: unknown) =>
+      this.log.warn({ agentId, err: errorMessage(err) }, 'could not withdraw the agent config from the VM'),
+    );
   }
 
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {
@@ -289,6 +286,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   }
 
   async shutdownAll(): Promise<void> {
+    await this.orphans.periodic.stop();
     await Promise.allSettled([...this.vms.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
   }
 

@@ -1,23 +1,49 @@
 import { spawn } from 'node:child_process';
-import { copyFile, link, open, readlink, rm, stat } from 'node:fs/promises';
+import { copyFile, lchown, link, mkdir, open, readdir, rm, stat } from 'node:fs/promises';
 import { request } from 'node:http';
 import { basename, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../../util/logger.js';
-import { vmFiles } from './vm-dir.js';
+import { readPidRecord, vmFiles } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
 
 export interface FirecrackerDriverOptions {
   firecrackerPath: string;
   /** With a jailer, firecracker runs chrooted in the VM directory as uid:gid. */
-  jailer?: { path: string; uid: number; gid: number; chrootBase: string } | undefined;
+  jailer?: JailerOptions | undefined;
   logger: Logger;
   socketWaitMs?: number;
 }
 
-/** One call on Firecracker's API socket; rejects with the VMM's fault message on a non-2xx answer. */
-export function fcApi(socketPath: string, method: string, path: string, body?: unknown): Promise<void> {
+export interface JailerOptions {
+  path: string;
+  uid: number;
+  gid: number;
+  chrootBase: string;
+  /** A network namespace (path) the jailer joins before it execs firecracker. */
+  netns?: string | undefined;
+}
+
+/** The jailer's rule for `--id`: letters, digits and hyphens, at most 64. */
+const JAILER_ID = /^[A-Za-z0-9-]{1,64}$/;
+
+/**
+ * The jailer's command line: its own flags, then `--` and what firecracker gets. The jailer itself
+ * hands firecracker `--id` (and its start-time flags), so they must not be repeated after `--`.
+ */
+export function jailerArgs(jail: JailerOptions, firecrackerPath: string, id: string): string[] {
+  return [
+    ...['--id', id, '--exec-file', firecrackerPath],
+    ...['--uid', String(jail.uid), '--gid', String(jail.gid), '--chroot-base-dir', jail.chrootBase],
+    ...(jail.netns ? ['--netns', jail.netns] : []),
+    '--',
+    ...['--api-sock', '/run/firecracker.socket'],
+  ];
+}
+
+/** One call on Firecracker's API socket; resolves with the answer's body, rejects with the VMM's fault message on a non-2xx answer. */
+export function fcApi(socketPath: string, method: string, path: string, body?: unknown): Promise<string> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     const req = request(
@@ -37,7 +63,7 @@ export function fcApi(socketPath: string, method: string, path: string, body?: u
         let text = '';
         res.on('data', (d: Buffer) => (text += d.toString()));
         res.on('end', () => {
-          if ((res.statusCode ?? 500) < 300) return resolve();
+          if ((res.statusCode ?? 500) < 300) return resolve(text);
           let fault = text;
           try {
             fault = (JSON.parse(text) as { fault_message?: string }).fault_message ?? text;
@@ -54,8 +80,17 @@ export function fcApi(socketPath: string, method: string, path: string, body?: u
   });
 }
 
-/** Hard-link (copy across filesystems) a guest file into the jail, where firecracker can see it. */
-async function intoJail(src: string, dir: string, name: string): Promise<string> {
+/**
+ * Hard-link (copy across filesystems) a shared guest file into the jail, where firecracker can see
+ * it. The link is the same inode every VM boots, so it stays root's: the jailed uid only needs to
+ * read it, which it can when the file is readable by others.
+ */
+async function intoJail(src: string, dir: string, name: string, field: string): Promise<string> {
+  const mode = (await stat(src)).mode & 0o777;
+  if (!(mode & 0o004))
+    throw new Error(
+      `${field} ${src} is not readable by others (mode ${mode.toString(8).padStart(4, '0')}): the jailed firecracker cannot read it, and a shared guest file is never handed to the jail's uid; run chmod 0644 ${src}`,
+    );
   const dst = join(dir, name);
   await rm(dst, { force: true });
   await link(src, dst).catch(async (err: NodeJS.ErrnoException) => {
@@ -63,6 +98,20 @@ async function intoJail(src: string, dir: string, name: string): Promise<string>
     await copyFile(src, dst);
   });
   return `/${name}`;
+}
+
+/** The shared read-only guest files as linked into a jail: never chowned (see intoJail). */
+const SHARED_IN_JAIL = new Set(['kernel', 'initrd', 'rootfs.ext4']);
+
+/** chown -R of the VM's own files, without following links out of the tree and skipping `keep`. */
+async function chownTree(dir: string, uid: number, gid: number, keep: ReadonlySet<string>): Promise<void> {
+  await lchown(dir, uid, gid);
+  for (const e of await readdir(dir, { withFileTypes: true })) {
+    if (keep.has(e.name)) continue;
+    const p = join(dir, e.name);
+    if (e.isDirectory()) await chownTree(p, uid, gid, new Set());
+    else await lchown(p, uid, gid);
+  }
 }
 
 /**
@@ -81,25 +130,20 @@ export class FirecrackerDriver implements VmmDriver {
   async start(vm: VmLaunch): Promise<StartedVm> {
     const jail = this.opts.jailer;
     const files = vmFiles(vm.dir);
+    if (jail) await this.prepareJail(vm);
     // Inside a jail every path is relative to its root, which is the VM directory.
-    const inVm = async (p: string, name: string) => (jail ? intoJail(p, vm.dir, name) : p);
-    const kernel = await inVm(vm.kernel, 'kernel');
-    const initrd = vm.initrd ? await inVm(vm.initrd, 'initrd') : undefined;
-    const rootfs = await inVm(vm.rootfs, 'rootfs.ext4');
+    const inVm = async (p: string, name: string, field: string) =>
+      jail ? intoJail(p, vm.dir, name, field) : p;
+    const kernel = await inVm(vm.kernel, 'kernel', 'kernelPath');
+    const initrd = vm.initrd ? await inVm(vm.initrd, 'initrd', 'initrdPath') : undefined;
+    const rootfs = await inVm(vm.rootfs, 'rootfs.ext4', 'rootfsPath');
     const overlay = jail ? `/${basename(vm.overlay)}` : vm.overlay;
-    const apiSock = jail ? '/run/firecracker.socket' : files.apiSocket;
-    const fcArgs = ['--api-sock', apiSock, '--id', vm.id];
+    // The jailed firecracker runs as uid:gid: it gets its own files (overlay, logs, socket dir),
+    // and only reads the shared ones.
+    if (jail && process.getuid?.() === 0) await chownTree(vm.dir, jail.uid, jail.gid, SHARED_IN_JAIL);
     const [file, args] = jail
-      ? [
-          jail.path,
-          [
-            ...['--id', vm.id, '--exec-file', this.opts.firecrackerPath],
-            ...['--uid', String(jail.uid), '--gid', String(jail.gid), '--chroot-base-dir', jail.chrootBase],
-            '--',
-            ...fcArgs,
-          ],
-        ]
-      : [this.opts.firecrackerPath, fcArgs];
+      ? [jail.path, jailerArgs(jail, this.opts.firecrackerPath, vm.id)]
+      : [this.opts.firecrackerPath, ['--api-sock', files.apiSocket, '--id', vm.id]];
     // Firecracker's stdout is the guest's serial console; its stderr carries VMM diagnostics.
     const serial = await open(vm.serialLog, 'a');
     const vmmLog = await open(vm.vmmLog, 'a');
@@ -166,6 +210,33 @@ export class FirecrackerDriver implements VmmDriver {
     return { pid, exited };
   }
 
+  /**
+   * The jailer puts firecracker in `<chroot base>/<exec file name>/<id>/root`; that must be the VM
+   * directory the backend prepared, so the file name has to be `firecracker` and the id one the
+   * jailer accepts.
+   */
+  private async prepareJail(vm: VmLaunch): Promise<void> {
+    const jail = this.opts.jailer!;
+    if (!JAILER_ID.test(vm.id))
+      throw new Error(
+        `agent id "${vm.id}" is not a valid jailer --id (letters, digits, hyphens; at most 64)`,
+      );
+    const root = join(jail.chrootBase, basename(this.opts.firecrackerPath), vm.id, 'root');
+    if (root !== vm.dir)
+      throw new Error(
+        `the jailer would use ${root}, not the VM directory ${vm.dir}: firecrackerPath's file name must be "firecracker" and chrootBaseDir the scaler's`,
+      );
+    await mkdir(join(vm.dir, 'run'), { recursive: true });
+  }
+
+  /**
+   * The agent has its configuration: empty MMDS so the token is not left where any process in the
+   * guest could fetch it again.
+   */
+  async configAcknowledged(vm: { id: string; dir: string }): Promise<void> {
+    await fcApi(vmFiles(vm.dir).apiSocket, 'PUT', '/mmds', { latest: { 'meta-data': {} } });
+  }
+
   private async waitForSocket(path: string, exited: Promise<number | null>): Promise<void> {
     let gone = false;
     void exited.then(() => (gone = true));
@@ -195,9 +266,6 @@ export class FirecrackerDriver implements VmmDriver {
   }
 
   async owns(pid: number, dir: string): Promise<boolean> {
-    if (await vmmOwns(pid, dir, ['firecracker'])) return true;
-    // Jailed: the command line only has in-jail paths, but the process root is the VM directory.
-    if (!(await vmmOwns(pid, '/', ['firecracker']))) return false;
-    return (await readlink(`/proc/${pid}/root`).catch(() => '')) === dir;
+    return vmmOwns(pid, dir, ['firecracker'], await readPidRecord(dir));
   }
 }

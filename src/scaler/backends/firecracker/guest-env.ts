@@ -12,6 +12,21 @@ export interface GuestIdentity {
   auth: { kind: 'token'; token: string } | { kind: 'claim'; code: string };
   fullLabels: string[];
   gatewayIp: string;
+  /** `/etc/hosts` lines for the guest (the scaler's `extraHosts`); the guest's init appends them. */
+  hostsLines?: string[] | undefined;
+}
+
+/**
+ * The scaler's `extraHosts` (`host:address`) as `/etc/hosts` lines, the way a container engine
+ * writes them; `host-gateway` is the bridge gateway, where the orchestrator's host answers a VM.
+ */
+export function guestHostsLines(extraHosts: readonly string[] | undefined, gateway: string): string[] {
+  return (extraHosts ?? []).map((entry) => {
+    const colon = entry.indexOf(':');
+    const host = entry.slice(0, colon);
+    const address = entry.slice(colon + 1);
+    return `${address === 'host-gateway' ? gateway : address} ${host}`;
+  });
 }
 
 /** Single-quoted for /bin/sh: the guest sources the file. */
@@ -38,6 +53,7 @@ export function buildGuestEnv(
     ...(id.auth.kind === 'token'
       ? { KICI_AGENT_TOKEN: id.auth.token }
       : { KICI_SCALER_CLAIM_CODE: id.auth.code }),
+    ...(id.hostsLines?.length ? { KICI_GUEST_HOSTS: id.hostsLines.join('\n') } : {}),
     ...(labelSet.backpressureMode ? { KICI_BACKPRESSURE_MODE: labelSet.backpressureMode } : {}),
   };
   const extra: Record<string, string> = {};

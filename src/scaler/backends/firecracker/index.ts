@@ -109,6 +109,8 @@ export async function createVmBackend(
       statfs: deps.vmStatfs ?? statfs,
     },
     ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
+    hostServices: deps.hostServices,
+    clock: deps.clock,
   });
   deps.logger.info(
     { scaler: entry.name, vmm: driver.describe(), bridge: network.bridgeName },
@@ -125,6 +127,7 @@ export const vmDescriptor: BackendDescriptor = {
     const backend = await createVmBackend(entry, deps);
     // Start-up sweep: artifacts of VMs whose VMM is dead. Running VMs are left for adopt/reap.
     await backend.cleanupOrphans();
+    backend.startPeriodicSweep();
     return backend;
   },
 };

@@ -3,7 +3,7 @@ import { parseIpv4Cidr } from '../../../config/addresses.js';
 import type { AgentRuleRequest } from '../../../net/isolation.js';
 import type { Logger } from '../../../util/logger.js';
 import type { SpawnContext } from '../../types.js';
-import { buildGuestEnv } from './guest-env.js';
+import { buildGuestEnv, guestHostsLines } from './guest-env.js';
 import type { IpLease } from './ip-allocator.js';
 import { vmFiles } from './vm-dir.js';
 import type { VmLaunch } from './vmm.js';
@@ -57,6 +57,7 @@ export function vmLaunchFor(o: {
         auth: ctx.auth,
         fullLabels: ctx.fullLabels,
         gatewayIp: net.gateway,
+        hostsLines: guestHostsLines(entry.extraHosts, net.gateway),
       },
       ls,
       o.hostEnv,
@@ -67,13 +68,17 @@ export function vmLaunchFor(o: {
   };
 }
 
-/** The firewall request for a VM: the orchestrator as the guest dials it, the label set's policy. */
+/**
+ * The firewall request for a VM: the orchestrator as the guest dials it, the services on this host
+ * the orchestrator directs agents at (as for containers), the label set's policy.
+ */
 export function ruleRequestFor(
   agentId: string,
   scalerName: string,
   ip: string,
   orch: { host: string; port: number },
   ls: LabelSetConfig,
+  hostServices: readonly string[] = [],
 ): AgentRuleRequest {
   const p = ls.networkPolicy;
   return {
@@ -81,7 +86,7 @@ export function ruleRequestFor(
     scalerName,
     ip,
     orchestrator: { address: orch.host, port: orch.port },
-    hostAccess: [],
+    hostAccess: [...hostServices],
     policy: p ? { ...p, denyAll: p.denyAll ?? false } : undefined,
   };
 }

@@ -1,6 +1,8 @@
 import { access, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CleanupOrphansOptions, ManagedAgent } from '../../types.js';
+import { systemClock, type Clock } from '../../../util/clock.js';
+import { PeriodicSweep, VM_ORPHAN_SWEEP_INTERVAL_MS } from './periodic-sweep.js';
 import type { VmHost } from './tracked.js';
 import { VM_TAP_PATTERN } from './host-net.js';
 import type { IpLease } from './ip-allocator.js';
@@ -13,8 +15,16 @@ import { killAndWait, pidAlive } from './vm-process.js';
  */
 export class VmOrphans {
   private sweeping: Promise<number> | undefined;
+  /** The 15-minute sweep (spec D.5), started by the backend once its start-up sweep is done. */
+  readonly periodic: PeriodicSweep;
 
-  constructor(private readonly b: VmHost) {}
+  constructor(
+    private readonly b: VmHost,
+    clock: Clock = systemClock,
+    intervalMs = VM_ORPHAN_SWEEP_INTERVAL_MS,
+  ) {
+    this.periodic = new PeriodicSweep(clock, intervalMs, () => this.sweep(), b.log);
+  }
 
   /** Ids whose VM directory names a VMM process that is still running (confirmed or not). */
   private async liveIds(): Promise<Set<string>> {

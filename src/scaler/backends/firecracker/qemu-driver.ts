@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { access, constants, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../../../util/logger.js';
+import { readPidRecord } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
 
@@ -9,6 +10,7 @@ export type QemuAccel = 'kvm' | 'tcg';
 
 /** The config drive is read whole by the guest; a sector multiple keeps every block layer happy. */
 const CONFIG_DRIVE_BYTES = 64 * 1024;
+const configDrivePath = (dir: string) => join(dir, 'config.env');
 
 /**
  * QEMU's `microvm` machine. Credentials travel on a private config drive (a raw file only root can
@@ -28,8 +30,24 @@ export class QemuDriver implements VmmDriver {
     return this.opts.accel === 'tcg' ? 'tsc_early_khz=2000000' : '';
   }
 
+  /**
+   * A config drive cannot be detached without a QEMU monitor, so after the agent's acknowledgement
+   * its backing file is overwritten with zeros in place (same size, the device stays valid). The
+   * guest's init drops its buffer cache for the drive after reading it, so a later read in the guest
+   * (a job step reading /dev/vdc) gets the zeros, and the token is off the host's disk too.
+   */
+  async configAcknowledged(vm: { id: string; dir: string }): Promise<void> {
+    const fh = await open(configDrivePath(vm.dir), 'r+');
+    try {
+      await fh.write(Buffer.alloc(CONFIG_DRIVE_BYTES), 0, CONFIG_DRIVE_BYTES, 0);
+      await fh.datasync();
+    } finally {
+      await fh.close();
+    }
+  }
+
   async start(vm: VmLaunch): Promise<StartedVm> {
-    const configDrive = join(vm.dir, 'config.env');
+    const configDrive = configDrivePath(vm.dir);
     const env = Buffer.alloc(CONFIG_DRIVE_BYTES);
     const body = Buffer.from(vm.guestEnv);
     if (body.length >= CONFIG_DRIVE_BYTES)
@@ -102,8 +120,8 @@ export class QemuDriver implements VmmDriver {
     if (!(await waitGone(vm.pid, graceMs))) await killAndWait(vm.pid);
   }
 
-  owns(pid: number, dir: string): Promise<boolean> {
-    return vmmOwns(pid, dir, ['qemu-system']);
+  async owns(pid: number, dir: string): Promise<boolean> {
+    return vmmOwns(pid, dir, ['qemu-system'], await readPidRecord(dir));
   }
 }
 

@@ -1,6 +1,7 @@
 import { mkdir, open, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CommandRunner } from './host-net.js';
+import { procStartTime } from './vm-process.js';
 
 /**
  * Each VM owns `<base>/firecracker/<agentId>/root/`: overlay, logs, pid file, its record. The
@@ -54,17 +55,29 @@ export async function prepareVmDir(
   await writeFile(f.vmmLog, '', { mode: 0o600 });
 }
 
+/** The pid and its kernel start time: together they name this one process, never a recycled pid. */
 export async function writePid(dir: string, pid: number): Promise<void> {
-  await writeFile(vmFiles(dir).pid, String(pid), { mode: 0o600 });
+  const start = await procStartTime(pid);
+  await writeFile(vmFiles(dir).pid, start ? `${pid} ${start}` : String(pid), { mode: 0o600 });
 }
 
-export async function readPid(dir: string): Promise<number | undefined> {
+export interface PidRecord {
+  pid: number;
+  start?: string | undefined;
+}
+
+export async function readPidRecord(dir: string): Promise<PidRecord | undefined> {
   try {
-    const n = Number((await readFile(vmFiles(dir).pid, 'utf8')).trim());
-    return Number.isInteger(n) && n > 0 ? n : undefined;
+    const [p, start] = (await readFile(vmFiles(dir).pid, 'utf8')).trim().split(/\s+/);
+    const pid = Number(p);
+    return Number.isInteger(pid) && pid > 0 ? { pid, start } : undefined;
   } catch {
     return undefined;
   }
+}
+
+export async function readPid(dir: string): Promise<number | undefined> {
+  return (await readPidRecord(dir))?.pid;
 }
 
 export async function readRecord(dir: string): Promise<VmRecord | undefined> {

@@ -45,6 +45,11 @@ export interface VmmDriver {
    * Only signals `pid` when it is provably this VM's VMM.
    */
   stop(vm: { id: string; dir: string; pid: number }, graceMs: number): Promise<void>;
+  /**
+   * The guest agent has its configuration (it registered with its token): withdraw the credentials
+   * from wherever the driver handed them over, as far as the VMM allows.
+   */
+  configAcknowledged?(vm: { id: string; dir: string }): Promise<void>;
   /** Is `pid` this VM's VMM (and not a recycled pid)? */
   owns(pid: number, dir: string): Promise<boolean>;
 }

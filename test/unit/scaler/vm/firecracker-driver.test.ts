@@ -1,4 +1,4 @@
-import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -8,7 +8,7 @@ import { waitGone } from '../../../../src/scaler/backends/firecracker/vm-process
 import { vmFiles } from '../../../../src/scaler/backends/firecracker/vm-dir.js';
 import type { VmLaunch } from '../../../../src/scaler/backends/firecracker/vmm.js';
 import { checkRequest, loadFirecrackerApi } from '../../../helpers/firecracker-api-check.js';
-import { NODE, ROOT } from '../../../helpers/orchestrator.js';
+import { writeFakeVmmBins } from '../../../helpers/fake-vmm-bins.js';
 
 type Logged = { method: string; path: string; body: Record<string, unknown>; errors: string[] };
 
@@ -19,14 +19,12 @@ let logFile: string;
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'kici-fc-'));
-  logFile = join(work, 'requests.jsonl');
-  fakeBin = join(work, 'firecracker');
-  // The "binary" the driver runs: the fake API server, with the request log in its environment.
-  await writeFile(
-    fakeBin,
-    `#!/bin/sh\nFAKE_FC_LOG='${logFile}' exec '${NODE}' '${join(ROOT, 'test/helpers/fake-firecracker.ts')}' "$@"\n`,
-  );
-  await chmod(fakeBin, 0o755);
+  const bins = await writeFakeVmmBins(work);
+  logFile = bins.requestLog;
+  fakeBin = bins.firecracker;
+  // Firecracker opens the guest files when they are configured: they must exist.
+  await mkdir(join(work, 'guest'));
+  for (const f of ['vmlinux', 'initrd.cpio.gz', 'rootfs.ext4']) await writeFile(join(work, 'guest', f), f);
 });
 afterAll(() => rm(work, { recursive: true, force: true }));
 
@@ -37,9 +35,9 @@ async function vmIn(dir: string): Promise<VmLaunch> {
   return {
     id: 'scaler-firecracker-0a1b2c3d',
     dir,
-    kernel: '/srv/guest/vmlinux',
-    initrd: '/srv/guest/initrd.cpio.gz',
-    rootfs: '/srv/guest/rootfs.ext4',
+    kernel: join(work, 'guest/vmlinux'),
+    initrd: join(work, 'guest/initrd.cpio.gz'),
+    rootfs: join(work, 'guest/rootfs.ext4'),
     overlay: f.overlay,
     vcpus: 2,
     memMib: 512,
@@ -113,6 +111,27 @@ describe('firecracker driver against a fake Firecracker that checks every reques
     await expect(fcApi(sock, 'PUT', '/actions', { action_type: 'Reboot' })).rejects.toThrow(/not one of/);
     await driver.stop({ id: vm.id, dir, pid: started.pid }, 5_000);
     expect(await waitGone(started.pid, 5_000)).toBe(true);
+  });
+
+  it("the agent's acknowledgement empties MMDS: its token can no longer be fetched", async () => {
+    await rm(logFile, { force: true });
+    const dir = join(work, 'vm3', 'root');
+    const driver = new FirecrackerDriver({ firecrackerPath: fakeBin, logger: pino({ level: 'silent' }) });
+    const vm = await vmIn(dir);
+    const started = await driver.start(vm);
+    const sock = vmFiles(dir).apiSocket;
+    expect(await fcApi(sock, 'GET', '/mmds')).toContain("KICI_AGENT_TOKEN='secret'");
+    await driver.configAcknowledged({ id: vm.id, dir });
+    const after = await fcApi(sock, 'GET', '/mmds');
+    expect(after).not.toContain('secret');
+    expect(JSON.parse(after)).toEqual({ latest: { 'meta-data': {} } });
+    await driver.stop({ id: vm.id, dir, pid: started.pid }, 5_000);
+    expect(await waitGone(started.pid, 5_000)).toBe(true);
+    const log = await requests();
+    for (const r of log) expect(r.errors, `${r.method} ${r.path}`).toEqual([]);
+    // The clearing request comes after InstanceStart (the agent can only ack a running VM).
+    const calls = log.map((r) => `${r.method} ${r.path}`);
+    expect(calls.lastIndexOf('PUT /mmds')).toBeGreaterThan(calls.indexOf('PUT /actions'));
   });
 
   it.each([

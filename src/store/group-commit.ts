@@ -1,0 +1,250 @@
+import { sql, type Kysely } from 'kysely';
+import type { JobsRepo } from './jobs-repo.js';
+import type { LogsRepo } from './logs-repo.js';
+import { storableLine } from './logs-repo.js';
+import {
+  commitAsOneStatement,
+  rowsOf,
+  type Batch,
+  type FinishFields,
+  type Running,
+  type Step,
+  type Waiter,
+} from './group-commit-sql.js';
+import type { Database, JobState } from './schema.js';
+
+export type { FinishFields } from './group-commit-sql.js';
+
+const emptyBatch = (): Batch => ({ running: new Map(), steps: new Map(), finishes: new Map(), noops: [] });
+
+/**
+ * Group commit for the per-job writes of the hot path ("running", step rows, the result): the
+ * writes that arrive within one short tick go to the store together, as a few multi-row statements
+ * in one transaction, instead of one statement (and one commit) each. On the embedded database
+ * every statement costs real CPU in this process, so this is most of a job's cost.
+ *
+ * Durability is unchanged: each write's promise resolves only once its transaction committed (a
+ * result is acknowledged to its agent after that). When a batch fails, its writes are tried again
+ * one by one with the plain repo calls, so one bad row never fails another job's write, and a
+ * write that still fails rejects its own promise for the caller's retry.
+ *
+ * Within a batch the order per job holds: step rows, then "running", then the result. A "running"
+ * mark and a result for the same job fold into the result's single row update.
+ */
+export class GroupCommit {
+  private batch = emptyBatch();
+  private timer: NodeJS.Timeout | undefined;
+  private writing: Promise<void> = Promise.resolve();
+  /** Statements sent for batches (not the one-by-one fallback): a cost figure for tests and benches. */
+  statements = 0;
+
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly repos: { jobs: JobsRepo; logs: LogsRepo },
+    private readonly tickMs = 5,
+  ) {}
+
+  /**
+   * dispatched → running for this agent (a no-op when the job is no longer its dispatched job).
+   * Like the step rows, no one waits on it, but it still goes out with the next tick, as every
+   * write does: a crash loses at most one tick of "started but not recorded". A job restarted
+   * 'dispatched' is reattached when its agent reconnects.
+   */
+  running(jobId: string, agentId: string, at: Date): Promise<void> {
+    return this.add<void>((w) => {
+      // After a result the row is final (or was already): a "running" mark cannot apply any more.
+      if (this.batch.finishes.has(jobId)) return void this.batch.noops.push(w);
+      const key = `${jobId}\u0000${agentId}`;
+      const r = this.batch.running.get(key);
+      if (r) r.waiters.push(w);
+      else this.batch.running.set(key, { jobId, agentId, at, waiters: [w] });
+    });
+  }
+
+  stepStarted(jobId: string, idx: number, name: string, at: Date): Promise<void> {
+    return this.add<void>((w) => {
+      const s = this.step(jobId, idx, w);
+      // A re-sent start (after a reconnect) keeps the first one, as the row's insert does.
+      s.start ??= { name, at };
+    });
+  }
+
+  stepFinished(
+    jobId: string,
+    idx: number,
+    exitCode: number | null,
+    timedOut: boolean,
+    at: Date,
+  ): Promise<void> {
+    return this.add<void>((w) => {
+      const s = this.step(jobId, idx, w);
+      if (s.start) s.end = { exitCode, timedOut, at };
+      else s.endBefore = { exitCode, timedOut, at };
+    });
+  }
+
+  /** Settle an open job; true when this write settled it, false when it already was final. */
+  finish(jobId: string, state: JobState, fields: FinishFields, at: Date): Promise<boolean> {
+    return this.add<boolean>((w) => {
+      const f = this.batch.finishes.get(jobId);
+      // A second result in one tick loses, as its conditional update would.
+      if (f) f.waiters.push({ resolve: () => w.resolve(false), reject: w.reject });
+      else this.batch.finishes.set(jobId, { jobId, state, fields, at, waiters: [w] });
+    });
+  }
+
+  /** Write what is pending now; resolves once it (and every batch before it) is committed or failed. */
+  flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.batch;
+    this.batch = emptyBatch();
+    const empty = !batch.running.size && !batch.steps.size && !batch.finishes.size;
+    if (!empty) this.writing = this.writing.then(() => this.write(batch));
+    return this.writing;
+  }
+
+  private step(jobId: string, idx: number, w: Waiter<void>): Step {
+    const key = `${jobId}\u0000${idx}`;
+    let s = this.batch.steps.get(key);
+    if (!s) this.batch.steps.set(key, (s = { jobId, idx, waiters: [] }));
+    s.waiters.push(w);
+    return s;
+  }
+
+  /** Every write joins the pending tick, or opens one: nothing waits longer than `tickMs` to go out. */
+  private add<T>(put: (w: Waiter<T>) => void): Promise<T> {
+    const p = new Promise<T>((resolve, reject) => put({ resolve, reject }));
+    if (this.timer) return p;
+    this.timer = setTimeout(() => void this.flush(), this.tickMs);
+    this.timer.unref();
+    return p;
+  }
+
+  private async write(b: Batch): Promise<void> {
+    let settled: Set<string>;
+    try {
+      settled = this.simple(b)
+        ? (this.statements++, await commitAsOneStatement(this.db, rowsOf(b)))
+        : await this.db.transaction().execute(async (trx) => this.statementsFor(trx, b));
+    } catch {
+      return this.oneByOne(b);
+    }
+    for (const s of b.steps.values()) for (const w of s.waiters) w.resolve();
+    for (const r of b.running.values()) for (const w of r.waiters) w.resolve();
+    for (const w of b.noops) w.resolve();
+    for (const f of b.finishes.values()) for (const w of f.waiters) w.resolve(settled.has(f.jobId));
+  }
+
+  /**
+   * The usual batch: no step both ended before and started within the tick, and at most one
+   * "running" mark per job. Its parts then touch disjoint rows and fit one statement; anything
+   * else takes the ordered transaction below.
+   */
+  private simple(b: Batch): boolean {
+    for (const s of b.steps.values()) if (s.endBefore && s.start) return false;
+    const jobs = new Set<string>();
+    for (const r of b.running.values()) {
+      if (jobs.has(r.jobId)) return false;
+      jobs.add(r.jobId);
+    }
+    return true;
+  }
+
+  private async statementsFor(trx: Kysely<Database>, b: Batch): Promise<Set<string>> {
+    const steps = [...b.steps.values()];
+    const started = steps.filter((s) => s.start);
+    const endedBefore = steps.filter((s) => s.endBefore);
+    if (endedBefore.length) {
+      this.statements++;
+      const e = endedBefore.map((s) => s.endBefore!);
+      await sql`
+        update step_results s set exit_code = v.exit_code, timed_out = v.timed_out, finished_at = v.at
+        from unnest(${endedBefore.map((s) => s.jobId)}::text[], ${endedBefore.map((s) => s.idx)}::int[],
+          ${e.map((x) => x.exitCode)}::int[], ${e.map((x) => x.timedOut)}::bool[],
+          ${e.map((x) => x.at.toISOString())}::timestamptz[]) as v(job_id, idx, exit_code, timed_out, at)
+        where s.job_id = v.job_id and s.idx = v.idx`.execute(trx);
+    }
+    if (started.length) {
+      this.statements++;
+      // A start and an end seen in one tick make one row; a re-sent start leaves the row alone.
+      await sql`
+        insert into step_results (job_id, idx, name, exit_code, timed_out, started_at, finished_at)
+        select * from unnest(
+          ${started.map((s) => s.jobId)}::text[], ${started.map((s) => s.idx)}::int[],
+          ${started.map((s) => storableLine(s.start!.name))}::text[],
+          ${started.map((s) => s.end?.exitCode ?? null)}::int[],
+          ${started.map((s) => s.end?.timedOut ?? false)}::bool[],
+          ${started.map((s) => s.start!.at.toISOString())}::timestamptz[],
+          ${started.map((s) => s.end?.at.toISOString() ?? null)}::timestamptz[])
+        on conflict (job_id, idx) do update set exit_code = excluded.exit_code,
+          timed_out = excluded.timed_out, finished_at = excluded.finished_at
+          where excluded.finished_at is not null`.execute(trx);
+    }
+    // A job's single "running" mark folds into its result's row update; several (from different
+    // agents, of which at most one is the row's) go first on their own.
+    const runsOf = new Map<string, Running[]>();
+    for (const r of b.running.values()) runsOf.set(r.jobId, [...(runsOf.get(r.jobId) ?? []), r]);
+    const folded = (jobId: string) =>
+      b.finishes.has(jobId) && runsOf.get(jobId)?.length === 1 ? runsOf.get(jobId)![0] : undefined;
+    const running = [...b.running.values()].filter((r) => !folded(r.jobId));
+    if (running.length) {
+      this.statements++;
+      await sql`
+        update jobs j set state = 'running', started_at = v.at
+        from unnest(${running.map((r) => r.jobId)}::text[], ${running.map((r) => r.agentId)}::text[],
+          ${running.map((r) => r.at.toISOString())}::timestamptz[]) as v(id, agent, at)
+        where j.id = v.id and j.agent_id = v.agent and j.state = 'dispatched'`.execute(trx);
+    }
+    const settled = new Set<string>();
+    const fin = [...b.finishes.values()];
+    if (fin.length) {
+      this.statements++;
+      // A "running" mark of the same tick only stamps started_at: the state goes straight to final.
+      const run = fin.map((f) => folded(f.jobId));
+      const res = await sql<{ id: string }>`
+        update jobs j set state = v.state, finished_at = v.at, exit_code = v.exit_code, reason = v.reason,
+          started_at = case when v.run_agent is not null and j.state = 'dispatched' and j.agent_id = v.run_agent
+            then v.run_at else j.started_at end
+        from unnest(${fin.map((f) => f.jobId)}::text[], ${fin.map((f) => f.state)}::text[],
+          ${fin.map((f) => f.at.toISOString())}::timestamptz[], ${fin.map((f) => f.fields.exitCode)}::int[],
+          ${fin.map((f) => f.fields.reason)}::text[], ${run.map((r) => r?.agentId ?? null)}::text[],
+          ${run.map((r) => r?.at.toISOString() ?? null)}::timestamptz[],
+          ${fin.map((f) => f.fields.owner ?? null)}::text[])
+          as v(id, state, at, exit_code, reason, run_agent, run_at, owner)
+        where j.id = v.id and j.state in ('queued', 'dispatched', 'running')
+          and (v.owner is null or j.owner_instance is null or j.owner_instance = v.owner)
+        returning j.id`.execute(trx);
+      for (const r of res.rows) settled.add(r.id);
+    }
+    return settled;
+  }
+
+  /** The batch failed as a whole: each write on its own, in the batch's order, with its own outcome. */
+  private async oneByOne(b: Batch): Promise<void> {
+    const each = async <T>(waiters: Waiter<T>[], write: () => Promise<T>) => {
+      try {
+        const v = await write();
+        for (const w of waiters) w.resolve(v);
+      } catch (err) {
+        for (const w of waiters) w.reject(err);
+      }
+    };
+    const { jobs, logs } = this.repos;
+    for (const s of b.steps.values())
+      await each(s.waiters, async () => {
+        if (s.endBefore)
+          await logs.stepFinished(s.jobId, s.idx, s.endBefore.exitCode, s.endBefore.timedOut, s.endBefore.at);
+        if (s.start) await logs.stepStarted(s.jobId, s.idx, s.start.name, s.start.at);
+        if (s.end) await logs.stepFinished(s.jobId, s.idx, s.end.exitCode, s.end.timedOut, s.end.at);
+      });
+    for (const r of b.running.values())
+      await each(r.waiters, async () => void (await jobs.markRunning(r.jobId, r.agentId, r.at)));
+    for (const w of b.noops) w.resolve();
+    for (const f of b.finishes.values()) {
+      const first = f.waiters[0]!;
+      await each([first], () => jobs.finish(f.jobId, f.state, f.fields, f.at));
+      for (const w of f.waiters.slice(1)) w.resolve(false);
+    }
+  }
+}

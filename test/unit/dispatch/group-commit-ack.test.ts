@@ -1,0 +1,200 @@
+/**
+ * Issue #12 hot path, through the real message routing and Dispatcher on the real PGlite store:
+ * a result is acknowledged to its agent only once its group commit is stored, an outage means no
+ * ack and a retry, and one dispatch pass claims several idle agents' jobs in one statement without
+ * ever giving a job to two agents. Failures are injected in front of the database (a Kysely plugin).
+ */
+import type { KyselyPlugin } from 'kysely';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
+import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
+import { runSpecSchema } from '../../../src/jobs/run-spec.js';
+import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
+import { routeMessage } from '../../../src/server/agent-routing.js';
+import { createStore, type Store } from '../../../src/store/index.js';
+import { systemClock } from '../../../src/util/clock.js';
+import { freshStore } from '../../helpers/data-dir.js';
+import { wipeStore } from '../../helpers/manager-harness.js';
+import { eventually } from '../../helpers/orchestrator.js';
+
+let fresh: Awaited<ReturnType<typeof freshStore>>;
+beforeAll(async () => {
+  fresh = await freshStore();
+}, 60_000);
+afterAll(async () => fresh.close());
+const stops: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const s of stops.splice(0)) await s();
+  await wipeStore(fresh.store);
+});
+
+const broken = () => new Error('Connection terminated unexpectedly');
+
+/** The real store, with a switch that fails every statement and every result write while on. */
+function breakableStore() {
+  const down = { on: false };
+  const plugin: KyselyPlugin = {
+    transformQuery(args) {
+      if (down.on) throw broken();
+      return args.node;
+    },
+    transformResult: async (args) => args.result,
+  };
+  const jobs = Object.create(fresh.store.jobs) as Store['jobs'];
+  jobs.finish = (...a) => (down.on ? Promise.reject(broken()) : fresh.store.jobs.finish(...a));
+  jobs.claimMany = (...a) => (down.on ? Promise.reject(broken()) : fresh.store.jobs.claimMany(...a));
+  jobs.requeue = (...a) => (down.on ? Promise.reject(broken()) : fresh.store.jobs.requeue(...a));
+  const store: Store = { ...fresh.store, db: fresh.store.db.withPlugin(plugin), jobs };
+  return { store, down };
+}
+
+function setup(store: Store) {
+  const d = new Dispatcher({ store, clock: systemClock, logger: pino({ level: 'silent' }) });
+  stops.push(() => d.stop());
+  return d;
+}
+
+function connect(d: Dispatcher, id: string) {
+  const messages: OrchestratorMessage[] = [];
+  const agent = newConnectedAgent({
+    id,
+    labels: ['linux'],
+    scaled: null,
+    nowMs: Date.now(),
+    send: (m) => void messages.push(m),
+    close: () => {},
+  });
+  d.registry.add(agent);
+  d.noteStaticToken(id, ['linux'], null);
+  return { agent, messages };
+}
+
+const spec = (n: number) =>
+  runSpecSchema.parse({
+    jobs: Object.fromEntries(
+      Array.from({ length: n }, (_, i) => [`j${i}`, { runsOn: ['linux'], steps: [{ run: 'true' }] }]),
+    ),
+  });
+
+describe('hot path: acks follow the group commit', () => {
+  it('job.finished is acked only after its row is final; during an outage no ack, then ack once stored', async () => {
+    const { store, down } = breakableStore();
+    const d = setup(store);
+    const a = connect(d, 'ack-a');
+    const { jobs } = await d.submit(spec(2));
+    await d.requestPump();
+    const deps = { store, dispatcher: d, clock: systemClock, isStopping: () => false };
+    const sent: OrchestratorMessage[] = [];
+    const send = (m: OrchestratorMessage) => void sent.push(m);
+    const first = jobs.find((j) => a.agent.busyJobId === j.id)!.id;
+    await routeMessage(deps, a.agent, { type: 'job.started', jobId: first }, send);
+    await routeMessage(deps, a.agent, { type: 'step.started', jobId: first, idx: 0, name: 's' }, send);
+    // The ack is sent when routeMessage's stored result comes back: check the row at that moment.
+    let finalWhenAcked: string | undefined;
+    const sendChecked = (m: OrchestratorMessage) => {
+      sent.push(m);
+      if (m.type === 'job.finished.ack') void store.jobs.get(first).then((r) => (finalWhenAcked = r?.state));
+    };
+    await routeMessage(
+      deps,
+      a.agent,
+      { type: 'job.finished', jobId: first, result: 'succeeded', exitCode: 0 },
+      sendChecked,
+    );
+    await eventually(() => finalWhenAcked !== undefined, 5_000, 'the ack and the row read');
+    expect(finalWhenAcked).toBe('succeeded');
+    expect((await fresh.store.jobs.get(first))!.started_at).not.toBeNull();
+    expect((await fresh.store.logs.steps(first)).map((s) => s.name)).toEqual(['s']);
+
+    // The second job, finished while the database is away: no ack until it is stored.
+    await eventually(() => a.agent.busyJobId !== undefined, 5_000, 'the second job assigned');
+    const second = a.agent.busyJobId!;
+    down.on = true;
+    sent.length = 0;
+    await routeMessage(
+      deps,
+      a.agent,
+      { type: 'job.finished', jobId: second, result: 'failed', exitCode: 2, message: 'boom' },
+      send,
+    );
+    await new Promise((r) => setTimeout(r, 400));
+    expect(sent.filter((m) => m.type === 'job.finished.ack')).toEqual([]);
+    expect((await fresh.store.jobs.get(second))!.state).toBe('dispatched');
+    down.on = false;
+    await eventually(() => sent.some((m) => m.type === 'job.finished.ack'), 10_000, 'acked after the outage');
+    const row = (await fresh.store.jobs.get(second))!;
+    expect([row.state, row.exit_code, row.reason]).toEqual(['failed', 2, 'boom']);
+  });
+
+  it('one pass fills three idle agents with one claim each, no job twice, in submission order', async () => {
+    let statements = 0;
+    const counter: KyselyPlugin = {
+      transformQuery: (args) => (statements++, args.node),
+      transformResult: async (args) => args.result,
+    };
+    const d = setup(createStore(fresh.store.db.withPlugin(counter)));
+    const agents = ['c-1', 'c-2', 'c-3'].map((id) => connect(d, id));
+    const { jobs } = await d.submit(spec(5));
+    statements = 0;
+    await d.requestPump();
+    expect(statements).toBe(1); // the pass's one claim statement
+    const given = agents.map((x) => x.messages.filter((m) => m.type === 'job.assign'));
+    expect(given.map((g) => g.length)).toEqual([1, 1, 1]);
+    const ids = given.map((g) => (g[0] as { job: { id: string } }).job.id).sort();
+    expect(new Set(ids).size).toBe(3);
+    expect(ids).toEqual(
+      jobs
+        .slice(0, 3)
+        .map((j) => j.id)
+        .sort(),
+    );
+    for (const id of ids) {
+      const row = (await fresh.store.jobs.get(id))!;
+      expect([row.state, row.attempts]).toEqual(['dispatched', 1]);
+      expect(agents.map((x) => x.agent.id)).toContain(row.agent_id);
+    }
+    expect(d.queue.size).toBe(2);
+  });
+
+  it('an agent that closed while a multi-job claim was in flight is not sent its job; the job is queued again', async () => {
+    const jobs = Object.create(fresh.store.jobs) as Store['jobs'];
+    const d = setup({ ...fresh.store, jobs });
+    const [stays, leaves] = ['k-1', 'k-2'].map((id) => connect(d, id));
+    let calls = 0;
+    jobs.claimMany = async (...a) => {
+      calls++;
+      const claimed = await fresh.store.jobs.claimMany(...a);
+      d.registry.remove(leaves!.agent.id, leaves!.agent); // its socket closed meanwhile
+      return claimed;
+    };
+    await d.submit(spec(2));
+    await d.requestPump();
+    expect(calls).toBe(1); // both claims went out in one statement
+    const assigned = (x: typeof stays) => x!.messages.filter((m) => m.type === 'job.assign');
+    expect([assigned(stays).length, assigned(leaves).length]).toEqual([1, 0]);
+    const [left] = d.queue.all().map((j) => j.id);
+    expect(left).toBeDefined();
+    const row = (await fresh.store.jobs.get(left!))!;
+    expect([row.state, row.agent_id]).toEqual(['queued', null]);
+    expect(d.active.has(left!)).toBe(false);
+  });
+
+  it('a failed multi-job claim leaves every job uncertain, then queued again and assigned once', async () => {
+    const { store, down } = breakableStore();
+    const d = setup(store);
+    const agents = ['u-1', 'u-2'].map((id) => connect(d, id));
+    const { jobs } = await d.submit(spec(2));
+    down.on = true;
+    await d.requestPump();
+    expect(agents.every((x) => x.agent.busyJobId === undefined)).toBe(true);
+    expect(d.queue.size).toBe(0); // neither queued nor active while their claims' fate is unknown
+    down.on = false;
+    await eventually(
+      () => agents.every((x) => x.messages.some((m) => m.type === 'job.assign')),
+      10_000,
+      'both assigned after the outage',
+    );
+    for (const j of jobs) expect((await fresh.store.jobs.get(j.id))!.attempts).toBe(1);
+  });
+});

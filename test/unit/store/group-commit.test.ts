@@ -1,0 +1,268 @@
+/**
+ * Issue #12 hot path: the group commit of per-job writes, on the real PGlite store. Failures are
+ * injected with a Kysely plugin that throws before a statement reaches the database.
+ */
+import fc from 'fast-check';
+import type { Kysely, KyselyPlugin } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GroupCommit } from '../../../src/store/group-commit.js';
+import type { Database, Store } from '../../../src/store/index.js';
+import { freshStore } from '../../helpers/data-dir.js';
+
+let store: Store;
+let close: () => Promise<void>;
+beforeAll(async () => {
+  ({ store, close } = await freshStore());
+}, 60_000);
+afterAll(async () => close());
+
+let n = 0;
+/** Jobs in state 'dispatched' on agent `ag` (the state the hot path starts from). */
+async function dispatchedJobs(count: number, prefix = 'gc'): Promise<string[]> {
+  const run = `r-${prefix}-${++n}`;
+  const ids = Array.from({ length: count }, (_, i) => `j-${prefix}-${n}-${i}`);
+  await store.jobs.insertRun(
+    { id: run, name: null },
+    ids.map((id) => ({ id, name: id, runsOn: ['linux'], spec: { steps: [] } })),
+    new Date(),
+  );
+  for (const id of ids) await store.jobs.claimSpec(id, 'ag', new Date());
+  return ids;
+}
+
+/** A view of the store that fails every statement while `down.on` is set. */
+function breakable(db: Kysely<Database>) {
+  const down = { on: false };
+  const plugin: KyselyPlugin = {
+    transformQuery(args) {
+      if (down.on) throw new Error('Connection terminated unexpectedly');
+      return args.node;
+    },
+    transformResult: async (args) => args.result,
+  };
+  return { db: db.withPlugin(plugin), down };
+}
+
+const T = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+
+describe('GroupCommit', () => {
+  it('writes a tick of 20 jobs (running, a step, the result) in one statement, all stored', async () => {
+    const ids = await dispatchedJobs(20);
+    const gc = new GroupCommit(store.db, store, 10_000); // flushed by hand below
+    const done = ids.map((id, i) => {
+      void gc.running(id, 'ag', T(1));
+      void gc.stepStarted(id, 0, 'build', T(2));
+      void gc.stepFinished(id, 0, i % 2, false, T(3));
+      return gc.finish(id, i % 2 ? 'failed' : 'succeeded', { exitCode: i % 2, reason: null }, T(4));
+    });
+    await gc.flush();
+    expect(await Promise.all(done)).toEqual(ids.map(() => true));
+    expect(gc.statements).toBe(1); // one statement for the whole tick
+    for (const [i, id] of ids.entries()) {
+      const row = (await store.jobs.get(id))!;
+      expect([row.state, row.exit_code, row.started_at?.getTime(), row.finished_at?.getTime()]).toEqual([
+        i % 2 ? 'failed' : 'succeeded',
+        i % 2,
+        T(1).getTime(),
+        T(4).getTime(),
+      ]);
+      const steps = await store.logs.steps(id);
+      expect(steps.map((s) => [s.idx, s.name, s.exit_code, s.finished_at?.getTime()])).toEqual([
+        [0, 'build', i % 2, T(3).getTime()],
+      ]);
+    }
+  });
+
+  it('a result is not resolved before its commit, and a second result for a job does not win', async () => {
+    const [id] = await dispatchedJobs(1);
+    const gc = new GroupCommit(store.db, store, 30);
+    let resolved = false;
+    const first = gc.finish(id!, 'succeeded', { exitCode: 0, reason: null }, T(5)).then((v) => {
+      resolved = true;
+      return v;
+    });
+    const second = gc.finish(id!, 'failed', { exitCode: 1, reason: 'late' }, T(6));
+    await new Promise((r) => setTimeout(r, 5));
+    // Within the tick nothing is written yet, so nothing may be acknowledged yet.
+    expect(resolved).toBe(false);
+    expect((await store.jobs.get(id!))!.state).toBe('dispatched');
+    expect([await first, await second]).toEqual([true, false]);
+    expect((await store.jobs.get(id!))!.state).toBe('succeeded');
+  });
+
+  it('a failing commit rejects its writes (no ack) and a later write of the same result succeeds', async () => {
+    const [id] = await dispatchedJobs(1);
+    const { db, down } = breakable(store.db);
+    const jobs = { ...store.jobs, finish: store.jobs.finish.bind(store.jobs) };
+    const gc = new GroupCommit(db, { jobs: jobs as typeof store.jobs, logs: store.logs }, 1);
+    down.on = true;
+    // The one-by-one retry meets the same outage.
+    jobs.finish = () => Promise.reject(new Error('Connection terminated unexpectedly'));
+    await expect(gc.finish(id!, 'succeeded', { exitCode: 0, reason: null }, T(7))).rejects.toThrow(
+      /terminated/,
+    );
+    expect((await store.jobs.get(id!))!.state).toBe('dispatched');
+    down.on = false;
+    expect(await gc.finish(id!, 'succeeded', { exitCode: 0, reason: null }, T(8))).toBe(true);
+    expect((await store.jobs.get(id!))!.finished_at?.getTime()).toBe(T(8).getTime());
+  });
+
+  it('one bad row fails only its own write: the batch is retried write by write', async () => {
+    const ids = await dispatchedJobs(3);
+    const gc = new GroupCommit(store.db, store, 10_000);
+    // PostgreSQL text cannot hold U+0000: this row fails the batch's statement, and then on its own.
+    const results = ids.map((id, i) =>
+      gc.finish(id, 'failed', { exitCode: 1, reason: i === 1 ? 'bad\u0000reason' : 'ok' }, T(9)).then(
+        (v) => v,
+        () => 'rejected',
+      ),
+    );
+    await gc.flush();
+    expect(await Promise.all(results)).toEqual([true, 'rejected', true]);
+    expect((await store.jobs.get(ids[1]!))!.state).toBe('dispatched');
+    expect((await store.jobs.get(ids[2]!))!.reason).toBe('ok');
+  });
+
+  it('a step ended in a later tick than its start updates the row written by the first', async () => {
+    const [id] = await dispatchedJobs(1);
+    const gc = new GroupCommit(store.db, store, 10_000);
+    void gc.stepStarted(id!, 0, 'a', T(1));
+    await gc.flush();
+    void gc.stepStarted(id!, 0, 'a again (re-sent)', T(2)); // re-sent start: ignored
+    void gc.stepFinished(id!, 0, 3, true, T(3));
+    await gc.flush();
+    const [s] = await store.logs.steps(id!);
+    expect([s!.name, s!.exit_code, s!.timed_out, s!.started_at.getTime(), s!.finished_at?.getTime()]).toEqual(
+      ['a', 3, true, T(1).getTime(), T(3).getTime()],
+    );
+  });
+
+  it('"running" and step rows with no result behind them are stored within two ticks', async () => {
+    const [id] = await dispatchedJobs(1);
+    const tick = 30;
+    // Records when the first statement of the tick leaves for the database.
+    let sentAt: number | undefined;
+    const plugin: KyselyPlugin = {
+      transformQuery(args) {
+        sentAt ??= performance.now();
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    };
+    const gc = new GroupCommit(store.db.withPlugin(plugin), store, tick);
+    const t0 = performance.now();
+    const writes = [gc.running(id!, 'ag', T(1)), gc.stepStarted(id!, 0, 'build', T(2))];
+    await Promise.all(writes);
+    // Timers never fire early, so a longer hold-back (the old 100 ms) always fails this bound.
+    expect(sentAt! - t0).toBeLessThan(2 * tick);
+    const row = (await store.jobs.get(id!))!;
+    expect([row.state, row.started_at?.getTime()]).toEqual(['running', T(1).getTime()]);
+    expect((await store.logs.steps(id!)).map((s) => s.name)).toEqual(['build']);
+  });
+
+  it('a result settles only while the row has no owner or is owned by the writer', async () => {
+    const run = `r-gco-${++n}`;
+    await store.jobs.insertRun(
+      { id: run, name: null },
+      ['a', 'b'].map((x) => ({ id: `${run}-${x}`, name: x, runsOn: ['linux'], spec: { steps: [] } })),
+      new Date(),
+    );
+    const [mine, theirs] = [`${run}-a`, `${run}-b`];
+    await store.jobs.claimSpec(mine, 'ag', new Date(), 'inst-A');
+    await store.jobs.claimSpec(theirs, 'ag', new Date(), 'inst-B');
+    const gc = new GroupCommit(store.db, store, 10_000);
+    const fields = { exitCode: 0, reason: null, owner: 'inst-A' };
+    const done = [gc.finish(mine, 'succeeded', fields, T(1)), gc.finish(theirs, 'succeeded', fields, T(1))];
+    await gc.flush();
+    expect(await Promise.all(done)).toEqual([true, false]);
+    expect((await store.jobs.get(mine))!.state).toBe('succeeded');
+    expect((await store.jobs.get(theirs))!.state).toBe('dispatched');
+    // The same in the ordered transaction (a step both ended before and started in the tick).
+    void gc.stepFinished(theirs, 5, 0, false, T(2));
+    void gc.stepStarted(theirs, 5, 'x', T(2));
+    const late = gc.finish(theirs, 'failed', { ...fields, exitCode: 1 }, T(3));
+    await gc.flush();
+    expect(await late).toBe(false);
+    expect((await store.jobs.get(theirs))!.state).toBe('dispatched');
+  });
+
+  type Op =
+    | { k: 'running'; job: number; agent: 'ag' | 'other' }
+    | { k: 'stepStarted'; job: number; idx: number }
+    | { k: 'stepFinished'; job: number; idx: number; code: number }
+    | { k: 'finish'; job: number; state: 'succeeded' | 'failed' }
+    | { k: 'flush' };
+  const op: fc.Arbitrary<Op> = fc.oneof(
+    fc.record({ k: fc.constant('running' as const), job: fc.nat(2), agent: fc.constantFrom('ag', 'other') }),
+    fc.record({ k: fc.constant('stepStarted' as const), job: fc.nat(2), idx: fc.nat(2) }),
+    fc.record({ k: fc.constant('stepFinished' as const), job: fc.nat(2), idx: fc.nat(2), code: fc.nat(3) }),
+    fc.record({
+      k: fc.constant('finish' as const),
+      job: fc.nat(2),
+      state: fc.constantFrom('succeeded', 'failed'),
+    }),
+    fc.constant({ k: 'flush' as const }),
+  );
+
+  async function snapshot(ids: string[]) {
+    const out = [];
+    for (const id of ids) {
+      const r = (await store.jobs.get(id))!;
+      const steps = await store.logs.steps(id);
+      out.push({
+        state: r.state,
+        exit: r.exit_code,
+        started: r.started_at?.getTime() ?? null,
+        finished: r.finished_at?.getTime() ?? null,
+        steps: steps.map((s) => [
+          s.idx,
+          s.name,
+          s.exit_code,
+          s.started_at.getTime(),
+          s.finished_at?.getTime() ?? null,
+        ]),
+      });
+    }
+    return out;
+  }
+
+  it('property: any sequence of writes, batched at any points, stores what one-by-one writes store', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
+        const batched = await dispatchedJobs(3, 'gcb');
+        const plain = await dispatchedJobs(3, 'gcp');
+        const gc = new GroupCommit(store.db, store, 10_000);
+        const pending: Promise<unknown>[] = [];
+        const results: { batched: unknown[]; plain: unknown[] } = { batched: [], plain: [] };
+        for (const [t, o] of ops.entries()) {
+          if (o.k === 'flush') {
+            await gc.flush();
+            continue;
+          }
+          const at = T(t);
+          const [b, p] = [batched[o.job]!, plain[o.job]!];
+          if (o.k === 'running') {
+            pending.push(gc.running(b, o.agent, at));
+            await store.jobs.markRunning(p, o.agent, at);
+          } else if (o.k === 'stepStarted') {
+            pending.push(gc.stepStarted(b, o.idx, `s${o.idx}`, at));
+            await store.logs.stepStarted(p, o.idx, `s${o.idx}`, at);
+          } else if (o.k === 'stepFinished') {
+            pending.push(gc.stepFinished(b, o.idx, o.code, false, at));
+            await store.logs.stepFinished(p, o.idx, o.code, false, at);
+          } else {
+            const fields = { exitCode: o.state === 'failed' ? 1 : 0, reason: null };
+            const slot = results.plain.length; // results are compared by op, not by resolution order
+            pending.push(gc.finish(b, o.state, fields, at).then((v) => (results.batched[slot] = v)));
+            results.plain.push(await store.jobs.finish(p, o.state, fields, at));
+          }
+        }
+        await gc.flush();
+        await Promise.all(pending);
+        expect(results.batched).toEqual(results.plain);
+        expect(await snapshot(batched)).toEqual(await snapshot(plain));
+      }),
+      { numRuns: 60 },
+    );
+  }, 60_000);
+});

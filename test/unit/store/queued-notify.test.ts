@@ -1,0 +1,55 @@
+/**
+ * Issue #12 hot path: the wake-up trigger on job updates (migration 010) fires for every update that
+ * leaves a row queued (a requeue, a released scale claim), and not for claims and results, which
+ * no longer pay for it. Real PGlite on a migrated data dir, listening on the channel.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import { rm } from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { QUEUED_CHANNEL } from '../../../src/cluster/queue-sync.js';
+import { freshDataDir } from '../../helpers/data-dir.js';
+
+let pg: PGlite;
+let dir: string;
+const heard: string[] = [];
+beforeAll(async () => {
+  dir = await freshDataDir();
+  pg = new PGlite(`${dir}/pg`);
+  await pg.waitReady;
+  await pg.listen(QUEUED_CHANNEL, () => void heard.push('queued'));
+}, 60_000);
+afterAll(async () => {
+  await pg.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** Run one statement, let notifications arrive, and say how many were heard. */
+async function notifications(statement: string): Promise<number> {
+  heard.length = 0;
+  await pg.exec(statement);
+  await new Promise((r) => setTimeout(r, 50));
+  return heard.length;
+}
+
+describe('queued wake-up trigger', () => {
+  it('fires on insert and on an update that leaves rows queued, not on claims and results', async () => {
+    await pg.exec(`insert into runs (id) values ('r-notify')`);
+    expect(
+      await notifications(
+        `insert into jobs (id, run_id, name, state, runs_on, spec) values
+           ('j-n1', 'r-notify', 'a', 'queued', '[]', '{}'), ('j-n2', 'r-notify', 'b', 'queued', '[]', '{}')`,
+      ),
+    ).toBeGreaterThan(0);
+    // A claim (queued → dispatched) and a result: nothing to wake anyone for.
+    expect(
+      await notifications(`update jobs set state = 'dispatched', agent_id = 'x' where id = 'j-n1'`),
+    ).toBe(0);
+    expect(await notifications(`update jobs set state = 'succeeded' where id = 'j-n1'`)).toBe(0);
+    // A row left queued (a released scale claim) and a requeue: peers must look again.
+    expect(await notifications(`update jobs set scale_owner = null where id = 'j-n2'`)).toBeGreaterThan(0);
+    await pg.exec(`update jobs set state = 'dispatched', agent_id = 'x' where id = 'j-n2'`);
+    expect(
+      await notifications(`update jobs set state = 'queued', agent_id = null where id = 'j-n2'`),
+    ).toBeGreaterThan(0);
+  });
+});
