@@ -128,7 +128,11 @@ describe('VM backend, firecracker driver under the jailer', () => {
 
     // The host services are allowed in the VM's rules, as for containers; a neighbouring port is not.
     expect(applied[0]!.hostAccess).toEqual([`${network.gateway}:9000`]);
-    const cmds = applyCommands(applied[0]!, { table: network.table, gateway: network.gateway });
+    const cmds = applyCommands(applied[0]!, {
+      table: network.table,
+      gateway: network.gateway,
+      subnet: network.cidr,
+    });
     const input = chainRules(cmds, chainNames(applied[0]!.ip).input);
     expect(evaluate(input, { daddr: network.gateway, proto: 'tcp', dport: 9000 })).toBe('accept');
     expect(evaluate(input, { daddr: network.gateway, proto: 'tcp', dport: 9001 })).not.toBe('accept');
