@@ -62,8 +62,11 @@ describe('nftables agent isolation (real nft, test-made namespaces)', () => {
     expect(await canConnect(a0, '172.30.0.1', OTHER)).toBe(false);
     // The default host set admits the orchestrator's port on any host address (spec B.5).
     expect(await canConnect(a0, '10.77.0.1', ORCH)).toBe(true);
-    // An agent without rules is untouched: the rules are keyed on the source address.
-    expect(await canConnect(a2, '10.77.0.2', ORCH)).toBe(true);
+    // An address of the agents' subnet without rules of its own reaches nothing, the orchestrator
+    // included: the table refuses it until its rules are in force.
+    expect(await canConnect(a2, '10.77.0.2', ORCH)).toBe(false);
+    expect(await canConnect(a2, '198.51.100.2', ORCH)).toBe(false);
+    expect(await canConnect(a2, '172.30.0.1', ORCH)).toBe(false);
   });
 
   it('denyAll admits only the allowlist (and the orchestrator); the other agent keeps its own rules', async () => {
@@ -97,8 +100,11 @@ describe('nftables agent isolation (real nft, test-made namespaces)', () => {
     );
     expect(text).not.toContain(ip0);
     expect(text).not.toContain(ip0.replaceAll('.', '_'));
-    expect(await canConnect(a0, '10.77.0.2', ORCH)).toBe(true);
+    // Its rules gone, the address is refused again (not let through), and the other keeps its own.
+    expect(await canConnect(a0, '198.51.100.2', ORCH)).toBe(false);
+    expect(await canConnect(a0, '172.30.0.1', ORCH)).toBe(false);
     expect(await canConnect(a1, '198.51.100.2', ORCH)).toBe(false);
+    expect(await canConnect(a1, '172.30.0.1', ORCH)).toBe(true);
   });
 
   it('reapStale removes rule sets nothing live holds, inside the agent subnet only', async () => {
