@@ -177,12 +177,21 @@ export async function failSpawn(
   await t.attaching;
   t.logs?.close();
   if (t.ip) await host.removeRules(t.ip);
-  // A fresh request, never the spawn's own signal: that one may be what aborted.
-  if (t.containerId)
+  // A fresh request, never the spawn's own signal: that one may be what aborted. Already gone is
+  // fine; any other failure leaves the container to cleanupOrphans, which the operator should know.
+  if (t.containerId) {
+    const id = t.containerId;
     await host.docker
-      .getContainer(t.containerId)
+      .getContainer(id)
       .remove({ force: true })
-      .catch(() => undefined);
+      .catch((err: unknown) => {
+        if (statusOf(err) !== 404)
+          host.warn(
+            req.agentId,
+            `could not remove failed agent container ${id.slice(0, 12)}: ${errorMessage(err)}; orphan cleanup reclaims it`,
+          );
+      });
+  }
   return failure;
 }
 
