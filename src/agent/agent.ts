@@ -186,7 +186,7 @@ export class Agent {
         this.log('info', `claim redeemed: this agent is ${msg.agentId}`);
         return this.sendRegister();
       case 'register.rejected':
-        this.log('error', `registration refused: ${msg.reason}`);
+        this.log('error', `registration refused (${msg.code}): ${msg.reason}`);
         return;
       case 'job.assign': {
         if (this.runner || (this.cfg.ephemeral && this.jobsDone > 0) || this.stopping) {

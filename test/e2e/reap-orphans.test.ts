@@ -83,7 +83,9 @@ function admin(args: string[]) {
 
 describe('kici-admin scaler reap-orphans (bare-metal)', () => {
   it('lists orphans in a dry run, removes only them for real, and spares other scalers and live launchers', async () => {
-    const tag = randomBytes(4).toString('hex');
+    // The orphan's id starts with 0, the others' with f and e: a random tag starting with e or f
+    // once gave two processes the same agent id, and the reap rightly took both.
+    const tag = `0${randomBytes(4).toString('hex').slice(1)}`;
     const scaler = `reap${tag}`;
     const orphanId = `scaler-bare-metal-${tag}`;
     const orphan = await orphanAgent(orphanId, scaler);
