@@ -382,7 +382,13 @@ export class Dispatcher {
     const jobs = this.opts.store.jobs;
     let specs = new Map<string, unknown>();
     try {
-      if (pairs.length === 1) {
+      const ride = this.writes.claimWith(
+        pairs.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
+        this.now(),
+        this.opts.instanceId,
+      );
+      if (ride) specs = await ride;
+      else if (pairs.length === 1) {
         const { job, agent } = pairs[0]!;
         const spec = await jobs.claimSpec(job.id, agent.id, this.now(), this.opts.instanceId);
         if (spec !== undefined) specs.set(job.id, spec);

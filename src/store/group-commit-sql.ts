@@ -82,15 +82,34 @@ export interface CommitRows {
   };
 }
 
+/** Claims riding on a group commit: queued → dispatched, as `JobsRepo.claimMany`. */
+export interface ClaimRows {
+  jobId: string[];
+  agentId: string[];
+  at: string;
+  owner: string | null;
+}
+
+export interface CommitOutcome {
+  /** Jobs the results settled. */
+  settled: Set<string>;
+  /** Claimed jobs and their specs. */
+  claimed: Map<string, unknown>;
+}
+
 /**
  * A whole group commit as ONE statement: its parts are data-modifying CTEs, which PostgreSQL runs
  * to completion whether read or not, atomically as a statement is. The text does not grow with the
  * batch (the rows travel as arrays), and on the embedded database a statement's fixed cost is most
  * of a small write, so one statement instead of a transaction of five is the point.
- * The caller ensures no two parts touch the same row (one snapshot serves all of them).
- * Returns the ids of the jobs the results settled.
+ * The caller ensures no two parts touch the same row (one snapshot serves all of them); claims
+ * touch queued rows, which no other part of a batch does.
  */
-export async function commitAsOneStatement(db: Kysely<Database>, r: CommitRows): Promise<Set<string>> {
+export async function commitAsOneStatement(
+  db: Kysely<Database>,
+  r: CommitRows,
+  c?: ClaimRows,
+): Promise<CommitOutcome> {
   const { ends: e, starts: s, running: u, finishes: f } = r;
   // Only the parts with rows: planning a part costs even when its arrays are empty.
   const parts: RawBuilder<unknown>[] = [];
@@ -124,10 +143,32 @@ export async function commitAsOneStatement(db: Kysely<Database>, r: CommitRows):
       where j.id = v.id and j.state in ('queued', 'dispatched', 'running')
         and (v.owner is null or j.owner_instance is null or j.owner_instance = v.owner)
       returning j.id)`);
-  if (!parts.length) return new Set();
-  const main = f.jobId.length ? sql`select id from results` : sql`select null::text as id where false`;
-  const res = await sql<{ id: string }>`with ${sql.join(parts, sql`, `)} ${main}`.execute(db);
-  return new Set(res.rows.map((x) => x.id));
+  if (c?.jobId.length)
+    parts.push(sql`claims as (
+      update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${c.at}::timestamptz,
+        attempts = j.attempts + 1, owner_instance = coalesce(${c.owner}::text, j.owner_instance)
+      from unnest(${c.jobId}::text[], ${c.agentId}::text[]) as v(id, agent)
+      where j.id = v.id and j.state = 'queued'
+      returning j.id, j.spec)`);
+  const out: CommitOutcome = { settled: new Set(), claimed: new Map() };
+  if (!parts.length) return out;
+  const selects = [
+    ...(f.jobId.length ? [sql`select id, null::jsonb as spec, false as claim from results`] : []),
+    ...(c?.jobId.length ? [sql`select id, spec, true as claim from claims`] : []),
+  ];
+  const main = selects.length
+    ? sql.join(selects, sql` union all `)
+    : sql`select null::text as id, null::jsonb as spec, false as claim where false`;
+  const res = await sql<{
+    id: string;
+    spec: unknown;
+    claim: boolean;
+  }>`with ${sql.join(parts, sql`, `)} ${main}`.execute(db);
+  for (const x of res.rows) {
+    if (x.claim) out.claimed.set(x.id, x.spec);
+    else out.settled.add(x.id);
+  }
+  return out;
 }
 
 /** A batch's rows as the columns of the one statement (a tick's usual shape, see GroupCommit.simple). */

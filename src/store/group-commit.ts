@@ -5,6 +5,7 @@ import { storableLine } from './logs-repo.js';
 import {
   commitAsOneStatement,
   rowsOf,
+  type ClaimRows,
   type Batch,
   type FinishFields,
   type Running,
@@ -35,13 +36,15 @@ export class GroupCommit {
   private batch = emptyBatch();
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> = Promise.resolve();
+  /** Batches handed to the store and not yet settled. */
+  private inFlight = 0;
   /** Statements sent for batches (not the one-by-one fallback): a cost figure for tests and benches. */
   statements = 0;
 
   constructor(
     private readonly db: Kysely<Database>,
     private readonly repos: { jobs: JobsRepo; logs: LogsRepo },
-    private readonly tickMs = 5,
+    private readonly tickMs = 20,
   ) {}
 
   /**
@@ -100,8 +103,57 @@ export class GroupCommit {
     const batch = this.batch;
     this.batch = emptyBatch();
     const empty = !batch.running.size && !batch.steps.size && !batch.finishes.size;
-    if (!empty) this.writing = this.writing.then(() => this.write(batch));
+    if (!empty) this.enqueue(() => this.write(batch));
     return this.writing;
+  }
+
+  /**
+   * Claims that ride on the pending batch: one statement writes both, at once (the claim does not
+   * wait for the tick, and the batch goes out early). A dispatch pass usually follows a result, so
+   * the next job's claim and the last one's result share a commit. Undefined when the claims cannot
+   * ride (nothing pending, a batch already in flight, or the batch touches one of their jobs): the
+   * caller claims on its own. Rejects when the statement failed, with the claims' outcome unknown,
+   * as a failed claim statement's is; the batch's writes are then retried one by one.
+   */
+  claimWith(
+    claims: { jobId: string; agentId: string }[],
+    at: Date,
+    owner: string | undefined,
+  ): Promise<Map<string, unknown>> | undefined {
+    const b = this.batch;
+    if (this.inFlight || (!b.running.size && !b.steps.size && !b.finishes.size) || !this.simple(b))
+      return undefined;
+    const ids = new Set(claims.map((c) => c.jobId));
+    if ([...b.finishes.keys()].some((id) => ids.has(id))) return undefined;
+    if ([...b.running.values(), ...b.steps.values()].some((x) => ids.has(x.jobId))) return undefined;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.batch = emptyBatch();
+    const rows: ClaimRows = {
+      jobId: claims.map((c) => c.jobId),
+      agentId: claims.map((c) => c.agentId),
+      at: at.toISOString(),
+      owner: owner ?? null,
+    };
+    return new Promise((resolve, reject) =>
+      this.enqueue(async () => {
+        let outcome;
+        try {
+          this.statements++;
+          outcome = await commitAsOneStatement(this.db, rowsOf(b), rows);
+        } catch (err) {
+          reject(err);
+          return this.oneByOne(b);
+        }
+        this.settle(b, outcome.settled);
+        resolve(outcome.claimed);
+      }),
+    );
+  }
+
+  private enqueue(write: () => Promise<void>): void {
+    this.inFlight++;
+    this.writing = this.writing.then(write).finally(() => this.inFlight--);
   }
 
   private step(jobId: string, idx: number, w: Waiter<void>): Step {
@@ -125,11 +177,15 @@ export class GroupCommit {
     let settled: Set<string>;
     try {
       settled = this.simple(b)
-        ? (this.statements++, await commitAsOneStatement(this.db, rowsOf(b)))
+        ? (this.statements++, (await commitAsOneStatement(this.db, rowsOf(b))).settled)
         : await this.db.transaction().execute(async (trx) => this.statementsFor(trx, b));
     } catch {
       return this.oneByOne(b);
     }
+    this.settle(b, settled);
+  }
+
+  private settle(b: Batch, settled: Set<string>): void {
     for (const s of b.steps.values()) for (const w of s.waiters) w.resolve();
     for (const r of b.running.values()) for (const w of r.waiters) w.resolve();
     for (const w of b.noops) w.resolve();

@@ -320,6 +320,17 @@ const migrations: Record<string, Migration> = {
           for each row when (new.state = 'queued') execute function kici_notify_queued_row()`.execute(db);
     },
   },
+  /**
+   * Hot path (issue #12): the step rows' foreign key ran a row lock on the job for every step row,
+   * and the job's own result update in the same statement then had to record two lockers of one
+   * row (a multixact, written to its own files). Step rows are written only for a job the writing
+   * agent holds, and jobs are never deleted, so the key guarded nothing the code does not.
+   */
+  '013_step_rows_unkeyed': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table step_results drop constraint if exists step_results_job_id_fkey`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -11,6 +11,7 @@ import {
   type TransactionSettings,
 } from 'kysely';
 import type { PGlite } from '@electric-sql/pglite';
+import { PGliteStatements } from './pglite-statements.js';
 
 /**
  * Kysely over PGlite. PGlite is one in-process connection, so the driver hands out that single
@@ -34,10 +35,13 @@ export class PGliteDialect implements Dialect {
 }
 
 class PGliteConnection implements DatabaseConnection {
-  constructor(private readonly pglite: PGlite) {}
+  private readonly statements: PGliteStatements;
+  constructor(pglite: PGlite) {
+    this.statements = new PGliteStatements(pglite);
+  }
 
   async executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    const res = await this.pglite.query<R>(query.sql, query.parameters as unknown[]);
+    const res = await this.statements.run<R>(query.sql, query.parameters);
     return {
       rows: res.rows,
       ...(res.affectedRows !== undefined ? { numAffectedRows: BigInt(res.affectedRows) } : {}),

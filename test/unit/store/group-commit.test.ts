@@ -226,6 +226,69 @@ describe('GroupCommit', () => {
     return out;
   }
 
+  /** Jobs still queued (claimable). */
+  async function queuedJobs(count: number): Promise<string[]> {
+    const run = `r-gcq-${++n}`;
+    const ids = Array.from({ length: count }, (_, i) => `j-gcq-${n}-${i}`);
+    await store.jobs.insertRun(
+      { id: run, name: null },
+      ids.map((id) => ({ id, name: id, runsOn: ['linux'], spec: { steps: [{ run: id }] } })),
+      new Date(),
+    );
+    return ids;
+  }
+
+  it('claims ride on pending writes: one statement stores the result and wins the queued claims', async () => {
+    const [done] = await dispatchedJobs(1);
+    const [q1, q2] = await queuedJobs(2);
+    const [taken] = await dispatchedJobs(1); // not queued: its claim must lose
+    const gc = new GroupCommit(store.db, store, 10_000);
+    const fin = gc.finish(done!, 'succeeded', { exitCode: 0, reason: null }, T(4));
+    void gc.stepStarted(done!, 0, 'build', T(2));
+    const claims = [q1!, q2!, taken!].map((jobId, i) => ({ jobId, agentId: `ag${i}` }));
+    const ride = gc.claimWith(claims, T(5), 'inst-a');
+    expect(ride).toBeDefined();
+    const claimed = await ride!;
+    expect([...claimed.keys()].sort()).toEqual([q1, q2].sort());
+    expect(claimed.get(q1!)).toEqual({ steps: [{ run: q1 }] });
+    expect(await fin).toBe(true); // acknowledged by the same commit, before any tick
+    expect(gc.statements).toBe(1);
+    const row = (await store.jobs.get(q2!))!;
+    expect([row.state, row.agent_id, row.attempts, row.owner_instance, row.dispatched_at?.getTime()]).toEqual(
+      ['dispatched', 'ag1', 1, 'inst-a', T(5).getTime()],
+    );
+    expect((await store.jobs.get(taken!))!.agent_id).toBe('ag');
+    expect((await store.jobs.get(done!))!.state).toBe('succeeded');
+    expect((await store.logs.steps(done!)).map((s) => s.name)).toEqual(['build']);
+  });
+
+  it('claims do not ride with nothing pending, on a batch touching their job, or with a batch in flight', async () => {
+    const [a, b] = await dispatchedJobs(2);
+    const [q] = await queuedJobs(1);
+    const gc = new GroupCommit(store.db, store, 10_000);
+    expect(gc.claimWith([{ jobId: q!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
+    const fin = gc.finish(a!, 'succeeded', { exitCode: 0, reason: null }, T(2));
+    expect(gc.claimWith([{ jobId: a!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
+    const flushing = gc.flush(); // in flight from here
+    void gc.running(b!, 'ag', T(3));
+    expect(gc.claimWith([{ jobId: q!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
+    await flushing;
+    expect(await fin).toBe(true);
+    await gc.flush();
+    expect((await store.jobs.get(q!))!.state).toBe('queued');
+  });
+
+  it('a failed ride rejects the claims and retries the pending writes one by one', async () => {
+    const [done] = await dispatchedJobs(1);
+    const gc = new GroupCommit(store.db, store, 10_000);
+    const fin = gc.finish(done!, 'failed', { exitCode: 3, reason: 'x' }, T(4));
+    // PostgreSQL refuses a NUL in text: the whole statement fails, through no fault of the result.
+    const ride = gc.claimWith([{ jobId: 'bad\u0000id', agentId: 'x' }], T(5), undefined);
+    await expect(ride).rejects.toThrow();
+    expect(await fin).toBe(true);
+    expect((await store.jobs.get(done!))!.exit_code).toBe(3);
+  });
+
   it('property: any sequence of writes, batched at any points, stores what one-by-one writes store', async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
