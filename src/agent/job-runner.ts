@@ -165,7 +165,14 @@ export class JobRunner {
    */
   private async reap(): Promise<void> {
     const pgids = new Set(this.steps.flatMap((s) => (s.pgid === undefined ? [] : [s.pgid])));
-    await stopProcesses({ env: `${JOB_MARKER_ENV}=${this.marker}`, pgids }, this.opts.reapGraceMs);
+    // Only the job's steps were given the marker: a process older than the first one cannot carry it.
+    const starts = this.steps.map((s) => s.startTicks);
+    const bornFromTicks =
+      starts.every((t) => t !== undefined) && starts.length ? Math.min(...starts) : undefined;
+    await stopProcesses(
+      { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks },
+      this.opts.reapGraceMs,
+    );
     // The last output is read without backpressure: the writers are gone, the pipes hold little.
     this.releasing = true;
     if (this.congestionTimer) clearTimeout(this.congestionTimer);

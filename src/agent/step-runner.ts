@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { LogStream } from '../protocol/messages.js';
 import { onLines } from '../util/lines.js';
+import { startTicksOf } from '../util/proc-tree.js';
 import { setLongTimeout, type LongTimer } from '../util/long-timer.js';
 
 export interface StepOutcome {
@@ -14,6 +15,8 @@ export interface RunningStep {
   done: Promise<StepOutcome>;
   /** The step's process group (its shell's pid), for the job's final clean-up. */
   pgid: number | undefined;
+  /** When its shell started (clock ticks since boot); every process of the step is younger. */
+  startTicks: number | undefined;
   /** Stop the step's whole process group: SIGTERM, then SIGKILL after the grace. */
   cancel(kind: 'cancel' | 'timeout'): void;
   /** Stop reading output that background processes still write; resolves once the pipes are closed. */
@@ -137,7 +140,9 @@ export function runStep(opts: {
     child.stderr?.destroy();
     await closed;
   };
-  return { done, cancel, release, pause, resume, pgid: child.pid };
+  // Read now: the shell stays at least a zombie until Node reaps it, which cannot happen yet.
+  const startTicks = child.pid === undefined ? undefined : startTicksOf(child.pid);
+  return { done, cancel, release, pause, resume, pgid: child.pid, startTicks };
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };

@@ -1,9 +1,13 @@
-import { readdir, readFile } from 'node:fs/promises';
+import { readdirSync, readFileSync } from 'node:fs';
 
 /**
  * Finding and stopping processes that left their parent's process group (`setsid`, double fork,
  * `nohup`): they still carry the environment they were started with, so a marker variable set by
  * whoever launched them finds them in /proc. Linux only; elsewhere the scan finds nothing.
+ *
+ * The reads are synchronous: a /proc file is generated in memory, and the promise API spends far
+ * more (an open, a stat, a read and a close, each a trip through the thread pool) than the read.
+ * A job's end scans every process on the host, so this is most of an agent's own cost per job.
  */
 
 export interface ProcMatch {
@@ -11,51 +15,75 @@ export interface ProcMatch {
   env?: string;
   /** Process groups whose members also match. */
   pgids?: ReadonlySet<number>;
+  /**
+   * Only processes started at or after this moment (clock ticks since boot, as `startTicksOf`
+   * reads them) can carry the marker: older ones are not read for it. Most of a host's processes
+   * are older. Taken from a process the marker was given to, so both are on the same clock.
+   */
+  bornFromTicks?: number | undefined;
+}
+
+/** A process's start time (clock ticks since boot, as /proc keeps it), zombie or not. */
+export function startTicksOf(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const t = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    return Number.isFinite(t) ? t : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Live pids matching `m` (never this process itself). */
 export async function findProcesses(m: ProcMatch): Promise<number[]> {
   let names: string[];
   try {
-    names = await readdir('/proc');
+    names = readdirSync('/proc');
   } catch {
     return [];
   }
   const out: number[] = [];
+  let n = 0;
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
     const pid = Number(name);
     if (pid === process.pid) continue;
-    if (m.pgids?.size) {
-      const pgid = await processGroupOf(pid);
-      if (pgid !== undefined && m.pgids.has(pgid)) {
-        out.push(pid);
-        continue;
-      }
+    // Give the event loop a turn now and then on a host with many processes.
+    if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
+    const st = statOf(pid);
+    if (!st) continue; // gone, or a zombie (nothing left to stop)
+    if (m.pgids?.has(st.pgid)) {
+      out.push(pid);
+      continue;
     }
-    if (m.env && (await hasEnv(pid, m.env))) out.push(pid);
+    if (m.bornFromTicks !== undefined && st.startTicks < m.bornFromTicks) continue;
+    if (m.env && hasEnv(pid, m.env)) out.push(pid);
   }
   return out;
 }
 
 /** Does the process's environment (as it was at exec) contain `entry`? */
-export async function hasEnv(pid: number, entry: string): Promise<boolean> {
+export function hasEnv(pid: number, entry: string): boolean {
   try {
-    const environ = await readFile(`/proc/${pid}/environ`, 'utf8');
-    return environ.split('\0').includes(entry);
+    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(entry);
   } catch {
     return false; // gone, or not ours to read
   }
 }
 
 /** The process group of a live process; undefined for a zombie or a vanished pid. */
-export async function processGroupOf(pid: number): Promise<number | undefined> {
+export function processGroupOf(pid: number): number | undefined {
+  return statOf(pid)?.pgid;
+}
+
+/** Process group and start time of a live process; undefined for a zombie or a vanished pid. */
+function statOf(pid: number): { pgid: number; startTicks: number } | undefined {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the parenthesised command: state, ppid, pgrp, ...
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    // Fields after the parenthesised command, from field 3: state, ppid, pgrp, ... starttime (22).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     if (fields[0] === 'Z') return undefined;
-    return Number(fields[2]);
+    return { pgid: Number(fields[2]), startTicks: Number(fields[19]) };
   } catch {
     return undefined;
   }

@@ -1,0 +1,53 @@
+/**
+ * The /proc scan that finds a job's escaped processes by their marker variable: with a start-time
+ * cut-off (issue #12: a job's end used to read every process's environment on the host) it still
+ * finds every marked process started at or after the cut-off, and reads none older.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { findProcesses, startTicksOf, stopProcesses } from '../../../src/util/proc-tree.js';
+
+const children: ChildProcess[] = [];
+afterEach(() => {
+  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+});
+
+function marked(marker: string): ChildProcess {
+  const c = spawn('sleep', ['30'], { env: { ...process.env, KICI_TEST_MARK: marker }, stdio: 'ignore' });
+  children.push(c);
+  return c;
+}
+
+describe('proc-tree (Linux /proc)', () => {
+  it('startTicksOf reads a start time: ours is not after a child started later; a gone pid has none', () => {
+    const child = marked('t0');
+    const [mine, theirs] = [startTicksOf(process.pid), startTicksOf(child.pid!)];
+    expect(Number.isInteger(mine)).toBe(true);
+    expect(theirs!).toBeGreaterThanOrEqual(mine!);
+    expect(startTicksOf(2 ** 30)).toBeUndefined();
+  });
+
+  it('a cut-off finds the marked processes born at or after it and skips older ones', async () => {
+    const marker = `m-${process.pid}-${Date.now()}`;
+    const older = marked(marker);
+    // Start times are in clock ticks (10 ms): wait until the next one so the two differ.
+    const olderTicks = startTicksOf(older.pid!)!;
+    let younger = marked(marker);
+    while (startTicksOf(younger.pid!)! <= olderTicks) {
+      younger.kill('SIGKILL');
+      await new Promise((r) => setTimeout(r, 15));
+      younger = marked(marker);
+    }
+    const env = `KICI_TEST_MARK=${marker}`;
+    expect((await findProcesses({ env })).sort()).toEqual([older.pid, younger.pid].sort());
+    const from = startTicksOf(younger.pid!)!;
+    expect(await findProcesses({ env, bornFromTicks: from })).toEqual([younger.pid]);
+    expect(await findProcesses({ env, bornFromTicks: olderTicks })).toHaveLength(2);
+    expect(await findProcesses({ env, bornFromTicks: from + 1 })).toEqual([]);
+    // And the stop that uses it signals exactly the younger one.
+    const exited = new Promise((r) => younger.once('exit', r));
+    expect(await stopProcesses({ env, bornFromTicks: from }, 2_000)).toBe(1);
+    await exited;
+    expect(older.exitCode === null && older.signalCode === null).toBe(true);
+  });
+});
