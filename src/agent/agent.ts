@@ -9,6 +9,7 @@ import {
 } from '../protocol/messages.js';
 import { parseOrchestratorMessage } from '../protocol/orchestrator-messages.js';
 import type { AgentConfig } from './config.js';
+import { coalesceWrites } from '../util/coalesce-writes.js';
 import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
 import { JobRunner } from './job-runner.js';
@@ -32,6 +33,8 @@ const SEND_BACKLOG_BYTES = 8 * 1024 * 1024;
  */
 export class Agent {
   private ws: WebSocket | undefined;
+  /** Holds this turn's frames back to send them in one write (see coalesceWrites). */
+  private hold: (() => void) | undefined;
   private registered = false;
   private runner: JobRunner | undefined;
   private jobsDone = 0;
@@ -126,6 +129,11 @@ export class Agent {
     this.firstDialAt ??= Date.now();
     const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
     this.ws = ws;
+    this.hold = undefined;
+    // The socket under the WebSocket: the frames of one turn of the event loop leave in one write.
+    ws.on('upgrade', (res) => {
+      if (this.ws === ws) this.hold = coalesceWrites(res.socket);
+    });
     ws.on('open', () => {
       // A claim-code agent trades its code for an id and a token first (once; a reconnect reuses them).
       if (!this.cfg.token && this.cfg.claimCode)
@@ -340,6 +348,7 @@ export class Agent {
 
   private sendNow(msg: AgentMessage): void {
     if (this.ws?.readyState !== WebSocket.OPEN) return;
+    this.hold?.();
     for (const data of encodeFrames(msg, (what) => this.log('warn', `dropped ${what}`))) this.ws.send(data);
   }
 

@@ -6,8 +6,16 @@ import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { closeWithin } from './ws-close.js';
 
-/** Called for every accepted connection; `registered()` lifts the limits on unregistered peers. */
-export type OnAgentConnection = (ws: WebSocket, remote: string, registered: () => void) => void;
+/**
+ * Called for every accepted connection; `registered()` lifts the limits on unregistered peers.
+ * `socket` is the connection under the WebSocket (for holding writes back, see coalesceWrites).
+ */
+export type OnAgentConnection = (
+  ws: WebSocket,
+  remote: string,
+  registered: () => void,
+  socket: Duplex,
+) => void;
 
 /**
  * The `/ws` endpoint on the HTTP server. It owns everything a stranger can reach before a token is
@@ -61,7 +69,7 @@ export function attachAgentEndpoint(server: Server, logger: Logger, onConnection
       // The connection handler logs them with the agent's id.
       ws.on('error', (err) => log.debug({ remote, err: err.message }, 'agent connection error'));
       try {
-        onConnection(ws, remote, stopCounting);
+        onConnection(ws, remote, stopCounting, socket);
       } catch (err) {
         log.error({ remote, err: errorMessage(err) }, 'could not set up an agent connection');
         ws.terminate();

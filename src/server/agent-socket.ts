@@ -1,16 +1,28 @@
 import type { WebSocket } from 'ws';
 import { AgentSession, NOT_JSON, type AgentSessionDeps } from './agent-session.js';
+import { coalesceWrites, type Corkable } from '../util/coalesce-writes.js';
 import { closeWithin } from './ws-close.js';
 
 export type AgentSocketDeps = AgentSessionDeps;
 
-/** Adapts one WebSocket to an AgentSession: frames in, messages and closes out. */
-export function handleAgentSocket(ws: WebSocket, deps: AgentSocketDeps, remote: string): AgentSession {
+/**
+ * Adapts one WebSocket to an AgentSession: frames in, messages and closes out. Given the socket
+ * under it, the frames of one turn of the event loop leave in one write.
+ */
+export function handleAgentSocket(
+  ws: WebSocket,
+  deps: AgentSocketDeps,
+  remote: string,
+  socket?: Corkable,
+): AgentSession {
+  const hold = socket ? coalesceWrites(socket) : () => undefined;
   const session = new AgentSession(
     deps,
     {
       send: (msg) => {
-        if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(msg));
+        if (ws.readyState !== ws.OPEN) return;
+        hold();
+        ws.send(JSON.stringify(msg));
       },
       close: (code, reason, refused) => (refused ? closeWithin(ws, code, reason) : ws.close(code, reason)),
       isOpen: () => ws.readyState === ws.OPEN,

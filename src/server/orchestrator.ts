@@ -306,7 +306,7 @@ export class Orchestrator {
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);
-    const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered) =>
+    const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered, socket) =>
       handleAgentSocket(
         ws,
         {
@@ -320,6 +320,7 @@ export class Orchestrator {
           claimStore: this.opts.claimStore ?? this.claims,
         },
         remote,
+        socket,
       ),
     );
     await new Promise<void>((resolve, reject) => {
