@@ -9,7 +9,7 @@ import { CapBook } from '../scaler/core/caps.js';
 import { planReconcile } from '../scaler/core/plan.js';
 import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, JobState, Store } from '../store/index.js';
-import { GroupCommit } from '../store/group-commit.js';
+import { GroupCommit, type ResultRide } from '../store/group-commit.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import { setLongTimer } from '../util/long-timer.js';
@@ -34,6 +34,8 @@ export interface ActiveJob {
   timeoutTimer?: TimerHandle | undefined;
   /** The result being written; a second report for the job waits for it instead of writing again. */
   settling?: Promise<boolean>;
+  /** Its agent reported the result (so the agent is free once it is stored). */
+  reported?: boolean;
 }
 
 export interface DispatcherOptions {
@@ -59,8 +61,14 @@ export interface DispatcherOptions {
   instanceId?: string | undefined;
   /** Another orchestrator on the same database could provision for these labels. */
   peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
-  /** Group commit tick for the per-job writes (running, step rows, results); default 5 ms. */
+  /** Group commit tick for the results; default 20 ms (marks wait up to 250 ms; see GroupCommit). */
   groupCommitMs?: number | undefined;
+}
+
+/** A queued job taken for an agent, its claim not yet stored. */
+interface Taken {
+  job: QueuedJob;
+  agent: ConnectedAgent;
 }
 
 export interface JobObserver {
@@ -101,6 +109,7 @@ export class Dispatcher {
     this.log = opts.logger.child({ component: 'dispatcher' });
     this.logs = new LogSink(opts.store, this.log);
     this.writes = new GroupCommit(opts.store.db, opts.store, opts.groupCommitMs);
+    this.writes.rideOnResults((finished) => this.rideOnResults(finished));
     this.startedAtMs = opts.clock.now();
   }
 
@@ -208,7 +217,7 @@ export class Dispatcher {
   }
 
   /** The decision half of a reconcile: synchronous, no I/O. */
-  plan() {
+  plan(idleAgents = this.registry.idle()) {
     const scaler = this.opts.scaler;
     const now = this.opts.clock.now();
     const groups = this.queue.orderedGroups().map((g) => {
@@ -233,7 +242,7 @@ export class Dispatcher {
     const facts = scaler?.decisionState();
     const plan = planReconcile({
       groups,
-      idleAgents: this.registry.idle(),
+      idleAgents,
       canRun: (a, g) =>
         canAgentRunJob(a, g.sample) &&
         (a.kind !== 'scaler' || !scaler || scaler.agentFits(a.id, this.scaleJob(g.sample))),
@@ -262,22 +271,7 @@ export class Dispatcher {
     for (const [n, d] of plan.entries()) {
       if (this.stopped || this.draining) return;
       const group = groups[n]!;
-      const taken: { job: QueuedJob; agent: ConnectedAgent }[] = [];
-      for (const a of d.assign) {
-        const job = this.queue.get(a.jobId);
-        const agent = this.registry.get(a.agentId);
-        // Re-checked per job: the plan decided per group, and state may have moved since.
-        if (
-          job &&
-          agent &&
-          this.registry.isAvailable(agent) &&
-          canAgentRunJob(agent, job) &&
-          this.fits(agent.id, job)
-        ) {
-          this.take(job, agent);
-          taken.push({ job, agent });
-        }
-      }
+      const taken = this.takeAssigned(d.assign);
       // One claim statement for the group's assignments. A job lost to another orchestrator's
       // claim leaves its agent idle, so look again.
       if (taken.length) for (const ok of await this.claimTaken(taken)) if (!ok) this.dirty = true;
@@ -317,6 +311,71 @@ export class Dispatcher {
         }
       } else if (reason) for (const job of left) job.waiting = reason;
     }
+  }
+
+  /** Take a plan's assignments that still hold (the plan decided per group; state may have moved). */
+  private takeAssigned(assign: readonly { jobId: string; agentId: string }[]): Taken[] {
+    const taken: Taken[] = [];
+    for (const a of assign) {
+      const job = this.queue.get(a.jobId);
+      const agent = this.registry.get(a.agentId);
+      if (
+        job &&
+        agent &&
+        this.registry.isAvailable(agent) &&
+        canAgentRunJob(agent, job) &&
+        this.fits(agent.id, job)
+      ) {
+        this.take(job, agent);
+        taken.push({ job, agent });
+      }
+    }
+    return taken;
+  }
+
+  /**
+   * The group commit is about to store results their agents reported: those agents are free once
+   * it commits, so their next jobs are claimed in the same statement (one commit for a result and
+   * the next claim, and no wait for a pass after the commit). An agent keeps its finished job as
+   * its busy job until then, so nothing else offers it work; should the statement fail, the claims
+   * are settled as uncertain and the agents wait for their results' retry, as before.
+   */
+  private rideOnResults(finished: string[]): ResultRide | undefined {
+    if (this.stopped || this.draining || !this.queue.size) return undefined;
+    const freed = new Map<ConnectedAgent, string>();
+    for (const jobId of finished) {
+      const a = this.active.get(jobId);
+      const agent = a?.reported ? this.registry.get(a.agentId) : undefined;
+      if (agent?.busyJobId !== jobId) continue;
+      agent.busyJobId = undefined;
+      if (this.registry.isAvailable(agent)) freed.set(agent, jobId);
+      else agent.busyJobId = jobId;
+    }
+    if (!freed.size) return undefined;
+    const taken: Taken[] = [];
+    try {
+      for (const d of this.plan([...freed.keys()]).plan) taken.push(...this.takeAssigned(d.assign));
+    } finally {
+      // Not given work: it stays busy with its result until the commit, as without a ride.
+      for (const [agent, jobId] of freed) if (agent.busyJobId === undefined) agent.busyJobId = jobId;
+    }
+    if (!taken.length) return undefined;
+    const waitResult = (agent: ConnectedAgent) => freed.get(agent);
+    return {
+      claims: taken.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
+      at: this.now(),
+      owner: this.opts.instanceId,
+      // After this turn's microtasks: the result's ack leaves before the next job's assignment.
+      claimed: (won) => void setImmediate(() => void this.sendWon(taken, won)),
+      failed: (err) => {
+        for (const { job, agent } of taken) {
+          this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
+          this.settleUncertainClaim(job, agent.id);
+          agent.jobsTaken--;
+          agent.busyJobId = waitResult(agent); // its result is retried; it is free once that is stored
+        }
+      },
+    };
   }
 
   private fits(agentId: string, job: QueuedJob): boolean {
@@ -378,7 +437,7 @@ export class Dispatcher {
   }
 
   /** Claim taken jobs in the store (one statement for all) and send each claimed one to its agent. */
-  private async claimTaken(pairs: { job: QueuedJob; agent: ConnectedAgent }[]): Promise<boolean[]> {
+  private async claimTaken(pairs: Taken[]): Promise<boolean[]> {
     const jobs = this.opts.store.jobs;
     let specs = new Map<string, unknown>();
     try {
@@ -402,15 +461,24 @@ export class Dispatcher {
         this.settleUncertainClaim(job, agent.id);
       }
     }
+    return this.sendWon(pairs, specs);
+  }
+
+  /** Send each won claim to its agent; a lost one frees its agent again. True per pair when sent. */
+  private async sendWon(pairs: Taken[], specs: Map<string, unknown>): Promise<boolean[]> {
     const sent: boolean[] = [];
+    let lost = false;
     for (const { job, agent } of pairs) {
       const spec = specs.get(job.id) as JobSpec | undefined;
       if (!spec) {
-        agent.busyJobId = undefined;
+        if (agent.busyJobId === job.id) agent.busyJobId = undefined;
         agent.jobsTaken--;
+        lost = true;
         sent.push(false);
       } else sent.push(await this.sendClaimed(job, agent, spec));
     }
+    // The agents a lost claim freed are looked at again (within a pass: once it is done).
+    if (lost) void this.requestPump();
     return sent;
   }
 
@@ -554,6 +622,7 @@ export class Dispatcher {
     const agent = this.registry.get(agentId);
     const a = this.active.get(jobId);
     if (a && a.agentId === agentId) {
+      a.reported = true;
       // Not stored: the agent keeps the result (no ack) and stays busy with it until it is.
       if (!(await this.settleActive(jobId, result, exitCode, message ?? null, false))) return false;
     }
@@ -606,11 +675,13 @@ export class Dispatcher {
       // Resolves once committed with the tick's other writes: only then may the agent be told.
       // In a cluster a peer may have taken the job over (its agent moved there): then it is theirs.
       const owner = this.opts.instanceId;
+      // With queued work, the agent's next job rides on this commit: no reason to wait for the tick.
       done = await this.writes.finish(
         jobId,
         state,
         { exitCode, reason, ...(owner !== undefined ? { owner } : {}) },
         this.now(),
+        a.reported === true && this.queue.size > 0,
       );
     } catch (err) {
       this.log.error(

@@ -19,6 +19,8 @@ export interface Running {
   jobId: string;
   agentId: string;
   at: Date;
+  /** When it goes out at the latest (performance.now() time), with or without its job's result. */
+  due: number;
   waiters: Waiter<void>[];
 }
 export interface StepEnd {
@@ -33,6 +35,8 @@ export interface Step {
   endBefore?: StepEnd;
   start?: { name: string; at: Date };
   end?: StepEnd;
+  /** As Running.due: from the first write of this step in the batch. */
+  due: number;
   waiters: Waiter<void>[];
 }
 export interface Finish {

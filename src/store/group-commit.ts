@@ -1,7 +1,9 @@
 import { sql, type Kysely } from 'kysely';
+import { commitAsPipeline } from './group-commit-pipeline.js';
 import type { JobsRepo } from './jobs-repo.js';
 import type { LogsRepo } from './logs-repo.js';
 import { storableLine } from './logs-repo.js';
+import { isPipelined } from './pglite-dialect.js';
 import {
   commitAsOneStatement,
   rowsOf,
@@ -19,22 +21,49 @@ export type { FinishFields } from './group-commit-sql.js';
 const emptyBatch = (): Batch => ({ running: new Map(), steps: new Map(), finishes: new Map(), noops: [] });
 
 /**
+ * Claims that a batch carrying results takes along, chosen when the batch goes out (see
+ * `GroupCommit.rideOnResults`): the agents those results free get their next jobs in the same
+ * statement, so a job's result and the next job's claim cost one commit.
+ */
+export interface ResultRide {
+  claims: { jobId: string; agentId: string }[];
+  at: Date;
+  owner: string | undefined;
+  /** The statement committed: these claims won (job → spec); the others lost. */
+  claimed(won: Map<string, unknown>): void;
+  /** The statement failed: the claims' outcome is unknown, and the results are retried one by one. */
+  failed(err: unknown): void;
+}
+
+/**
  * Group commit for the per-job writes of the hot path ("running", step rows, the result): the
- * writes that arrive within one short tick go to the store together, as a few multi-row statements
- * in one transaction, instead of one statement (and one commit) each. On the embedded database
- * every statement costs real CPU in this process, so this is most of a job's cost.
+ * writes that arrive close together go to the store as one statement instead of one statement (and
+ * one commit) each. On the embedded database every statement costs real CPU in this process, so
+ * this is most of a job's cost.
  *
- * Durability is unchanged: each write's promise resolves only once its transaction committed (a
- * result is acknowledged to its agent after that). When a batch fails, its writes are tried again
- * one by one with the plain repo calls, so one bad row never fails another job's write, and a
- * write that still fails rejects its own promise for the caller's retry.
+ * Two kinds of write, two deadlines. A result waits at most `tickMs` (or goes out at once when the
+ * caller says someone waits on it). The marks ("running", step rows) wait for their own job's
+ * result, at most `marksMs`: a short job's marks then fold into fewer rows (its "running" into
+ * the result's update, a step's start and end into one insert) instead of riding, one statement
+ * each, on other jobs' commits. A crash loses at most `marksMs` of marks; a restarted job that is
+ * still 'dispatched' is picked up when its agent reconnects, and a result is never lost (see below).
+ *
+ * Durability of results is unchanged: each write's promise resolves only once its statement
+ * committed (a result is acknowledged to its agent after that). When a batch fails, its writes are
+ * tried again one by one with the plain repo calls, so one bad row never fails another job's
+ * write, and a write that still fails rejects its own promise for the caller's retry.
  *
  * Within a batch the order per job holds: step rows, then "running", then the result. A "running"
  * mark and a result for the same job fold into the result's single row update.
  */
 export class GroupCommit {
   private batch = emptyBatch();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: { cancel(): void } | undefined;
+  /** When the pending batch goes out at the latest (performance.now() time). */
+  private dueAt = Infinity;
+  private rider: ((finished: string[]) => ResultRide | undefined) | undefined;
+  /** On the embedded database a batch goes as a pipeline of small statements (known after the first). */
+  private pipelined: boolean | undefined;
   private writing: Promise<void> = Promise.resolve();
   /** Batches handed to the store and not yet settled. */
   private inFlight = 0;
@@ -45,27 +74,35 @@ export class GroupCommit {
     private readonly db: Kysely<Database>,
     private readonly repos: { jobs: JobsRepo; logs: LogsRepo },
     private readonly tickMs = 20,
-  ) {}
+    private readonly marksMs = 250,
+    /** false: one statement per batch even on the embedded database (tests cover both ways). */
+    pipeline?: boolean,
+  ) {
+    if (pipeline === false) this.pipelined = false;
+  }
 
   /**
-   * dispatched → running for this agent (a no-op when the job is no longer its dispatched job).
-   * Like the step rows, no one waits on it, but it still goes out with the next tick, as every
-   * write does: a crash loses at most one tick of "started but not recorded". A job restarted
-   * 'dispatched' is reattached when its agent reconnects.
+   * Who picks the claims that ride on a batch with results (the dispatcher: the next jobs of the
+   * agents those results free). Asked as the batch goes out, so it decides on current state.
    */
+  rideOnResults(pick: (finished: string[]) => ResultRide | undefined): void {
+    this.rider = pick;
+  }
+
+  /** dispatched → running for this agent (a no-op when the job is no longer its dispatched job). A mark. */
   running(jobId: string, agentId: string, at: Date): Promise<void> {
-    return this.add<void>((w) => {
+    return this.add<void>(this.marksMs, (w) => {
       // After a result the row is final (or was already): a "running" mark cannot apply any more.
       if (this.batch.finishes.has(jobId)) return void this.batch.noops.push(w);
       const key = `${jobId}\u0000${agentId}`;
       const r = this.batch.running.get(key);
       if (r) r.waiters.push(w);
-      else this.batch.running.set(key, { jobId, agentId, at, waiters: [w] });
+      else this.batch.running.set(key, { jobId, agentId, at, due: this.markDue(), waiters: [w] });
     });
   }
 
   stepStarted(jobId: string, idx: number, name: string, at: Date): Promise<void> {
-    return this.add<void>((w) => {
+    return this.add<void>(this.marksMs, (w) => {
       const s = this.step(jobId, idx, w);
       // A re-sent start (after a reconnect) keeps the first one, as the row's insert does.
       s.start ??= { name, at };
@@ -79,16 +116,20 @@ export class GroupCommit {
     timedOut: boolean,
     at: Date,
   ): Promise<void> {
-    return this.add<void>((w) => {
+    return this.add<void>(this.marksMs, (w) => {
       const s = this.step(jobId, idx, w);
       if (s.start) s.end = { exitCode, timedOut, at };
       else s.endBefore = { exitCode, timedOut, at };
     });
   }
 
-  /** Settle an open job; true when this write settled it, false when it already was final. */
-  finish(jobId: string, state: JobState, fields: FinishFields, at: Date): Promise<boolean> {
-    return this.add<boolean>((w) => {
+  /**
+   * Settle an open job; true when this write settled it, false when it already was final. `soon`:
+   * someone is waiting (the job's agent could take queued work), so it goes out in this turn of the
+   * event loop rather than within the tick.
+   */
+  finish(jobId: string, state: JobState, fields: FinishFields, at: Date, soon = false): Promise<boolean> {
+    return this.add<boolean>(soon ? 0 : this.tickMs, (w) => {
       const f = this.batch.finishes.get(jobId);
       // A second result in one tick loses, as its conditional update would.
       if (f) f.waiters.push({ resolve: () => w.resolve(false), reject: w.reject });
@@ -98,13 +139,43 @@ export class GroupCommit {
 
   /** Write what is pending now; resolves once it (and every batch before it) is committed or failed. */
   flush(): Promise<void> {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.cancelTimer();
     const batch = this.batch;
     this.batch = emptyBatch();
-    const empty = !batch.running.size && !batch.steps.size && !batch.finishes.size;
-    if (!empty) this.enqueue(() => this.write(batch));
+    if (!isEmpty(batch)) this.enqueue(() => this.write(batch));
     return this.writing;
+  }
+
+  /** A deadline passed: write what is due, and keep the marks still waiting for their results. */
+  private flushDue(): void {
+    this.cancelTimer();
+    const batch = this.takeDue();
+    if (!isEmpty(batch)) this.enqueue(() => this.write(batch));
+  }
+
+  /**
+   * Split the pending batch: the results, with every mark of their jobs and every mark due within
+   * a tick, go now; the other marks stay pending, under a timer for the earliest of them.
+   */
+  private takeDue(): Batch {
+    const b = this.batch;
+    const soon = performance.now() + this.tickMs;
+    const goes = (x: { jobId: string; due: number }) => x.due <= soon || b.finishes.has(x.jobId);
+    const out: Batch = { running: new Map(), steps: new Map(), finishes: b.finishes, noops: b.noops };
+    const rest = emptyBatch();
+    for (const [k, r] of b.running) (goes(r) ? out : rest).running.set(k, r);
+    for (const [k, st] of b.steps) (goes(st) ? out : rest).steps.set(k, st);
+    this.batch = rest;
+    const next = Math.min(
+      ...[...rest.running.values()].map((r) => r.due),
+      ...[...rest.steps.values()].map((st) => st.due),
+    );
+    if (Number.isFinite(next)) this.arm(next);
+    return out;
+  }
+
+  private markDue(): number {
+    return performance.now() + this.marksMs;
   }
 
   /**
@@ -120,27 +191,20 @@ export class GroupCommit {
     at: Date,
     owner: string | undefined,
   ): Promise<Map<string, unknown>> | undefined {
-    const b = this.batch;
-    if (this.inFlight || (!b.running.size && !b.steps.size && !b.finishes.size) || !this.simple(b))
-      return undefined;
+    const all = this.batch;
+    // Only results (and what is due with them) are worth a ride: held marks wait for their own.
+    if (this.inFlight || !all.finishes.size || !this.simple(all)) return undefined;
     const ids = new Set(claims.map((c) => c.jobId));
-    if ([...b.finishes.keys()].some((id) => ids.has(id))) return undefined;
-    if ([...b.running.values(), ...b.steps.values()].some((x) => ids.has(x.jobId))) return undefined;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
-    this.batch = emptyBatch();
-    const rows: ClaimRows = {
-      jobId: claims.map((c) => c.jobId),
-      agentId: claims.map((c) => c.agentId),
-      at: at.toISOString(),
-      owner: owner ?? null,
-    };
+    if ([...all.finishes.keys()].some((id) => ids.has(id))) return undefined;
+    if ([...all.running.values(), ...all.steps.values()].some((x) => ids.has(x.jobId))) return undefined;
+    this.cancelTimer();
+    const b = this.takeDue();
+    const rows = claimRows({ claims, at, owner });
     return new Promise((resolve, reject) =>
       this.enqueue(async () => {
         let outcome;
         try {
-          this.statements++;
-          outcome = await commitAsOneStatement(this.db, rowsOf(b), rows);
+          outcome = await this.commit(b, rows);
         } catch (err) {
           reject(err);
           return this.oneByOne(b);
@@ -159,30 +223,85 @@ export class GroupCommit {
   private step(jobId: string, idx: number, w: Waiter<void>): Step {
     const key = `${jobId}\u0000${idx}`;
     let s = this.batch.steps.get(key);
-    if (!s) this.batch.steps.set(key, (s = { jobId, idx, waiters: [] }));
+    if (!s) this.batch.steps.set(key, (s = { jobId, idx, due: this.markDue(), waiters: [] }));
     s.waiters.push(w);
     return s;
   }
 
-  /** Every write joins the pending tick, or opens one: nothing waits longer than `tickMs` to go out. */
-  private add<T>(put: (w: Waiter<T>) => void): Promise<T> {
+  /** Every write joins the pending batch, which goes out by the earliest deadline of its writes. */
+  private add<T>(withinMs: number, put: (w: Waiter<T>) => void): Promise<T> {
     const p = new Promise<T>((resolve, reject) => put({ resolve, reject }));
-    if (this.timer) return p;
-    this.timer = setTimeout(() => void this.flush(), this.tickMs);
-    this.timer.unref();
+    this.arm(performance.now() + withinMs);
     return p;
   }
 
+  /** Make sure a flush of what is due runs by `due` (performance.now() time). */
+  private arm(due: number): void {
+    if (this.timer && this.dueAt <= due) return;
+    this.cancelTimer();
+    this.dueAt = due;
+    const go = () => this.flushDue();
+    const withinMs = due - performance.now();
+    if (withinMs <= 0) {
+      // Not unref'd: an unref'd immediate can wait in the poll phase for unrelated I/O or a timer.
+      const h = setImmediate(go);
+      this.timer = { cancel: () => clearImmediate(h) };
+    } else {
+      const h = setTimeout(go, withinMs).unref();
+      this.timer = { cancel: () => clearTimeout(h) };
+    }
+  }
+
+  private cancelTimer(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    this.dueAt = Infinity;
+  }
+
+  /** One batch (and any claims riding on it) as one atomic write: a pipeline, or one statement. */
+  private async commit(b: Batch, claims?: ClaimRows) {
+    this.statements++;
+    this.pipelined ??= await isPipelined(this.db as Kysely<unknown>);
+    const piped = this.pipelined ? await commitAsPipeline(this.db, b, claims) : undefined;
+    return piped ?? commitAsOneStatement(this.db, rowsOf(b), claims);
+  }
+
   private async write(b: Batch): Promise<void> {
-    let settled: Set<string>;
+    this.pipelined ??= await isPipelined(this.db as Kysely<unknown>).catch(() => undefined);
+    if (!this.pipelined && !this.simple(b)) {
+      let settled: Set<string>;
+      try {
+        settled = await this.db.transaction().execute(async (trx) => this.statementsFor(trx, b));
+      } catch {
+        return this.oneByOne(b);
+      }
+      return this.settle(b, settled);
+    }
+    const ride = this.rideFor(b);
+    let outcome;
     try {
-      settled = this.simple(b)
-        ? (this.statements++, (await commitAsOneStatement(this.db, rowsOf(b))).settled)
-        : await this.db.transaction().execute(async (trx) => this.statementsFor(trx, b));
-    } catch {
+      outcome = await this.commit(b, ride && claimRows(ride));
+    } catch (err) {
+      ride?.failed(err);
       return this.oneByOne(b);
     }
-    this.settle(b, settled);
+    this.settle(b, outcome.settled);
+    ride?.claimed(outcome.claimed);
+  }
+
+  /** The claims riding on this batch's results; none that touch a job of the batch. */
+  private rideFor(b: Batch): ResultRide | undefined {
+    if (!b.finishes.size || !this.rider) return undefined;
+    let ride: ResultRide | undefined;
+    try {
+      ride = this.rider([...b.finishes.keys()]);
+    } catch {
+      return undefined; // the rider undoes its own state; a batch must never fail for it
+    }
+    if (!ride?.claims.length) return ride && (ride.claimed(new Map()), undefined);
+    const inBatch = (id: string) =>
+      b.finishes.has(id) || [...b.running.values(), ...b.steps.values()].some((x) => x.jobId === id);
+    return { ...ride, claims: ride.claims.filter((c) => !inBatch(c.jobId)) };
   }
 
   private settle(b: Batch, settled: Set<string>): void {
@@ -303,4 +422,17 @@ export class GroupCommit {
       for (const w of f.waiters.slice(1)) w.resolve(false);
     }
   }
+}
+
+function isEmpty(b: Batch): boolean {
+  return !b.running.size && !b.steps.size && !b.finishes.size && !b.noops.length;
+}
+
+function claimRows(r: Pick<ResultRide, 'claims' | 'at' | 'owner'>): ClaimRows {
+  return {
+    jobId: r.claims.map((c) => c.jobId),
+    agentId: r.claims.map((c) => c.agentId),
+    at: r.at.toISOString(),
+    owner: r.owner ?? null,
+  };
 }

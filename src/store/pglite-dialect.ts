@@ -48,10 +48,37 @@ class PGliteConnection implements DatabaseConnection {
     };
   }
 
+  /** Queries in one call and one implicit transaction (see PGliteStatements.runPipeline). */
+  async pipeline(queries: readonly CompiledQuery[]): Promise<QueryResult<unknown>[]> {
+    const res = await this.statements.runPipeline(queries.map((q) => ({ sql: q.sql, params: q.parameters })));
+    return res.map((r) => ({ rows: r.rows, numAffectedRows: BigInt(r.affectedRows ?? 0) }));
+  }
+
   // eslint-disable-next-line require-yield
   async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
     throw new Error('streaming queries are not supported on the embedded database');
   }
+}
+
+/**
+ * Run compiled queries in one call into the embedded database, as one implicit transaction (in
+ * order; an error rolls back all of them). Undefined when `db` is not on PGlite: PostgreSQL over
+ * the network has no such call in `pg`, and a round trip per statement would cost more there.
+ */
+export async function runPipelined(
+  db: Kysely<unknown>,
+  queries: readonly CompiledQuery[],
+): Promise<QueryResult<unknown>[] | undefined> {
+  return db
+    .getExecutor()
+    .provideConnection(async (conn) =>
+      conn instanceof PGliteConnection ? conn.pipeline(queries) : undefined,
+    );
+}
+
+/** Is `db` on the embedded database (where `runPipelined` works)? */
+export async function isPipelined(db: Kysely<unknown>): Promise<boolean> {
+  return db.getExecutor().provideConnection(async (conn) => conn instanceof PGliteConnection);
 }
 
 class PGliteDriver implements Driver {

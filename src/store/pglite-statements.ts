@@ -63,6 +63,29 @@ export class PGliteStatements {
     return this.last<R>(await this.exec(msg));
   }
 
+  /**
+   * Several statements in one call into the database, as one implicit transaction: they run in
+   * order, and an error in any rolls all of them back (PostgreSQL's extended protocol does this
+   * for the messages up to a Sync). One result per statement.
+   */
+  async runPipeline(queries: readonly { sql: string; params: readonly unknown[] }[]): Promise<Results[]> {
+    const parts: Uint8Array[] = [];
+    for (const q of queries) {
+      if (!CACHEABLE.test(q.sql)) throw new Error('only data statements can be pipelined');
+      const st = await this.statement(q.sql);
+      const values = q.params.map((p, i) => this.serialize(p, st.oids[i]));
+      parts.push(
+        serialize.bind({ statement: st.name, values }),
+        serialize.describe({ type: 'P' }),
+        serialize.execute({}),
+      );
+    }
+    parts.push(serialize.sync());
+    const results = parse.parseResults(await this.exec(concat(parts)), this.pglite.parsers);
+    // parseResults counts affected rows cumulatively; each statement's own count is its rowCount.
+    return results.map((r) => ({ ...r, affectedRows: (r as { rowCount?: number }).rowCount ?? 0 }));
+  }
+
   /** The statement for this text, prepared on first use; a hit moves it to the young end. */
   private async statement(sql: string): Promise<Prepared> {
     const hit = this.prepared.get(sql);

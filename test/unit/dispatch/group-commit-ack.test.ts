@@ -127,6 +127,105 @@ describe('hot path: acks follow the group commit', () => {
     expect([row.state, row.exit_code, row.reason]).toEqual(['failed', 2, 'boom']);
   });
 
+  it("a result and its agent's next claim go out in one statement: the ack, then the next job", async () => {
+    let statements = 0;
+    const counter: KyselyPlugin = {
+      transformQuery: (args) => (statements++, args.node),
+      transformResult: async (args) => args.result,
+    };
+    const store = createStore(fresh.store.db.withPlugin(counter));
+    const d = setup(store);
+    // The group commit's own count of what it sent (one per call into the database).
+    const writes = (d as unknown as { writes: { statements: number } }).writes;
+    const a = connect(d, 'ride-a');
+    const { jobs } = await d.submit(spec(3));
+    await d.requestPump();
+    const deps = { store, dispatcher: d, clock: systemClock, isStopping: () => false };
+    // Acks and assignments in one list, so their order is seen.
+    const send = (m: OrchestratorMessage) => void a.messages.push(m);
+    const ran: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const id = a.agent.busyJobId!;
+      ran.push(id);
+      await routeMessage(deps, a.agent, { type: 'job.started', jobId: id }, send);
+      await routeMessage(deps, a.agent, { type: 'step.started', jobId: id, idx: 0, name: 's' }, send);
+      await routeMessage(
+        deps,
+        a.agent,
+        { type: 'step.finished', jobId: id, idx: 0, exitCode: 0, timedOut: false, durationMs: 1 },
+        send,
+      );
+      statements = 0;
+      const before = writes.statements;
+      a.messages.length = 0;
+      await routeMessage(
+        deps,
+        a.agent,
+        { type: 'job.finished', jobId: id, result: 'succeeded', exitCode: 0 },
+        send,
+      );
+      const last = i === 2;
+      await eventually(
+        () => a.messages.length >= (last ? 1 : 2),
+        5_000,
+        last ? 'the last ack' : 'the ack and the next assignment',
+      );
+      expect(a.messages.map((m) => m.type)).toEqual(
+        last ? ['job.finished.ack'] : ['job.finished.ack', 'job.assign'],
+      );
+      // One call into the database: the step row (its start and end in one insert), the result
+      // (with the "running" mark folded in) and, but for the last job, the next claim.
+      expect(writes.statements - before).toBe(1);
+      expect(statements).toBe(last ? 2 : 3);
+    }
+    expect(new Set(ran).size).toBe(3);
+    expect(ran.sort()).toEqual(jobs.map((j) => j.id).sort());
+    for (const id of ran) {
+      const row = (await fresh.store.jobs.get(id))!;
+      expect([row.state, row.attempts, row.agent_id, row.started_at !== null]).toEqual([
+        'succeeded',
+        1,
+        'ride-a',
+        true,
+      ]);
+      expect((await fresh.store.logs.steps(id)).map((s) => [s.name, s.exit_code])).toEqual([['s', 0]]);
+    }
+  });
+
+  it('a failed ride: no ack and no next job until the result is stored; then each job once', async () => {
+    const { store, down } = breakableStore();
+    const d = setup(store);
+    const a = connect(d, 'ride-f');
+    await d.submit(spec(2));
+    await d.requestPump();
+    const deps = { store, dispatcher: d, clock: systemClock, isStopping: () => false };
+    const send = (m: OrchestratorMessage) => void a.messages.push(m);
+    const first = a.agent.busyJobId!;
+    a.messages.length = 0;
+    down.on = true;
+    await routeMessage(
+      deps,
+      a.agent,
+      { type: 'job.finished', jobId: first, result: 'succeeded', exitCode: 0 },
+      send,
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    expect(a.messages).toEqual([]);
+    expect(a.agent.busyJobId).toBe(first); // still busy with its unstored result
+    down.on = false;
+    await eventually(
+      () => a.messages.some((m) => m.type === 'job.assign'),
+      10_000,
+      'the next job after the outage',
+    );
+    expect(a.messages.filter((m) => m.type === 'job.finished.ack')).toHaveLength(1);
+    const second = a.agent.busyJobId!;
+    expect(second).not.toBe(first);
+    expect((await fresh.store.jobs.get(first))!.state).toBe('succeeded');
+    const row = (await fresh.store.jobs.get(second))!;
+    expect([row.state, row.attempts, row.agent_id]).toEqual(['dispatched', 1, 'ride-f']);
+  });
+
   it('one pass fills three idle agents with one claim each, no job twice, in submission order', async () => {
     let statements = 0;
     const counter: KyselyPlugin = {

@@ -45,10 +45,18 @@ function breakable(db: Kysely<Database>) {
 
 const T = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
 
-describe('GroupCommit', () => {
+// Both ways a batch is written: the pipeline of small statements (the embedded database's way)
+// and the single statement of CTEs (PostgreSQL's), each on the same real store.
+describe.each([
+  ['pipelined', undefined],
+  ['as one statement', false],
+] as const)('GroupCommit (%s)', (_, pipeline) => {
+  const mk = (db: Kysely<Database>, repos: Pick<Store, 'jobs' | 'logs'>, tickMs?: number, marksMs?: number) =>
+    new GroupCommit(db, repos, tickMs, marksMs, pipeline);
+
   it('writes a tick of 20 jobs (running, a step, the result) in one statement, all stored', async () => {
     const ids = await dispatchedJobs(20);
-    const gc = new GroupCommit(store.db, store, 10_000); // flushed by hand below
+    const gc = mk(store.db, store, 10_000); // flushed by hand below
     const done = ids.map((id, i) => {
       void gc.running(id, 'ag', T(1));
       void gc.stepStarted(id, 0, 'build', T(2));
@@ -75,7 +83,7 @@ describe('GroupCommit', () => {
 
   it('a result is not resolved before its commit, and a second result for a job does not win', async () => {
     const [id] = await dispatchedJobs(1);
-    const gc = new GroupCommit(store.db, store, 30);
+    const gc = mk(store.db, store, 30);
     let resolved = false;
     const first = gc.finish(id!, 'succeeded', { exitCode: 0, reason: null }, T(5)).then((v) => {
       resolved = true;
@@ -94,7 +102,7 @@ describe('GroupCommit', () => {
     const [id] = await dispatchedJobs(1);
     const { db, down } = breakable(store.db);
     const jobs = { ...store.jobs, finish: store.jobs.finish.bind(store.jobs) };
-    const gc = new GroupCommit(db, { jobs: jobs as typeof store.jobs, logs: store.logs }, 1);
+    const gc = mk(db, { jobs: jobs as typeof store.jobs, logs: store.logs }, 1);
     down.on = true;
     // The one-by-one retry meets the same outage.
     jobs.finish = () => Promise.reject(new Error('Connection terminated unexpectedly'));
@@ -109,7 +117,7 @@ describe('GroupCommit', () => {
 
   it('one bad row fails only its own write: the batch is retried write by write', async () => {
     const ids = await dispatchedJobs(3);
-    const gc = new GroupCommit(store.db, store, 10_000);
+    const gc = mk(store.db, store, 10_000);
     // PostgreSQL text cannot hold U+0000: this row fails the batch's statement, and then on its own.
     const results = ids.map((id, i) =>
       gc.finish(id, 'failed', { exitCode: 1, reason: i === 1 ? 'bad\u0000reason' : 'ok' }, T(9)).then(
@@ -125,7 +133,7 @@ describe('GroupCommit', () => {
 
   it('a step ended in a later tick than its start updates the row written by the first', async () => {
     const [id] = await dispatchedJobs(1);
-    const gc = new GroupCommit(store.db, store, 10_000);
+    const gc = mk(store.db, store, 10_000);
     void gc.stepStarted(id!, 0, 'a', T(1));
     await gc.flush();
     void gc.stepStarted(id!, 0, 'a again (re-sent)', T(2)); // re-sent start: ignored
@@ -137,10 +145,11 @@ describe('GroupCommit', () => {
     );
   });
 
-  it('"running" and step rows with no result behind them are stored within two ticks', async () => {
+  it('"running" and step rows with no result behind them are stored within their own deadline', async () => {
     const [id] = await dispatchedJobs(1);
-    const tick = 30;
-    // Records when the first statement of the tick leaves for the database.
+    const tick = 10;
+    const marksMs = 60;
+    // Records when the first statement of the batch leaves for the database.
     let sentAt: number | undefined;
     const plugin: KyselyPlugin = {
       transformQuery(args) {
@@ -149,15 +158,53 @@ describe('GroupCommit', () => {
       },
       transformResult: async (args) => args.result,
     };
-    const gc = new GroupCommit(store.db.withPlugin(plugin), store, tick);
+    const gc = mk(store.db.withPlugin(plugin), store, tick, marksMs);
     const t0 = performance.now();
     const writes = [gc.running(id!, 'ag', T(1)), gc.stepStarted(id!, 0, 'build', T(2))];
     await Promise.all(writes);
-    // Timers never fire early, so a longer hold-back (the old 100 ms) always fails this bound.
-    expect(sentAt! - t0).toBeLessThan(2 * tick);
+    // Marks wait for their own deadline, not the results' tick; timers never fire early, and a
+    // hold-back twice as long always fails the upper bound.
+    expect(sentAt! - t0).toBeGreaterThanOrEqual(marksMs - 1);
+    expect(sentAt! - t0).toBeLessThan(2 * marksMs);
     const row = (await store.jobs.get(id!))!;
     expect([row.state, row.started_at?.getTime()]).toEqual(['running', T(1).getTime()]);
     expect((await store.logs.steps(id!)).map((s) => s.name)).toEqual(['build']);
+  });
+
+  it("a result takes its own job's marks into its statement; another job's marks wait for their own result", async () => {
+    const [a, b] = await dispatchedJobs(2);
+    const gc = mk(store.db, store, 10, 60_000);
+    let aMarksDone = false;
+    const aMarks = Promise.all([gc.running(a!, 'ag', T(1)), gc.stepStarted(a!, 0, 'build', T(2))]).then(
+      () => (aMarksDone = true),
+    );
+    const bMarks = [
+      gc.running(b!, 'ag', T(1)),
+      gc.stepStarted(b!, 0, 'b', T(2)),
+      gc.stepFinished(b!, 0, 0, false, T(3)),
+    ];
+    const before = gc.statements;
+    const t0 = performance.now();
+    // Someone waits on this result: it goes out in this turn of the event loop, with its job's marks.
+    await expect(gc.finish(b!, 'succeeded', { exitCode: 0, reason: null }, T(4), true)).resolves.toBe(true);
+    await Promise.all(bMarks);
+    expect(performance.now() - t0).toBeLessThan(1_000);
+    expect(gc.statements - before).toBe(1);
+    const rowB = (await store.jobs.get(b!))!;
+    expect([rowB.state, rowB.started_at?.getTime()]).toEqual(['succeeded', T(1).getTime()]);
+    expect((await store.logs.steps(b!)).map((s) => [s.name, s.exit_code, s.finished_at?.getTime()])).toEqual([
+      ['b', 0, T(3).getTime()],
+    ]);
+    // Job a's marks did not ride: nothing of them is stored, and their promises are still open.
+    expect(aMarksDone).toBe(false);
+    expect((await store.jobs.get(a!))!.state).toBe('dispatched');
+    expect(await store.logs.steps(a!)).toEqual([]);
+    await expect(gc.finish(a!, 'failed', { exitCode: 1, reason: null }, T(5), true)).resolves.toBe(true);
+    await aMarks;
+    expect(gc.statements - before).toBe(2);
+    const rowA = (await store.jobs.get(a!))!;
+    expect([rowA.state, rowA.started_at?.getTime()]).toEqual(['failed', T(1).getTime()]);
+    expect((await store.logs.steps(a!)).map((s) => s.name)).toEqual(['build']);
   });
 
   it('a result settles only while the row has no owner or is owned by the writer', async () => {
@@ -170,7 +217,7 @@ describe('GroupCommit', () => {
     const [mine, theirs] = [`${run}-a`, `${run}-b`];
     await store.jobs.claimSpec(mine, 'ag', new Date(), 'inst-A');
     await store.jobs.claimSpec(theirs, 'ag', new Date(), 'inst-B');
-    const gc = new GroupCommit(store.db, store, 10_000);
+    const gc = mk(store.db, store, 10_000);
     const fields = { exitCode: 0, reason: null, owner: 'inst-A' };
     const done = [gc.finish(mine, 'succeeded', fields, T(1)), gc.finish(theirs, 'succeeded', fields, T(1))];
     await gc.flush();
@@ -190,8 +237,9 @@ describe('GroupCommit', () => {
     | { k: 'running'; job: number; agent: 'ag' | 'other' }
     | { k: 'stepStarted'; job: number; idx: number }
     | { k: 'stepFinished'; job: number; idx: number; code: number }
-    | { k: 'finish'; job: number; state: 'succeeded' | 'failed' }
-    | { k: 'flush' };
+    | { k: 'finish'; job: number; state: 'succeeded' | 'failed'; soon: boolean }
+    | { k: 'flush' }
+    | { k: 'turn' };
   const op: fc.Arbitrary<Op> = fc.oneof(
     fc.record({ k: fc.constant('running' as const), job: fc.nat(2), agent: fc.constantFrom('ag', 'other') }),
     fc.record({ k: fc.constant('stepStarted' as const), job: fc.nat(2), idx: fc.nat(2) }),
@@ -200,8 +248,11 @@ describe('GroupCommit', () => {
       k: fc.constant('finish' as const),
       job: fc.nat(2),
       state: fc.constantFrom('succeeded', 'failed'),
+      // Someone waits: the result goes out in the next turn, taking only its own job's marks.
+      soon: fc.boolean(),
     }),
     fc.constant({ k: 'flush' as const }),
+    fc.constant({ k: 'turn' as const }),
   );
 
   async function snapshot(ids: string[]) {
@@ -242,7 +293,7 @@ describe('GroupCommit', () => {
     const [done] = await dispatchedJobs(1);
     const [q1, q2] = await queuedJobs(2);
     const [taken] = await dispatchedJobs(1); // not queued: its claim must lose
-    const gc = new GroupCommit(store.db, store, 10_000);
+    const gc = mk(store.db, store, 10_000);
     const fin = gc.finish(done!, 'succeeded', { exitCode: 0, reason: null }, T(4));
     void gc.stepStarted(done!, 0, 'build', T(2));
     const claims = [q1!, q2!, taken!].map((jobId, i) => ({ jobId, agentId: `ag${i}` }));
@@ -265,7 +316,7 @@ describe('GroupCommit', () => {
   it('claims do not ride with nothing pending, on a batch touching their job, or with a batch in flight', async () => {
     const [a, b] = await dispatchedJobs(2);
     const [q] = await queuedJobs(1);
-    const gc = new GroupCommit(store.db, store, 10_000);
+    const gc = mk(store.db, store, 10_000);
     expect(gc.claimWith([{ jobId: q!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
     const fin = gc.finish(a!, 'succeeded', { exitCode: 0, reason: null }, T(2));
     expect(gc.claimWith([{ jobId: a!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
@@ -280,7 +331,7 @@ describe('GroupCommit', () => {
 
   it('a failed ride rejects the claims and retries the pending writes one by one', async () => {
     const [done] = await dispatchedJobs(1);
-    const gc = new GroupCommit(store.db, store, 10_000);
+    const gc = mk(store.db, store, 10_000);
     const fin = gc.finish(done!, 'failed', { exitCode: 3, reason: 'x' }, T(4));
     // PostgreSQL refuses a NUL in text: the whole statement fails, through no fault of the result.
     const ride = gc.claimWith([{ jobId: 'bad\u0000id', agentId: 'x' }], T(5), undefined);
@@ -294,12 +345,18 @@ describe('GroupCommit', () => {
       fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 25 }), async (ops) => {
         const batched = await dispatchedJobs(3, 'gcb');
         const plain = await dispatchedJobs(3, 'gcp');
-        const gc = new GroupCommit(store.db, store, 10_000);
+        // Marks never reach their own deadline here: they leave with a result, a flush, or the end.
+        const gc = mk(store.db, store, 10_000, 60_000);
         const pending: Promise<unknown>[] = [];
         const results: { batched: unknown[]; plain: unknown[] } = { batched: [], plain: [] };
         for (const [t, o] of ops.entries()) {
           if (o.k === 'flush') {
             await gc.flush();
+            continue;
+          }
+          if (o.k === 'turn') {
+            // Lets a due result's partial flush start (it writes while later ops join the next batch).
+            await new Promise((r) => setImmediate(r));
             continue;
           }
           const at = T(t);
@@ -316,7 +373,7 @@ describe('GroupCommit', () => {
           } else {
             const fields = { exitCode: o.state === 'failed' ? 1 : 0, reason: null };
             const slot = results.plain.length; // results are compared by op, not by resolution order
-            pending.push(gc.finish(b, o.state, fields, at).then((v) => (results.batched[slot] = v)));
+            pending.push(gc.finish(b, o.state, fields, at, o.soon).then((v) => (results.batched[slot] = v)));
             results.plain.push(await store.jobs.finish(p, o.state, fields, at));
           }
         }
