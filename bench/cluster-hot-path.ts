@@ -86,12 +86,17 @@ async function api<T>(s: Server, method: string, path: string, body?: unknown): 
   return (await r.json()) as T;
 }
 
+const agentPids: number[] = [];
+
 async function agent(s: Server, id: string, label: string): Promise<void> {
   const tok = await api<{ token: string }>(s, 'POST', '/api/v1/agents/tokens', {
     labels: ['linux', label],
     agentId: id,
   });
-  const child = spawn(NODE, [join(ROOT, 'dist/cli/agent.js')], {
+  // KICI_BENCH_PROFILE_AGENTS=dir: the agents write V8 CPU profiles there (SIGTERM at the end).
+  const prof = process.env.KICI_BENCH_PROFILE_AGENTS;
+  const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
+  const child = spawn(NODE, [...nodeArgs, join(ROOT, 'dist/cli/agent.js')], {
     env: {
       ...process.env,
       KICI_ORCHESTRATOR_URL: s.ws,
@@ -102,6 +107,14 @@ async function agent(s: Server, id: string, label: string): Promise<void> {
     stdio: 'ignore',
   });
   children.push(child);
+  agentPids.push(child.pid!);
+}
+
+/** The agents' CPU beside the server's: on a small machine they compete for the same cores. */
+async function agentsCpuMs(): Promise<number> {
+  let sum = 0;
+  for (const pid of agentPids) sum += await cpuMs(pid).catch(() => 0);
+  return sum;
 }
 
 async function cpuMs(pid: number): Promise<number> {
@@ -189,12 +202,12 @@ async function single(dbUrl: string | undefined, what: string) {
   for (let i = 0; i < 4; i++) await agent(s, `b-${what}-${i}`, `b-${what}`);
   await new Promise((r) => setTimeout(r, 1500));
   await burst([s], 20, `b-${what}`, 20); // warm-up
-  const c0 = await cpuMs(s.pid);
+  const [c0, a0] = [await cpuMs(s.pid), await agentsCpuMs()];
   const { wallMs } = await burst([s], 1000, `b-${what}`, 1020);
-  const c1 = await cpuMs(s.pid);
+  const [c1, a1] = [await cpuMs(s.pid), await agentsCpuMs()];
   const lat = await latency(s, s, `b-${what}`, 50);
   console.log(
-    `${what}: CPU ${((c1 - c0) / 1000).toFixed(2)} ms/job, ${(1000 / (wallMs / 1000)).toFixed(0)} jobs/s, dispatch latency p50 ${lat.p50} ms p99 ${lat.p99} ms`,
+    `${what}: CPU ${((c1 - c0) / 1000).toFixed(2)} ms/job, ${(1000 / (wallMs / 1000)).toFixed(0)} jobs/s, dispatch latency p50 ${lat.p50} ms p99 ${lat.p99} ms (the 4 agents: ${((a1 - a0) / 1000).toFixed(1)} ms CPU/job)`,
   );
 }
 
@@ -224,10 +237,14 @@ try {
   if (!only || only === 'postgres') await single(await freshDb(), 'postgres');
   if (!only || only === 'three') await three(await freshDb());
 } finally {
-  // A profiled server must stop gracefully, or V8 never writes its profile.
-  if (process.env.KICI_BENCH_PROFILE)
+  // A profiled process must stop gracefully, or V8 never writes its profile.
+  const profiled = [
+    ...(process.env.KICI_BENCH_PROFILE_AGENTS ? children.filter((c) => !servers.includes(c)) : []),
+    ...(process.env.KICI_BENCH_PROFILE ? servers : []),
+  ];
+  if (profiled.length)
     await Promise.all(
-      servers.map(
+      profiled.map(
         (c) =>
           new Promise((r) => {
             if (c.exitCode !== null || c.signalCode !== null) return r(undefined);

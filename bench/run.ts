@@ -6,6 +6,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
 import { benchContainerStart } from './container-start.ts';
+import { benchHotPath } from './hot-path.ts';
 import { benchReconcile } from './reconcile.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
@@ -16,6 +17,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
   ['config-load', benchConfigLoad],
   ['cold-start', () => benchColdStart(50)],
   ['reconcile', benchReconcile],
+  // A 1,000-job burst through a real server and 4 real agents (PostgreSQL too when one is named).
+  ['hot-path', benchHotPath],
   // Skipped (with the reason printed) unless DOCKER_HOST names an engine socket.
   ['container', () => benchContainerStart(20)],
 ];
