@@ -247,7 +247,8 @@ export class GroupCommit {
       const h = setImmediate(go);
       this.timer = { cancel: () => clearImmediate(h) };
     } else {
-      const h = setTimeout(go, withinMs).unref();
+      // Rounded up: a timer is kept in whole milliseconds of the loop's clock, so 59.9 would be 59.
+      const h = setTimeout(go, Math.ceil(withinMs)).unref();
       this.timer = { cancel: () => clearTimeout(h) };
     }
   }

@@ -162,9 +162,10 @@ describe.each([
     const t0 = performance.now();
     const writes = [gc.running(id!, 'ag', T(1)), gc.stepStarted(id!, 0, 'build', T(2))];
     await Promise.all(writes);
-    // Marks wait for their own deadline, not the results' tick; timers never fire early, and a
-    // hold-back twice as long always fails the upper bound.
-    expect(sentAt! - t0).toBeGreaterThanOrEqual(marksMs - 1);
+    // Marks wait for their own deadline, not the results' tick. They may leave up to a tick early
+    // (a mark due within a tick goes with the flush at hand), and a timer's clock is the event
+    // loop's, taken at the start of its turn; a hold-back twice as long always fails the upper bound.
+    expect(sentAt! - t0).toBeGreaterThanOrEqual(marksMs - tick);
     expect(sentAt! - t0).toBeLessThan(2 * marksMs);
     const row = (await store.jobs.get(id!))!;
     expect([row.state, row.started_at?.getTime()]).toEqual(['running', T(1).getTime()]);
