@@ -108,6 +108,8 @@ describe('a running job whose instance dies', () => {
       20_000,
       'the step has begun on A',
     );
+    // The "running" mark is stored within its deadline (250 ms), not with the step's first output.
+    await eventually(async () => (await jobRow(id)).state === 'running', 5_000, 'the row says running');
     expect(await jobRow(id)).toMatchObject({ state: 'running', owner_instance: `ra-${tag}` });
 
     // The agent's next connection lands on B; then A dies mid-step.
