@@ -179,11 +179,11 @@ export class GroupCommit {
   }
 
   /**
-   * Claims that ride on the pending batch: one statement writes both, at once (the claim does not
-   * wait for the tick, and the batch goes out early). A dispatch pass usually follows a result, so
-   * the next job's claim and the last one's result share a commit. Undefined when the claims cannot
-   * ride (nothing pending, a batch already in flight, or the batch touches one of their jobs): the
-   * caller claims on its own. Rejects when the statement failed, with the claims' outcome unknown,
+   * Claims that ride on the pending results: one statement writes both, at once (the claim does not
+   * wait for the tick, and the results go out early, with their jobs' marks and the marks due). A
+   * dispatch pass usually follows a result, so the next job's claim and the last one's result share
+   * a commit. Undefined when the claims cannot ride (no result pending, a batch already in flight,
+   * or the batch touches one of their jobs): the caller claims on its own. Rejects when the statement failed, with the claims' outcome unknown,
    * as a failed claim statement's is; the batch's writes are then retried one by one.
    */
   claimWith(
