@@ -268,6 +268,8 @@ export class GroupCommit {
   }
 
   private async write(b: Batch): Promise<void> {
+    // A failed look (no connection) leaves it unknown: the write below meets the same error and
+    // takes its own fallback, and the next batch asks again.
     this.pipelined ??= await isPipelined(this.db as Kysely<unknown>).catch(() => undefined);
     if (!this.pipelined && !this.simple(b)) {
       let settled: Set<string>;
