@@ -360,7 +360,6 @@ export class Dispatcher {
       for (const [agent, jobId] of freed) if (agent.busyJobId === undefined) agent.busyJobId = jobId;
     }
     if (!taken.length) return undefined;
-    const waitResult = (agent: ConnectedAgent) => freed.get(agent);
     return {
       claims: taken.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
       at: this.now(),
@@ -372,7 +371,7 @@ export class Dispatcher {
           this.log.error({ err: errorMessage(err), jobId: job.id }, 'could not claim job; it stays queued');
           this.settleUncertainClaim(job, agent.id);
           agent.jobsTaken--;
-          agent.busyJobId = waitResult(agent); // its result is retried; it is free once that is stored
+          agent.busyJobId = freed.get(agent); // its result is retried; it is free once that is stored
         }
       },
     };

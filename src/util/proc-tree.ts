@@ -25,13 +25,8 @@ export interface ProcMatch {
 
 /** A process's start time (clock ticks since boot, as /proc keeps it), zombie or not. */
 export function startTicksOf(pid: number): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    const t = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-    return Number.isFinite(t) ? t : undefined;
-  } catch {
-    return undefined;
-  }
+  const t = readStat(pid)?.startTicks;
+  return t !== undefined && Number.isFinite(t) ? t : undefined;
 }
 
 /** Live pids matching `m` (never this process itself). */
@@ -78,12 +73,17 @@ export function processGroupOf(pid: number): number | undefined {
 
 /** Process group and start time of a live process; undefined for a zombie or a vanished pid. */
 function statOf(pid: number): { pgid: number; startTicks: number } | undefined {
+  const st = readStat(pid);
+  return st && st.state !== 'Z' ? st : undefined;
+}
+
+/** The fields of /proc/<pid>/stat we use; undefined for a vanished pid. */
+function readStat(pid: number): { state: string; pgid: number; startTicks: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
     // Fields after the parenthesised command, from field 3: state, ppid, pgrp, ... starttime (22).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (fields[0] === 'Z') return undefined;
-    return { pgid: Number(fields[2]), startTicks: Number(fields[19]) };
+    return { state: fields[0] ?? '', pgid: Number(fields[2]), startTicks: Number(fields[19]) };
   } catch {
     return undefined;
   }
