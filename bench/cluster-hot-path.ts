@@ -7,15 +7,20 @@
  * - jobs per second through one instance, and through three instances on one PostgreSQL
  *   (same 4 agents spread over them, submits round-robin);
  * - dispatch latency (submit → job started on an idle agent) p50/p99, on one instance and
- *   across instances (submitted to A, the only agents on B: woken by NOTIFY).
+ *   across instances (submitted to A, the only agents on B: woken by NOTIFY);
+ * - first, the raw floor in the same run (bench/pglite-floor.ts), and with each burst the server's
+ *   wake-ups per job. `node bench/cluster-hot-path.ts floor` prints the floor alone. Profiling knobs
+ *   (KICI_BENCH_*) are listed in docs/clustering.md ("What a job costs").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { openSync } from 'node:fs';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { cpus, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { pgliteFloor } from './pglite-floor.ts';
 
 // KICI_BENCH_ROOT: measure another build (e.g. the main branch's dist) with the same harness.
 const ROOT = resolve(process.env.KICI_BENCH_ROOT ?? resolve(import.meta.dirname, '..'));
@@ -56,9 +61,16 @@ async function startServer(dbUrl: string | undefined, id: string): Promise<Serve
   // KICI_BENCH_PROFILE=dir: the server writes a V8 CPU profile there when it stops (see stopProfiled).
   const prof = process.env.KICI_BENCH_PROFILE;
   const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
-  const child = spawn(NODE, [...nodeArgs, ...args], {
+  // KICI_BENCH_SERVER_ARGS: extra node flags for the server (e.g. --perf-basic-prof), its output in
+  // KICI_BENCH_SERVER_OUT.
+  nodeArgs.push(...(process.env.KICI_BENCH_SERVER_ARGS?.split(' ').filter(Boolean) ?? []));
+  const out = process.env.KICI_BENCH_SERVER_OUT;
+  // KICI_BENCH_PIN=1: the server on CPU 0 and the agents on the others, so that the server's CPU
+  // time is not inflated by sharing a core (and its caches) with the agents' forks.
+  const pin = process.env.KICI_BENCH_PIN === '1';
+  const child = spawn(pin ? 'taskset' : NODE, [...(pin ? ['-c', '0', NODE] : []), ...nodeArgs, ...args], {
     env: { ...process.env, KICI_LOG_LEVEL: 'warn' },
-    stdio: 'ignore',
+    stdio: out ? ['ignore', openSync(out, 'a'), openSync(out, 'a')] : 'ignore',
   });
   children.push(child);
   servers.push(child);
@@ -96,16 +108,23 @@ async function agent(s: Server, id: string, label: string): Promise<void> {
   // KICI_BENCH_PROFILE_AGENTS=dir: the agents write V8 CPU profiles there (SIGTERM at the end).
   const prof = process.env.KICI_BENCH_PROFILE_AGENTS;
   const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
-  const child = spawn(NODE, [...nodeArgs, join(ROOT, 'dist/cli/agent.js')], {
-    env: {
-      ...process.env,
-      KICI_ORCHESTRATOR_URL: s.ws,
-      KICI_AGENT_ID: id,
-      KICI_AGENT_TOKEN: tok.token,
-      KICI_LABELS: `linux,${label}`,
+  nodeArgs.push(...(process.env.KICI_BENCH_AGENT_ARGS?.split(' ').filter(Boolean) ?? []));
+  const pin = process.env.KICI_BENCH_PIN === '1';
+  const cmd = [...nodeArgs, join(ROOT, 'dist/cli/agent.js')];
+  const child = spawn(
+    pin ? 'taskset' : NODE,
+    pin ? ['-c', `1-${Math.max(1, cpus().length - 1)}`, NODE, ...cmd] : cmd,
+    {
+      env: {
+        ...process.env,
+        KICI_ORCHESTRATOR_URL: s.ws,
+        KICI_AGENT_ID: id,
+        KICI_AGENT_TOKEN: tok.token,
+        KICI_LABELS: `linux,${label}`,
+      },
+      stdio: 'ignore',
     },
-    stdio: 'ignore',
-  });
+  );
   children.push(child);
   agentPids.push(child.pid!);
 }
@@ -118,8 +137,44 @@ async function agentsCpuMs(): Promise<number> {
 }
 
 async function cpuMs(pid: number): Promise<number> {
+  const [user, sys] = await cpuSplitMs(pid);
+  return user + sys;
+}
+
+/**
+ * Times the server's threads went to sleep and were woken (voluntary context switches, all threads):
+ * on a virtual machine each wake-up costs far more CPU than the work it does, so this is reported.
+ */
+async function wakeups(pid: number): Promise<number> {
+  let n = 0;
+  for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const st = await readFile(`/proc/${pid}/task/${tid}/status`, 'utf8').catch(() => '');
+    n += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(st)?.[1] ?? 0);
+  }
+  return n;
+}
+
+/** utime and stime (fields 14 and 15 of /proc/<pid>/stat), in ms. */
+async function cpuSplitMs(pid: number): Promise<[number, number]> {
   const f = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_MS; // utime, stime (fields 14, 15)
+  return [Number(f[11]) * TICK_MS, Number(f[12]) * TICK_MS];
+}
+
+/**
+ * KICI_BENCH_PERF=file: `perf record` the server during the burst alone (start it with
+ * KICI_BENCH_SERVER_ARGS=--perf-basic-prof to name its JavaScript frames).
+ */
+function perfRecord(pid: number): (() => Promise<void>) | undefined {
+  const file = process.env.KICI_BENCH_PERF;
+  if (!file) return undefined;
+  const p = spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-p', String(pid), '-o', file], {
+    stdio: 'ignore',
+  });
+  return () =>
+    new Promise((r) => {
+      p.once('exit', r);
+      p.kill('SIGINT');
+    });
 }
 
 /** Each job appends one byte to a file: completion is counted without asking the server (whose CPU we measure). */
@@ -201,13 +256,17 @@ async function single(dbUrl: string | undefined, what: string) {
   const s = await startServer(dbUrl, `bench-${what}`);
   for (let i = 0; i < 4; i++) await agent(s, `b-${what}-${i}`, `b-${what}`);
   await new Promise((r) => setTimeout(r, 1500));
-  await burst([s], 20, `b-${what}`, 20); // warm-up
-  const [c0, a0] = [await cpuMs(s.pid), await agentsCpuMs()];
-  const { wallMs } = await burst([s], 1000, `b-${what}`, 1020);
-  const [c1, a1] = [await cpuMs(s.pid), await agentsCpuMs()];
+  const warm = Number(process.env.KICI_BENCH_WARMUP ?? 20);
+  await burst([s], warm, `b-${what}`, warm); // warm-up
+  const perf = perfRecord(s.pid);
+  const [s0, a0, w0] = [await cpuSplitMs(s.pid), await agentsCpuMs(), await wakeups(s.pid)];
+  const { wallMs } = await burst([s], 1000, `b-${what}`, warm + 1000);
+  const [s1, a1, w1] = [await cpuSplitMs(s.pid), await agentsCpuMs(), await wakeups(s.pid)];
+  await perf?.();
+  const [user, sys] = [(s1[0] - s0[0]) / 1000, (s1[1] - s0[1]) / 1000];
   const lat = await latency(s, s, `b-${what}`, 50);
   console.log(
-    `${what}: CPU ${((c1 - c0) / 1000).toFixed(2)} ms/job, ${(1000 / (wallMs / 1000)).toFixed(0)} jobs/s, dispatch latency p50 ${lat.p50} ms p99 ${lat.p99} ms (the 4 agents: ${((a1 - a0) / 1000).toFixed(1)} ms CPU/job)`,
+    `${what}: CPU ${(user + sys).toFixed(2)} ms/job (user ${user.toFixed(2)}, system ${sys.toFixed(2)}; ${((w1 - w0) / 1000).toFixed(1)} wake-ups/job), ${(1000 / (wallMs / 1000)).toFixed(0)} jobs/s, dispatch latency p50 ${lat.p50} ms p99 ${lat.p99} ms (the 4 agents: ${((a1 - a0) / 1000).toFixed(1)} ms CPU/job)`,
   );
 }
 
@@ -233,6 +292,14 @@ async function three(dbUrl: string) {
 
 try {
   const only = process.argv[2];
+  if (!only || only === 'pglite' || only === 'floor') {
+    const f = await pgliteFloor(ROOT);
+    console.log(
+      `raw floor: PGlite's own CPU for one job's commit (step row, result, next claim) ${f.warmMs.toFixed(2)} ms back to back, ` +
+        `${f.coldMs.toFixed(2)} ms after a ${f.gapMs} ms sleep each (one job per wake-up), ${f.cold4Ms.toFixed(2)} ms with 4 jobs per wake-up; ` +
+        `one bare wake-up of Node ${f.wakeupMs.toFixed(2)} ms`,
+    );
+  }
   if (!only || only === 'pglite') await single(undefined, 'pglite');
   if (!only || only === 'postgres') await single(await freshDb(), 'postgres');
   if (!only || only === 'three') await three(await freshDb());

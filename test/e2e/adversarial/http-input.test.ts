@@ -241,8 +241,15 @@ describe('defect 12: token labels and echoed names', () => {
   });
 });
 
-/** Stream `total` bytes as a request body, stopping as soon as the server answers. */
-function sendBig(path: string, total: number, chunked: boolean): Promise<{ status: number; body: string }> {
+/**
+ * Stream `total` bytes as a request body, stopping as soon as the server answers. `sentMb`: how much
+ * of it the client had written when the answer came.
+ */
+function sendBig(
+  path: string,
+  total: number,
+  chunked: boolean,
+): Promise<{ status: number; body: string; sentMb: number }> {
   const url = new URL(path, t.orch.url);
   const chunk = Buffer.alloc(1024 * 1024, 0x20);
   return new Promise((resolve, reject) => {
@@ -258,9 +265,10 @@ function sendBig(path: string, total: number, chunked: boolean): Promise<{ statu
     });
     req.on('response', (res) => {
       answered = true;
+      const sentMb = sent / 2 ** 20;
       let body = '';
       res.on('data', (d) => (body += String(d)));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, sentMb }));
       res.on('error', reject);
     });
     req.on('error', (err) => {
@@ -282,18 +290,15 @@ describe('defect 9: the request body is capped while it streams', () => {
   it.each([
     ['with a content-length', false],
     ['chunked', true],
-  ])('a 100 MB body %s is a 413 and does not grow RSS', async (_what, chunked) => {
-    global.gc?.();
-    const before = process.memoryUsage().rss;
+  ])('a 100 MB body %s is a 413 answered while it still streams', async (_what, chunked) => {
+    // The defect was a server that read the whole body before judging it. RSS growth told that
+    // apart only loosely (it counts garbage not yet collected, 64-95 MB here on a quiet run), so
+    // this checks the cause: the answer comes when little more than the cap has been sent.
     const res = await sendBig('/api/v1/runs', 100 * 1024 * 1024, chunked);
-    const after = process.memoryUsage().rss;
-    const grewMb = (after - before) / 1024 / 1024;
-    console.log(
-      `100 MB body (${_what}): RSS ${(before / 2 ** 20).toFixed(0)} → ${(after / 2 ** 20).toFixed(0)} MiB`,
-    );
+    console.log(`100 MB body (${_what}): answered after ${res.sentMb.toFixed(0)} MiB sent`);
     expect(res.status).toBe(413);
     expect(JSON.parse(res.body).problems).toEqual(['(body): at most 8388608 bytes (8 MiB)']);
-    expect(grewMb).toBeLessThan(64);
+    expect(res.sentMb).toBeLessThan(40);
     await expectHealthy(t);
   });
 

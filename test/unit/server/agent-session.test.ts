@@ -313,6 +313,79 @@ describe('session refusals keep their close codes', () => {
     expect(h.dispatcher!.registry.get('box-1')).toBeUndefined();
   });
 
+  it('held marks are stored at the moment they happened (heldMs back from arrival); a heldMs past the bound is ignored', async () => {
+    const h = await hs.make({ config });
+    const tok = await mint(h, 'box-2', ['linux']);
+    const d = drive(h);
+    await d.session.receive(register('box-2', tok, ['linux']));
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
+    await h.pump();
+    const jobId = ids[0]!;
+    await h.advance(1_000); // the job runs a while before its marks arrive
+    const arrival = h.clock.now();
+    // Beyond LIMITS.markHeldMaxMs: not a valid message, so it changes nothing.
+    await d.session.receive({ type: 'step.started', jobId, idx: 0, name: 'bogus', heldMs: 3_600_000 });
+    await d.session.receive({ type: 'job.started', jobId, heldMs: 70 });
+    await d.session.receive({ type: 'step.started', jobId, idx: 0, name: 's', heldMs: 60 });
+    await d.session.receive({
+      type: 'step.finished',
+      jobId,
+      idx: 0,
+      exitCode: 0,
+      timedOut: false,
+      durationMs: 50,
+      heldMs: 10,
+    });
+    await d.session.receive({ type: 'job.finished', jobId, result: 'succeeded', exitCode: 0 });
+    await h.dispatcher!.writes.flush();
+    const job = await sql<{ started_at: Date }>`select started_at from jobs where id = ${jobId}`.execute(
+      h.store.db,
+    );
+    expect(job.rows[0]!.started_at.getTime()).toBe(arrival - 70);
+    const step = await sql<{ name: string; started_at: Date; finished_at: Date }>`
+      select name, started_at, finished_at from step_results where job_id = ${jobId}`.execute(h.store.db);
+    expect(step.rows).toHaveLength(1);
+    expect(step.rows[0]!.name).toBe('s');
+    expect(step.rows[0]!.started_at.getTime()).toBe(arrival - 60);
+    expect(step.rows[0]!.finished_at.getTime()).toBe(arrival - 10);
+  });
+
+  it("a held mark is never put before its job's dispatch or its previous mark", async () => {
+    const h = await hs.make({ config });
+    const tok = await mint(h, 'box-3', ['linux']);
+    const d = drive(h);
+    await d.session.receive(register('box-3', tok, ['linux']));
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
+    await h.pump();
+    const dispatchedAt = h.clock.now();
+    const jobId = ids[0]!;
+    await h.advance(1_000);
+    const arrival = h.clock.now();
+    // Held (by its own account) longer than the job has existed: it happened no earlier than the dispatch.
+    await d.session.receive({ type: 'job.started', jobId, heldMs: 50_000 });
+    await d.session.receive({ type: 'step.started', jobId, idx: 0, name: 's', heldMs: 10 });
+    // Handled later than it arrived: backdated alone, the step would end before it began.
+    await d.session.receive({
+      type: 'step.finished',
+      jobId,
+      idx: 0,
+      exitCode: 0,
+      timedOut: false,
+      durationMs: 1,
+      heldMs: 40,
+    });
+    await d.session.receive({ type: 'job.finished', jobId, result: 'succeeded', exitCode: 0 });
+    await h.dispatcher!.writes.flush();
+    const job = await sql<{ started_at: Date }>`select started_at from jobs where id = ${jobId}`.execute(
+      h.store.db,
+    );
+    expect(job.rows[0]!.started_at.getTime()).toBe(dispatchedAt);
+    const step = await sql<{ started_at: Date; finished_at: Date }>`
+      select started_at, finished_at from step_results where job_id = ${jobId}`.execute(h.store.db);
+    expect(step.rows[0]!.started_at.getTime()).toBe(arrival - 10);
+    expect(step.rows[0]!.finished_at.getTime()).toBe(arrival - 10);
+  });
+
   it('a refused scaler- id is reaped by the backend its kici:scaler: label names, else by each local one', async () => {
     const h = await hs.make({
       config: { version: 1, scalers: [bareMetal('alpha', [['linux']]), bareMetal('beta', [['mac']])] },
