@@ -13,7 +13,6 @@ import { coalesceWrites } from '../util/coalesce-writes.js';
 import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
 import { JobRunner } from './job-runner.js';
-import { MarkHold } from './mark-hold.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 
@@ -40,8 +39,6 @@ export class Agent {
   private runner: JobRunner | undefined;
   private jobsDone = 0;
   private outbox: AgentMessage[] = [];
-  /** A job's progress marks wait briefly to leave in one write with what follows them. */
-  private readonly marks = new MarkHold((m) => this.deliver(m));
   /** The last job result, kept until the orchestrator acknowledges that it stored it. */
   private unackedResult: AgentMessage | undefined;
   private acksResults = false;
@@ -209,7 +206,6 @@ export class Agent {
           new JobRunner({
             job: msg.job,
             send: (m) => this.send(m),
-            beforeStep: () => this.marks.release(),
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
             insideJobImage: this.cfg.jobImage,
@@ -243,7 +239,7 @@ export class Agent {
     this.acksResults = ack.acksResults === true;
     const queued = this.outbox;
     this.outbox = [];
-    for (const m of queued) this.deliver(m);
+    for (const m of queued) this.send(m);
     // A result sent on the old connection may never have been stored: send it again (settling is idempotent).
     if (this.unackedResult && !queued.includes(this.unackedResult)) this.send(this.unackedResult);
     if (this.heartbeat) clearInterval(this.heartbeat);
@@ -284,7 +280,6 @@ export class Agent {
    */
   private leave(now = false): void {
     if (this.leaving) return;
-    this.marks.release(); // nothing held is left behind
     if (!now) {
       if (!this.registered || this.outbox.length) return; // wait for reconnect to deliver results
       if (this.acksResults && this.unackedResult) return; // wait until the orchestrator stored the result
@@ -346,10 +341,6 @@ export class Agent {
   }
 
   private send(msg: AgentMessage): void {
-    this.marks.send(msg);
-  }
-
-  private deliver(msg: AgentMessage): void {
     if (msg.type === 'job.finished') this.unackedResult = msg;
     if (this.registered && this.ws?.readyState === WebSocket.OPEN) this.sendNow(msg);
     else if (this.outbox.length < OUTBOX_LIMIT || msg.type !== 'log') this.outbox.push(msg);

@@ -31,12 +31,6 @@ export interface JobRunnerOptions {
   congested?: () => boolean;
   /** The agent was injected into the job's own image (C.14): a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
-  /**
-   * Called before each step runs: messages held back (see mark-hold.ts) must leave first, so the
-   * orchestrator knows the job started before it has any effect (a job an agent lost before
-   * starting is queued again; one it started is not, since running it twice may not be safe).
-   */
-  beforeStep?: () => void;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -86,7 +80,6 @@ export class JobRunner {
         if (this.stopped) break;
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
-        this.opts.beforeStep?.(); // the awaits below let the write leave before the step's process starts
         const started = Date.now();
         const oomBefore = await oom.kills();
         this.current = runStep({

@@ -36,8 +36,6 @@ export interface ActiveJob {
   settling?: Promise<boolean>;
   /** Its agent reported the result (so the agent is free once it is stored). */
   reported?: boolean;
-  /** The moment of its latest progress mark (or of its dispatch): a later mark is never put before it. */
-  lastMarkMs?: number;
 }
 
 export interface DispatcherOptions {
@@ -485,13 +483,7 @@ export class Dispatcher {
 
   /** False when the agent left while its claim was in flight (the job is requeued). */
   private async sendClaimed(job: QueuedJob, agent: ConnectedAgent, spec: JobSpec): Promise<boolean> {
-    const active: ActiveJob = {
-      job,
-      spec,
-      agentId: agent.id,
-      state: 'dispatched',
-      lastMarkMs: this.opts.clock.now(),
-    };
+    const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
     this.active.set(job.id, active);
     // The agent's connection closed while the claim was in flight: its clean-up ran before this
     // job was active, and the job would stay dispatched to no one. It never saw the job: requeue.
@@ -581,13 +573,13 @@ export class Dispatcher {
     );
   }
 
-  /** `at`: when the agent started it (a held mark arrives later); now by default. */
-  async onJobStarted(agentId: string, jobId: string, at = this.now()): Promise<void> {
+  async onJobStarted(agentId: string, jobId: string): Promise<void> {
     const a = this.active.get(jobId);
     if (!a || a.agentId !== agentId) return;
     if (a.state !== 'running')
-      this.opts.observer?.jobStarted(jobId, agentId, a.job.createdAtMs, at.getTime());
+      this.opts.observer?.jobStarted(jobId, agentId, a.job.createdAtMs, this.opts.clock.now());
     a.state = 'running';
+    const at = this.now();
     const mark = () => this.opts.store.jobs.markRunning(jobId, agentId, at);
     // Not awaited: the agent's next frames (steps, result) join the same group commit, which keeps
     // them in order after this mark.

@@ -26,6 +26,4 @@ export const LIMITS = {
   maxStepIdx: 100_000,
   logLineChars: 1_000_000,
   logLinesPerMessage: 5000,
-  /** Longest `heldMs` a progress mark may carry: how far back its moment can be put. */
-  markHeldMaxMs: 60_000,
 } as const;

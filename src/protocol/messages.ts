@@ -55,16 +55,12 @@ export interface HeartbeatMessage {
 export interface JobStartedMessage {
   type: 'job.started';
   jobId: string;
-  /** How long the agent held this mark before sending it (see src/agent/mark-hold.ts). */
-  heldMs?: number;
 }
 export interface StepStartedMessage {
   type: 'step.started';
   jobId: string;
   idx: number;
   name: string;
-  /** How long the agent held this mark before sending it (see src/agent/mark-hold.ts). */
-  heldMs?: number;
 }
 export interface LogMessage {
   type: 'log';
@@ -80,8 +76,6 @@ export interface StepFinishedMessage {
   exitCode: number | null;
   timedOut: boolean;
   durationMs: number;
-  /** How long the agent held this mark before sending it (see src/agent/mark-hold.ts). */
-  heldMs?: number;
 }
 export interface JobFinishedMessage {
   type: 'job.finished';

@@ -24,8 +24,6 @@ const id = z
 const text = (max: number) => z.string().max(max).transform(cleanText);
 
 const stepIdx = z.number().int().min(0).max(LIMITS.maxStepIdx);
-/** How long the agent held a mark (src/agent/mark-hold.ts); bounded so a mark cannot be backdated far. */
-const heldMs = z.number().int().min(0).max(LIMITS.markHeldMaxMs).optional();
 const exitCode = z.number().int().min(INT4_MIN).max(INT4_MAX).nullable();
 const label = z
   .string()
@@ -61,13 +59,12 @@ export const claimSchema = z.object({
 
 export const agentMessageSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('heartbeat') }),
-  z.object({ type: z.literal('job.started'), jobId: id, heldMs }),
+  z.object({ type: z.literal('job.started'), jobId: id }),
   z.object({
     type: z.literal('step.started'),
     jobId: id,
     idx: stepIdx,
     name: text(200),
-    heldMs,
   }),
   z.object({
     type: z.literal('log'),
@@ -83,7 +80,6 @@ export const agentMessageSchema = z.discriminatedUnion('type', [
     exitCode,
     timedOut: z.boolean(),
     durationMs: z.number().min(0).max(Number.MAX_SAFE_INTEGER),
-    heldMs,
   }),
   z.object({
     type: z.literal('job.finished'),

@@ -64,18 +64,6 @@ export async function adoptMovedJob(
   }
 }
 
-/**
- * When a progress mark happened: `heldMs` (how long the agent held it, see src/agent/mark-hold.ts)
- * before it arrived, but never before the job's previous mark or its dispatch. Marks are stamped
- * as they are handled, which is not quite as they arrived, so backdating alone could put a short
- * step's end before its start.
- */
-function markTime(active: ActiveJob, now: Date, heldMs: number | undefined): Date {
-  const t = Math.max(now.getTime() - (heldMs ?? 0), active.lastMarkMs ?? 0);
-  active.lastMarkMs = t;
-  return t === now.getTime() ? now : new Date(t);
-}
-
 /** One checked message from a registered agent. */
 export async function routeMessage(
   deps: RoutingDeps,
@@ -85,16 +73,14 @@ export async function routeMessage(
 ): Promise<void> {
   const d = deps.dispatcher;
   const now = new Date(deps.clock.now());
-  const active = 'jobId' in msg ? d.active.get(msg.jobId) : undefined;
-  const mine = active?.agentId === a.id;
-  const at = 'heldMs' in msg && mine ? markTime(active!, now, msg.heldMs) : now;
+  const mine = 'jobId' in msg && d.active.get(msg.jobId)?.agentId === a.id;
   switch (msg.type) {
     case 'heartbeat':
       return send({ type: 'heartbeat.ack' });
     case 'job.started':
-      return d.onJobStarted(a.id, msg.jobId, at);
+      return d.onJobStarted(a.id, msg.jobId);
     case 'step.started':
-      if (mine) d.stepStarted(msg.jobId, msg.idx, msg.name, at);
+      if (mine) d.stepStarted(msg.jobId, msg.idx, msg.name, now);
       return;
     case 'log':
       if (mine)
@@ -109,7 +95,7 @@ export async function routeMessage(
         );
       return;
     case 'step.finished':
-      if (mine) d.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, at);
+      if (mine) d.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
       return;
     case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
