@@ -27,6 +27,12 @@ const ROOT = resolve(process.env.KICI_BENCH_ROOT ?? resolve(import.meta.dirname,
 const NODE = join(ROOT, 'node_modules/.bin/node');
 const TICK_MS = 10; // USER_HZ is 100 on Linux
 const children: ChildProcess[] = [];
+// KICI_BENCH_PIN=1: the server on CPU 0 and the agents on the others, so that the server's CPU
+// time is not inflated by sharing a core (and its caches) with the agents' forks.
+const PIN = process.env.KICI_BENCH_PIN === '1';
+
+/** Extra node flags from an env var (space-separated), e.g. KICI_BENCH_SERVER_ARGS=--perf-basic-prof. */
+const envFlags = (name: string): string[] => process.env[name]?.split(' ').filter(Boolean) ?? [];
 const servers: ChildProcess[] = [];
 
 async function freePort(): Promise<number> {
@@ -61,16 +67,14 @@ async function startServer(dbUrl: string | undefined, id: string): Promise<Serve
   // KICI_BENCH_PROFILE=dir: the server writes a V8 CPU profile there when it stops (see stopProfiled).
   const prof = process.env.KICI_BENCH_PROFILE;
   const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
-  // KICI_BENCH_SERVER_ARGS: extra node flags for the server (e.g. --perf-basic-prof), its output in
-  // KICI_BENCH_SERVER_OUT.
-  nodeArgs.push(...(process.env.KICI_BENCH_SERVER_ARGS?.split(' ').filter(Boolean) ?? []));
-  const out = process.env.KICI_BENCH_SERVER_OUT;
-  // KICI_BENCH_PIN=1: the server on CPU 0 and the agents on the others, so that the server's CPU
-  // time is not inflated by sharing a core (and its caches) with the agents' forks.
-  const pin = process.env.KICI_BENCH_PIN === '1';
-  const child = spawn(pin ? 'taskset' : NODE, [...(pin ? ['-c', '0', NODE] : []), ...nodeArgs, ...args], {
+  nodeArgs.push(...envFlags('KICI_BENCH_SERVER_ARGS'));
+  // KICI_BENCH_SERVER_OUT=file: the server's stdout and stderr go there.
+  const out = process.env.KICI_BENCH_SERVER_OUT
+    ? openSync(process.env.KICI_BENCH_SERVER_OUT, 'a')
+    : undefined;
+  const child = spawn(PIN ? 'taskset' : NODE, [...(PIN ? ['-c', '0', NODE] : []), ...nodeArgs, ...args], {
     env: { ...process.env, KICI_LOG_LEVEL: 'warn' },
-    stdio: out ? ['ignore', openSync(out, 'a'), openSync(out, 'a')] : 'ignore',
+    stdio: out === undefined ? 'ignore' : ['ignore', out, out],
   });
   children.push(child);
   servers.push(child);
@@ -108,12 +112,11 @@ async function agent(s: Server, id: string, label: string): Promise<void> {
   // KICI_BENCH_PROFILE_AGENTS=dir: the agents write V8 CPU profiles there (SIGTERM at the end).
   const prof = process.env.KICI_BENCH_PROFILE_AGENTS;
   const nodeArgs = prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : [];
-  nodeArgs.push(...(process.env.KICI_BENCH_AGENT_ARGS?.split(' ').filter(Boolean) ?? []));
-  const pin = process.env.KICI_BENCH_PIN === '1';
+  nodeArgs.push(...envFlags('KICI_BENCH_AGENT_ARGS'));
   const cmd = [...nodeArgs, join(ROOT, 'dist/cli/agent.js')];
   const child = spawn(
-    pin ? 'taskset' : NODE,
-    pin ? ['-c', `1-${Math.max(1, cpus().length - 1)}`, NODE, ...cmd] : cmd,
+    PIN ? 'taskset' : NODE,
+    PIN ? ['-c', `1-${Math.max(1, cpus().length - 1)}`, NODE, ...cmd] : cmd,
     {
       env: {
         ...process.env,
@@ -143,7 +146,8 @@ async function cpuMs(pid: number): Promise<number> {
 
 /**
  * Times the server's threads went to sleep and were woken (voluntary context switches, all threads):
- * on a virtual machine each wake-up costs far more CPU than the work it does, so this is reported.
+ * on a virtual machine the first work after a wake-up runs several times slower than back to back,
+ * so this is reported beside the CPU.
  */
 async function wakeups(pid: number): Promise<number> {
   let n = 0;

@@ -7,8 +7,8 @@
  *   commit (one wake-up per job, as when agents finish one at a time), and four jobs per wake-up;
  * - the CPU of one bare wake-up of a Node process (a timer that fires and does nothing).
  *
- * On a virtual machine the last two dominate: the first work after a sleep runs far slower than
- * the same work back to back, so the floor of a job is set by how many jobs share a wake-up.
+ * On a virtual machine the first work after a sleep runs several times slower than the same work
+ * back to back, so the floor of a job is set by how many jobs share a wake-up.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -36,13 +36,14 @@ async function wakeupCost(gapMs: number, n: number): Promise<number> {
 type Db = Kysely<Record<string, Record<string, unknown>>>;
 type Commit = (db: Db, batch: unknown, claims?: unknown) => Promise<unknown>;
 
-/** One batch as the group commit builds it for a finished one-step job. */
-function batchFor(jobId: string, at: Date) {
-  const key = `${jobId}\u0000a`;
+/** One batch as the group commit builds it for these finished one-step jobs (none: an empty batch). */
+function batchFor(jobIds: string[], at: Date) {
   return {
-    running: new Map([[key, { jobId, agentId: 'a', at, due: 0, waiters: [] }]]),
-    steps: new Map([
-      [
+    running: new Map(
+      jobIds.map((jobId) => [`${jobId}\u0000a`, { jobId, agentId: 'a', at, due: 0, waiters: [] }]),
+    ),
+    steps: new Map(
+      jobIds.map((jobId) => [
         `${jobId}\u00000`,
         {
           jobId,
@@ -52,11 +53,14 @@ function batchFor(jobId: string, at: Date) {
           due: 0,
           waiters: [],
         },
-      ],
-    ]),
-    finishes: new Map([
-      [jobId, { jobId, state: 'succeeded', fields: { exitCode: 0, reason: null }, at, waiters: [] }],
-    ]),
+      ]),
+    ),
+    finishes: new Map(
+      jobIds.map((jobId) => [
+        jobId,
+        { jobId, state: 'succeeded', fields: { exitCode: 0, reason: null }, at, waiters: [] },
+      ]),
+    ),
     noops: [],
   };
 }
@@ -96,16 +100,14 @@ export async function pgliteFloor(root: string, gapMs = 5): Promise<Floor> {
       at: new Date().toISOString(),
       owner: null,
     });
-    await commitAsPipeline(db, batchFor('none', new Date()), claim(1));
-    // k jobs per commit: their results, and the claims of the next k.
+    // The first job is claimed alone; then k jobs per commit: the results of jobs next..next+k-1,
+    // and the claims of the k after them.
+    await commitAsPipeline(db, batchFor([], new Date()), claim(1));
     const round = async (k: number) => {
-      const at = new Date();
-      const b = batchFor(`f${next}`, at);
-      for (let j = 1; j < k; j++) {
-        const o = batchFor(`f${next + j}`, at);
-        for (const part of ['running', 'steps', 'finishes'] as const)
-          for (const [key, v] of o[part]) (b[part] as Map<string, unknown>).set(key, v);
-      }
+      const b = batchFor(
+        Array.from({ length: k }, (_, j) => `f${next + j}`),
+        new Date(),
+      );
       next += k;
       await commitAsPipeline(db, b, claim(k));
     };
