@@ -1,4 +1,5 @@
-import { newId, toQueued, type Dispatcher } from '../dispatch/dispatcher.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { newId, toQueued } from '../dispatch/job-rows.js';
 import type { JobRow, Store } from '../store/index.js';
 
 export type RetryResult =

@@ -3,15 +3,18 @@
  * receive instead of the whole ScalerManager. Living here (not in manager.ts) keeps those modules
  * free of any import back into the manager, so no import cycle runs through them.
  */
+import type { ScalerEntry } from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
 import type { ManagedEntry } from './agent-book.js';
+import type { AgentPhase } from './agent-lifecycle.js';
+import type { ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { EffectiveResources } from './core/resources.js';
 import type { RoutableLabelSet } from './core/routing.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
 import type { ScalerState } from './state.js';
-import type { DestroyContext, ScaleResult } from './types.js';
+import type { DestroyContext, ScaleResult, ScalerEventType } from './types.js';
 
 export type TeardownReason = NonNullable<DestroyContext['reason']>;
 
@@ -50,4 +53,31 @@ export interface ReloadHost extends AgentLifecycle {
 export interface WarmPoolHost extends AgentLifecycle {
   provision(match: RoutableLabelSet, res: EffectiveResources): Promise<ScaleResult>;
   resourcesFor(match: RoutableLabelSet): EffectiveResources;
+}
+
+/** The manager's collaborators that a spawn reads, besides the common ones. */
+export interface SpawnDeps extends LifecycleDeps {
+  /** The URL spawned agents dial, per scaler. */
+  readonly orchestratorUrlFor: (entry: ScalerEntry) => string;
+  readonly spawnTimeoutMs?: number | undefined;
+  readonly agentTokenTtlMs?: number | undefined;
+}
+
+/** Spawning: reserve and record an agent, run the backend call, and fail it cleanly (spawn.ts). */
+export interface SpawnHost extends AgentLifecycle {
+  readonly opts: SpawnDeps;
+  /** A graceful stop is under way: no spawn of any kind. */
+  readonly stopping: boolean;
+  /** Where a spawn's notes and failure go for the job it is bound to. */
+  readonly hooks:
+    | {
+        onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
+        onSpawnFailed(jobId: string, error: ClassifiedSpawnError): void;
+      }
+    | undefined;
+  /** Forget an agent in memory and give its capacity back (synchronously). */
+  forget(m: ManagedEntry): void;
+  /** A phase change, through the lifecycle table. */
+  move(m: ManagedEntry, to: AgentPhase): void;
+  noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
 }

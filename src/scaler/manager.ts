@@ -1,45 +1,37 @@
-import { randomUUID } from 'node:crypto';
-import {
-  canonicalizeLabels,
-  platformToTaints,
-  type ScalerConfig,
-  type ScalerEntry,
-} from '../config/index.js';
+import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import type { Store } from '../store/index.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { isWarmStock, type ManagedEntry } from './agent-book.js';
 import { hasRegistered, isPending, transition, type AgentPhase } from './agent-lifecycle.js';
-import { backoffKey, type ProvisionBackoffOptions } from './core/backoff.js';
+import type { ProvisionBackoffOptions } from './core/backoff.js';
 import { decide, type DecideState, type Decision, type PoolView } from './core/decide.js';
-import { withDeadline } from './core/deadline.js';
 import { resolveResources, type EffectiveResources } from './core/resources.js';
 import {
-  agentLabelsFor,
   describeTable,
   findLabelSet,
   noMatchReason,
   type RoutableLabelSet,
   type RouteQuery,
 } from './core/routing.js';
-import { withSlot } from './core/semaphore.js';
-import { armsBackoff, classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
+import type { ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
-import type { ReloadHost, RecoveryHost, TeardownReason, WarmPoolHost } from './lifecycle-port.js';
+import type { ReloadHost, RecoveryHost, SpawnHost, TeardownReason, WarmPoolHost } from './lifecycle-port.js';
+import { DEFAULT_SPAWN_TIMEOUT_MS, failAgentSpawn, provisionAgent } from './spawn.js';
+import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { ScalerState } from './state.js';
 import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
-import { reserveEventSpawn } from './event-cap.js';
 import { Adoptions } from './adoption.js';
 import type { ScalerEventEmitterLike } from './events/payloads.js';
 
 export { ScalerAdoptionLookupError } from './adoption.js';
+export { RegistrationRefused, type RegistrationResult } from './registration.js';
 
-export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
-export const DEFAULT_AGENT_TOKEN_TTL_MS = 3_600_000;
+export { DEFAULT_AGENT_TOKEN_TTL_MS, DEFAULT_SPAWN_TIMEOUT_MS } from './spawn.js';
 const CAPACITY_FREED_DEBOUNCE_MS = 25;
 
 export interface ScalerHooks {
@@ -76,29 +68,19 @@ export interface ScalerManagerOptions {
   scaleEvents?: ScalerEventEmitterLike | undefined;
 }
 
-export class RegistrationRefused extends Error {}
-
-export interface RegistrationResult {
-  scalerName: string;
-  boundJobId: string | undefined;
-  gate: string[];
-  labels: string[];
-  warm: boolean;
-}
-
 /**
  * The thin async shell around the pure decision core: it asks the core where a job goes and whether
  * caps allow it, persists the spawn record, and runs the backend call under the scaler's spawn
  * semaphore and deadline. Every outcome flows back into the core (reservation released, backoff armed).
  */
-export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
+export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, SpawnHost {
   readonly state: ScalerState;
   readonly warm: WarmPools;
   /** Event agents spawned by a peer (or by us) that registered here: the row says who answers for them. */
   readonly adoption: Adoptions;
   /** Adoption lookups the store failed (the agent was refused and retries). */
   adoptionLookupFailures = 0;
-  private hooks: ScalerHooks | undefined;
+  private hookSet: ScalerHooks | undefined;
   private freedTimer: TimerHandle | undefined;
   /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
   private draining = false;
@@ -127,8 +109,17 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
     return this.opts.instanceId;
   }
 
+  get hooks(): ScalerHooks | undefined {
+    return this.hookSet;
+  }
+
+  /** A graceful stop is under way: no spawn of any kind (bound or warm). */
+  get stopping(): boolean {
+    return this.draining;
+  }
+
   setHooks(hooks: ScalerHooks, registry?: RegistryView): void {
-    this.hooks = hooks;
+    this.hookSet = hooks;
     if (registry) this.warm.setRegistry(registry);
   }
 
@@ -240,213 +231,13 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   }
 
   /** Reserve, record, and start one agent: bound to `job`, or a warm agent when there is none. */
-  async provision(match: RoutableLabelSet, res: EffectiveResources, job?: ScaleJob): Promise<ScaleResult> {
-    if (this.draining) return { action: 'skipped', reason: 'orchestrator is draining' };
-    const s = this.state;
-    const entry = s.entries.get(match.scalerName)!;
-    const backend = s.backends.get(match.scalerName);
-    if (!backend)
-      return { action: 'no-backend', reason: `scaler "${match.scalerName}" has no running backend` };
-    const agentId = `scaler-${entry.type}-${randomUUID().slice(0, 8)}`;
-    const cap = s.caps.reserve(
-      { agentId, scalerName: entry.name, requests: res.requests, limits: res.limits },
-      { global: s.globalActiveCount(), scaler: backend.getActiveCount() },
-    );
-    if (!cap.ok) return { action: 'at-capacity', reason: cap.reason };
-    const now = this.opts.clock.now();
-    const m: ManagedEntry = {
-      agentId,
-      scalerName: entry.name,
-      type: entry.type,
-      labelSet: match.declared,
-      labelSetKey: match.key,
-      fullLabels: agentLabelsFor(entry, match.declared),
-      gate: match.gate,
-      boundJobId: job?.id,
-      runId: job?.runId,
-      createdAtMs: now,
-      phase: 'reserved',
-      origin: { warm: !job },
-      requests: res.requests,
-      limits: res.limits,
-      machinePool: entry.machinePool,
-      abort: new AbortController(),
-    };
-    s.agents.set(agentId, m);
-    if (job) s.jobToAgent.set(job.id, agentId);
-    if (entry.machinePool && this.opts.ledger) {
-      const pool = await this.opts.ledger
-        .tryReserve(entry.machinePool, agentId, res.requests.cpus, res.requests.memBytes)
-        .catch((err: unknown) => ({
-          ok: false as const,
-          reason: `ledger unavailable: ${errorMessage(err)}`,
-        }));
-      if (!pool.ok) {
-        this.forget(m);
-        return { action: 'at-capacity', reason: `machine pool "${entry.machinePool}": ${pool.reason}` };
-      }
-    }
-    let token: string;
-    try {
-      const record = {
-        agentId,
-        scalerName: entry.name,
-        backendType: entry.type,
-        labelSet: match.declared,
-        runId: job?.runId ?? null,
-        boundJobId: job?.id ?? null,
-        ownerInstanceId: this.opts.instanceId,
-        mandatoryLabels: match.gate,
-        spawnedAt: new Date(now),
-        // Recorded so whichever orchestrator adopts the agent sends its scale-down to the same place.
-        ...(entry.type === 'event' ? { provisioningTargets: [...(entry.provisioningTargets ?? [])] } : {}),
-      };
-      const reservation = { cpus: res.requests.cpus, memBytes: res.requests.memBytes };
-      // Written before the backend is called, so a crash between deciding and spawning is recoverable.
-      if (entry.type === 'event') {
-        // Event provisions are shared by every orchestrator on the store: the cap is counted there.
-        const refused = await reserveEventSpawn(this.opts.store.db, entry, record, reservation);
-        if (refused) {
-          this.forget(m);
-          return { action: 'at-capacity', reason: refused };
-        }
-        // The instance's agent redeems a claim code the backend issues; no token is minted here.
-        void this.runSpawn(m, backend, entry, '', job?.container?.image);
-        return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
-      }
-      await this.opts.store.spawns.insertSpawn(record, reservation);
-      token = (
-        await this.opts.store.tokens.mint({
-          agentId,
-          labels: m.fullLabels,
-          kind: 'ephemeral',
-          ttlMs: this.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
-          now: new Date(now),
-        })
-      ).token;
-    } catch (err) {
-      this.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');
-      this.forget(m);
-      void this.opts.store.spawns
-        .deleteAgent(agentId)
-        .catch((e: unknown) => this.noteSwallowed('scaler.spawn-record-delete', e, { agentId }));
-      return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
-    }
-    void this.runSpawn(m, backend, entry, token, job?.container?.image);
-    return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
-  }
-
-  private async runSpawn(
-    m: ManagedEntry,
-    backend: ScalerBackend,
-    entry: ScalerEntry,
-    token: string,
-    image: string | undefined,
-  ): Promise<void> {
-    const timeoutMs = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
-    const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
-    try {
-      const agent = await withSlot(
-        this.state.semaphoreFor(entry),
-        () => {
-          // Torn down while it queued for a slot: never start compute for it.
-          if (m.phase === 'destroying') throw new Error('agent torn down before its spawn began');
-          this.move(m, 'spawning');
-          m.spawnStartedAtMs = this.opts.clock.now();
-          return withDeadline(
-            timeoutMs,
-            this.opts.clock,
-            (signal) =>
-              backend.spawn({
-                agentId: m.agentId,
-                labelSet: m.labelSet,
-                fullLabels: m.fullLabels,
-                mandatoryLabels: m.gate,
-                taints: platformToTaints(entry.platform),
-                orchestratorUrl: this.opts.orchestratorUrlFor(entry),
-                auth: token ? { kind: 'token', token } : { kind: 'claim', code: '' },
-                limits,
-                boundJobId: m.boundJobId,
-                runId: m.runId,
-                image,
-                signal,
-                onEvent: (type, detail) => this.onBackendEvent(m, type, detail),
-              }),
-            m.abort.signal,
-            (m.registeredSignal ??= new AbortController()).signal,
-          );
-        },
-        m.abort.signal,
-      );
-      if (m.phase === 'spawning') this.move(m, 'starting');
-      m.backendRef = agent.backendRef;
-      if (m.phase === 'destroying') {
-        // Torn down while the backend was still creating it: the compute must not outlive the entry.
-        await backend.destroy(m.agentId, { reason: 'spawn-timeout' });
-        return;
-      }
-      if (agent.backendRef) {
-        this.opts.store.spawns.setBackendRef(m.agentId, agent.backendRef).catch((err: unknown) => {
-          this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'could not record backend ref');
-        });
-      }
-    } catch (err) {
-      await this.failSpawn(m, classifySpawnError(err));
-    }
-  }
-
-  private onBackendEvent(m: ManagedEntry, type: ScalerEventType, detail: string): void {
-    if (m.boundJobId) this.hooks?.onJobEvent(m.boundJobId, type, detail);
-    if (type === 'scaler.failed' && m.phase === 'starting') {
-      void this.failSpawn(m, { kind: 'exited-before-register', message: detail, deterministic: false });
-    }
+  provision(match: RoutableLabelSet, res: EffectiveResources, job?: ScaleJob): Promise<ScaleResult> {
+    return provisionAgent(this, match, res, job);
   }
 
   /** A spawn that will never produce a working agent: back off, tell the job, give everything back. */
-  async failSpawn(m: ManagedEntry, error: ClassifiedSpawnError): Promise<void> {
-    if (this.state.agents.get(m.agentId) !== m || !isPending(m.phase)) return;
-    const now = this.opts.clock.now();
-    const key = backoffKey(m.scalerName, m.labelSetKey);
-    // Only a failure that will repeat defers the label set; a transient one is retried at once.
-    const st = this.state.backoff.recordFailure(
-      key,
-      now,
-      m.agentId,
-      { kind: error.kind, message: error.message },
-      { transient: !armsBackoff(error) },
-    );
-    this.state.failures.record({
-      scalerName: m.scalerName,
-      backendType: m.type,
-      bound: m.boundJobId !== undefined,
-      kind: error.kind,
-      detail: error.message,
-      atMs: now,
-    });
-    this.log.warn(
-      {
-        agentId: m.agentId,
-        scaler: m.scalerName,
-        labelSet: m.labelSetKey,
-        jobId: m.boundJobId,
-        kind: error.kind,
-        deterministic: error.deterministic,
-        consecutive: st.consecutive,
-        retryInMs: st.armed ? st.delayMs : 0,
-      },
-      `Scaler spawn failed: ${error.message}`,
-    );
-    if (st.becameConsistent) {
-      this.log.error(
-        { scaler: m.scalerName, labelSet: m.labelSetKey, consecutive: st.consecutive, kind: error.kind },
-        `scaler "${m.scalerName}" label set [${m.labelSetKey}] is failing consistently: ` +
-          `${st.consecutive} spawn failures in a row (last: ${error.kind}: ${error.message}); ` +
-          '`kici-admin diagnose` shows the cause',
-      );
-    }
-    if (m.boundJobId) this.hooks?.onSpawnFailed(m.boundJobId, error);
-    m.abort.abort(new Error('spawn failed'));
-    await this.teardown(m, error.kind === 'spawn-timeout' ? 'spawn-timeout' : 'spawn-failed');
+  failSpawn(m: ManagedEntry, error: ClassifiedSpawnError): Promise<void> {
+    return failAgentSpawn(this, m, error);
   }
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
@@ -504,7 +295,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   }
 
   /** Every phase change goes through the table; a refused one is logged and counted, then thrown. */
-  private move(m: ManagedEntry, to: AgentPhase): void {
+  move(m: ManagedEntry, to: AgentPhase): void {
     transition(m, to, (err) => {
       this.illegalTransitions++;
       this.log.error(
@@ -531,82 +322,12 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
    * registering it as static would drop its gate.
    */
   onAgentRegistered(agentId: string): RegistrationResult | null {
-    const m = this.state.agents.get(agentId);
-    if (!m) {
-      if (agentId.startsWith('scaler-')) {
-        this.log.warn({ agentId }, 'no spawn record for a scaler-managed agent; refusing registration');
-        throw new RegistrationRefused('no spawn record for this scaler agent id');
-      }
-      return null;
-    }
-    if (m.phase === 'reserved') throw new RegistrationRefused('this agent has not been spawned yet');
-    const first = isPending(m.phase);
-    if (first) {
-      // An adopted agent that had registered before the restart may already hold a job.
-      this.move(m, m.origin.recovered?.registeredBefore ? 'busy' : 'registered');
-      m.registeredAtMs = this.opts.clock.now();
-      (m.registeredSignal ??= new AbortController()).abort();
-      if (m.boundJobId && this.state.jobToAgent.get(m.boundJobId) === agentId)
-        this.state.jobToAgent.delete(m.boundJobId);
-      this.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
-      // Adopted agents were spawned before the restart: their wait says nothing about this run.
-      if (!m.origin.recovered)
-        this.hooks?.onAgentRegistered?.(m.scalerName, m.type, m.registeredAtMs - m.createdAtMs);
-      if (this.state.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {
-        this.log.info(
-          { scaler: m.scalerName, labelSet: m.labelSetKey },
-          'scaler recovered: an agent registered',
-        );
-      }
-      this.opts.store.spawns
-        .markRegistered(agentId, new Date(this.opts.clock.now()))
-        .catch((e: unknown) => this.noteSwallowed('scaler.spawn-mark-registered', e, { agentId }));
-    }
-    return {
-      scalerName: m.scalerName,
-      boundJobId: first ? m.boundJobId : undefined,
-      gate: m.gate,
-      labels: m.fullLabels,
-      warm: isWarmStock(m),
-    };
+    return completeRegistration(this, agentId);
   }
 
-  /**
-   * Registration with the shared store's say (spec C.11): a local-backend agent this instance spawned
-   * completes at once; an event agent (ours or a peer's) is first adopted through its spawn row, so
-   * exactly one orchestrator answers for it; an unknown or another host's `scaler-` id is refused.
-   * Throws ScalerAdoptionLookupError when the store cannot answer (refuse, reclaim nothing).
-   */
-  async registerAgent(agentId: string): Promise<RegistrationResult | null> {
-    const m = this.state.agents.get(agentId);
-    if (!agentId.startsWith('scaler-') || (m && (m.type !== 'event' || m.phase === 'reserved')))
-      return this.onAgentRegistered(agentId);
-    // Already registered here (a replaced connection): the row is ours already.
-    if (m && !isPending(m.phase)) return this.onAgentRegistered(agentId);
-    const out = await this.adoption.adopt(agentId);
-    if (out.kind === 'refused') {
-      this.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');
-      throw new RegistrationRefused(out.reason);
-    }
-    if (out.row.ownerInstanceId !== this.instanceId)
-      this.log.info(
-        {
-          agentId,
-          scaler: out.row.scalerName,
-          spawnedBy: out.row.ownerInstanceId,
-          configured: out.configured,
-        },
-        'adopted an event agent spawned by another orchestrator',
-      );
-    if (out.configured) return this.onAgentRegistered(agentId);
-    const bound = out.row.registeredBefore ? undefined : (out.row.boundJobId ?? undefined);
-    return {
-      scalerName: out.row.scalerName,
-      boundJobId: bound,
-      gate: out.row.mandatoryLabels,
-      labels: out.row.labelSet,
-      warm: out.row.boundJobId === null,
-    };
+  /** Registration with the shared store's say (registration.ts): adopts event agents first. */
+  registerAgent(agentId: string): Promise<RegistrationResult | null> {
+    return registerThroughStore(this, agentId);
   }
 
   /** Read by `kici_orch_scaler_adoption_lookup_failures_total` on each scrape. */
@@ -749,7 +470,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost {
   ): Promise<void> {
     this.drain();
     this.freedTimer?.cancel();
-    this.hooks = undefined;
+    this.hookSet = undefined;
     // Agents of a cluster-lifetime backend belong to the cluster: this orchestrator stopping leaves them be.
     const clusterOwned = (m: ManagedEntry) =>
       this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';

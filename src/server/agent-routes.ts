@@ -1,7 +1,8 @@
 import type { Context, Hono } from 'hono';
 import { canonicalizeLabels } from '../config/index.js';
 import type { ConnectedAgent, DepartedAgent } from '../dispatch/agent-registry.js';
-import { newId, type Dispatcher } from '../dispatch/dispatcher.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { newId } from '../dispatch/job-rows.js';
 import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { TokenInfo } from '../store/tokens-repo.js';
@@ -121,7 +122,7 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
       registry.release(a.id);
       for (const active of [...dispatcher.active.values()])
         if (active.agentId === a.id)
-          await dispatcher.loseJob(active, `the token of agent ${a.id} was revoked`);
+          await dispatcher.active.loseJob(active, `the token of agent ${a.id} was revoked`);
       if (registry.get(a.id) === a) a.close(CloseCodes.unauthorized, 'token revoked');
     }
     await dispatcher.refreshStaticScopes();

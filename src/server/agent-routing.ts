@@ -39,7 +39,7 @@ export function reattach(
   }
   for (const active of d.active.values()) {
     // The agent is back without the job: its result may still be in its outbox; give it a moment.
-    if (active.agentId === a.id) d.orphan(active, 'agent reconnected without the job', 3_000);
+    if (active.agentId === a.id) d.active.orphan(active, 'agent reconnected without the job', 3_000);
   }
   return undefined;
 }
@@ -57,7 +57,7 @@ export async function adoptMovedJob(
 ): Promise<ActiveJob | undefined> {
   if (!jobId) return undefined;
   try {
-    return (await d.adoptFromPeer(agentId, jobId)) ? d.active.get(jobId) : undefined;
+    return (await d.active.adoptFromPeer(agentId, jobId)) ? d.active.get(jobId) : undefined;
   } catch (err) {
     if (scaled) await d.scaler?.onAgentDisconnected(agentId);
     throw err;
@@ -78,9 +78,9 @@ export async function routeMessage(
     case 'heartbeat':
       return send({ type: 'heartbeat.ack' });
     case 'job.started':
-      return d.onJobStarted(a.id, msg.jobId);
+      return d.active.onJobStarted(a.id, msg.jobId);
     case 'step.started':
-      if (mine) d.stepStarted(msg.jobId, msg.idx, msg.name, now);
+      if (mine) d.active.stepStarted(msg.jobId, msg.idx, msg.name, now);
       return;
     case 'log':
       if (mine)
@@ -95,11 +95,11 @@ export async function routeMessage(
         );
       return;
     case 'step.finished':
-      if (mine) d.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
+      if (mine) d.active.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
       return;
     case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
-      const store = () => d.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
+      const store = () => d.active.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
       if (await store()) return send({ type: 'job.finished.ack', jobId: msg.jobId });
       // The store is away. An agent that stays connected would never re-send: retry for it, off
       // this connection's message chain so its heartbeats are still answered meanwhile.
@@ -117,7 +117,7 @@ export async function routeMessage(
       const active = d.active.get(msg.jobId);
       if (a.busyJobId === msg.jobId) a.busyJobId = undefined;
       if (active?.agentId === a.id && active.state === 'dispatched')
-        await d.requeue(active, `agent refused it: ${msg.reason}`);
+        await d.active.requeue(active, `agent refused it: ${msg.reason}`);
       return;
     }
   }
@@ -137,8 +137,8 @@ export async function agentGone(deps: RoutingDeps, a: ConnectedAgent, log: Logge
     if (active.agentId !== a.id) continue;
     // A single-use agent cannot come back; a static one gets a grace period to reconnect.
     if (a.kind === 'scaler') {
-      await d.loseJob(active, `scaler-managed agent ${a.id} disconnected`);
-    } else d.orphan(active, 'agent disconnected');
+      await d.active.loseJob(active, `scaler-managed agent ${a.id} disconnected`);
+    } else d.active.orphan(active, 'agent disconnected');
   }
   await d.scaler?.onAgentDisconnected(a.id, a.closedFor);
   void d.requestPump();

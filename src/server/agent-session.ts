@@ -221,7 +221,7 @@ export class AgentSession {
     const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
     if (!this.port.isOpen()) {
       if (scaled) await scaler?.onAgentDisconnected(agentId);
-      if (adopted) deps.dispatcher.orphan(adopted, 'agent disconnected');
+      if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected');
       return;
     }
     const previous = deps.dispatcher.registry.get(agentId);

@@ -2,29 +2,21 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { WebSocketServer } from 'ws';
-import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '../config/index.js';
+import { loadScalerConfigForPeople, type ScalerConfig } from '../config/index.js';
 import { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
-import { connectEngine } from '../scaler/backends/engine-client.js';
-import type { AgentIsolation } from '../net/isolation.js';
-import { NftAgentIsolation } from '../net/nft-isolation.js';
-import { createNftRunner } from '../net/nft-runner.js';
 import { sweepOrphans } from './orphan-sweep.js';
 import { startupDiskGuard } from './startup-disk-guard.js';
-import type { BackendDeps } from '../scaler/backends/deps.js';
-import { ScalerManager } from '../scaler/manager.js';
-import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
-import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
+import type { ScalerManager } from '../scaler/manager.js';
 import { throttledConnectionLog } from '../store/pg-pool.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
-import { systemClock, type Clock } from '../util/clock.js';
+import { systemClock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { countSwallowed, swallow } from '../util/swallowed-errors.js';
 import { answerClientErrors, attachAgentEndpoint } from './agent-endpoint.js';
 import { handleAgentSocket } from './agent-socket.js';
-import type { ClaimStore } from './claim-store.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
@@ -34,7 +26,6 @@ import { StoreProbe } from './readiness.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
 import type { EventProvisionReaper } from '../scaler/event-reaper.js';
 import { ScaleEventRouter } from '../scaler/events/router.js';
-import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
 import { wireEventScaling } from './event-wiring.js';
 import { resolveInstanceId } from '../cluster/instance-id.js';
 import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
@@ -42,41 +33,14 @@ import { ClusterNode } from '../cluster/cluster-node.js';
 import { claimForScaling } from '../cluster/queue-sync.js';
 import { applyCancelRequests, cancelAnywhere, type RemoteCancelDeps } from '../cluster/remote-cancel.js';
 import { packageVersion } from '../version.js';
+import {
+  clusterHeartbeatMs,
+  clusterLockTimeoutMs,
+  type OrchestratorOptions,
+} from './orchestrator-options.js';
+import { backendContext, buildScaler } from './scaler-wiring.js';
 
-export interface OrchestratorOptions {
-  host?: string;
-  port?: number;
-  dataDir?: string;
-  databaseUrl?: string | undefined;
-  scalerConfigPath?: string | undefined;
-  /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */
-  backendDeps?: Partial<Pick<BackendDeps, 'vmm' | 'isolationFor' | 'vmStatfs' | 'vmDiskThresholdBytes'>>;
-  /** The start-up disk guard's probe, threshold and failure backoff (defaults: statfs, 1 GiB, 30 s). */
-  startupDiskGuard?: { statfs?: BackendDeps['vmStatfs']; thresholdBytes?: number; backoffMs?: number };
-  scalerConfigDir?: string | undefined;
-  logger?: Logger;
-  clock?: Clock;
-  /** URL agents dial when a scaler entry does not set one (default: this server's /ws). */
-  agentUrl?: string | undefined;
-  heartbeatIntervalMs?: number;
-  spawnTimeoutMs?: number;
-  sweepIntervalMs?: number;
-  reconnectGraceMs?: number;
-  hostEnv?: NodeJS.ProcessEnv;
-  /** Redeems agents' claim codes; by default the store's (table scaler_pending_claims). */
-  claimStore?: ClaimStore | undefined;
-  /** Host firewall for container agents; when absent the composition root builds the default one. */
-  isolation?: AgentIsolation | undefined;
-
-  /** Event scalers: webhook retry timing (tests shorten it). */
-  webhookRetry?: Partial<WebhookRetryPolicy>;
-  /** Event scalers: how often the provision reaper runs (default 30 s). */
-  reapIntervalMs?: number;
-  /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
-  instanceId?: string | undefined;
-  /** How often this instance heartbeats its row in kici_instances (default 5 s). */
-  clusterHeartbeatMs?: number;
-}
+export type { OrchestratorOptions } from './orchestrator-options.js';
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
 export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
@@ -516,7 +480,7 @@ export class Orchestrator {
           .requeue(a.job.id, a.agentId)
           .catch(swallow(this.log, 'shutdown.requeue', { jobId: a.job.id }));
       else
-        await this.dispatcher.settleActive(
+        await this.dispatcher.active.settleActive(
           a.job.id,
           'failed',
           null,
@@ -539,91 +503,4 @@ export class Orchestrator {
     await this.database.close();
     this.log.info({ agentsLeftRunning: kept.size }, 'kici-orchestrator stopped');
   }
-}
-
-/** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */
-function clusterHeartbeatMs(opts: OrchestratorOptions): number {
-  return opts.clusterHeartbeatMs ?? envMillis('KICI_CLUSTER_HEARTBEAT_MS', 5_000, 100, 600_000);
-}
-
-/** KICI_CLUSTER_LOCK_TIMEOUT_MS (default 2 s): the lease's connect and query budget. */
-function clusterLockTimeoutMs(): number {
-  return envMillis('KICI_CLUSTER_LOCK_TIMEOUT_MS', 2_000, 100, 60_000);
-}
-
-/** Whole milliseconds from `name`, within [min, max]; `fallback` when unset or empty. */
-function envMillis(name: string, fallback: number, min: number, max: number): number {
-  const raw = process.env[name];
-  if (!raw) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new UserError(`${name}: expected milliseconds from ${min} to ${max}, got "${raw}"`);
-  return n;
-}
-
-function backendContext(
-  opts: OrchestratorOptions,
-  logger: Logger,
-  store: Store,
-  scaleEvents?: ScaleEventRouter,
-  config?: ScalerConfig,
-): BackendDeps {
-  return {
-    ...opts.backendDeps,
-    vmNetwork: config?.firecracker,
-    ...(scaleEvents ? { scaleEvents } : {}),
-    logger,
-    clock: opts.clock ?? systemClock,
-    store,
-    configPath: opts.scalerConfigPath!,
-    ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
-    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
-    connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
-    // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
-    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),
-  };
-}
-
-async function buildScaler(
-  config: ScalerConfig,
-  opts: OrchestratorOptions,
-  deps: {
-    store: Store;
-    clock: Clock;
-    log: Logger;
-    instanceId: string;
-    agentUrl: () => string;
-    scaleEvents: ScaleEventRouter;
-  },
-): Promise<ScalerManager> {
-  const backends = [];
-  for (const entry of config.scalers) {
-    // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
-    const backend = await createScalerBackend(
-      entry,
-      backendContext(opts, deps.log, deps.store, deps.scaleEvents, config),
-    ).catch((err: unknown) => {
-      throw err instanceof UserError ? err : new UserError(errorMessage(err));
-    });
-    backends.push(backend);
-  }
-  let ledger: MachineLedger | undefined;
-  if (config.machinePools?.length) {
-    const dir = await resolveLedgerDir({ explicitDir: process.env.KICI_MACHINE_LEDGER_DIR || undefined });
-    ledger = new MachineLedger({ dir, instanceId: deps.instanceId, logger: deps.log });
-    for (const pool of config.machinePools) ledger.registerPool(pool.name, pool.cap);
-    ledger.start();
-  }
-  return new ScalerManager({
-    config,
-    ledger,
-    backends,
-    store: deps.store,
-    clock: deps.clock,
-    logger: deps.log,
-    instanceId: deps.instanceId,
-    orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
-    scaleEvents: deps.scaleEvents,
-    ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
-  });
 }

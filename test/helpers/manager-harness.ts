@@ -730,7 +730,7 @@ export class ManagerHarness {
   }
 
   async startJob(agentId: string, jobId: string): Promise<void> {
-    await this.d.onJobStarted(agentId, jobId);
+    await this.d.active.onJobStarted(agentId, jobId);
     await this.settle();
   }
 
@@ -740,8 +740,8 @@ export class ManagerHarness {
     jobId: string,
     result: 'succeeded' | 'failed' = 'succeeded',
   ): Promise<void> {
-    await this.d.onJobStarted(agentId, jobId);
-    await this.d.onJobFinished(agentId, jobId, result, result === 'succeeded' ? 0 : 1);
+    await this.d.active.onJobStarted(agentId, jobId);
+    await this.d.active.onJobFinished(agentId, jobId, result, result === 'succeeded' ? 0 : 1);
     await this.settle();
   }
 

@@ -70,7 +70,7 @@ async function runningOn(a: Dispatcher, agentId: string) {
   const { jobs } = await a.submit(spec);
   const jobId = jobs[0]!.id;
   await a.requestPump();
-  await a.onJobStarted(agentId, jobId);
+  await a.active.onJobStarted(agentId, jobId);
   await a.writes.flush(); // "running" goes out with the group commit's next tick
   expect((await fresh.store.jobs.get(jobId))?.state).toBe('running');
   return { jobId, agent };
@@ -84,15 +84,15 @@ describe('taking over a job whose agent reconnected to another instance', () => 
     const b = instance('hb');
     const { jobId } = await runningOn(a, 'ag-1');
     // The agent's link moves to B (A is dead or cut off; A still holds the job in memory).
-    expect(await b.adoptFromPeer('ag-1', jobId)).toBe(true);
+    expect(await b.active.adoptFromPeer('ag-1', jobId)).toBe(true);
     expect((await row(jobId)).owner_instance).toBe('hb');
     // A's agent-lost settle (its grace ran out) is refused by the owner condition.
-    await a.loseJob(a.active.get(jobId)!, 'agent did not come back');
+    await a.active.loseJob(a.active.get(jobId)!, 'agent did not come back');
     expect((await row(jobId)).state).toBe('running');
     expect(a.active.has(jobId)).toBe(false);
     // B accepts the agent's result.
     connect(b, 'ag-1');
-    expect(await b.onJobFinished('ag-1', jobId, 'succeeded', 0)).toBe(true);
+    expect(await b.active.onJobFinished('ag-1', jobId, 'succeeded', 0)).toBe(true);
     expect((await row(jobId)).state).toBe('succeeded');
   });
 
@@ -100,11 +100,11 @@ describe('taking over a job whose agent reconnected to another instance', () => 
     const a = instance('ra');
     const b = instance('rb');
     const { jobId } = await runningOn(a, 'ag-2');
-    expect(await b.adoptFromPeer('someone-else', jobId)).toBe(false);
-    expect(await a.adoptFromPeer('ag-2', jobId)).toBe(false); // already A's: nothing to take
+    expect(await b.active.adoptFromPeer('someone-else', jobId)).toBe(false);
+    expect(await a.active.adoptFromPeer('ag-2', jobId)).toBe(false); // already A's: nothing to take
     expect(b.active.has(jobId)).toBe(false);
-    await a.onJobFinished('ag-2', jobId, 'succeeded', 0);
-    expect(await b.adoptFromPeer('ag-2', jobId)).toBe(false);
+    await a.active.onJobFinished('ag-2', jobId, 'succeeded', 0);
+    expect(await b.active.adoptFromPeer('ag-2', jobId)).toBe(false);
     expect((await row(jobId)).owner_instance).toBe('ra');
   });
 
@@ -115,7 +115,7 @@ describe('taking over a job whose agent reconnected to another instance', () => 
     const { jobs } = await a.submit(spec);
     await a.requestPump();
     expect((await row(jobs[0]!.id)).state).toBe('dispatched');
-    expect(await b.adoptFromPeer('ag-3', jobs[0]!.id)).toBe(true);
+    expect(await b.active.adoptFromPeer('ag-3', jobs[0]!.id)).toBe(true);
     expect((await row(jobs[0]!.id)).state).toBe('running');
   });
 
@@ -134,7 +134,7 @@ describe('taking over a job whose agent reconnected to another instance', () => 
           const ids = Array.from({ length: n }, (_, i) => `p-${i}`);
           const others = ids.map((id) => instance(id));
           const won = await Promise.all(
-            others.map((d) => d.adoptFromPeer(sameAgent ? 'ag-p' : 'ag-x', jobId)),
+            others.map((d) => d.active.adoptFromPeer(sameAgent ? 'ag-p' : 'ag-x', jobId)),
           );
           const winners = ids.filter((_, i) => won[i]);
           const active = state === 'running' || state === 'dispatched';
@@ -226,7 +226,7 @@ describe('cancel across instances', () => {
     connect(a, 'ag-s');
     await a.resyncQueued();
     await a.requestPump();
-    await a.onJobStarted('ag-s', jobId);
+    await a.active.onJobStarted('ag-s', jobId);
     await a.writes.flush();
     expect(b.queue.get(jobId)).toBeDefined(); // B's copy is stale now
     expect(await b.cancel(jobId)).toBe('not-open');
@@ -238,7 +238,7 @@ describe('cancel across instances', () => {
     const b = instance('mb');
     const { jobId } = await runningOn(a, 'ag-m');
     const moved = connect(b, 'ag-m');
-    expect(await b.adoptFromPeer('ag-m', jobId)).toBe(true);
+    expect(await b.active.adoptFromPeer('ag-m', jobId)).toBe(true);
     // A still holds the job in memory; its own settle is refused, so the request goes to B.
     const deps = (d: Dispatcher, id: string) => ({
       store: fresh.store,
@@ -263,7 +263,7 @@ describe('cancel across instances', () => {
     const b = instance('xb');
     const { jobId } = await runningOn(a, 'ag-x');
     await fresh.store.jobs.requestCancel(jobId, 'cancelled by operator', new Date());
-    expect(await b.adoptFromPeer('ag-x', jobId)).toBe(true);
+    expect(await b.active.adoptFromPeer('ag-x', jobId)).toBe(true);
     expect((await row(jobId)).state).toBe('cancelled');
     expect(b.active.has(jobId)).toBe(false);
   });

@@ -122,14 +122,14 @@ class World {
     if (ag.at === undefined || !ag.job || ag.started) return;
     ag.started = true;
     this.startedEver.add(ag.job);
-    await this.instances[ag.at]!.d.onJobStarted(ag.id, ag.job);
+    await this.instances[ag.at]!.d.active.onJobStarted(ag.id, ag.job);
   }
 
   async finish(ai: number): Promise<void> {
     const ag = this.agents[ai]!;
     if (ag.at === undefined || !ag.job || !ag.started) return;
     const job = ag.job;
-    if (await this.instances[ag.at]!.d.onJobFinished(ag.id, job, 'succeeded', 0)) {
+    if (await this.instances[ag.at]!.d.active.onJobFinished(ag.id, job, 'succeeded', 0)) {
       // Free at once: the dispatcher may hand this agent its next job before we look at the row.
       this.holders.delete(job);
       ag.job = undefined;
@@ -145,7 +145,7 @@ class World {
     if (ag.at === undefined) return;
     const d = this.instances[ag.at]!.d;
     d.registry.remove(ag.id, ag.conn, Date.now());
-    for (const a of [...d.active.values()]) if (a.agentId === ag.id) await d.loseJob(a, 'agent gone');
+    for (const a of [...d.active.values()]) if (a.agentId === ag.id) await d.active.loseJob(a, 'agent gone');
     if (ag.job) this.holders.delete(ag.job);
     Object.assign(ag, { at: undefined, conn: undefined, job: undefined, started: false });
   }

@@ -88,7 +88,7 @@ describe('dispatcher timers on the injected clock', () => {
     const { d, clock } = setup();
     const { messages } = connect(d, clock);
     const id = await submit(d, { timeoutSeconds: 60 });
-    await d.onJobStarted('static-1', id);
+    await d.active.onJobStarted('static-1', id);
     clock.advance(60_000 + BACKSTOP_MS - 1);
     await settle();
     expect(await stateOf(id)).toBe('running');
@@ -112,7 +112,7 @@ describe('dispatcher timers on the injected clock', () => {
     const seconds = 30 * 24 * 3600;
     expect(seconds * 1000).toBeGreaterThan(MAX_TIMER_MS);
     const id = await submit(d, { timeoutSeconds: seconds });
-    await d.onJobStarted('static-1', id);
+    await d.active.onJobStarted('static-1', id);
     clock.advance(1);
     await settle();
     expect(await stateOf(id)).toBe('running');
@@ -129,8 +129,8 @@ describe('dispatcher timers on the injected clock', () => {
     connect(d, clock);
     const id = await submit(d, { timeoutSeconds: 60 });
     expect(clock.pendingTimers()).toBe(1);
-    await d.onJobStarted('static-1', id);
-    await d.onJobFinished('static-1', id, 'succeeded', 0);
+    await d.active.onJobStarted('static-1', id);
+    await d.active.onJobFinished('static-1', id, 'succeeded', 0);
     expect(await stateOf(id)).toBe('succeeded');
     expect(clock.pendingTimers()).toBe(0);
   });
@@ -142,7 +142,7 @@ describe('dispatcher timers on the injected clock', () => {
     const a = d.active.get(id)!;
     expect(a.state).toBe('dispatched');
     d.registry.remove('static-1', d.registry.get('static-1')!);
-    d.orphan(a, 'agent disconnected');
+    d.active.orphan(a, 'agent disconnected');
     clock.advance(GRACE_MS - 1);
     await settle();
     expect(d.active.get(id)).toBe(a);
@@ -157,10 +157,10 @@ describe('dispatcher timers on the injected clock', () => {
     const { d, clock } = setup();
     connect(d, clock);
     const first = await submit(d);
-    await d.onJobStarted('static-1', first);
+    await d.active.onJobStarted('static-1', first);
     const a = d.active.get(first)!;
     // The agent comes back in time: what agent-socket's reattach does.
-    d.orphan(a, 'agent disconnected', 3_000);
+    d.active.orphan(a, 'agent disconnected', 3_000);
     clock.advance(2_000);
     a.orphanTimer?.cancel();
     a.orphanTimer = undefined;
@@ -168,7 +168,7 @@ describe('dispatcher timers on the injected clock', () => {
     await settle();
     expect(await stateOf(first)).toBe('running');
     // Away again, and this time for good.
-    d.orphan(a, 'agent disconnected', 3_000);
+    d.active.orphan(a, 'agent disconnected', 3_000);
     clock.advance(3_000);
     await settle();
     expect(await stateOf(first)).toBe('failed');
@@ -181,7 +181,7 @@ describe('dispatcher timers on the injected clock', () => {
     const before = setup();
     connect(before.d, before.clock);
     const running = await submit(before.d, { timeoutSeconds: 3600 });
-    await before.d.onJobStarted('static-1', running);
+    await before.d.active.onJobStarted('static-1', running);
     await before.d.stop();
     // A new orchestrator process on the same store.
     const { d, clock } = setup(fresh.store, new ManualClock(before.clock.now() + 1_000));
@@ -200,7 +200,7 @@ describe('dispatcher timers on the injected clock', () => {
     const { d, clock } = setup();
     connect(d, clock);
     const id = await submit(d, { timeoutSeconds: 60 });
-    d.orphan(d.active.get(id)!, 'agent disconnected');
+    d.active.orphan(d.active.get(id)!, 'agent disconnected');
     expect(clock.pendingTimers()).toBe(2);
     await d.stop();
     expect(clock.pendingTimers()).toBe(0);

@@ -136,7 +136,7 @@ describe('dispatcher: store answers lost around a commit', () => {
     const a = connect(d, 'outage-d');
     const { jobs: ids } = await d.submit(spec);
     await d.requestPump();
-    await d.onJobStarted('outage-d', ids[0]!.id);
+    await d.active.onJobStarted('outage-d', ids[0]!.id);
     expect(a.agent.busyJobId).toBe(ids[0]!.id);
     await eventually(async () => (await jobs.get(ids[0]!.id))!.state === 'running', 10_000, 'marked running');
   });

@@ -1,0 +1,238 @@
+import type { JobSpec } from '../jobs/run-spec.js';
+import type { ScalerManager } from '../scaler/manager.js';
+import type { Store } from '../store/index.js';
+import type { GroupCommit, ResultRide } from '../store/group-commit.js';
+import type { Clock } from '../util/clock.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import { retryWrite } from '../util/retry-write.js';
+import type { ActiveJob, ActiveJobs } from './active-jobs.js';
+import { canAgentRunJob, type AgentRegistry, type ConnectedAgent } from './agent-registry.js';
+import { planDispatch, toScaleJob } from './dispatch-plan.js';
+import type { JobQueue, QueuedJob } from './job-queue.js';
+import { toAssigned } from './job-rows.js';
+
+/** A queued job taken for an agent, its claim not yet stored. */
+export interface Taken {
+  job: QueuedJob;
+  agent: ConnectedAgent;
+}
+
+export interface ClaimsDeps {
+  store: Store;
+  writes: GroupCommit;
+  queue: JobQueue;
+  registry: AgentRegistry;
+  active: ActiveJobs;
+  scaler?: ScalerManager | undefined;
+  clock: Clock;
+  log: Logger;
+  /** Several orchestrators on one database: claims are stamped with this instance. */
+  instanceId?: string | undefined;
+  /** Look for work again: a lost claim freed its agent, or an uncertain job is queued again. */
+  pump: () => void;
+  /** Stopping or draining: no new work is handed out. */
+  halted: () => boolean;
+  stopped: () => boolean;
+}
+
+/**
+ * Turning a plan's assignments into stored claims and `job.assign` frames. The in-memory half
+ * (the job off the queue, the agent busy) happens at once; the claim is one conditional statement
+ * for many jobs, so a job another orchestrator claimed first is simply not sent.
+ */
+export class Claims {
+  /** Jobs whose claim outcome is being checked after a store error (neither queued nor active). */
+  private readonly uncertain = new Set<string>();
+
+  constructor(private readonly deps: ClaimsDeps) {}
+
+  private now(): Date {
+    return new Date(this.deps.clock.now());
+  }
+
+  isUncertain(jobId: string): boolean {
+    return this.uncertain.has(jobId);
+  }
+
+  /** Take a plan's assignments that still hold (the plan decided per group; state may have moved). */
+  takeAssigned(assign: readonly { jobId: string; agentId: string }[]): Taken[] {
+    const taken: Taken[] = [];
+    for (const a of assign) {
+      const job = this.deps.queue.get(a.jobId);
+      const agent = this.deps.registry.get(a.agentId);
+      if (
+        job &&
+        agent &&
+        this.deps.registry.isAvailable(agent) &&
+        canAgentRunJob(agent, job) &&
+        this.fits(agent.id, job)
+      ) {
+        this.take(job, agent);
+        taken.push({ job, agent });
+      }
+    }
+    return taken;
+  }
+
+  /**
+   * The group commit is about to store results their agents reported: those agents are free once
+   * it commits, so their next jobs are claimed in the same statement (one commit for a result and
+   * the next claim, and no wait for a pass after the commit). An agent keeps its finished job as
+   * its busy job until then, so nothing else offers it work; should the statement fail, the claims
+   * are settled as uncertain and the agents wait for their results' retry, as before.
+   */
+  rideOnResults(finished: string[]): ResultRide | undefined {
+    if (this.deps.halted() || !this.deps.queue.size) return undefined;
+    const freed = new Map<ConnectedAgent, string>();
+    for (const jobId of finished) {
+      const a = this.deps.active.get(jobId);
+      const agent = a?.reported ? this.deps.registry.get(a.agentId) : undefined;
+      if (agent?.busyJobId !== jobId) continue;
+      agent.busyJobId = undefined;
+      if (this.deps.registry.isAvailable(agent)) freed.set(agent, jobId);
+      else agent.busyJobId = jobId;
+    }
+    if (!freed.size) return undefined;
+    const taken: Taken[] = [];
+    try {
+      for (const d of planDispatch(
+        this.deps.queue,
+        [...freed.keys()],
+        this.deps.scaler,
+        this.deps.clock.now(),
+      ).plan)
+        taken.push(...this.takeAssigned(d.assign));
+    } finally {
+      // Not given work: it stays busy with its result until the commit, as without a ride.
+      for (const [agent, jobId] of freed) if (agent.busyJobId === undefined) agent.busyJobId = jobId;
+    }
+    if (!taken.length) return undefined;
+    return {
+      claims: taken.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
+      at: this.now(),
+      owner: this.deps.instanceId,
+      // After this turn's microtasks: the result's ack leaves before the next job's assignment.
+      claimed: (won) => void setImmediate(() => void this.sendWon(taken, won)),
+      failed: (err) => {
+        for (const { job, agent } of taken) {
+          this.deps.log.error(
+            { err: errorMessage(err), jobId: job.id },
+            'could not claim job; it stays queued',
+          );
+          this.settleUncertainClaim(job, agent.id);
+          agent.jobsTaken--;
+          agent.busyJobId = freed.get(agent); // its result is retried; it is free once that is stored
+        }
+      },
+    };
+  }
+
+  fits(agentId: string, job: QueuedJob): boolean {
+    const a = this.deps.registry.get(agentId);
+    return (
+      !a || a.kind !== 'scaler' || !this.deps.scaler || this.deps.scaler.agentFits(agentId, toScaleJob(job))
+    );
+  }
+
+  /** Hand one queued job to one agent. False when the job was no longer queued. */
+  async assign(job: QueuedJob, agent: ConnectedAgent): Promise<boolean> {
+    this.take(job, agent);
+    return (await this.claim([{ job, agent }]))[0]!;
+  }
+
+  /** The in-memory half of an assignment, done at once so the rest of a pass sees the agent busy. */
+  private take(job: QueuedJob, agent: ConnectedAgent): void {
+    this.deps.queue.remove(job.id);
+    agent.busyJobId = job.id;
+    agent.jobsTaken++;
+  }
+
+  /** Claim taken jobs in the store (one statement for all) and send each claimed one to its agent. */
+  async claim(pairs: Taken[]): Promise<boolean[]> {
+    const jobs = this.deps.store.jobs;
+    let specs = new Map<string, unknown>();
+    try {
+      const ride = this.deps.writes.claimWith(
+        pairs.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
+        this.now(),
+        this.deps.instanceId,
+      );
+      if (ride) specs = await ride;
+      else if (pairs.length === 1) {
+        const { job, agent } = pairs[0]!;
+        const spec = await jobs.claimSpec(job.id, agent.id, this.now(), this.deps.instanceId);
+        if (spec !== undefined) specs.set(job.id, spec);
+      } else {
+        const claims = pairs.map((p) => ({ jobId: p.job.id, agentId: p.agent.id }));
+        specs = await jobs.claimMany(claims, this.now(), this.deps.instanceId);
+      }
+    } catch (err) {
+      for (const { job, agent } of pairs) {
+        this.deps.log.error(
+          { err: errorMessage(err), jobId: job.id },
+          'could not claim job; it stays queued',
+        );
+        this.settleUncertainClaim(job, agent.id);
+      }
+    }
+    return this.sendWon(pairs, specs);
+  }
+
+  /** Send each won claim to its agent; a lost one frees its agent again. True per pair when sent. */
+  private async sendWon(pairs: Taken[], specs: Map<string, unknown>): Promise<boolean[]> {
+    const sent: boolean[] = [];
+    let lost = false;
+    for (const { job, agent } of pairs) {
+      const spec = specs.get(job.id) as JobSpec | undefined;
+      if (!spec) {
+        if (agent.busyJobId === job.id) agent.busyJobId = undefined;
+        agent.jobsTaken--;
+        lost = true;
+        sent.push(false);
+      } else sent.push(await this.sendClaimed(job, agent, spec));
+    }
+    // The agents a lost claim freed are looked at again (within a pass: once it is done).
+    if (lost) this.deps.pump();
+    return sent;
+  }
+
+  /** False when the agent left while its claim was in flight (the job is requeued). */
+  private async sendClaimed(job: QueuedJob, agent: ConnectedAgent, spec: JobSpec): Promise<boolean> {
+    const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
+    this.deps.active.set(job.id, active);
+    // The agent's connection closed while the claim was in flight: its clean-up ran before this
+    // job was active, and the job would stay dispatched to no one. It never saw the job: requeue.
+    if (this.deps.registry.get(agent.id) !== agent) {
+      await this.deps.active.requeue(active, `agent ${agent.id} left while the job was being dispatched`);
+      return false;
+    }
+    if (agent.kind === 'scaler') this.deps.scaler?.onJobAssigned(agent.id);
+    this.deps.active.armTimeout(active);
+    agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
+    this.deps.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
+    return true;
+  }
+
+  /**
+   * A claim whose answer was lost (the connection broke around its commit) may or may not have
+   * taken the row. The job is only queued again once the store says it is queued: the conditional
+   * requeue undoes a claim that did commit, and is a no-op for one that did not.
+   */
+  private settleUncertainClaim(job: QueuedJob, agentId: string): void {
+    this.uncertain.add(job.id);
+    void retryWrite(
+      async () => {
+        await this.deps.store.jobs.requeue(job.id, agentId);
+        return true;
+      },
+      () => !this.deps.stopped(),
+      () => undefined, // the outage is already logged by the claim and by /readyz
+    ).then((done) => {
+      this.uncertain.delete(job.id);
+      if (!done) return;
+      this.deps.queue.add(job);
+      this.deps.pump();
+    });
+  }
+}

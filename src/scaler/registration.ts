@@ -1,0 +1,117 @@
+import { isWarmStock, type ManagedEntry } from './agent-book.js';
+import { isPending, type AgentPhase } from './agent-lifecycle.js';
+import type { Adoptions } from './adoption.js';
+import { backoffKey } from './core/backoff.js';
+import type { AgentLifecycle } from './lifecycle-port.js';
+
+/**
+ * A spawned agent says who it is (spec C.11): the manager's record gives its gate, labels and bound
+ * job, and the first registration ends the spawn (backoff cleared, latency reported). An event
+ * agent is adopted through its spawn row first, so exactly one orchestrator answers for it.
+ */
+
+/** What registration may touch of the manager. */
+export interface RegistrationHost extends AgentLifecycle {
+  readonly instanceId: string;
+  readonly adoption: Adoptions;
+  readonly hooks:
+    { onAgentRegistered?(scalerName: string, backendType: string, latencyMs: number): void } | undefined;
+  move(m: ManagedEntry, to: AgentPhase): void;
+  noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
+}
+
+export class RegistrationRefused extends Error {}
+
+export interface RegistrationResult {
+  scalerName: string;
+  boundJobId: string | undefined;
+  gate: string[];
+  labels: string[];
+  warm: boolean;
+}
+
+/**
+ * An agent presented a scaler id. Known → its gate and bound job. Unknown `scaler-` id → refused:
+ * registering it as static would drop its gate.
+ */
+export function completeRegistration(host: RegistrationHost, agentId: string): RegistrationResult | null {
+  const m = host.state.agents.get(agentId);
+  if (!m) {
+    if (agentId.startsWith('scaler-')) {
+      host.log.warn({ agentId }, 'no spawn record for a scaler-managed agent; refusing registration');
+      throw new RegistrationRefused('no spawn record for this scaler agent id');
+    }
+    return null;
+  }
+  if (m.phase === 'reserved') throw new RegistrationRefused('this agent has not been spawned yet');
+  const first = isPending(m.phase);
+  if (first) {
+    // An adopted agent that had registered before the restart may already hold a job.
+    host.move(m, m.origin.recovered?.registeredBefore ? 'busy' : 'registered');
+    m.registeredAtMs = host.opts.clock.now();
+    (m.registeredSignal ??= new AbortController()).abort();
+    if (m.boundJobId && host.state.jobToAgent.get(m.boundJobId) === agentId)
+      host.state.jobToAgent.delete(m.boundJobId);
+    host.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
+    // Adopted agents were spawned before the restart: their wait says nothing about this run.
+    if (!m.origin.recovered)
+      host.hooks?.onAgentRegistered?.(m.scalerName, m.type, m.registeredAtMs - m.createdAtMs);
+    if (host.state.backoff.recordSuccess(backoffKey(m.scalerName, m.labelSetKey))) {
+      host.log.info(
+        { scaler: m.scalerName, labelSet: m.labelSetKey },
+        'scaler recovered: an agent registered',
+      );
+    }
+    host.opts.store.spawns
+      .markRegistered(agentId, new Date(host.opts.clock.now()))
+      .catch((e: unknown) => host.noteSwallowed('scaler.spawn-mark-registered', e, { agentId }));
+  }
+  return {
+    scalerName: m.scalerName,
+    boundJobId: first ? m.boundJobId : undefined,
+    gate: m.gate,
+    labels: m.fullLabels,
+    warm: isWarmStock(m),
+  };
+}
+
+/**
+ * Registration with the shared store's say (spec C.11): a local-backend agent this instance spawned
+ * completes at once; an event agent (ours or a peer's) is first adopted through its spawn row, so
+ * exactly one orchestrator answers for it; an unknown or another host's `scaler-` id is refused.
+ * Throws ScalerAdoptionLookupError when the store cannot answer (refuse, reclaim nothing).
+ */
+export async function registerThroughStore(
+  host: RegistrationHost,
+  agentId: string,
+): Promise<RegistrationResult | null> {
+  const m = host.state.agents.get(agentId);
+  if (!agentId.startsWith('scaler-') || (m && (m.type !== 'event' || m.phase === 'reserved')))
+    return completeRegistration(host, agentId);
+  // Already registered here (a replaced connection): the row is ours already.
+  if (m && !isPending(m.phase)) return completeRegistration(host, agentId);
+  const out = await host.adoption.adopt(agentId);
+  if (out.kind === 'refused') {
+    host.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');
+    throw new RegistrationRefused(out.reason);
+  }
+  if (out.row.ownerInstanceId !== host.instanceId)
+    host.log.info(
+      {
+        agentId,
+        scaler: out.row.scalerName,
+        spawnedBy: out.row.ownerInstanceId,
+        configured: out.configured,
+      },
+      'adopted an event agent spawned by another orchestrator',
+    );
+  if (out.configured) return completeRegistration(host, agentId);
+  const bound = out.row.registeredBefore ? undefined : (out.row.boundJobId ?? undefined);
+  return {
+    scalerName: out.row.scalerName,
+    boundJobId: bound,
+    gate: out.row.mandatoryLabels,
+    labels: out.row.labelSet,
+    warm: out.row.boundJobId === null,
+  };
+}

@@ -1,0 +1,63 @@
+import type { BackendDeps } from '../scaler/backends/deps.js';
+import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
+import type { AgentIsolation } from '../net/isolation.js';
+import type { Clock } from '../util/clock.js';
+import { UserError } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import type { ClaimStore } from './claim-store.js';
+
+/** How an orchestrator is started: the CLI's flags, and what tests and embedders inject. */
+export interface OrchestratorOptions {
+  host?: string;
+  port?: number;
+  dataDir?: string;
+  databaseUrl?: string | undefined;
+  scalerConfigPath?: string | undefined;
+  /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */
+  backendDeps?: Partial<Pick<BackendDeps, 'vmm' | 'isolationFor' | 'vmStatfs' | 'vmDiskThresholdBytes'>>;
+  /** The start-up disk guard's probe, threshold and failure backoff (defaults: statfs, 1 GiB, 30 s). */
+  startupDiskGuard?: { statfs?: BackendDeps['vmStatfs']; thresholdBytes?: number; backoffMs?: number };
+  scalerConfigDir?: string | undefined;
+  logger?: Logger;
+  clock?: Clock;
+  /** URL agents dial when a scaler entry does not set one (default: this server's /ws). */
+  agentUrl?: string | undefined;
+  heartbeatIntervalMs?: number;
+  spawnTimeoutMs?: number;
+  sweepIntervalMs?: number;
+  reconnectGraceMs?: number;
+  hostEnv?: NodeJS.ProcessEnv;
+  /** Redeems agents' claim codes; by default the store's (table scaler_pending_claims). */
+  claimStore?: ClaimStore | undefined;
+  /** Host firewall for container agents; when absent the composition root builds the default one. */
+  isolation?: AgentIsolation | undefined;
+
+  /** Event scalers: webhook retry timing (tests shorten it). */
+  webhookRetry?: Partial<WebhookRetryPolicy>;
+  /** Event scalers: how often the provision reaper runs (default 30 s). */
+  reapIntervalMs?: number;
+  /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
+  instanceId?: string | undefined;
+  /** How often this instance heartbeats its row in kici_instances (default 5 s). */
+  clusterHeartbeatMs?: number;
+}
+
+/** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */
+export function clusterHeartbeatMs(opts: OrchestratorOptions): number {
+  return opts.clusterHeartbeatMs ?? envMillis('KICI_CLUSTER_HEARTBEAT_MS', 5_000, 100, 600_000);
+}
+
+/** KICI_CLUSTER_LOCK_TIMEOUT_MS (default 2 s): the lease's connect and query budget. */
+export function clusterLockTimeoutMs(): number {
+  return envMillis('KICI_CLUSTER_LOCK_TIMEOUT_MS', 2_000, 100, 60_000);
+}
+
+/** Whole milliseconds from `name`, within [min, max]; `fallback` when unset or empty. */
+function envMillis(name: string, fallback: number, min: number, max: number): number {
+  const raw = process.env[name];
+  if (!raw) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new UserError(`${name}: expected milliseconds from ${min} to ${max}, got "${raw}"`);
+  return n;
+}

@@ -1,0 +1,83 @@
+import type { ScalerConfig, ScalerEntry } from '../config/index.js';
+import { NftAgentIsolation } from '../net/nft-isolation.js';
+import { createNftRunner } from '../net/nft-runner.js';
+import type { BackendDeps } from '../scaler/backends/deps.js';
+import { connectEngine } from '../scaler/backends/engine-client.js';
+import { createScalerBackend } from '../scaler/backends/registry.js';
+import type { ScaleEventRouter } from '../scaler/events/router.js';
+import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
+import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
+import { ScalerManager } from '../scaler/manager.js';
+import type { Store } from '../store/index.js';
+import { systemClock, type Clock } from '../util/clock.js';
+import { errorMessage, UserError } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import type { OrchestratorOptions } from './orchestrator-options.js';
+
+/** What every backend is built with: the host drivers, the store, and the default nftables isolation. */
+export function backendContext(
+  opts: OrchestratorOptions,
+  logger: Logger,
+  store: Store,
+  scaleEvents?: ScaleEventRouter,
+  config?: ScalerConfig,
+): BackendDeps {
+  return {
+    ...opts.backendDeps,
+    vmNetwork: config?.firecracker,
+    ...(scaleEvents ? { scaleEvents } : {}),
+    logger,
+    clock: opts.clock ?? systemClock,
+    store,
+    configPath: opts.scalerConfigPath!,
+    ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
+    ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+    connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
+    // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
+    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),
+  };
+}
+
+export async function buildScaler(
+  config: ScalerConfig,
+  opts: OrchestratorOptions,
+  deps: {
+    store: Store;
+    clock: Clock;
+    log: Logger;
+    instanceId: string;
+    agentUrl: () => string;
+    scaleEvents: ScaleEventRouter;
+  },
+): Promise<ScalerManager> {
+  const backends = [];
+  for (const entry of config.scalers) {
+    // Preflight runs inside: a missing required tool stops start-up with a UserError naming the fix.
+    const backend = await createScalerBackend(
+      entry,
+      backendContext(opts, deps.log, deps.store, deps.scaleEvents, config),
+    ).catch((err: unknown) => {
+      throw err instanceof UserError ? err : new UserError(errorMessage(err));
+    });
+    backends.push(backend);
+  }
+  let ledger: MachineLedger | undefined;
+  if (config.machinePools?.length) {
+    const dir = await resolveLedgerDir({ explicitDir: process.env.KICI_MACHINE_LEDGER_DIR || undefined });
+    ledger = new MachineLedger({ dir, instanceId: deps.instanceId, logger: deps.log });
+    for (const pool of config.machinePools) ledger.registerPool(pool.name, pool.cap);
+    ledger.start();
+  }
+  return new ScalerManager({
+    config,
+    ledger,
+    backends,
+    store: deps.store,
+    clock: deps.clock,
+    logger: deps.log,
+    instanceId: deps.instanceId,
+    orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
+    scaleEvents: deps.scaleEvents,
+    ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
+  });
+}
