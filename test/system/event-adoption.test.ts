@@ -232,9 +232,9 @@ describe('an event agent provisioned by A registers with B (PostgreSQL, two proc
     expect(job).toMatchObject({ state: 'succeeded', agent_id: agentId, owner_instance: b.id });
     await eventually(() => downsFor(agentId).length > 0, 20_000, 'the scale-down');
     expect(downsFor(agentId)[0]!.payload.reason).toBe('job-complete');
-    // B sent it, not A.
+    // B sent it, not A. B counts it once the webhook answered, which is after the receiver saw it.
     const downLine = new RegExp(`^kici_orch_scaler_scale_down_emitted_total\\{scaler="${SCALER}"`);
-    expect(await metric(b, downLine)).toBe(1);
+    await eventually(async () => (await metric(b, downLine)) === 1, 10_000, 'B counts the scale-down');
     expect(await metric(a, downLine)).toBe(0);
     expect(b.output()).toContain('adopted an event agent spawned by another orchestrator');
     const outcome = await db.query(`select adopted_by from scaler_provision_outcomes where agent_id = $1`, [
@@ -365,8 +365,12 @@ describe('the same agent presenting itself to both instances', () => {
       // Each adopter tears its agents down when they leave; the other instance never does.
       for (const w of winners.values()) w.ws.close();
       for (const [agentId, w] of winners) {
-        await eventually(() => downsFor(agentId).length > 0, 20_000, `${agentId} scale-down`);
-        expect(emittedDown(w.who === a.id ? a : b, agentId), `${agentId} by its adopter`).toBe(true);
+        // The adopter logs the scale-down once the webhook answered: after the receiver saw it.
+        await eventually(
+          () => downsFor(agentId).length > 0 && emittedDown(w.who === a.id ? a : b, agentId),
+          20_000,
+          `${agentId} scale-down, logged by its adopter`,
+        );
         expect(emittedDown(w.who === a.id ? b : a, agentId), `${agentId} by the other`).toBe(false);
       }
       await new Promise((r) => setTimeout(r, 1_000));
