@@ -29,6 +29,23 @@ export default tseslint.config(
     },
   },
   {
+    // Type-aware rules: a promise nobody awaits turns a failed write into an unhandled rejection that
+    // ends the process, and a non-exhaustive switch over a union hides a new member.
+    files: ['**/*.ts'],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/await-thenable': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': [
+        'error',
+        { considerDefaultExhaustiveForUnions: true },
+      ],
+    },
+  },
+  {
     // The port is the seam: outside src/scaler/backends/, nothing names a concrete backend (its
     // class, or anything else in its folder). Only the registry and the backend's own folder may.
     files: ['src/**/*.ts'],

@@ -326,9 +326,9 @@ try {
     );
   for (const c of children) c.kill('SIGKILL');
   await Promise.all(
-    children.map((c) =>
-      c.exitCode === null && c.signalCode === null ? new Promise((r) => c.once('exit', r)) : undefined,
-    ),
+    children
+      .filter((c) => c.exitCode === null && c.signalCode === null)
+      .map((c) => new Promise((r) => c.once('exit', r))),
   );
   await rm(MARKS, { force: true });
   if (created.length) {

@@ -10,7 +10,8 @@
  * /bin holds a static busybox for the steps' /bin/sh when the host has one, else dash.
  * The agent is started through the bundled loader, so it runs whatever libc the job image has.
  *
- * Env: DOCKER_HOST (unix:///path; default /var/run/docker.sock), KICI_AGENT_IMAGE_TAG (override the
+ * Env: DOCKER_HOST (unix:///path; default /var/run/docker.sock), KICI_AGENT_IMAGE_HOSTS (several such
+ * sockets, space-separated: the image is staged once and imported into each), KICI_AGENT_IMAGE_TAG (override the
  * reference), KICI_AGENT_IMAGE_NODE (another node binary).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -110,7 +111,22 @@ try {
     `LABEL kici.runtime.cmd=${cmd.join(',')}`,
     `LABEL org.opencontainers.image.version=${pkg.version}`,
   ];
-  const host = process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock';
+  // One staged rootfs, imported into every engine named: KICI_AGENT_IMAGE_HOSTS (space-separated
+  // unix:// sockets) when set, else DOCKER_HOST. Staging is most of the cost, so it is done once.
+  const hosts = (
+    process.env.KICI_AGENT_IMAGE_HOSTS ??
+    process.env.DOCKER_HOST ??
+    'unix:///var/run/docker.sock'
+  )
+    .split(/\s+/)
+    .filter(Boolean);
+  for (const host of hosts) await importInto(host, stage, changes);
+  process.stdout.write(`${ref}\n`);
+} finally {
+  rmSync(stage, { recursive: true, force: true });
+}
+
+async function importInto(host: string, stage: string, changes: string[]): Promise<void> {
   if (!host.startsWith('unix://')) throw new Error(`DOCKER_HOST=${host}: only unix:// sockets are supported`);
   const docker = new Docker({ socketPath: host.slice('unix://'.length) });
   const [repo, tag] = splitRef(ref);
@@ -118,11 +134,9 @@ try {
   const tar = spawn('tar', ['-C', stage, '--numeric-owner', '--owner=0', '--group=0', '-cf', '-', '.'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const out = await docker.importImage(tar.stdout as unknown as string, { repo, tag, changes } as never);
+  const out = await docker.importImage(tar.stdout as unknown as string, { repo, tag, changes } as object);
   const events = await new Promise<unknown[]>((ok, fail) =>
-    docker.modem.followProgress(out as NodeJS.ReadableStream, (e: unknown, res: unknown[]) =>
-      e ? fail(e) : ok(res),
-    ),
+    docker.modem.followProgress(out, (e: unknown, res: unknown[]) => (e ? fail(e) : ok(res))),
   );
   // Podman's compatible import ignores the tag; so the imported id is tagged explicitly on both.
   const id = /(sha256:)?[0-9a-f]{64}/.exec(JSON.stringify(events))?.[0];
@@ -144,10 +158,7 @@ try {
         .catch(() => undefined);
   }
   const info = await docker.getImage(ref).inspect();
-  say(`built in ${((Date.now() - started) / 1000).toFixed(1)} s, ${(info.Size / 1e6).toFixed(1)} MB`);
-  process.stdout.write(`${ref}\n`);
-} finally {
-  rmSync(stage, { recursive: true, force: true });
+  say(`${host}: done at ${((Date.now() - started) / 1000).toFixed(1)} s, ${(info.Size / 1e6).toFixed(1)} MB`);
 }
 
 function sharedLibs(bin: string): string[] {

@@ -10,6 +10,7 @@ npm run --silent build
 STAGE=$(mktemp -d)
 trap 'rm -rf "$STAGE"' EXIT
 cp -r package.json README.md LICENSE dist docs examples "$STAGE/"
+rm -f "$STAGE/dist/.tsbuildinfo" # the incremental build's state, not part of the package
 cp package-lock.json "$STAGE/npm-shrinkwrap.json"
 cd "$STAGE"
 # `files` lists what ships; the shrinkwrap is added to the staged copy only.

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # `npm run test:system`: needs root. Starts the services in a private network namespace, runs the
 # system suites inside it, and always tears the services down.
+# With KICI_SYS_PREPARED=1 the services were started already (`.ci/run` starts them in the background
+# while the unit and e2e tiers run) and only the suites and the tear-down happen here.
+# KICI_SYS_REPORT_DIR=<dir> makes each suite also write vitest's JSON report there.
 set -euo pipefail
 if [[ $EUID -ne 0 ]]; then
   echo "npm run test:system needs root (it creates a network namespace and starts PostgreSQL)" >&2
@@ -10,24 +13,40 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export KICI_SYS_WORK=${KICI_SYS_WORK:-/tmp/kici-sys}
 export KICI_SYS_NETNS=${KICI_SYS_NETNS:-kici-sys}
 trap 'bash "$ROOT/scripts/system/teardown.sh"' EXIT
-bash "$ROOT/scripts/system/setup.sh"
+if [[ ${KICI_SYS_PREPARED:-} != 1 ]]; then
+  bash "$ROOT/scripts/system/setup.sh"
+fi
 # shellcheck disable=SC1091
 source "$KICI_SYS_WORK/env"
 VITEST=("$ROOT/node_modules/.bin/node" "$ROOT/node_modules/vitest/vitest.mjs" run)
-# Every suite runs even when an earlier one failed, so one run shows every failure; the exit code
-# is the first failure's.
-rc=0
-keep_going() {
-  local r=0
-  "$@" || r=$?
-  if ((r != 0 && rc == 0)); then rc=$r; fi
-  return 0
+report() { [[ -n ${KICI_SYS_REPORT_DIR:-} ]] && echo "--reporter=default --reporter=json --outputFile.json=$KICI_SYS_REPORT_DIR/$1.json"; }
+
+# Three suites, each in its own namespace and its own vitest process, run at the same time: the
+# engine suites mostly wait on their engine, the system suite mostly on PostgreSQL and QEMU. Each
+# writes its own log, printed whole when it ends, so the output stays readable. Every suite runs
+# even when another fails; the exit code is the first failure's.
+LOGS=$(mktemp -d)
+run_suite() {
+  local name=$1 ns=$2
+  shift 2
+  # shellcheck disable=SC2046
+  nsenter --net="/run/netns/$ns" "$@" $(report "$name") >"$LOGS/$name.log" 2>&1
 }
-keep_going nsenter --net="/run/netns/$KICI_SYS_NETNS" "${VITEST[@]}" --project system "$@"
-# The engine suites run once per engine, inside that engine's namespace (see setup.sh).
+pids=() names=()
+run_suite system "$KICI_SYS_NETNS" "${VITEST[@]}" --project system "$@" &
+pids+=($!) names+=(system)
 for engine in docker podman; do
   if [[ $engine == docker ]]; then ns=$KICI_SYS_DOCKER_NETNS sock=$KICI_TEST_DOCKER_SOCK; else ns=$KICI_SYS_PODMAN_NETNS sock=$KICI_TEST_PODMAN_SOCK; fi
-  echo "== engine suites on $engine"
-  KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" keep_going nsenter --net="/run/netns/$ns" "${VITEST[@]}" --project system-engine "$@"
+  KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" run_suite "engine-$engine" "$ns" "${VITEST[@]}" --project system-engine "$@" &
+  pids+=($!) names+=("engine-$engine")
 done
+rc=0
+for i in "${!pids[@]}"; do
+  r=0
+  wait "${pids[$i]}" || r=$?
+  echo "== ${names[$i]} suites (exit $r)"
+  cat "$LOGS/${names[$i]}.log"
+  if ((r != 0 && rc == 0)); then rc=$r; fi
+done
+rm -rf "$LOGS"
 exit "$rc"

@@ -121,8 +121,8 @@ echo "busybox image imported: $(ms "$t") ms"
 t=$(date +%s%N)
 ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 (cd "$ROOT_DIR" && npm run build --silent)
-AGENT_IMAGE=$(cd "$ROOT_DIR" && DOCKER_HOST="unix://$W/docker.sock" node_modules/.bin/node scripts/build-agent-image.ts | tail -n 1)
-(cd "$ROOT_DIR" && DOCKER_HOST="unix://$W/podman.sock" node_modules/.bin/node scripts/build-agent-image.ts >/dev/null)
+AGENT_IMAGE=$(cd "$ROOT_DIR" && KICI_AGENT_IMAGE_HOSTS="unix://$W/docker.sock unix://$W/podman.sock" \
+  node_modules/.bin/node scripts/build-agent-image.ts | tail -n 1)
 echo "agent image $AGENT_IMAGE built into both engines: $(ms "$t") ms"
 
 cat >"$W/env" <<ENV

@@ -172,7 +172,7 @@ export class Dispatcher {
     );
     for (const row of rows) this.queue.add(toQueued(row));
     this.log.info({ runId, jobs: rows.length }, 'run submitted');
-    this.requestPump();
+    void this.requestPump();
     return { runId, jobs: rows.map((r) => ({ id: r.id, name: r.name })) };
   }
 

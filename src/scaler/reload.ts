@@ -130,7 +130,13 @@ export async function applyReload(
       try {
         m.opts.ledger.registerPool(pool.name, pool.cap);
       } catch {
-        void m.opts.ledger.updateCap(pool.name, pool.cap);
+        // The new cap is written under the ledger's lock after the reload is applied; a failed
+        // write leaves the old cap in force, which peers still enforce, so it is logged, not thrown.
+        m.opts.ledger
+          .updateCap(pool.name, pool.cap)
+          .catch((err: unknown) =>
+            m.log.error({ pool: pool.name, err: errorMessage(err) }, 'scaler.ledger pool cap update failed'),
+          );
       }
     }
   }

@@ -268,7 +268,9 @@ export class Orchestrator {
       }),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
-    const server = createServer(getRequestListener(app.fetch));
+    const listener = getRequestListener(app.fetch);
+    // The listener answers its own errors (500), so nothing is left to await here.
+    const server = createServer((req, res) => void listener(req, res));
     answerClientErrors(server, this.log);
     const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered, socket) =>
       handleAgentSocket(
