@@ -47,6 +47,8 @@ export interface ReloadHost extends AgentLifecycle {
   readonly warm: { configure(): void };
   sweepRetired(): void;
   notifyCapacityFreed(): void;
+  /** Log, count and report an error a reload carries on from (a failed pool cap write). */
+  noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
 }
 
 /** Warm pools: start unbound agents through the normal reservation path; reap idle ones. */

@@ -131,12 +131,10 @@ export async function applyReload(
         m.opts.ledger.registerPool(pool.name, pool.cap);
       } catch {
         // The new cap is written under the ledger's lock after the reload is applied; a failed
-        // write leaves the old cap in force, which peers still enforce, so it is logged, not thrown.
+        // write leaves the old cap in force, which peers still enforce, so it is reported, not thrown.
         m.opts.ledger
           .updateCap(pool.name, pool.cap)
-          .catch((err: unknown) =>
-            m.log.error({ pool: pool.name, err: errorMessage(err) }, 'scaler.ledger pool cap update failed'),
-          );
+          .catch((err: unknown) => m.noteSwallowed('scaler.ledger-cap-update', err, { pool: pool.name }));
       }
     }
   }

@@ -121,6 +121,21 @@ describe('errors the scaler carries on from are logged, counted and reported', (
     ]);
   });
 
+  it('a failed pool cap write on reload is reported, and the process carries on', async () => {
+    const { logger, of } = capture();
+    const ledger = ledgerIn(await ledgerDir(), 'orch-1');
+    const h = await hs.make({ config, ledger, logger });
+    const calls = hooked(h);
+    ledger.updateCap = () => Promise.reject(new Error('ledger directory is read-only'));
+    const next = scalerConfig({ ...config, machinePools: [{ name: 'host', cap: { maxCpu: 4 } }] });
+    await h.manager.reload(next, h.factory);
+    await until(h, () => calls.length === 1);
+    expect(calls).toEqual([{ site: 'scaler.ledger-cap-update', err: 'ledger directory is read-only' }]);
+    expect(of('scaler.ledger-cap-update')).toEqual([
+      expect.objectContaining({ pool: 'host', err: 'ledger directory is read-only' }),
+    ]);
+  });
+
   it('without a hook the manager still logs and counts', async () => {
     const { logger, of } = capture();
     const h = await hs.make({
