@@ -36,8 +36,8 @@ if ((${#need[@]})); then
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && own_policy=1
   fi
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >"$W/apt.log" 2>&1 || {
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${need[@]}" >"$W/apt.log" 2>&1 || {
     tail -20 "$W/apt.log"
     [[ -n $own_policy ]] && rm -f /usr/sbin/policy-rc.d
     exit 1
