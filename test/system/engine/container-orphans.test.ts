@@ -59,11 +59,26 @@ const exists = (id: string) =>
       () => false,
     );
 
+/** Let a held step finish: create the file it waits for, inside its agent's container. */
+async function release(id: string): Promise<void> {
+  const exec = await docker.getContainer(id).exec({ Cmd: ['touch', '/tmp/kici-release'] });
+  const stream = await exec.start({});
+  await new Promise<void>((done, fail) => {
+    stream.on('end', done);
+    stream.on('error', fail);
+    stream.resume();
+  });
+}
+
 describe(`orphan sweeps on a shared ${ENGINE} engine`, () => {
   it("never removes another scaler's or another orchestrator's running agents", async () => {
     const a = await orchestrator(A1, A2);
     const b = await orchestrator(B);
-    const job = { steps: [{ run: 'echo started; sleep 8; echo finished' }] };
+    // Each step holds until the test releases it, so the agents are still running at the sweeps
+    // however slow the host is (a fixed sleep ran out under load before the sweeps were done).
+    const job = {
+      steps: [{ run: 'echo started; until [ -e /tmp/kici-release ]; do sleep 0.1; done; echo finished' }],
+    };
     const [j1] = await submit(a, { one: { runsOn: [A1], ...job } });
     const [j2] = await submit(a, { two: { runsOn: [A2], ...job } });
     const [j3] = await submit(b, { three: { runsOn: [B], ...job } });
@@ -90,6 +105,7 @@ describe(`orphan sweeps on a shared ${ENGINE} engine`, () => {
     expect(await exists(unknown)).toBe(false);
     for (const n of [A1, A2, B]) expect((await running(n)).length, n).toBe(1);
 
+    for (const n of [A1, A2, B]) for (const c of await running(n)) await release(c.Id);
     for (const [t, j] of [
       [a, j1],
       [a, j2],
