@@ -61,7 +61,9 @@ const exists = (id: string) =>
 
 /** Let a held step finish: create the file it waits for, inside its agent's container. */
 async function release(id: string): Promise<void> {
-  const exec = await docker.getContainer(id).exec({ Cmd: ['touch', '/tmp/kici-release'] });
+  const exec = await docker
+    .getContainer(id)
+    .exec({ Cmd: ['touch', '/tmp/kici-release'], AttachStdout: true, AttachStderr: true });
   const stream = await exec.start({});
   await new Promise<void>((done, fail) => {
     stream.on('end', done);
