@@ -29,6 +29,8 @@ command -v iptables >/dev/null || need+=(iptables)
 [[ -x /bin/busybox ]] || need+=(busybox-static)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+# Debian's Chromium for the dashboard's browser tests (driven by playwright-core; no browser download).
+command -v chromium >/dev/null || need+=(chromium)
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # Deny service starts during the install (unless the image already has its own policy).
