@@ -1,6 +1,7 @@
 import { WebSocket } from 'ws';
 import { hostname } from 'node:os';
 import {
+  CloseCodes,
   FATAL_CLOSE_CODES,
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -38,6 +39,8 @@ export class Agent {
   private registered = false;
   private runner: JobRunner | undefined;
   private jobsDone = 0;
+  /** This process's session secret (from its first register.ack): proves a reconnect is us. */
+  private session: string | undefined;
   private outbox: AgentMessage[] = [];
   /** The last job result, kept until the orchestrator acknowledges that it stored it. */
   private unackedResult: AgentMessage | undefined;
@@ -155,6 +158,7 @@ export class Agent {
       hostname: hostname(),
       ...(this.runner ? { activeJobId: this.runner.jobId } : {}),
       jobsDone: this.jobsDone,
+      ...(this.session ? { session: this.session } : {}),
     });
   }
 
@@ -236,6 +240,7 @@ export class Agent {
     this.attempt = 0;
     this.disconnectedSince = undefined;
     this.log('info', `registered as ${ack.agentId}`);
+    if (ack.session) this.session = ack.session;
     this.acksResults = ack.acksResults === true;
     const queued = this.outbox;
     this.outbox = [];
@@ -312,7 +317,12 @@ export class Agent {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
     if (this.leaving) return this.exit(AgentExit.ok);
-    if (FATAL_CLOSE_CODES.includes(code)) {
+    // Without a session of our own, a refused session is an earlier process of this agent that
+    // the orchestrator still holds (its job is not settled yet): wait for it. With one, our own
+    // proof was refused, which no retry can change.
+    const fatal =
+      FATAL_CLOSE_CODES.includes(code) || (code === CloseCodes.sessionUnproven && this.session !== undefined);
+    if (fatal) {
       this.log('error', `orchestrator refused this agent (${code}): ${reason || 'no reason given'}`);
       if (!this.runner) return this.exit(AgentExit.refused);
       // Revoked mid-job: the job's processes are stopped before the agent exits, not left behind.
