@@ -21,7 +21,8 @@ export function takeHandedToken(env: NodeJS.ProcessEnv): string | undefined {
   const file = env.KICI_AGENT_TOKEN_FILE;
   if (fd !== undefined && fd !== '') {
     const n = Number(fd);
-    if (!Number.isInteger(n) || n < 0) throw new AgentConfigError('KICI_AGENT_TOKEN_FD must be a descriptor number');
+    if (!Number.isInteger(n) || n < 0)
+      throw new AgentConfigError('KICI_AGENT_TOKEN_FD must be a descriptor number');
     try {
       token = readFileSync(n, 'utf8').trim();
     } catch (err) {

@@ -237,7 +237,8 @@ export class AgentSession {
         // The agent never learns this secret: it must be able to open a session again.
         if (opened) await deps.store.sessions.forget(agentId, hashSecret(secret));
         await undo();
-        if (!opened) this.refuseUnproven(agentId, 'another registration of this agent opened its session first');
+        if (!opened)
+          this.refuseUnproven(agentId, 'another registration of this agent opened its session first');
         return;
       }
     }
@@ -330,9 +331,7 @@ export class AgentSession {
       this.move('job.assigned');
       const id = this.agent?.id;
       if (id)
-        this.deps.store.sessions
-          .tookJob(id)
-          .catch(swallow(this.log, 'session.job-count', { agentId: id }));
+        this.deps.store.sessions.tookJob(id).catch(swallow(this.log, 'session.job-count', { agentId: id }));
     }
     if (this.port.isOpen()) this.port.send(msg);
   }

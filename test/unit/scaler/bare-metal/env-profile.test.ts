@@ -44,12 +44,7 @@ describe('bare-metal env profiles', () => {
     const { env, trusted } = buildAgentEnv(HOST, set(), id);
     expect(trusted).toBe(false);
     expect(env).toMatchObject({ PATH: '/usr/bin:/bin', HOME: '/root', LANG: 'C.UTF-8', TZ: 'UTC' });
-    for (const k of [
-      'EDITOR',
-      'AWS_PROFILE',
-      'SSH_AUTH_SOCK',
-      ...Object.keys(SECRETS),
-    ])
+    for (const k of ['EDITOR', 'AWS_PROFILE', 'SSH_AUTH_SOCK', ...Object.keys(SECRETS)])
       expect(env, k).not.toHaveProperty(k);
     // Neither the orchestrator's token nor the agent's own: the agent's comes down a descriptor.
     expect(env).not.toHaveProperty('KICI_AGENT_TOKEN');
