@@ -235,10 +235,10 @@ describe('limits before authentication', () => {
     await expectUnharmed();
   });
 
-  it(`at most ${LIMITS.maxPendingConnections} unregistered connections; more get 503 until some close`, async () => {
+  it(`at most ${LIMITS.maxPendingPerAddress} unregistered connections from one address; more get 503 until some close`, async () => {
     const held: RawConn[] = [];
     try {
-      for (let i = 0; i < LIMITS.maxPendingConnections; i++) {
+      for (let i = 0; i < LIMITS.maxPendingPerAddress; i++) {
         const conn = await rawConnect(t.orch.url);
         expect(conn.status).toBe(101);
         held.push(conn);
