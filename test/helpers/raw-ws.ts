@@ -170,6 +170,11 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
  */
 const rawSessions = new Map<string, string>();
 
+/** The session secret rawRegister got for this agent id, for a hand-built reconnect to present. */
+export function rawSessionOf(httpUrl: string, agentId: string): string | undefined {
+  return rawSessions.get(`${httpUrl}|${agentId}`);
+}
+
 /** Upgrade and register with a real token; resolves after register.ack. */
 export async function rawRegister(
   httpUrl: string,

@@ -22,6 +22,7 @@ import {
   nextMessage,
   rawConnect,
   rawRegister,
+  rawSessionOf,
   textFrame,
   within,
   type RawConn,
@@ -181,6 +182,8 @@ describe('defect 2, server half: an oversized log frame from a running job', () 
         token,
         labels: ['frames'],
         activeJobId: jobId,
+        // The same agent process: it proves the session its first registration was given.
+        session: rawSessionOf(t.orch.url, 'frames-agent'),
       }),
     );
     const ack = await nextMessage(again, (m) => m.type === 'register.ack');
