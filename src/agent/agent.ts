@@ -1,6 +1,7 @@
 import { WebSocket } from 'ws';
 import { hostname } from 'node:os';
 import {
+  CloseCodes,
   FATAL_CLOSE_CODES,
   PROTOCOL_VERSION,
   type AgentMessage,
@@ -23,6 +24,9 @@ const OUTBOX_LIMIT = 20_000;
 /** First-dial retry of a scaler-started agent (see Agent.inFirstDial), and for how long. */
 const FIRST_DIAL_RETRY_MS = 10;
 const FIRST_DIAL_WINDOW_MS = 10_000;
+/** Backoff while the orchestrator answers 503 (too many connections waiting to register). */
+const BUSY_BACKOFF_BASE_MS = 100;
+const BUSY_BACKOFF_MAX_MS = 5_000;
 /** Past this much unsent data on the socket, the job's output is not read until it drains. */
 const SEND_BACKLOG_BYTES = 8 * 1024 * 1024;
 
@@ -38,6 +42,8 @@ export class Agent {
   private registered = false;
   private runner: JobRunner | undefined;
   private jobsDone = 0;
+  /** This process's session secret (from its first register.ack): proves a reconnect is us. */
+  private session: string | undefined;
   private outbox: AgentMessage[] = [];
   /** The last job result, kept until the orchestrator acknowledges that it stored it. */
   private unackedResult: AgentMessage | undefined;
@@ -50,6 +56,9 @@ export class Agent {
   /** When a scaler-started agent first dialled; see inFirstDial. */
   private firstDialAt: number | undefined;
   private everRegistered = false;
+  /** Consecutive 503 answers to our upgrade; the first of a streak is logged, the rest are not. */
+  private busyStreak = 0;
+  private lastDialBusy = false;
   /** Takes no new job; set by a drain or a stop. */
   private stopping = false;
   /** Finishing the current job, then leaving (first SIGTERM to a static agent). */
@@ -155,6 +164,7 @@ export class Agent {
       hostname: hostname(),
       ...(this.runner ? { activeJobId: this.runner.jobId } : {}),
       jobsDone: this.jobsDone,
+      ...(this.session ? { session: this.session } : {}),
     });
   }
 
@@ -176,6 +186,12 @@ export class Agent {
     });
     ws.on('error', (err) => {
       const refused = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+      // 503: the orchestrator has too many connections waiting to register; back off (onClose).
+      if (/Unexpected server response: 503\b/.test(err.message)) {
+        this.lastDialBusy = true;
+        if (this.busyStreak++ === 0) this.log('warn', 'orchestrator busy (HTTP 503); retrying with backoff');
+        return;
+      }
       if (!this.registered && !(refused && this.inFirstDial()))
         this.log('warn', `connection error: ${err.message}`);
     });
@@ -232,10 +248,12 @@ export class Agent {
 
   private onRegistered(ack: RegisterAckMessage): void {
     this.registered = true;
+    this.busyStreak = 0;
     this.everRegistered = true;
     this.attempt = 0;
     this.disconnectedSince = undefined;
     this.log('info', `registered as ${ack.agentId}`);
+    if (ack.session) this.session = ack.session;
     this.acksResults = ack.acksResults === true;
     const queued = this.outbox;
     this.outbox = [];
@@ -312,7 +330,12 @@ export class Agent {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = undefined;
     if (this.leaving) return this.exit(AgentExit.ok);
-    if (FATAL_CLOSE_CODES.includes(code)) {
+    // Without a session of our own, a refused session is an earlier process of this agent that
+    // the orchestrator still holds (its job is not settled yet): wait for it. With one, our own
+    // proof was refused, which no retry can change.
+    const fatal =
+      FATAL_CLOSE_CODES.includes(code) || (code === CloseCodes.sessionUnproven && this.session !== undefined);
+    if (fatal) {
       this.log('error', `orchestrator refused this agent (${code}): ${reason || 'no reason given'}`);
       if (!this.runner) return this.exit(AgentExit.refused);
       // Revoked mid-job: the job's processes are stopped before the agent exits, not left behind.
@@ -334,9 +357,13 @@ export class Agent {
       void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.unreachable));
       return;
     }
-    const wait = this.inFirstDial(now)
-      ? FIRST_DIAL_RETRY_MS
-      : Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
+    const busy = this.lastDialBusy;
+    this.lastDialBusy = false;
+    const wait = busy
+      ? busyBackoffMs(this.busyStreak)
+      : this.inFirstDial(now)
+        ? FIRST_DIAL_RETRY_MS
+        : Math.min(10_000, 250 * 2 ** Math.min(this.attempt++, 6));
     this.reconnectTimer = setTimeout(() => this.connect(), wait);
   }
 
@@ -360,4 +387,16 @@ export class Agent {
     if (this.ws && this.ws.readyState !== WebSocket.CLOSED) this.ws.terminate();
     this.finish(code);
   }
+}
+
+/**
+ * How long to wait after the `streak`-th 503 in a row: exponential from BUSY_BACKOFF_BASE_MS up to
+ * BUSY_BACKOFF_MAX_MS, jittered between half and all of it, so agents refused together come back apart.
+ */
+export function busyBackoffMs(streak: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(
+    BUSY_BACKOFF_MAX_MS,
+    BUSY_BACKOFF_BASE_MS * 2 ** Math.min(Math.max(streak - 1, 0), 10),
+  );
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }

@@ -15,6 +15,12 @@ const PRIVATE_ENV = ['KICI_AGENT_TOKEN', 'KICI_SCALER_CLAIM_CODE', 'KICI_ADMIN_T
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
 export const JOB_MARKER_ENV = 'KICI_JOB_MARKER';
 
+/**
+ * A provisioning job's event payload (it holds a claim code) is written here by its first step; it
+ * is removed when the job ends, however it ends. Only this exact shape is removed.
+ */
+const EVENT_PAYLOAD_PATH = /^\/tmp\/kici-event-[0-9a-f-]{36}\.json$/;
+
 /** Room left in a frame for everything but the lines (type, job id, stream, brackets). */
 const FRAME_OVERHEAD_BYTES = 1024;
 const BATCH_LINES = 200;
@@ -132,6 +138,15 @@ export class JobRunner {
     } finally {
       jobTimer?.clear();
       await this.reap();
+      const payload = job.env.KICI_EVENT_PATH;
+      if (payload && EVENT_PAYLOAD_PATH.test(payload))
+        await rm(payload, { force: true }).catch((err: unknown) =>
+          this.line(
+            null,
+            'system',
+            `could not remove the event payload ${payload}: ${(err as Error).message}`,
+          ),
+        );
       if (!this.opts.keepWorkspace)
         await rm(workspace, { recursive: true, force: true }).catch((err: unknown) =>
           this.line(null, 'system', `could not remove the workspace ${workspace}: ${(err as Error).message}`),

@@ -5,6 +5,7 @@
  */
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+import { takeHandedToken } from '../agent/token-handoff.js';
 import { packageVersion } from '../version.js';
 
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
@@ -36,7 +37,10 @@ async function main(): Promise<number> {
         'Environment:\n' +
         '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (required)\n' +
         "  KICI_AGENT_ID          this agent's id, as bound to its token (required)\n" +
-        '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required)\n' +
+        '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required,\n' +
+        '                         unless given by one of the two below)\n' +
+        '  KICI_AGENT_TOKEN_FILE  a file holding the token; removed once read\n' +
+        '  KICI_AGENT_TOKEN_FD    an inherited descriptor holding the token; read to its end and closed\n' +
         "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +
         '  KICI_SCALER_CLAIM_CODE one-time code redeemed for an id and a token (instead of both)\n' +
         '  KICI_EPHEMERAL=1       exit after one job\n\n' +
@@ -47,7 +51,10 @@ async function main(): Promise<number> {
   }
   let cfg;
   try {
-    cfg = readAgentConfig();
+    // Taken before anything else runs, and removed from our environment: no job may inherit it.
+    const token = takeHandedToken(process.env);
+    cfg = readAgentConfig({ ...process.env, ...(token ? { KICI_AGENT_TOKEN: token } : {}) });
+    delete process.env.KICI_SCALER_CLAIM_CODE;
   } catch (err) {
     if (err instanceof AgentConfigError) {
       process.stderr.write(`kici-agent: ${err.message}\n`);

@@ -28,9 +28,18 @@ function isUrlWithProtocol(value: string, protocols: string[]): boolean {
   }
 }
 
+/**
+ * Whether a `job:<file>` names a path that stays inside the config directory as written: relative,
+ * without a `..` segment. Symbolic links are checked when the file is read.
+ */
+export function isConfinedJobPath(file: string): boolean {
+  if (file.startsWith('/') || file.startsWith('\\') || /^[A-Za-z]:/.test(file)) return false;
+  return !file.split(/[\\/]+/).includes('..');
+}
+
 /** Product decision: a target is a job template (`job:<file>`) or a webhook (`webhook:<url>`). */
 export function isProvisioningTarget(value: string): boolean {
-  if (value.startsWith('job:')) return value.slice(4).trim() !== '';
+  if (value.startsWith('job:')) return value.slice(4).trim() !== '' && isConfinedJobPath(value.slice(4));
   if (value.startsWith('webhook:')) return isUrlWithProtocol(value.slice(8), ['http:', 'https:']);
   return false;
 }
@@ -129,7 +138,7 @@ function scalerEntryShape() {
       .array(
         z.string().refine(isProvisioningTarget, {
           error: (iss) =>
-            `"${String(iss.input)}" is not a provisioning target; expected job:<file> or webhook:<http(s) url>`,
+            `"${String(iss.input)}" is not a provisioning target; expected job:<file> or webhook:<http(s) url> (a job:<file> is a relative path inside the config directory, without "..")`,
         }),
       )
       .optional()

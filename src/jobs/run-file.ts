@@ -17,10 +17,11 @@ export type RunFileCheck =
  * the YAML path, what is expected, "did you mean" for a mistyped key, and the line. The config's
  * document model and locator are reused, so both kinds of file report in the same words.
  */
-export async function checkRunFile(path: string): Promise<RunFileCheck> {
+export async function checkRunFile(path: string, given?: string): Promise<RunFileCheck> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    // A caller that had to check the file before reading it (a provisioning target) passes its text.
+    text = given ?? (await readFile(path, 'utf8'));
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const problem =
@@ -71,8 +72,8 @@ export async function checkRunFile(path: string): Promise<RunFileCheck> {
 }
 
 /** Read a run file for submitting. Every problem names the file, the path inside it and the line. */
-export async function readRunFile(path: string): Promise<RunSpec> {
-  const res = await checkRunFile(path);
+export async function readRunFile(path: string, given?: string): Promise<RunSpec> {
+  const res = await checkRunFile(path, given);
   if (res.ok) return res.spec;
   if (res.kind !== 'spec') throw new UserError(res.problems[0]!);
   throw new UserError(`invalid run file:\n  ${res.problems.join('\n  ')}`, res.problems);

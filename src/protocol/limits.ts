@@ -12,10 +12,15 @@ export const LIMITS = {
    * 1009: a stranger cannot make the orchestrator buffer large frames.
    */
   preAuthBytes: 16 * 1024,
-  /** Connections that have not registered yet; more are refused with HTTP 503 until some finish. */
-  maxPendingConnections: 256,
-  /** Time a connection has to send a valid `register`. */
-  registerTimeoutMs: 10_000,
+  /**
+   * Connections that have not registered yet. At the limit, a new one takes the place of the oldest
+   * that has sent nothing at all; only when every one of them is talking is it refused (HTTP 503).
+   */
+  maxPendingConnections: 1024,
+  /** Unregistered connections from one remote address; more are refused with HTTP 503. */
+  maxPendingPerAddress: 32,
+  /** Time a connection has to send a valid `register` (a stranger holds a slot no longer). */
+  registerTimeoutMs: 5_000,
 
   // Field limits. A register frame that meets them, in ASCII, stays far below preAuthBytes.
   idChars: 100,

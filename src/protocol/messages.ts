@@ -36,8 +36,16 @@ export interface RegisterMessage {
   hostname?: string;
   /** Set when the agent reconnects while it is still running a job. */
   activeJobId?: string;
-  /** Jobs this agent has finished; a single-use agent that already ran one takes no other. */
+  /**
+   * Jobs this agent has finished. Informational only: the orchestrator keeps its own count, and a
+   * single-use agent that was handed a job takes no other whatever it says here.
+   */
   jobsDone?: number;
+  /**
+   * The session secret from this process's first `register.ack`: a reconnect presents it to prove
+   * it is the same agent process. Kept only in the agent's memory.
+   */
+  session?: string;
 }
 /**
  * Sent first, instead of `register`, by an agent that holds a one-time claim code and no token
@@ -119,6 +127,8 @@ export interface RegisterAckMessage {
   resumeJobId?: string;
   /** This orchestrator acknowledges `job.finished` once the result is stored (`job.finished.ack`). */
   acksResults?: boolean;
+  /** A new session's secret, sent once; the agent presents it on every reconnect. */
+  session?: string;
 }
 /** The claim code was redeemed: register next with this id, token and labels. */
 export interface ClaimAckMessage {
@@ -171,6 +181,8 @@ export const CloseCodes = {
   forbidden: 4403,
   duplicate: 4409,
   heartbeatTimeout: 4408,
+  /** A token that is valid, but from a registration that cannot prove it is the agent's session. */
+  sessionUnproven: 4412,
   shuttingDown: 4503,
   internal: 1011,
 } as const;

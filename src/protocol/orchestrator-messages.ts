@@ -79,6 +79,7 @@ function check(m: Obj): void {
       num(m, 'heartbeatIntervalMs', '', 10, 3_600_000);
       str(m, 'resumeJobId', '', { optional: true });
       bool(m, 'acksResults', '', true);
+      str(m, 'session', '', { optional: true });
       return;
     case 'claim.ack':
       str(m, 'agentId', '', { nonEmpty: true });

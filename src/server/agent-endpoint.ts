@@ -17,41 +17,70 @@ export type OnAgentConnection = (
   socket: Duplex,
 ) => void;
 
+/** Limits on connections that have not registered; LIMITS by default, smaller in tests. */
+export interface PendingLimits {
+  maxPending: number;
+  maxPerAddress: number;
+}
+
 /**
  * The `/ws` endpoint on the HTTP server. It owns everything a stranger can reach before a token is
  * checked, so nothing here may throw: every socket gets an 'error' listener, a connection that has
- * not registered may send only LIMITS.preAuthBytes, and only LIMITS.maxPendingConnections of them may
- * be open at once.
+ * not registered may send only LIMITS.preAuthBytes, one address may hold only a few such connections,
+ * and when all the slots are taken a new connection displaces the oldest one that has sent nothing.
+ * Idle strangers therefore cannot keep a real agent from registering.
  */
-export function attachAgentEndpoint(server: Server, logger: Logger, onConnection: OnAgentConnection) {
+export function attachAgentEndpoint(
+  server: Server,
+  logger: Logger,
+  onConnection: OnAgentConnection,
+  limits: PendingLimits = {
+    maxPending: LIMITS.maxPendingConnections,
+    maxPerAddress: LIMITS.maxPendingPerAddress,
+  },
+) {
   const log = logger.child({ component: 'agent-endpoint' });
   // ws enforces maxPayload itself: a larger frame closes the connection with 1009.
   const wss = new WebSocketServer({ noServer: true, maxPayload: LIMITS.maxPayloadBytes });
   wss.on('error', (err) => log.error({ err: errorMessage(err) }, 'websocket server error'));
-  let pending = 0;
+  const pending = new PendingBook(limits);
+  let warnedFull = false;
 
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const remote = req.socket.remoteAddress ?? 'unknown';
     // A peer that resets the connection mid-handshake must not become an uncaught exception.
     socket.on('error', (err) => log.debug({ remote, err: errorMessage(err) }, 'agent socket error'));
     if (pathOf(req.url) !== '/ws') return refuse(socket, 404, 'Not Found');
-    if (pending >= LIMITS.maxPendingConnections) {
-      log.warn({ remote, pending }, 'too many unregistered agent connections; refusing one');
+    const room = pending.admit(remote);
+    if (room === 'address-full') {
+      log.debug({ remote }, 'too many unregistered agent connections from one address; refusing one');
       return refuse(socket, 503, 'Service Unavailable');
     }
+    if (room === 'full') {
+      if (!warnedFull) log.warn({ remote }, 'every unregistered agent connection is busy; refusing one');
+      warnedFull = true;
+      return refuse(socket, 503, 'Service Unavailable');
+    }
+    warnedFull = false;
     wss.handleUpgrade(req, socket, head, (ws) => {
-      pending++;
-      let counting = true;
       let seen = 0;
+      // Displaced to make room for a newer connection: it never sent a byte.
+      const entry = pending.add(remote, () => {
+        stopCounting();
+        log.debug({ remote }, 'idle unregistered connection displaced by a newer one');
+        closeWithin(ws, 1013, 'idle before registration; displaced');
+      });
+      let counting = true;
       const stopCounting = () => {
         if (!counting) return;
         counting = false;
-        pending--;
+        pending.remove(entry);
         socket.off('data', count);
       };
       // A second 'data' listener only observes: ws still receives every byte.
       const count = (chunk: Buffer) => {
         seen += chunk.length;
+        entry.spoke = true;
         if (seen <= LIMITS.preAuthBytes) return;
         stopCounting();
         log.warn({ remote, bytes: seen }, 'unregistered connection sent too much; closing it');
@@ -77,6 +106,48 @@ export function attachAgentEndpoint(server: Server, logger: Logger, onConnection
     });
   });
   return wss;
+}
+
+interface PendingEntry {
+  remote: string;
+  /** It has sent at least one byte: it is not displaced. */
+  spoke: boolean;
+  displace(): void;
+}
+
+/** The unregistered connections, oldest first, and how many each address holds. */
+class PendingBook {
+  private readonly entries = new Set<PendingEntry>();
+  private readonly perAddress = new Map<string, number>();
+
+  constructor(private readonly limits: PendingLimits) {}
+
+  /** Whether a new connection from `remote` may be accepted; at the limit, an idle one makes room. */
+  admit(remote: string): 'ok' | 'address-full' | 'full' {
+    if ((this.perAddress.get(remote) ?? 0) >= this.limits.maxPerAddress) return 'address-full';
+    if (this.entries.size < this.limits.maxPending) return 'ok';
+    for (const e of this.entries) {
+      if (e.spoke) continue;
+      this.remove(e);
+      e.displace();
+      return 'ok';
+    }
+    return 'full';
+  }
+
+  add(remote: string, displace: () => void): PendingEntry {
+    const e: PendingEntry = { remote, spoke: false, displace };
+    this.entries.add(e);
+    this.perAddress.set(remote, (this.perAddress.get(remote) ?? 0) + 1);
+    return e;
+  }
+
+  remove(e: PendingEntry): void {
+    if (!this.entries.delete(e)) return;
+    const n = (this.perAddress.get(e.remote) ?? 1) - 1;
+    if (n > 0) this.perAddress.set(e.remote, n);
+    else this.perAddress.delete(e.remote);
+  }
 }
 
 function pathOf(url: string | undefined): string | undefined {

@@ -48,6 +48,7 @@ export const registerSchema = z.object({
   hostname: text(255).optional(),
   activeJobId: id.optional(),
   jobsDone: z.number().int().min(0).max(INT4_MAX).optional(),
+  session: z.string().min(1).max(LIMITS.tokenChars).optional(),
 });
 
 /** A claim code is a secret like a token, and as bounded. */

@@ -13,6 +13,8 @@ import { agentMessageSchema, claimSchema, describeIssues, registerSchema } from 
 import { adoptMovedJob, agentGone, reattach, routeMessage } from './agent-routing.js';
 import type { ClaimStore } from './claim-store.js';
 import { reapRefusedAgent } from './reap-refused.js';
+import { hashSecret } from '../store/tokens-repo.js';
+import { decideSession, newSessionSecret, type SessionDecision } from './session-proof.js';
 import {
   announcesRefusal,
   nextState,
@@ -201,9 +203,12 @@ export class AgentSession {
       return this.refuse('labels-out-of-scope', `labels outside the token's scope: ${outside.join(', ')}`, {
         agentId,
       });
+    const singleUse = check.kind === 'ephemeral' || agentId.startsWith('scaler-');
+    const session = await this.proveSession(agentId, msg.session, singleUse);
+    if (!session.ok) return;
     let scaled: RegistrationResult | null = null;
     const scaler = deps.dispatcher.scaler;
-    if (check.kind === 'ephemeral' || agentId.startsWith('scaler-')) {
+    if (singleUse) {
       if (!scaler) return this.refuse('no-scaler', 'no scaler is configured here', { agentId });
       try {
         scaled = await scaler.registerAgent(agentId);
@@ -219,10 +224,23 @@ export class AgentSession {
       }
     }
     const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
-    if (!this.port.isOpen()) {
+    const undo = async () => {
       if (scaled) await scaler?.onAgentDisconnected(agentId);
       if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected');
-      return;
+    };
+    if (!this.port.isOpen()) return undo();
+    let secret: string | undefined;
+    if (!session.decision.resume) {
+      secret = newSessionSecret();
+      const opened = await deps.store.sessions.open(agentId, hashSecret(secret), session.decision.replacing);
+      if (!opened || !this.port.isOpen()) {
+        // The agent never learns this secret: it must be able to open a session again.
+        if (opened) await deps.store.sessions.forget(agentId, hashSecret(secret));
+        await undo();
+        if (!opened)
+          this.refuseUnproven(agentId, 'another registration of this agent opened its session first');
+        return;
+      }
     }
     const previous = deps.dispatcher.registry.get(agentId);
     if (previous) previous.close(CloseCodes.duplicate, 'replaced by a newer connection of the same agent');
@@ -230,8 +248,9 @@ export class AgentSession {
       id: agentId,
       labels,
       scaled,
-      // After a reconnect a single-use agent that already ran its job must not be offered another.
-      jobsDone: msg.jobsDone,
+      // The server's own count: a single-use agent that was handed a job is offered no other,
+      // whatever the registration says.
+      jobsDone: session.decision.resume ? session.decision.jobsTaken : 0,
       version: msg.version,
       nowMs: deps.clock.now(),
       send: (m) => this.send(m),
@@ -266,6 +285,7 @@ export class AgentSession {
       heartbeatIntervalMs: deps.heartbeatIntervalMs,
       acksResults: true,
       ...(resume ? { resumeJobId: resume } : {}),
+      ...(secret ? { session: secret } : {}),
     });
     this.log.info({ agentId: agent.id, kind: agent.kind, labels: labels.length }, 'agent registered');
     if (resume) return;
@@ -273,9 +293,46 @@ export class AgentSession {
     else void deps.dispatcher.requestPump();
   }
 
+  /**
+   * Whether this registration may take the agent id's session (see session-proof.ts). A refusal
+   * is a security event: a valid token in the hands of something that is not the agent.
+   */
+  private async proveSession(
+    agentId: string,
+    proof: string | undefined,
+    singleUse: boolean,
+  ): Promise<{ ok: true; decision: Extract<SessionDecision, { ok: true }> } | { ok: false }> {
+    const sessions = this.deps.store.sessions;
+    const record = await sessions.find(agentId);
+    const d = this.deps.dispatcher;
+    const inUse =
+      record !== undefined &&
+      !singleUse &&
+      (d.registry.get(agentId) !== undefined ||
+        [...d.active.values()].some((a) => a.agentId === agentId) ||
+        (await sessions.inUse(agentId)));
+    const decision = decideSession({ record, proof, singleUse, inUse });
+    if (decision.ok) return { ok: true, decision };
+    this.refuseUnproven(agentId, decision.reason);
+    return { ok: false };
+  }
+
+  private refuseUnproven(agentId: string, reason: string): void {
+    this.log.warn(
+      { agentId, securityEvent: 'agent-session-unproven' },
+      'security: refused a registration with a valid token that could not prove the agent session',
+    );
+    this.refuse('session-unproven', `session refused: ${reason}`, { agentId });
+  }
+
   /** Everything the orchestrator sends goes through here, so a job.assign moves the state. */
   private send(msg: OrchestratorMessage): void {
-    if (msg.type === 'job.assign') this.move('job.assigned');
+    if (msg.type === 'job.assign') {
+      this.move('job.assigned');
+      const id = this.agent?.id;
+      if (id)
+        this.deps.store.sessions.tookJob(id).catch(swallow(this.log, 'session.job-count', { agentId: id }));
+    }
     if (this.port.isOpen()) this.port.send(msg);
   }
 

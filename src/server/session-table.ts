@@ -50,6 +50,7 @@ export type RefusalKind =
   | 'labels-out-of-scope'
   | 'unknown-scaler-id'
   | 'no-scaler'
+  | 'session-unproven'
   | 'replaced'
   | 'shutting-down'
   | 'store-unavailable';
@@ -64,6 +65,7 @@ export const REFUSAL_CODES: Record<RefusalKind, number> = {
   'labels-out-of-scope': CloseCodes.forbidden,
   'unknown-scaler-id': CloseCodes.forbidden,
   'no-scaler': CloseCodes.forbidden,
+  'session-unproven': CloseCodes.sessionUnproven,
   replaced: CloseCodes.duplicate,
   'shutting-down': CloseCodes.shuttingDown,
   'store-unavailable': CloseCodes.internal,

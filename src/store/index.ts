@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { AgentsRepo } from './agents-repo.js';
 import { JobsRepo } from './jobs-repo.js';
 import { LogsRepo } from './logs-repo.js';
+import { SessionsRepo } from './sessions-repo.js';
 import { SpawnsRepo } from './spawns-repo.js';
 import { TokensRepo } from './tokens-repo.js';
 import type { Database } from './schema.js';
@@ -13,6 +14,7 @@ export interface Store {
   agents: AgentsRepo;
   tokens: TokensRepo;
   spawns: SpawnsRepo;
+  sessions: SessionsRepo;
 }
 
 export function createStore(db: Kysely<Database>): Store {
@@ -23,6 +25,7 @@ export function createStore(db: Kysely<Database>): Store {
     agents: new AgentsRepo(db),
     tokens: new TokensRepo(db),
     spawns: new SpawnsRepo(db),
+    sessions: new SessionsRepo(db),
   };
 }
 

@@ -331,6 +331,22 @@ const migrations: Record<string, Migration> = {
       await sql`alter table step_results drop constraint if exists step_results_job_id_fkey`.execute(db);
     },
   },
+  /**
+   * Agent sessions: the hash of the secret an agent was given at registration, which its reconnects
+   * must present, and how many jobs it was handed. Both are the server's: an agent's own word on
+   * either is never trusted, and a restart of the orchestrator must not forget them.
+   */
+  '014_agent_sessions': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table agent_sessions (
+          agent_id text primary key,
+          secret_hash text not null,
+          jobs_taken integer not null default 0,
+          opened_at timestamptz not null default now()
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

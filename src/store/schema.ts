@@ -179,6 +179,15 @@ export interface Database {
   kici_instances: KiciInstancesTable;
   ip_allocations: IpAllocationsTable;
   scaler_provision_outcomes: ScalerProvisionOutcomesTable;
+  agent_sessions: AgentSessionsTable;
+}
+
+/** One agent's session: only the SHA-256 of its secret is kept (migration 014_agent_sessions). */
+export interface AgentSessionsTable {
+  agent_id: string;
+  secret_hash: string;
+  jobs_taken: Generated<number>;
+  opened_at: Generated<Date>;
 }
 
 /** One claim code of an event provision; only its SHA-256 is kept. */

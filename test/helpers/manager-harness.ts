@@ -418,6 +418,8 @@ export class ManagerHarness {
   readonly backends = new Map<string, RecordingBackend>();
   readonly built: RecordingBackend[] = [];
   readonly agents = new Map<string, FakeAgent>();
+  /** The session secret each agent id was given, presented again by its re-registrations. */
+  readonly sessionSecrets = new Map<string, string>();
   readonly hooks = {
     capacityFreed: 0,
     jobEvents: [] as { jobId: string; type: ScalerEventType; detail: string }[],
@@ -656,7 +658,18 @@ export class ManagerHarness {
       },
       'harness',
     );
-    await fake.session.receive({ type: 'register', protocol: 1, agentId, token, labels });
+    // Each harness agent is one process: its reconnects prove the session its first registration got.
+    const session = this.sessionSecrets.get(agentId);
+    await fake.session.receive({
+      type: 'register',
+      protocol: 1,
+      agentId,
+      token,
+      labels,
+      ...(session ? { session } : {}),
+    });
+    const ack = fake.messages.find((m) => m.type === 'register.ack');
+    if (ack?.type === 'register.ack' && ack.session) this.sessionSecrets.set(agentId, ack.session);
     if (!fake.session.agent) {
       fake.connected = false;
       await fake.session.closed();

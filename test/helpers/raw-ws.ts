@@ -164,6 +164,17 @@ export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
+/**
+ * The session secret each raw agent got, by server and agent id: every rawRegister of one agent id
+ * acts as one agent process, so its later registrations prove the session like a reconnect does.
+ */
+const rawSessions = new Map<string, string>();
+
+/** The session secret rawRegister got for this agent id, for a hand-built reconnect to present. */
+export function rawSessionOf(httpUrl: string, agentId: string): string | undefined {
+  return rawSessions.get(`${httpUrl}|${agentId}`);
+}
+
 /** Upgrade and register with a real token; resolves after register.ack. */
 export async function rawRegister(
   httpUrl: string,
@@ -173,9 +184,18 @@ export async function rawRegister(
 ): Promise<RawConn> {
   const conn = await rawConnect(httpUrl);
   if (conn.status !== 101) throw new Error(`upgrade answered ${conn.status}`);
-  conn.send(textFrame({ type: 'register', protocol: 1, agentId, token, labels }));
+  const key = `${httpUrl}|${agentId}`;
+  const session = rawSessions.get(key);
+  conn.send(
+    textFrame({ type: 'register', protocol: 1, agentId, token, labels, ...(session ? { session } : {}) }),
+  );
   const until = Date.now() + 10_000;
-  while (!conn.messages().some((m) => m.type === 'register.ack')) {
+  for (;;) {
+    const ack = conn.messages().find((m) => m.type === 'register.ack');
+    if (ack) {
+      if (typeof ack.session === 'string') rawSessions.set(key, ack.session);
+      break;
+    }
     if (conn.socket.destroyed || Date.now() > until)
       throw new Error(`register of ${agentId} failed: ${JSON.stringify(conn.messages())}`);
     await new Promise((r) => setTimeout(r, 5));

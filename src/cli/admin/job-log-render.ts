@@ -1,7 +1,10 @@
 /**
  * Renders a job's log for people: each step's lines between a header naming the step and a footer
  * with its exit code and duration. Works one poll at a time so `--follow` can use it as lines arrive.
+ * Everything from the job is neutralised for the terminal, and its output cannot look like the
+ * renderer's own frames or system lines (see safe-terminal.ts).
  */
+import { escapeOutputLine, neutraliseTerminal } from './safe-terminal.js';
 
 export interface LogLineView {
   id: number;
@@ -31,8 +34,9 @@ export function formatDuration(ms: number | null | undefined): string {
 }
 
 export function stepFooter(s: StepView): string {
-  if (s.timedOut) return `── step "${s.name}" timed out after ${formatDuration(s.durationMs)} ──`;
-  return `── step "${s.name}" exited ${s.exitCode ?? '-'} in ${formatDuration(s.durationMs)} ──`;
+  const name = neutraliseTerminal(s.name);
+  if (s.timedOut) return `── step "${name}" timed out after ${formatDuration(s.durationMs)} ──`;
+  return `── step "${name}" exited ${s.exitCode ?? '-'} in ${formatDuration(s.durationMs)} ──`;
 }
 
 export class LogRenderer {
@@ -58,7 +62,7 @@ export class LogRenderer {
     for (const l of lines) {
       if (l.step !== null) this.advanceTo(l.step, known);
       else this.catchUp(l.ts, after, known);
-      const text = `${l.stream === 'system' ? '» ' : ''}${l.line}`;
+      const text = l.stream === 'system' ? `» ${neutraliseTerminal(l.line)}` : escapeOutputLine(l.line);
       this.emit(text, l.ts);
     }
     const started = before.map((s) => s.idx);
@@ -73,7 +77,10 @@ export class LogRenderer {
       if (this.closed.has(idx)) continue;
       this.closed.add(idx);
       const s = steps.find((x) => x.idx === idx);
-      this.emit(`── step "${s?.name ?? idx + 1}" did not finish ──`, s?.startedAt);
+      this.emit(
+        `── step "${neutraliseTerminal(s?.name ?? String(idx + 1))}" did not finish ──`,
+        s?.startedAt,
+      );
     }
   }
 
@@ -96,7 +103,8 @@ export class LogRenderer {
       if (!s && i < k) continue; // never reported; nothing to frame
       this.opened.add(i);
       const total = this.opts.totalSteps ? `/${this.opts.totalSteps}` : '';
-      this.emit(`── step ${i + 1}${total} "${s?.name ?? `step ${i + 1}`}" ──`, s?.startedAt);
+      const name = neutraliseTerminal(s?.name ?? `step ${i + 1}`);
+      this.emit(`── step ${i + 1}${total} "${name}" ──`, s?.startedAt);
     }
   }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { dirname, isAbsolute, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import { readRunFile } from '../../jobs/run-file.js';
 import type { RunSpec } from '../../jobs/run-spec.js';
@@ -8,6 +8,7 @@ import { errorMessage, UserError } from '../../util/errors.js';
 import type { Logger } from '../../util/logger.js';
 import type { DeliveryProblem } from '../types.js';
 import { DeliveriesRepo } from './deliveries-repo.js';
+import { readJobTarget } from './job-target.js';
 import {
   SCALE_DOWN_EVENT,
   SCALE_UP_EVENT,
@@ -134,10 +135,12 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
     payload: ScalerScaleUpPayload | ScalerScaleDownPayload,
   ): Promise<void> {
     const file = target.slice('job:'.length);
-    const path = isAbsolute(file) ? file : resolve(dirname(this.opts.configPath), file);
+    let path = resolve(dirname(this.opts.configPath), file);
     try {
       if (!this.submit) throw new Error('the job queue is not running');
-      const template = await readRunFile(path);
+      const read = await readJobTarget(this.opts.configPath, file);
+      path = read.path;
+      const template = await readRunFile(read.path, read.text);
       const spec = provisioningRun(template, name, eventId, payload);
       const res = await this.submit(spec);
       await this.repo.update(

@@ -22,6 +22,7 @@ import {
   nextMessage,
   rawConnect,
   rawRegister,
+  rawSessionOf,
   textFrame,
   within,
   type RawConn,
@@ -181,6 +182,8 @@ describe('defect 2, server half: an oversized log frame from a running job', () 
         token,
         labels: ['frames'],
         activeJobId: jobId,
+        // The same agent process: it proves the session its first registration was given.
+        session: rawSessionOf(t.orch.url, 'frames-agent'),
       }),
     );
     const ack = await nextMessage(again, (m) => m.type === 'register.ack');
@@ -235,10 +238,10 @@ describe('limits before authentication', () => {
     await expectUnharmed();
   });
 
-  it(`at most ${LIMITS.maxPendingConnections} unregistered connections; more get 503 until some close`, async () => {
+  it(`at most ${LIMITS.maxPendingPerAddress} unregistered connections from one address; more get 503 until some close`, async () => {
     const held: RawConn[] = [];
     try {
-      for (let i = 0; i < LIMITS.maxPendingConnections; i++) {
+      for (let i = 0; i < LIMITS.maxPendingPerAddress; i++) {
         const conn = await rawConnect(t.orch.url);
         expect(conn.status).toBe(101);
         held.push(conn);

@@ -151,7 +151,6 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const { env, trusted } = buildAgentEnv(this.hostEnv, ls, {
       orchestratorUrl: req.orchestratorUrl,
       agentId: req.agentId,
-      token: req.auth.token,
       fullLabels: req.fullLabels,
     });
     if (trusted)
@@ -159,7 +158,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
 
     let child: ChildProcess;
     try {
-      child = await launchAgentProcess(req, ls, binary, env, tracked, this.launchDeps);
+      child = await launchAgentProcess(req, ls, binary, env, req.auth.token, tracked, this.launchDeps);
     } catch (err) {
       this.agents.delete(req.agentId);
       throw err;

@@ -60,9 +60,14 @@ export function forwardedAgentEnv(hostEnv: NodeJS.ProcessEnv): Record<string, st
 export interface AgentIdentityEnv {
   orchestratorUrl: string;
   agentId: string;
-  token: string;
   fullLabels: string[];
 }
+
+/**
+ * The descriptor an agent process reads its token from. The token is never in the agent's
+ * environment: /proc/<pid>/environ would show it to every job the agent runs, for its whole life.
+ */
+export const TOKEN_FD = 3;
 
 /**
  * The environment of a bare-metal agent process, built from scratch: allowlist (or, when the label
@@ -83,7 +88,7 @@ export function buildAgentEnv(
     for (const k of ENV_ALLOWLIST) if (hostEnv[k] !== undefined) env[k] = hostEnv[k]!;
   }
   Object.assign(env, forwarded, {
-    KICI_AGENT_TOKEN: id.token,
+    KICI_AGENT_TOKEN_FD: String(TOKEN_FD),
     KICI_ORCHESTRATOR_URL: id.orchestratorUrl,
     KICI_AGENT_ID: id.agentId,
     KICI_LABELS: id.fullLabels.join(','),
@@ -94,5 +99,8 @@ export function buildAgentEnv(
   if (labelSet.image) env.KICI_RUNTIME_IMAGE = labelSet.image;
   if (labelSet.backpressureMode) env.KICI_BACKPRESSURE_MODE = labelSet.backpressureMode;
   Object.assign(env, labelSet.env ?? {});
+  // A label set's env may not put a token back where every job could read it.
+  delete env.KICI_AGENT_TOKEN;
+  env.KICI_AGENT_TOKEN_FD = String(TOKEN_FD);
   return { env, trusted };
 }

@@ -4,6 +4,8 @@ import type { LabelSetConfig } from '../../../config/index.js';
 import { DeterministicSpawnError } from '../../core/spawn-errors.js';
 import type { SpawnContext } from '../../types.js';
 import type { CgroupDriver } from './cgroups.js';
+import type { Writable } from 'node:stream';
+import { TOKEN_FD } from './env.js';
 import { launchCommand } from './launch.js';
 import { launchError } from './launch-error.js';
 import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
@@ -31,6 +33,7 @@ export async function launchAgentProcess(
   ls: LabelSetConfig,
   binary: string,
   env: Record<string, string>,
+  token: string,
   tracked: { placement: Placement },
   deps: LaunchDeps,
 ): Promise<ChildProcess> {
@@ -69,11 +72,21 @@ export async function launchAgentProcess(
     if ((await stat(binary)).isDirectory())
       throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     if (launch.file !== binary) await access(binary, constants.X_OK);
-    const child = spawn(launch.file, launch.args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env });
+    // The token goes down descriptor TOKEN_FD, which the agent reads to its end and closes: never
+    // the environment, which stays readable in /proc for the process's whole life.
+    const child = spawn(launch.file, launch.args, {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      env,
+    });
     await new Promise<void>((ok, failed) => {
       child.once('spawn', ok);
       child.once('error', failed);
     });
+    const handoff = child.stdio[TOKEN_FD] as Writable | null;
+    // An agent that dies before reading it breaks the pipe; its exit is reported on its own.
+    handoff?.on('error', () => {});
+    handoff?.end(`${token}\n`);
     return child;
   } catch (err) {
     await undo();

@@ -10,7 +10,6 @@ import { buildAgentEnv, ENV_ALLOWLIST, scrubbed } from '../../../../src/scaler/b
 const id = {
   orchestratorUrl: 'ws://127.0.0.1:9/ws',
   agentId: 'scaler-bare-metal-0000aaaa',
-  token: 'agent-token',
   fullLabels: ['linux', 'kici:scaler:bm'],
 };
 const set = (over: Partial<LabelSetConfig> = {}): LabelSetConfig =>
@@ -45,15 +44,11 @@ describe('bare-metal env profiles', () => {
     const { env, trusted } = buildAgentEnv(HOST, set(), id);
     expect(trusted).toBe(false);
     expect(env).toMatchObject({ PATH: '/usr/bin:/bin', HOME: '/root', LANG: 'C.UTF-8', TZ: 'UTC' });
-    for (const k of [
-      'EDITOR',
-      'AWS_PROFILE',
-      'SSH_AUTH_SOCK',
-      ...Object.keys(SECRETS).filter((k) => k !== 'KICI_AGENT_TOKEN'),
-    ])
+    for (const k of ['EDITOR', 'AWS_PROFILE', 'SSH_AUTH_SOCK', ...Object.keys(SECRETS)])
       expect(env, k).not.toHaveProperty(k);
-    // The agent's own token is ours, never the orchestrator's.
-    expect(env.KICI_AGENT_TOKEN).toBe('agent-token');
+    // Neither the orchestrator's token nor the agent's own: the agent's comes down a descriptor.
+    expect(env).not.toHaveProperty('KICI_AGENT_TOKEN');
+    expect(env.KICI_AGENT_TOKEN_FD).toBe('3');
   });
 
   it('the allowlist is exactly the spec list (POSIX and Windows names)', () => {
@@ -113,9 +108,8 @@ describe('bare-metal env profiles', () => {
       const { env, trusted } = buildAgentEnv(host, ls, id);
       expect(trusted).toBe(true);
       expect(env).toMatchObject({ EDITOR: 'vi', AWS_PROFILE: 'prod', SSH_AUTH_SOCK: '/tmp/ssh-agent' });
-      for (const k of Object.keys(SECRETS).filter((k) => k !== 'KICI_AGENT_TOKEN'))
-        expect(env, k).not.toHaveProperty(k);
-      expect(env.KICI_AGENT_TOKEN).toBe('agent-token');
+      for (const k of Object.keys(SECRETS)) expect(env, k).not.toHaveProperty(k);
+      expect(env.KICI_AGENT_TOKEN_FD).toBe('3');
       // The raw forwarding form never crosses; its payload does, under its own name.
       expect(Object.keys(env).some((k) => k.startsWith('KICI_AGENT_ENV_'))).toBe(false);
     }
