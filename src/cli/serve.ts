@@ -10,6 +10,16 @@ export interface ServeOptions {
   databaseUrl?: string;
   drainTimeout?: string;
   instanceId?: string;
+  adminTokenFile?: string;
+  metricsPublic?: boolean;
+}
+
+/** `--metrics-public` or KICI_METRICS_PUBLIC=true|1. */
+export function metricsPublicFrom(flag: boolean | undefined, env = process.env.KICI_METRICS_PUBLIC): boolean {
+  if (flag) return true;
+  if (env === undefined || env === '' || env === 'false' || env === '0') return false;
+  if (env === 'true' || env === '1') return true;
+  throw new UserError(`KICI_METRICS_PUBLIC: expected true or false, got "${env}"`);
 }
 
 /** How long a graceful stop waits for running jobs when neither the flag nor the env sets it. */
@@ -54,6 +64,8 @@ export async function serve(o: ServeOptions): Promise<number> {
     scalerConfigPath: o.config ?? process.env.KICI_SCALER_CONFIG_PATH,
     scalerConfigDir: o.configDir ?? process.env.KICI_SCALER_CONFIG_DIR,
     instanceId: o.instanceId,
+    adminTokenFile: o.adminTokenFile,
+    metricsPublic: metricsPublicFrom(o.metricsPublic),
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;

@@ -11,6 +11,10 @@ export interface OrchestratorOptions {
   host?: string;
   port?: number;
   dataDir?: string;
+  /** The bootstrap admin token's file (outside the data dir); default from defaultAdminTokenFile(). */
+  adminTokenFile?: string | undefined;
+  /** `/metrics` answers without a token. */
+  metricsPublic?: boolean | undefined;
   databaseUrl?: string | undefined;
   scalerConfigPath?: string | undefined;
   /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */

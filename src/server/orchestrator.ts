@@ -20,7 +20,8 @@ import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
-import { loadAdminToken, loadInstanceId } from './instance.js';
+import { loadInstanceId } from './instance.js';
+import { defaultAdminTokenFile, ensureBootstrapToken } from '../access/bootstrap-token.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
@@ -112,10 +113,17 @@ export class Orchestrator {
     const database = holdUntilClosed(opened, lock, () => probe.stop());
     try {
       const store = createStore(database.db);
-      const adminToken = await loadAdminToken(dataDir);
       const instanceId = await resolveInstanceId(opts.instanceId, process.env.KICI_INSTANCE_ID, () =>
         loadInstanceId(dataDir),
       );
+      const { token: adminToken } = await ensureBootstrapToken({
+        file: opts.adminTokenFile ?? defaultAdminTokenFile(),
+        dataDir,
+        tokens: store.accessTokens,
+        instanceId,
+        now: new Date(clock.now()),
+        logger: log,
+      });
       // Peers on the same PostgreSQL keep their own agents' rows (only ours are cleared).
       if (opened.engine === 'postgres') store.agents.ownedBy(instanceId);
       await store.agents.markAllGone(new Date(clock.now()));
@@ -255,7 +263,7 @@ export class Orchestrator {
       store: this.store,
       dispatcher: this.dispatcher,
       clock: this.opts.clock ?? systemClock,
-      adminToken: this.adminToken,
+      metricsPublic: this.opts.metricsPublic ?? false,
       metrics: this.metrics,
       isReady: () => this.ready && !this.stopping,
       isDraining: () => this.draining,

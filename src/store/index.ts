@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
+import { AccessTokensRepo } from './access-tokens-repo.js';
 import { AgentsRepo } from './agents-repo.js';
+import { AuditRepo } from './audit-repo.js';
 import { JobsRepo } from './jobs-repo.js';
 import { LogsRepo } from './logs-repo.js';
 import { SpawnsRepo } from './spawns-repo.js';
@@ -13,6 +15,8 @@ export interface Store {
   agents: AgentsRepo;
   tokens: TokensRepo;
   spawns: SpawnsRepo;
+  accessTokens: AccessTokensRepo;
+  audit: AuditRepo;
 }
 
 export function createStore(db: Kysely<Database>): Store {
@@ -23,6 +27,8 @@ export function createStore(db: Kysely<Database>): Store {
     agents: new AgentsRepo(db),
     tokens: new TokensRepo(db),
     spawns: new SpawnsRepo(db),
+    accessTokens: new AccessTokensRepo(db),
+    audit: new AuditRepo(db),
   };
 }
 

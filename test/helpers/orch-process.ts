@@ -69,7 +69,7 @@ export async function startOrchestratorProcess(opts: {
     if (Date.now() > until) throw new Error(`orchestrator not ready: ${proc.output().stdout}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+  const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
   const api = async <T>(method: string, path: string, body?: unknown) => {
     const res = await fetch(`${url}${path}`, {
       method,

@@ -101,7 +101,7 @@ process.on('SIGTERM', () => void orch.stop().then(() => process.exit(0)));
     id,
     url,
     wsUrl: `${url.replace('http:', 'ws:')}/ws`,
-    token: (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim(),
+    token: (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim(),
     output: () => child.output().stdout + child.output().stderr,
     async stop() {
       if (child.child.exitCode === null) child.child.kill('SIGTERM');

@@ -201,7 +201,7 @@ describe('defect 13: one server per data dir', () => {
     dirs.push(join(config, '..'));
     const first = serve(['--data-dir', dataDir, '--config', config]);
     const url = await withTimeout(first.url, 30_000, 'first serve was not ready', first);
-    const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = async <T>(method: string, path: string, body?: unknown) => {
       const r = await fetch(`${url}${path}`, {
         method,
