@@ -111,7 +111,9 @@ process.on('SIGTERM', () => void orch.stop().then(() => process.exit(0)));
 }
 
 async function metric(o: Orch, line: RegExp): Promise<number> {
-  const text = await (await fetch(`${o.url}/metrics`)).text();
+  const text = await (
+    await fetch(`${o.url}/metrics`, { headers: { authorization: `Bearer ${o.token}` } })
+  ).text();
   const hit = text.split('\n').find((l) => line.test(l));
   return hit ? Number(hit.split(' ').pop()) : 0;
 }
