@@ -48,7 +48,8 @@ export class AdminClient {
       /\/$/,
       '',
     );
-    const token = opts.token ?? process.env.KICI_ADMIN_TOKEN ?? (await tokenFromFiles(opts));
+    // An empty value counts as unset.
+    const token = opts.token || process.env.KICI_ADMIN_TOKEN || (await tokenFromFiles(opts));
     return new AdminClient(baseUrl, token);
   }
 
