@@ -21,6 +21,9 @@ export function defaultAdminTokenFile(
   return join(base, 'kici', 'admin-token');
 }
 
+/** Where the example systemd unit keeps the token (the service user owns the directory). */
+export const SERVICE_TOKEN_FILE = '/etc/kici/orchestrator/admin-token';
+
 /** The file a pre-access-token orchestrator kept its one admin token in. */
 export const LEGACY_TOKEN_FILE = 'admin-token';
 

@@ -1,6 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { defaultAdminTokenFile, LEGACY_TOKEN_FILE } from '../../access/bootstrap-token.js';
+import {
+  defaultAdminTokenFile,
+  LEGACY_TOKEN_FILE,
+  SERVICE_TOKEN_FILE,
+} from '../../access/bootstrap-token.js';
 import { UserError } from '../../util/errors.js';
 
 export interface ClientOptions {
@@ -21,12 +25,13 @@ export class ApiError extends UserError {
 
 /**
  * The token from a file: `--token-file`, else the orchestrator's default bootstrap token file
- * (KICI_ADMIN_TOKEN_FILE, /etc/kici/admin-token for root, the user's config dir), else the data
- * dir of an orchestrator from before access tokens.
+ * (KICI_ADMIN_TOKEN_FILE, /etc/kici/admin-token for root, the user's config dir), else the example
+ * systemd unit's file, else the data dir of an orchestrator from before access tokens.
  */
 async function tokenFromFiles(opts: ClientOptions): Promise<string> {
   const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';
-  const tried = [opts.tokenFile ?? defaultAdminTokenFile(), join(dir, LEGACY_TOKEN_FILE)];
+  const first = opts.tokenFile ?? defaultAdminTokenFile();
+  const tried = [...new Set([first, SERVICE_TOKEN_FILE, join(dir, LEGACY_TOKEN_FILE)])];
   for (const path of tried) {
     const text = await readFile(path, 'utf8').catch(() => '');
     if (text.trim()) return text.trim();
