@@ -37,7 +37,7 @@ async function tokenFromFiles(opts: ClientOptions): Promise<string> {
     if (text.trim()) return text.trim();
   }
   throw new UserError(
-    `no access token: set KICI_ADMIN_TOKEN or --token, or run on the orchestrator's host as its user (looked in ${tried.join(' and ')})`,
+    `no admin token: set KICI_ADMIN_TOKEN or --token, or run on the orchestrator's host as its user (looked in ${tried.join(' and ')})`,
   );
 }
 
