@@ -10,7 +10,14 @@ import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './http-validation.js';
+import {
+  EXPIRING_SOON_MS,
+  MAX_BODY_BYTES,
+  afterProblem,
+  bad,
+  idProblem,
+  readJsonBody,
+} from './http-validation.js';
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
 import { registerEventRoutes } from './event-routes.js';
@@ -127,6 +134,9 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
   app.get('/metrics', async (c) => {
     deps.metrics.refresh(dispatcher);
+    deps.metrics.agentTokensExpiring.set(
+      await store.tokens.countExpiring(new Date(deps.clock.now()), EXPIRING_SOON_MS),
+    );
     return c.text(await deps.metrics.registry.metrics(), 200, {
       'content-type': deps.metrics.registry.contentType,
     });

@@ -33,6 +33,7 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'POST /api/v1/agents/tokens': { access: 'admin', action: 'agent-token.create' },
   'GET /api/v1/agents/tokens': { access: 'admin', action: 'agent-token.list' },
   'DELETE /api/v1/agents/tokens/:id': { access: 'admin', action: 'agent-token.revoke' },
+  'POST /api/v1/agents/tokens/:id/rotate': { access: 'admin', action: 'agent-token.rotate' },
 
   'GET /api/v1/scaler/status': { access: 'viewer', action: 'scaler.status' },
   'GET /api/v1/scaler/diagnose': { access: 'viewer', action: 'scaler.diagnose' },
