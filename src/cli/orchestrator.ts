@@ -26,6 +26,11 @@ program
     '--metrics-public',
     '/metrics answers without a viewer token (default: $KICI_METRICS_PUBLIC or false)',
   )
+  .option(
+    '--tls-cert <file>',
+    'serve HTTPS and WSS with this PEM certificate chain, re-read on SIGHUP (default: $KICI_TLS_CERT)',
+  )
+  .option('--tls-key <file>', 'the PEM private key for --tls-cert (default: $KICI_TLS_KEY)')
   .option('--database-url <url>', 'external PostgreSQL (default: $KICI_DATABASE_URL)')
   .option(
     '--instance-id <id>',
@@ -46,6 +51,8 @@ program
       instanceId?: string;
       adminTokenFile?: string;
       metricsPublic?: boolean;
+      tlsCert?: string;
+      tlsKey?: string;
     }) => {
       const { serve } = await import('./serve.js');
       process.exitCode = await serve(o);

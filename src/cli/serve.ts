@@ -1,4 +1,5 @@
 import { Orchestrator } from '../server/orchestrator.js';
+import { tlsFilesFrom } from '../server/tls.js';
 import { UserError } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
 
@@ -12,6 +13,8 @@ export interface ServeOptions {
   instanceId?: string;
   adminTokenFile?: string;
   metricsPublic?: boolean;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
 /** `--metrics-public` or KICI_METRICS_PUBLIC=true|1. */
@@ -66,6 +69,7 @@ export async function serve(o: ServeOptions): Promise<number> {
     instanceId: o.instanceId,
     adminTokenFile: o.adminTokenFile,
     metricsPublic: metricsPublicFrom(o.metricsPublic),
+    tls: tlsFilesFrom(o.tlsCert ?? process.env.KICI_TLS_CERT, o.tlsKey ?? process.env.KICI_TLS_KEY),
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;
@@ -76,6 +80,12 @@ export async function serve(o: ServeOptions): Promise<number> {
       void orch
         .reload()
         .then((r) => logger.info({ result: r.result, problems: r.problems }, 'scaler reload'));
+      // A bad renewed certificate keeps the one in use, and says why.
+      void orch.reloadTls().then(
+        (r) => r === 'reloaded' && logger.info('TLS certificate and key reloaded'),
+        (err: unknown) =>
+          logger.error({ err: (err as Error).message }, 'TLS reload failed; keeping the current certificate'),
+      );
     }, 200);
   });
   return new Promise((resolve) => {

@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createListener } from './tls.js';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { WebSocketServer } from 'ws';
@@ -252,6 +253,14 @@ export class Orchestrator {
     }
   }
 
+  private tlsReload: (() => Promise<void>) | undefined;
+  /** SIGHUP: take a renewed TLS certificate and key for new connections (no-op without TLS). */
+  async reloadTls(): Promise<'reloaded' | 'not-configured'> {
+    if (!this.tlsReload) return 'not-configured';
+    await this.tlsReload();
+    return 'reloaded';
+  }
+
   private claimStoreCache: StoreClaimStore | undefined;
   /** Any orchestrator redeems any code: claims live in the shared store. */
   private get claims(): StoreClaimStore {
@@ -276,7 +285,8 @@ export class Orchestrator {
       }),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
-    const server = createServer(getRequestListener(app.fetch));
+    const { server, reload } = await createListener(getRequestListener(app.fetch), this.opts.tls);
+    this.tlsReload = reload;
     answerClientErrors(server, this.log);
     const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered, socket) =>
       handleAgentSocket(
@@ -303,8 +313,9 @@ export class Orchestrator {
     server.on('error', (err) => this.log.error({ err: errorMessage(err) }, 'http server error'));
     const addr = server.address() as AddressInfo;
     const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
-    this.url = `http://${shownHost}:${addr.port}`;
-    this.wsUrl = `ws://${shownHost}:${addr.port}/ws`;
+    const secure = this.opts.tls ? 's' : '';
+    this.url = `http${secure}://${shownHost}:${addr.port}`;
+    this.wsUrl = `ws${secure}://${shownHost}:${addr.port}/ws`;
     this.server = server;
     this.wss = wss;
   }
