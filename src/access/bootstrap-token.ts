@@ -99,7 +99,12 @@ export async function ensureBootstrapToken(opts: {
       return { token: secret, outcome: 'imported' };
     }
     const made = await tokens.create({ name: await name(), role: 'admin', bootstrap: true, now: opts.now });
-    if (await publish(file, made.token)) {
+    // A row whose secret never reached the file would be an admin token nobody holds: drop it.
+    const published = await publish(file, made.token).catch(async (err: unknown) => {
+      await tokens.discard(made.info.id);
+      throw err;
+    });
+    if (published) {
       logger.info(
         { file, tokenName: made.info.name },
         `admin token: wrote a new bootstrap admin token to ${file} (mode 0600)`,
