@@ -136,7 +136,10 @@ export class Agent {
 
   private connect(): void {
     this.firstDialAt ??= Date.now();
-    const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
+    const ws = new WebSocket(this.cfg.orchestratorUrl, {
+      handshakeTimeout: 10_000,
+      ...(this.cfg.ca ? { ca: this.cfg.ca } : {}),
+    });
     this.ws = ws;
     this.hold = undefined;
     // The socket under the WebSocket: the frames of one turn of the event loop leave in one write.

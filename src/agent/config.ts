@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** Agent settings, read once from the environment (the scaler and operators both speak env). */
 export interface AgentConfig {
   orchestratorUrl: string;
@@ -18,6 +20,8 @@ export interface AgentConfig {
   keepWorkspace: boolean;
   /** KICI_JOB_IMAGE_AGENT=1: started inside the job's own image, for that one job. */
   jobImage: boolean;
+  /** KICI_CA_FILE: the CA certificates (PEM) that wss:// is verified against instead of the system's. */
+  ca?: Buffer | undefined;
 }
 
 export class AgentConfigError extends Error {}
@@ -60,5 +64,14 @@ export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     workDir: env.KICI_WORK_DIR || undefined,
     keepWorkspace: env.KICI_KEEP_WORKSPACE === '1',
     jobImage: env.KICI_JOB_IMAGE_AGENT === '1',
+    ca: env.KICI_CA_FILE ? readCa(env.KICI_CA_FILE) : undefined,
   };
+}
+
+function readCa(path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new AgentConfigError(`KICI_CA_FILE: cannot read ${path}: ${(err as Error).message}`);
+  }
 }

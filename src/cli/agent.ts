@@ -43,7 +43,8 @@ async function main(): Promise<number> {
         '  KICI_AGENT_TOKEN_FD    an inherited descriptor holding the token; read to its end and closed\n' +
         "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +
         '  KICI_SCALER_CLAIM_CODE one-time code redeemed for an id and a token (instead of both)\n' +
-        '  KICI_EPHEMERAL=1       exit after one job\n\n' +
+        '  KICI_EPHEMERAL=1       exit after one job\n' +
+        '  KICI_CA_FILE           PEM CA certificates that wss:// is verified against (default: the system CAs)\n\n' +
         'Options: --version prints the version; --help prints this.\n\n' +
         'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );

@@ -53,7 +53,15 @@ export async function demo(o: DemoOptions): Promise<number> {
   const logger = pino({ level: 'info', base: { service: 'kici-orchestrator' } }, createWriteStream(logPath));
   const out = (s: string) => process.stdout.write(s);
   out(`kici demo: starting an orchestrator (embedded database in ${dataDir}, config ${config})\n`);
-  const orch = await Orchestrator.start({ port: 0, dataDir, scalerConfigPath: config, logger });
+  // The demo's admin token sits beside its data dir (never inside it) and goes away with it.
+  const adminTokenFile = `${dataDir}.admin-token`;
+  const orch = await Orchestrator.start({
+    port: 0,
+    dataDir,
+    adminTokenFile,
+    scalerConfigPath: config,
+    logger,
+  });
   out(`orchestrator listening on ${orch.url} (agents dial ${orch.wsUrl})\n`);
   let interrupted = false;
   const onSignal = () => {
@@ -112,6 +120,9 @@ export async function demo(o: DemoOptions): Promise<number> {
     process.off('SIGTERM', onSignal);
     const left = orch.scaler?.entries().length ?? 0;
     out(`stopped; agents left running: ${left}\n`);
-    if (!o.keep && !o.dataDir) await rm(dataDir, { recursive: true, force: true });
+    if (!o.keep && !o.dataDir) {
+      await rm(dataDir, { recursive: true, force: true });
+      await rm(adminTokenFile, { force: true });
+    }
   }
 }

@@ -17,7 +17,20 @@ program
   .option('--config <file>', 'scaler config (default: $KICI_SCALER_CONFIG_PATH; none = no autoscaling)')
   .option('--config-dir <dir>', 'scalers.d drop-in directory (default: $KICI_SCALER_CONFIG_DIR)')
   .option('--listen <host:port>', 'where to listen (default: $KICI_LISTEN or 127.0.0.1:8080)')
-  .option('--data-dir <dir>', 'embedded database and admin token (default: $KICI_DATA_DIR or ./.kici-data)')
+  .option('--data-dir <dir>', 'embedded database (default: $KICI_DATA_DIR or ./.kici-data)')
+  .option(
+    '--admin-token-file <file>',
+    'where the bootstrap admin token is written, outside the data dir (default: $KICI_ADMIN_TOKEN_FILE, else /etc/kici/admin-token for root, else $XDG_CONFIG_HOME/kici/admin-token)',
+  )
+  .option(
+    '--metrics-public',
+    '/metrics answers without a viewer token (default: $KICI_METRICS_PUBLIC or false)',
+  )
+  .option(
+    '--tls-cert <file>',
+    'serve HTTPS and WSS with this PEM certificate chain, re-read on SIGHUP (default: $KICI_TLS_CERT)',
+  )
+  .option('--tls-key <file>', 'the PEM private key for --tls-cert (default: $KICI_TLS_KEY)')
   .option('--database-url <url>', 'external PostgreSQL (default: $KICI_DATABASE_URL)')
   .option(
     '--instance-id <id>',
@@ -36,6 +49,10 @@ program
       databaseUrl?: string;
       drainTimeout?: string;
       instanceId?: string;
+      adminTokenFile?: string;
+      metricsPublic?: boolean;
+      tlsCert?: string;
+      tlsKey?: string;
     }) => {
       const { serve } = await import('./serve.js');
       process.exitCode = await serve(o);

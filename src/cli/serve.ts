@@ -1,4 +1,5 @@
 import { Orchestrator } from '../server/orchestrator.js';
+import { tlsFilesFrom } from '../server/tls.js';
 import { UserError } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
 
@@ -10,6 +11,18 @@ export interface ServeOptions {
   databaseUrl?: string;
   drainTimeout?: string;
   instanceId?: string;
+  adminTokenFile?: string;
+  metricsPublic?: boolean;
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+/** `--metrics-public` or KICI_METRICS_PUBLIC=true|1. */
+export function metricsPublicFrom(flag: boolean | undefined, env = process.env.KICI_METRICS_PUBLIC): boolean {
+  if (flag) return true;
+  if (env === undefined || env === '' || env === 'false' || env === '0') return false;
+  if (env === 'true' || env === '1') return true;
+  throw new UserError(`KICI_METRICS_PUBLIC: expected true or false, got "${env}"`);
 }
 
 /** How long a graceful stop waits for running jobs when neither the flag nor the env sets it. */
@@ -54,6 +67,9 @@ export async function serve(o: ServeOptions): Promise<number> {
     scalerConfigPath: o.config ?? process.env.KICI_SCALER_CONFIG_PATH,
     scalerConfigDir: o.configDir ?? process.env.KICI_SCALER_CONFIG_DIR,
     instanceId: o.instanceId,
+    adminTokenFile: o.adminTokenFile,
+    metricsPublic: metricsPublicFrom(o.metricsPublic),
+    tls: tlsFilesFrom(o.tlsCert ?? process.env.KICI_TLS_CERT, o.tlsKey ?? process.env.KICI_TLS_KEY),
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;
@@ -64,6 +80,12 @@ export async function serve(o: ServeOptions): Promise<number> {
       void orch
         .reload()
         .then((r) => logger.info({ result: r.result, problems: r.problems }, 'scaler reload'));
+      // A bad renewed certificate keeps the one in use, and says why.
+      void orch.reloadTls().then(
+        (r) => r === 'reloaded' && logger.info('TLS certificate and key reloaded'),
+        (err: unknown) =>
+          logger.error({ err: (err as Error).message }, 'TLS reload failed; keeping the current certificate'),
+      );
     }, 200);
   });
   return new Promise((resolve) => {

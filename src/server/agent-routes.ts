@@ -7,7 +7,16 @@ import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { TokenInfo } from '../store/tokens-repo.js';
 import type { Clock } from '../util/clock.js';
-import { bad, describeIssues, idProblem, readJsonBody, tokenBodySchema } from './http-validation.js';
+import {
+  bad,
+  DEFAULT_AGENT_TOKEN_TTL_SECONDS,
+  describeIssues,
+  EXPIRING_SOON_MS,
+  idProblem,
+  readJsonBody,
+  tokenBodySchema,
+} from './http-validation.js';
+import { registerAgentTokenRotate } from './agent-token-rotate.js';
 
 export interface AgentRoutesDeps {
   store: Store;
@@ -42,13 +51,15 @@ function agentView(d: Dispatcher, a: ConnectedAgent, gone?: DepartedAgent) {
   };
 }
 
-function tokenView(t: TokenInfo, nowMs: number) {
+export function tokenView(t: TokenInfo, nowMs: number) {
   const state = t.revokedAt
     ? 'revoked'
     : t.expiresAt && t.expiresAt.getTime() <= nowMs
       ? 'expired'
       : 'active';
-  return { ...t, state };
+  const expiresSoon =
+    state === 'active' && t.expiresAt !== null && t.expiresAt.getTime() - nowMs <= EXPIRING_SOON_MS;
+  return { ...t, state, expiresSoon };
 }
 
 /**
@@ -86,7 +97,11 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
       agentId,
       labels,
       kind: 'static',
-      ttlMs: parsed.data.ttlSeconds ? parsed.data.ttlSeconds * 1000 : undefined,
+      // Absent: the default lifetime; null: never expires, because the operator said so.
+      ttlMs:
+        parsed.data.ttlSeconds === null
+          ? undefined
+          : (parsed.data.ttlSeconds ?? DEFAULT_AGENT_TOKEN_TTL_SECONDS) * 1000,
       now: new Date(deps.clock.now()),
     });
     dispatcher.noteStaticToken(agentId, labels, minted.expiresAt);
@@ -132,6 +147,8 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
       disconnected: holders.map((a) => a.id),
     });
   });
+
+  registerAgentTokenRotate(app, deps);
 
   /** The agent, connected or within its reconnect grace, or undefined. */
   const find = (id: string) => {

@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
@@ -11,12 +10,21 @@ import type { JobRow, JobState, Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './http-validation.js';
+import {
+  EXPIRING_SOON_MS,
+  MAX_BODY_BYTES,
+  afterProblem,
+  bad,
+  idProblem,
+  readJsonBody,
+} from './http-validation.js';
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
 import { registerEventRoutes } from './event-routes.js';
 
 import { registerClusterRoutes } from './cluster-routes.js';
+import { accessControl } from './access-control.js';
+import { registerAccessRoutes } from './access-routes.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -28,7 +36,8 @@ export interface HttpApiDeps {
   store: Store;
   dispatcher: Dispatcher;
   clock: Clock;
-  adminToken: string;
+  /** `/metrics` answers without a token (`--metrics-public`). */
+  metricsPublic?: boolean;
   metrics: Metrics;
   isReady: () => boolean;
   /** A graceful stop is under way (checked before isReady). */
@@ -57,12 +66,6 @@ const JOB_STATES: JobState[] = [
   'no-backend',
 ];
 
-function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
-
 export function jobView(row: JobRow, waiting?: string) {
   return {
     id: row.id,
@@ -86,7 +89,7 @@ export function jobView(row: JobRow, waiting?: string) {
   };
 }
 
-/** The HTTP surface: health, metrics, and the admin API under /api/v1 (bearer admin token). */
+/** The HTTP surface: health, metrics, and the admin API under /api/v1 (bearer access tokens, by role). */
 export function createHttpApi(deps: HttpApiDeps): Hono {
   const app = new Hono();
   const { store, dispatcher } = deps;
@@ -109,6 +112,18 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     }),
   );
 
+  // Before any route: each one needs the role the route table gives it (see route-roles.ts).
+  app.use(
+    '*',
+    accessControl({
+      tokens: store.accessTokens,
+      audit: store.audit,
+      clock: deps.clock,
+      logger: deps.logger,
+      metricsPublic: deps.metricsPublic ?? false,
+    }),
+  );
+
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
     if (deps.isDraining?.()) return c.json({ status: 'draining' }, 503);
@@ -119,21 +134,12 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
   app.get('/metrics', async (c) => {
     deps.metrics.refresh(dispatcher);
+    deps.metrics.agentTokensExpiring.set(
+      await store.tokens.countExpiring(new Date(deps.clock.now()), EXPIRING_SOON_MS),
+    );
     return c.text(await deps.metrics.registry.metrics(), 200, {
       'content-type': deps.metrics.registry.contentType,
     });
-  });
-
-  app.use('/api/v1/*', async (c, next) => {
-    const header = c.req.header('authorization') ?? '';
-    const token = header.startsWith('Bearer ') ? header.slice(7) : '';
-    if (!token || !safeEqual(token, deps.adminToken)) {
-      return c.json(
-        { error: 'unauthorized', problems: ['a valid admin token is required (Authorization: Bearer …)'] },
-        401,
-      );
-    }
-    await next();
   });
 
   // Every id in a path must look like an id before it reaches a query.
@@ -274,6 +280,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   registerClusterRoutes(app, deps);
+  registerAccessRoutes(app, deps);
   app.get('/api/v1/scaler/vms', (c) => c.json({ vms: listVms(dispatcher, deps.clock.now()) }));
 
   app.notFound((c) =>

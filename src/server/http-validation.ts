@@ -18,6 +18,12 @@ export const MAX_BODY_BYTES = 8 * 1024 * 1024;
 /** Longest agent token lifetime: ten years. Longer ones overflow dates and mean "forever" anyway. */
 export const MAX_TOKEN_TTL_SECONDS = 10 * 365 * 24 * 3600;
 
+/** A static agent token's lifetime when none is given: 90 days (`null` asks for none, explicitly). */
+export const DEFAULT_AGENT_TOKEN_TTL_SECONDS = 90 * 24 * 3600;
+
+/** Static agent tokens that expire within this are flagged in `agent token list` and counted in a gauge. */
+export const EXPIRING_SOON_MS = 14 * 24 * 3600 * 1000;
+
 /** Ids minted by the server (`j-…`, `r-…`, agent ids) use only these characters. */
 const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
@@ -84,6 +90,7 @@ export const tokenBodySchema = z.strictObject({
     .int()
     .positive()
     .max(MAX_TOKEN_TTL_SECONDS, `at most ${MAX_TOKEN_TTL_SECONDS} (10 years)`)
+    .nullable()
     .optional(),
 });
 

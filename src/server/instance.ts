@@ -18,12 +18,6 @@ async function readOrCreate(dir: string, name: string, make: () => string): Prom
   return value;
 }
 
-export const ADMIN_TOKEN_FILE = 'admin-token';
-
-export function loadAdminToken(dataDir: string): Promise<string> {
-  return readOrCreate(dataDir, ADMIN_TOKEN_FILE, () => `kici_admin_${randomBytes(32).toString('base64url')}`);
-}
-
 /** A stable id for this orchestrator, so a restart recognises its own spawn records. */
 export function loadInstanceId(dataDir: string): Promise<string> {
   return readOrCreate(dataDir, 'instance-id', () => `orch-${randomBytes(6).toString('hex')}`);

@@ -79,6 +79,11 @@ export class Metrics {
     labelNames: ['kind'],
     registers: [this.registry],
   });
+  readonly agentTokensExpiring = new Gauge({
+    name: 'kici_orch_agent_tokens_expiring',
+    help: 'Live static agent tokens that expire within 14 days',
+    registers: [this.registry],
+  });
   readonly scalerActive = new Gauge({
     name: 'kici_orch_scaler_agents',
     help: 'Agents a scaler holds compute for, by phase',

@@ -5,12 +5,19 @@ import type { Clock } from '../util/clock.js';
 import { UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import type { ClaimStore } from './claim-store.js';
+import type { TlsFiles } from './tls.js';
 
 /** How an orchestrator is started: the CLI's flags, and what tests and embedders inject. */
 export interface OrchestratorOptions {
   host?: string;
   port?: number;
   dataDir?: string;
+  /** The bootstrap admin token's file (outside the data dir); default from defaultAdminTokenFile(). */
+  adminTokenFile?: string | undefined;
+  /** Serve HTTPS and WSS with these PEM files (re-read by reloadTls); plain HTTP is then not served. */
+  tls?: TlsFiles | undefined;
+  /** `/metrics` answers without a token. */
+  metricsPublic?: boolean | undefined;
   databaseUrl?: string | undefined;
   scalerConfigPath?: string | undefined;
   /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */

@@ -1,4 +1,5 @@
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
+import { createListener } from './tls.js';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { WebSocketServer } from 'ws';
@@ -20,7 +21,8 @@ import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
-import { loadAdminToken, loadInstanceId } from './instance.js';
+import { loadInstanceId } from './instance.js';
+import { defaultAdminTokenFile, ensureBootstrapToken } from '../access/bootstrap-token.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
 import { StoreProbe } from './readiness.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
@@ -112,10 +114,17 @@ export class Orchestrator {
     const database = holdUntilClosed(opened, lock, () => probe.stop());
     try {
       const store = createStore(database.db);
-      const adminToken = await loadAdminToken(dataDir);
       const instanceId = await resolveInstanceId(opts.instanceId, process.env.KICI_INSTANCE_ID, () =>
         loadInstanceId(dataDir),
       );
+      const { token: adminToken } = await ensureBootstrapToken({
+        file: opts.adminTokenFile ?? defaultAdminTokenFile(),
+        dataDir,
+        tokens: store.accessTokens,
+        instanceId,
+        now: new Date(clock.now()),
+        logger: log,
+      });
       // Peers on the same PostgreSQL keep their own agents' rows (only ours are cleared).
       if (opened.engine === 'postgres') store.agents.ownedBy(instanceId);
       await store.agents.markAllGone(new Date(clock.now()));
@@ -244,6 +253,14 @@ export class Orchestrator {
     }
   }
 
+  private tlsReload: (() => Promise<void>) | undefined;
+  /** SIGHUP: take a renewed TLS certificate and key for new connections (no-op without TLS). */
+  async reloadTls(): Promise<'reloaded' | 'not-configured'> {
+    if (!this.tlsReload) return 'not-configured';
+    await this.tlsReload();
+    return 'reloaded';
+  }
+
   private claimStoreCache: StoreClaimStore | undefined;
   /** Any orchestrator redeems any code: claims live in the shared store. */
   private get claims(): StoreClaimStore {
@@ -255,7 +272,7 @@ export class Orchestrator {
       store: this.store,
       dispatcher: this.dispatcher,
       clock: this.opts.clock ?? systemClock,
-      adminToken: this.adminToken,
+      metricsPublic: this.opts.metricsPublic ?? false,
       metrics: this.metrics,
       isReady: () => this.ready && !this.stopping,
       isDraining: () => this.draining,
@@ -268,9 +285,8 @@ export class Orchestrator {
       }),
       scalerConfigPath: this.opts.scalerConfigPath,
     });
-    const listener = getRequestListener(app.fetch);
-    // The listener answers its own errors (500), so nothing is left to await here.
-    const server = createServer((req, res) => void listener(req, res));
+    const { server, reload } = await createListener(getRequestListener(app.fetch), this.opts.tls);
+    this.tlsReload = reload;
     answerClientErrors(server, this.log);
     const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered, socket) =>
       handleAgentSocket(
@@ -297,8 +313,9 @@ export class Orchestrator {
     server.on('error', (err) => this.log.error({ err: errorMessage(err) }, 'http server error'));
     const addr = server.address() as AddressInfo;
     const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
-    this.url = `http://${shownHost}:${addr.port}`;
-    this.wsUrl = `ws://${shownHost}:${addr.port}/ws`;
+    const secure = this.opts.tls ? 's' : '';
+    this.url = `http${secure}://${shownHost}:${addr.port}`;
+    this.wsUrl = `ws${secure}://${shownHost}:${addr.port}/ws`;
     this.server = server;
     this.wss = wss;
   }

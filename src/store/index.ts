@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
+import { AccessTokensRepo } from './access-tokens-repo.js';
 import { AgentsRepo } from './agents-repo.js';
+import { AuditRepo } from './audit-repo.js';
 import { JobsRepo } from './jobs-repo.js';
 import { LogsRepo } from './logs-repo.js';
 import { SessionsRepo } from './sessions-repo.js';
@@ -15,6 +17,8 @@ export interface Store {
   tokens: TokensRepo;
   spawns: SpawnsRepo;
   sessions: SessionsRepo;
+  accessTokens: AccessTokensRepo;
+  audit: AuditRepo;
 }
 
 export function createStore(db: Kysely<Database>): Store {
@@ -26,6 +30,8 @@ export function createStore(db: Kysely<Database>): Store {
     tokens: new TokensRepo(db),
     spawns: new SpawnsRepo(db),
     sessions: new SessionsRepo(db),
+    accessTokens: new AccessTokensRepo(db),
+    audit: new AuditRepo(db),
   };
 }
 

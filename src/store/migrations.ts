@@ -347,6 +347,44 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /**
+   * Operator access: tokens with a role, kept as SHA-256 hashes so that every instance sharing the
+   * database accepts every token; and the audit trail of mutating and refused admin calls.
+   */
+  '015_access_tokens_audit': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table access_tokens (
+          id text primary key,
+          name text not null,
+          role text not null,
+          token_hash text not null unique,
+          bootstrap boolean not null default false,
+          created_by text,
+          created_at timestamptz not null default now(),
+          expires_at timestamptz,
+          revoked_at timestamptz,
+          last_used_at timestamptz
+        )`.execute(db);
+      await sql`create unique index access_tokens_live_name on access_tokens (name) where revoked_at is null`.execute(
+        db,
+      );
+      await sql`
+        create table admin_audit (
+          id bigserial primary key,
+          at timestamptz not null default now(),
+          token_id text,
+          token_name text,
+          role text,
+          action text not null,
+          target text,
+          result text not null,
+          status integer not null,
+          remote text
+        )`.execute(db);
+      await sql`create index admin_audit_at on admin_audit (at)`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

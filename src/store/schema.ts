@@ -180,6 +180,8 @@ export interface Database {
   ip_allocations: IpAllocationsTable;
   scaler_provision_outcomes: ScalerProvisionOutcomesTable;
   agent_sessions: AgentSessionsTable;
+  access_tokens: AccessTokensTable;
+  admin_audit: AdminAuditTable;
 }
 
 /** One agent's session: only the SHA-256 of its secret is kept (migration 014_agent_sessions). */
@@ -188,6 +190,34 @@ export interface AgentSessionsTable {
   secret_hash: string;
   jobs_taken: Generated<number>;
   opened_at: Generated<Date>;
+}
+
+/** An operator's access token: only its SHA-256 is kept. */
+export interface AccessTokensTable {
+  id: string;
+  name: string;
+  role: string;
+  token_hash: string;
+  bootstrap: Generated<boolean>;
+  created_by: string | null;
+  created_at: Timestamp;
+  expires_at: NullableTimestamp;
+  revoked_at: NullableTimestamp;
+  last_used_at: NullableTimestamp;
+}
+
+/** One mutating or refused admin API call. */
+export interface AdminAuditTable {
+  id: Generated<string>;
+  at: Timestamp;
+  token_id: string | null;
+  token_name: string | null;
+  role: string | null;
+  action: string;
+  target: string | null;
+  result: string;
+  status: number;
+  remote: string | null;
 }
 
 /** One claim code of an event provision; only its SHA-256 is kept. */

@@ -149,6 +149,51 @@ export class TokensRepo {
       .map((r) => ({ agentId: r.agent_id, labels: r.labels, expiresAt: r.expires_at }));
   }
 
+  /**
+   * A new token for the same static agent and labels, with the old token's lifetime; the old one
+   * stays valid for `graceMs` more (never longer than it already had). Undefined when `id` is not
+   * a live static token.
+   */
+  async rotate(
+    id: string,
+    now: Date,
+    graceMs: number,
+  ): Promise<{ old: TokenInfo; token: string; tokenId: string; expiresAt: Date | null } | undefined> {
+    const row = await this.db
+      .selectFrom('agent_tokens')
+      .selectAll()
+      .where('id', '=', id)
+      .where('kind', '=', 'static')
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    if (!row || (row.expires_at && row.expires_at.getTime() <= now.getTime())) return undefined;
+    const lifetimeMs = row.expires_at ? row.expires_at.getTime() - row.created_at.getTime() : undefined;
+    const minted = await this.mint({
+      agentId: row.agent_id,
+      labels: row.labels,
+      kind: 'static',
+      ttlMs: lifetimeMs,
+      now,
+    });
+    const graceEnd = new Date(now.getTime() + graceMs);
+    const oldEnd = row.expires_at && row.expires_at < graceEnd ? row.expires_at : graceEnd;
+    await this.db.updateTable('agent_tokens').set({ expires_at: oldEnd }).where('id', '=', id).execute();
+    return { old: toInfo({ ...row, expires_at: oldEnd }), ...minted };
+  }
+
+  /** Live static tokens that expire within `withinMs` (the `kici_orch_agent_tokens_expiring` gauge). */
+  async countExpiring(now: Date, withinMs: number): Promise<number> {
+    const row = await this.db
+      .selectFrom('agent_tokens')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('kind', '=', 'static')
+      .where('revoked_at', 'is', null)
+      .where('expires_at', '>', now)
+      .where('expires_at', '<=', new Date(now.getTime() + withinMs))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   async revokeForAgent(agentId: string, now: Date): Promise<void> {
     await this.db
       .updateTable('agent_tokens')

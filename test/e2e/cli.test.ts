@@ -104,7 +104,10 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
     const down = await admin(['job', 'list'], { KICI_SERVER_URL: 'http://127.0.0.1:9' });
     expect(down.code).toBe(1);
     expect(down.stderr).toMatch(/cannot reach the orchestrator at http:\/\/127\.0\.0\.1:9/);
-    const noToken = await admin(['job', 'list'], { KICI_DATA_DIR: files });
+    const noToken = await admin(['job', 'list'], {
+      KICI_DATA_DIR: files,
+      KICI_ADMIN_TOKEN_FILE: join(files, 'no-such-token'),
+    });
     expect(noToken.code).toBe(1);
     expect(noToken.stderr).toMatch(/no admin token/);
   });

@@ -105,7 +105,7 @@ describe('crash recovery (real serve process, embedded PGlite, bare-metal agents
 
     // 1. The first incarnation.
     first = await startServe({ config, port, dataDir });
-    const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api1 = adminApi(first.url, token);
 
     // 2. The burst: every step records its start and its end outside the data dir (short appends are atomic).

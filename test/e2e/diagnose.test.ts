@@ -108,7 +108,9 @@ describe('kici-admin diagnose', () => {
     await t.api('POST', '/api/v1/runs', { jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } } });
     const metrics = await eventually(
       async () => {
-        const m = await fetch(`${t!.orch.url}/metrics`).then((r) => r.text());
+        const m = await fetch(`${t!.orch.url}/metrics`, {
+          headers: { authorization: `Bearer ${t!.orch.adminToken}` },
+        }).then((r) => r.text());
         return m.includes('kici_orch_scaler_spawn_failures_total{') ? m : undefined;
       },
       10_000,

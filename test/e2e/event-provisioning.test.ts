@@ -127,7 +127,9 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       'spawn records deleted',
     );
     expect(await t.orch.store.db.selectFrom('scaler_pending_claims').selectAll().execute()).toEqual([]);
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).toMatch(/kici_orch_scaler_scale_up_emitted_total\{scaler="cloud"\} 1/);
     expect(metrics).toMatch(
       /kici_orch_scaler_scale_down_emitted_total\{scaler="cloud",reason="job-complete"\} 1/,
@@ -271,7 +273,9 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       30_000,
       'a second provision for the requeued job',
     );
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).toMatch(/kici_orch_scaler_external_provision_timeout_total\{scaler="cloud"\} [1-9]/);
     await t.api('POST', `/api/v1/jobs/${jobId}/cancel`);
   });
@@ -329,7 +333,9 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       10_000,
       'the long-expired claim purged, the recent one kept',
     );
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).not.toMatch(/kici_orch_scaler_external_provision_timeout_total\{scaler="cloud"\} [1-9]/);
     await eventually(
       () => t!.orch.scaler!.entries().every((e) => e.scalerName !== 'cloud'),

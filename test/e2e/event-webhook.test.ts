@@ -200,7 +200,9 @@ describe('webhook provisioning target', () => {
     const missing = await runNode([ADMIN_BIN, 'event', 'show', 'no-such-event'], env).exited;
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/event no-such-event does not exist/);
-    const metrics = await (await fetch(`${t!.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t!.orch.url}/metrics`, { headers: { authorization: `Bearer ${t!.orch.adminToken}` } })
+    ).text();
     expect(metrics).toMatch(
       /kici_orch_scaler_external_provisioning_delivery_given_up_total\{scaler="hooked"\} [1-9]/,
     );

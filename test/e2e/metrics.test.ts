@@ -31,7 +31,9 @@ beforeAll(async () => {
   const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs });
   const done = await Promise.all(run.body.jobs.map((j) => t.waitForJob(j.id)));
   expect(done.map((j) => j.state)).toEqual(Array(BURST).fill('succeeded'));
-  const res = await fetch(`${t.orch.url}/metrics`);
+  const res = await fetch(`${t.orch.url}/metrics`, {
+    headers: { authorization: `Bearer ${t.orch.adminToken}` },
+  });
   expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
   text = await res.text();
   families = parsePromText(text);

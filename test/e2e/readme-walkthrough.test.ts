@@ -111,7 +111,7 @@ describe('README: Running a real orchestrator, followed literally', () => {
       expect(r.code, cmd).toBe(0);
       return r.stdout;
     };
-    const adminToken = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    const adminToken = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = async <T>(method: string, path: string, body?: unknown) => {
       const res = await fetch(`http://127.0.0.1:${port}${path}`, {
         method,

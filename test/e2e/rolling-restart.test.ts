@@ -75,7 +75,7 @@ async function setup(env: NodeJS.ProcessEnv = {}) {
     return s;
   };
   const first = await start();
-  const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+  const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
   const api = adminApi(first.url, token);
   const submit = async (jobs: number, sleepSeconds: number) => {
     const spec: Record<string, unknown> = {};

@@ -113,7 +113,9 @@ describe('scaler reload', () => {
     });
     const states = await Promise.all(run.body.jobs.map((j) => t!.waitForJob(j.id)));
     expect(states.map((j) => j.state)).toEqual(['succeeded', 'succeeded']);
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).toMatch(/kici_orch_scaler_config_reloads_total\{result="success"\} 1/);
     expect(metrics).toMatch(/kici_orch_scaler_config_reloads_total\{result="failed"\} 2/);
     await writeFile(path, original);

@@ -16,8 +16,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const db = await openDatabase({ dataDir: dir });
   await db.close();
   project.provide('templateDataDir', dir);
+  // Orchestrators in tests keep their bootstrap admin token here, not in the user's config dir;
+  // workers and the processes they start inherit it. Each fresh database imports the same token.
+  let tokenDir: string | undefined;
+  if (!process.env.KICI_ADMIN_TOKEN_FILE) {
+    tokenDir = await mkdtemp(join(tmpdir(), 'kici-etc-'));
+    process.env.KICI_ADMIN_TOKEN_FILE = join(tokenDir, 'admin-token');
+  }
   return async () => {
     await rm(dir, { recursive: true, force: true });
+    if (tokenDir) await rm(tokenDir, { recursive: true, force: true });
     await checkNoLeftovers(runId);
   };
 }

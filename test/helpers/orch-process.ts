@@ -39,6 +39,8 @@ export async function startOrchestratorProcess(opts: {
   databaseUrl: string;
   env?: NodeJS.ProcessEnv;
   args?: string[];
+  /** This instance's own bootstrap token file (as on its own host); default: the tests' shared one. */
+  adminTokenFile?: string;
 }): Promise<OrchProcess> {
   const dataDir = await mkdtemp(join(tmpdir(), 'kici-orchp-'));
   const port = await freePort();
@@ -52,6 +54,7 @@ export async function startOrchestratorProcess(opts: {
       dataDir,
       '--database-url',
       opts.databaseUrl,
+      ...(opts.adminTokenFile ? ['--admin-token-file', opts.adminTokenFile] : []),
       ...(opts.args ?? []),
     ],
     { KICI_LOG_LEVEL: 'info', ...opts.env },
@@ -69,7 +72,7 @@ export async function startOrchestratorProcess(opts: {
     if (Date.now() > until) throw new Error(`orchestrator not ready: ${proc.output().stdout}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+  const token = (await readFile(opts.adminTokenFile ?? process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
   const api = async <T>(method: string, path: string, body?: unknown) => {
     const res = await fetch(`${url}${path}`, {
       method,

@@ -69,7 +69,7 @@ describe('bare-metal sandbox (bubblewrap)', () => {
     });
     const jobs = await Promise.all(ids.map((id) => t!.waitForJob(id, undefined, 60_000)));
     expect(jobs.map((j) => j.state)).toEqual(['succeeded', 'succeeded']);
-    const token = await readFile(join(dataDir, 'admin-token'), 'utf8');
+    const token = await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8');
     for (const id of ids) {
       const lines = await outputLines(t, id);
       const get = (k: string) => lines.find((l) => l.startsWith(`${k}=`))?.slice(k.length + 1);

@@ -101,7 +101,7 @@ process.on('SIGTERM', () => void orch.stop().then(() => process.exit(0)));
     id,
     url,
     wsUrl: `${url.replace('http:', 'ws:')}/ws`,
-    token: (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim(),
+    token: (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim(),
     output: () => child.output().stdout + child.output().stderr,
     async stop() {
       if (child.child.exitCode === null) child.child.kill('SIGTERM');
@@ -111,7 +111,9 @@ process.on('SIGTERM', () => void orch.stop().then(() => process.exit(0)));
 }
 
 async function metric(o: Orch, line: RegExp): Promise<number> {
-  const text = await (await fetch(`${o.url}/metrics`)).text();
+  const text = await (
+    await fetch(`${o.url}/metrics`, { headers: { authorization: `Bearer ${o.token}` } })
+  ).text();
   const hit = text.split('\n').find((l) => line.test(l));
   return hit ? Number(hit.split(' ').pop()) : 0;
 }

@@ -122,7 +122,7 @@ process.on('SIGTERM', () => void orch.stop().then(() => process.exit(0)));
   );
   return {
     url: ready[1]!,
-    token: (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim(),
+    token: (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim(),
     output: () => child.output().stdout + child.output().stderr,
     async stop() {
       if (child.child.exitCode === null) child.child.kill('SIGTERM');

@@ -20,7 +20,9 @@ beforeAll(async () => {
     },
   });
   await Promise.all(run.body.jobs.map((j) => t.waitForJob(j.id)));
-  scrape = await (await fetch(`${t.orch.url}/metrics`)).text();
+  scrape = await (
+    await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+  ).text();
 }, 120_000);
 
 afterAll(async () => {

@@ -70,7 +70,7 @@ describe('kill -9 of the orchestrator with a VM running', () => {
     );
     const port = await freePort();
     first = await serve(config, port, dataDir);
-    const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = adminApi(first.url, token);
     const run = await api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { long: { runsOn: ['linux', 'vmk'], steps: [{ run: 'echo started; sleep 15; echo survived' }] } },

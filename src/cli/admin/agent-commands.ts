@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { parseDurationMs } from '../../util/duration.js';
 import { UserError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
@@ -65,7 +66,7 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
     .description('mint a long-lived token for a static agent, bound to an agent id and its labels')
     .requiredOption('--labels <labels>', 'comma-separated labels the agent may register with')
     .option('--id <agentId>', 'agent id (default: a generated static-<hex> id)')
-    .option('--ttl <seconds>', 'expire after this many seconds (default: never)')
+    .option('--ttl <duration>', 'lifetime: seconds or 90m, 12h, 30d; "never" for none (default: 90d)')
     .option('--json', 'machine-readable output')
     .action(async (o: { labels: string; id?: string; ttl?: string; json?: boolean }, cmd: Command) => {
       const labels = o.labels
@@ -73,11 +74,14 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
         .map((l) => l.trim())
         .filter(Boolean);
       if (!labels.length) throw new UserError('--labels: at least one label');
-      let ttlSeconds: number | undefined;
-      if (o.ttl !== undefined) {
-        ttlSeconds = Number(o.ttl);
-        if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0)
-          throw new UserError('--ttl: a positive whole number of seconds');
+      // Absent: the server's default (90 days); "never" is asked for explicitly.
+      let ttlSeconds: number | null | undefined;
+      if (o.ttl === 'never') ttlSeconds = null;
+      else if (o.ttl !== undefined) {
+        const ms = parseDurationMs(o.ttl);
+        if (ms === undefined)
+          throw new UserError(`--ttl: seconds, a duration such as 12h or 30d, or "never"; got "${o.ttl}"`);
+        ttlSeconds = Math.ceil(ms / 1000);
       }
       const res = await (
         await client(cmd)
@@ -90,7 +94,7 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
       }>('POST', '/api/v1/agents/tokens', {
         labels,
         ...(o.id ? { agentId: o.id } : {}),
-        ...(ttlSeconds ? { ttlSeconds } : {}),
+        ...(ttlSeconds !== undefined ? { ttlSeconds } : {}),
       });
       if (o.json) return printJson(res);
       process.stdout.write(

@@ -1,10 +1,16 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import {
+  defaultAdminTokenFile,
+  LEGACY_TOKEN_FILE,
+  SERVICE_TOKEN_FILE,
+} from '../../access/bootstrap-token.js';
 import { UserError } from '../../util/errors.js';
 
 export interface ClientOptions {
   server?: string;
   token?: string;
+  tokenFile?: string;
   dataDir?: string;
 }
 
@@ -17,7 +23,25 @@ export class ApiError extends UserError {
   }
 }
 
-/** Talks to the admin API. On the orchestrator's own host it finds the admin token in the data dir. */
+/**
+ * The token from a file: `--token-file`, else the orchestrator's default bootstrap token file
+ * (KICI_ADMIN_TOKEN_FILE, /etc/kici/admin-token for root, the user's config dir), else the example
+ * systemd unit's file, else the data dir of an orchestrator from before access tokens.
+ */
+async function tokenFromFiles(opts: ClientOptions): Promise<string> {
+  const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';
+  const first = opts.tokenFile ?? defaultAdminTokenFile();
+  const tried = [...new Set([first, SERVICE_TOKEN_FILE, join(dir, LEGACY_TOKEN_FILE)])];
+  for (const path of tried) {
+    const text = await readFile(path, 'utf8').catch(() => '');
+    if (text.trim()) return text.trim();
+  }
+  throw new UserError(
+    `no admin token: set KICI_ADMIN_TOKEN or --token, or run on the orchestrator's host as its user (looked in ${tried.join(' and ')})`,
+  );
+}
+
+/** Talks to the admin API. On the orchestrator's own host it finds the bootstrap admin token by itself. */
 export class AdminClient {
   private constructor(
     readonly baseUrl: string,
@@ -29,17 +53,8 @@ export class AdminClient {
       /\/$/,
       '',
     );
-    let token = opts.token ?? process.env.KICI_ADMIN_TOKEN;
-    if (!token) {
-      const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';
-      try {
-        token = (await readFile(join(dir, 'admin-token'), 'utf8')).trim();
-      } catch {
-        throw new UserError(
-          `no admin token: set KICI_ADMIN_TOKEN, or run on the orchestrator's host (looked for ${join(dir, 'admin-token')})`,
-        );
-      }
-    }
+    // An empty value counts as unset.
+    const token = opts.token || process.env.KICI_ADMIN_TOKEN || (await tokenFromFiles(opts));
     return new AdminClient(baseUrl, token);
   }
 

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../../util/errors.js';
 import { packageVersion } from '../../version.js';
+import { registerAccessCommands } from './access-commands.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
 import { registerClusterCommands } from './cluster-commands.js';
@@ -17,16 +18,30 @@ export function buildAdminProgram(): Command {
     .description('Operate a kici orchestrator: jobs, agents and the scaler')
     .version(packageVersion())
     .option('--server <url>', 'orchestrator URL (default: $KICI_SERVER_URL or http://127.0.0.1:8080)')
-    .option('--token <token>', "admin token (default: $KICI_ADMIN_TOKEN, or the data dir's admin-token)")
+    .option('--token <token>', 'access token (default: $KICI_ADMIN_TOKEN, else the token file)')
+    .option(
+      '--token-file <file>',
+      "file holding the token (default: the orchestrator's bootstrap file: $KICI_ADMIN_TOKEN_FILE, /etc/kici/admin-token for root, else $XDG_CONFIG_HOME/kici/admin-token)",
+    )
     .option(
       '--data-dir <dir>',
-      'where to find the admin token on the orchestrator host (default: $KICI_DATA_DIR or ./.kici-data)',
+      'data dir of an orchestrator from before access tokens, which kept its token there (default: $KICI_DATA_DIR or ./.kici-data)',
     )
     .showHelpAfterError()
     .exitOverride();
   const client = (cmd: Command) => {
-    const g = cmd.optsWithGlobals<{ server?: string; token?: string; dataDir?: string }>();
-    return AdminClient.create({ server: g.server, token: g.token, dataDir: g.dataDir });
+    const g = cmd.optsWithGlobals<{
+      server?: string;
+      token?: string;
+      tokenFile?: string;
+      dataDir?: string;
+    }>();
+    return AdminClient.create({
+      server: g.server,
+      token: g.token,
+      tokenFile: g.tokenFile,
+      dataDir: g.dataDir,
+    });
   };
   registerJobCommands(program, client);
   registerAgentCommands(program, client);
@@ -37,6 +52,7 @@ export function buildAdminProgram(): Command {
   registerEventCommands(program, client);
   registerClusterCommands(program, client);
   registerFirecrackerCommands(program, client);
+  registerAccessCommands(program, client);
   return program;
 }
 

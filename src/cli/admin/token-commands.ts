@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { parseDurationMs } from '../../util/duration.js';
+import { UserError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 
@@ -8,6 +10,8 @@ interface TokenView {
   labels: string[];
   kind: 'static' | 'ephemeral';
   state: 'active' | 'expired' | 'revoked';
+  /** Active, and expires within 14 days. */
+  expiresSoon?: boolean;
   createdAt: string;
   expiresAt: string | null;
   revokedAt: string | null;
@@ -37,13 +41,45 @@ export function registerTokenAdminCommands(
             t.id,
             t.agentId,
             t.kind,
-            t.state,
+            t.expiresSoon ? 'expiring' : t.state,
             `${age(t.createdAt, now)} ago`,
             t.expiresAt ? t.expiresAt : 'never',
             t.lastUsedAt ? `${age(t.lastUsedAt, now)} ago` : 'never',
             t.labels.join(','),
           ]),
         ) + '\n',
+      );
+    });
+
+  token
+    .command('rotate <tokenId>')
+    .description('issue a new token for the same agent; the old one keeps working for the grace')
+    .option('--grace <duration>', 'how long the old token stays valid: 0, 90m, 12h, 7d (default: 24h)')
+    .option('--json', 'machine-readable output')
+    .action(async (tokenId: string, o: { grace?: string; json?: boolean }, cmd: Command) => {
+      let graceSeconds: number | undefined;
+      if (o.grace !== undefined) {
+        const ms = o.grace === '0' ? 0 : parseDurationMs(o.grace);
+        if (ms === undefined)
+          throw new UserError(`--grace: a duration such as 90m, 12h or 7d; got "${o.grace}"`);
+        graceSeconds = Math.ceil(ms / 1000);
+      }
+      const res = await (
+        await client(cmd)
+      ).request<{
+        tokenId: string;
+        agentId: string;
+        token: string;
+        expiresAt: string | null;
+        old: TokenView;
+        graceSeconds: number;
+      }>('POST', `/api/v1/agents/tokens/${encodeURIComponent(tokenId)}/rotate`, {
+        ...(graceSeconds !== undefined ? { graceSeconds } : {}),
+      });
+      if (o.json) return printJson(res);
+      process.stdout.write(
+        `new token ${res.tokenId} for agent ${res.agentId} (expires ${res.expiresAt ?? 'never'}):\n${res.token}\n` +
+          `The old token ${res.old.id} stays valid until ${res.old.expiresAt}. Restart the agent with KICI_AGENT_TOKEN set to the new one.\n`,
       );
     });
 

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmod, chown, lstat, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -44,7 +45,11 @@ interface Serve {
 
 /** `kici-orchestrator serve` as a real process, optionally as the unprivileged user `nobody`. */
 function serve(args: string[], opts: { asNobody?: boolean } = {}): Serve {
-  const cmd = [NODE, ORCH_BIN, 'serve', '--listen', '127.0.0.1:0', ...args];
+  // A server run as nobody cannot write the tests' shared token file: it gets its own, outside its data dir.
+  const tokenDir = join(tmpdir(), `kici-nobody-etc-${randomBytes(4).toString('hex')}`);
+  if (opts.asNobody) dirs.push(tokenDir);
+  const tokenArgs = opts.asNobody ? ['--admin-token-file', join(tokenDir, 'admin-token')] : [];
+  const cmd = [NODE, ORCH_BIN, 'serve', '--listen', '127.0.0.1:0', ...tokenArgs, ...args];
   const child = opts.asNobody
     ? spawn('setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', ...cmd], {
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -201,7 +206,7 @@ describe('defect 13: one server per data dir', () => {
     dirs.push(join(config, '..'));
     const first = serve(['--data-dir', dataDir, '--config', config]);
     const url = await withTimeout(first.url, 30_000, 'first serve was not ready', first);
-    const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = async <T>(method: string, path: string, body?: unknown) => {
       const r = await fetch(`${url}${path}`, {
         method,

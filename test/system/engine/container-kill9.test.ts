@@ -3,7 +3,7 @@
  * port) the jobs finish or are requeued and finish, and no agent container is left.
  */
 import { readFile, rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { adminApi, freePort, killServe, startServe, type ServeProcess } from '../../helpers/crash.js';
 import { freshDataDir } from '../../helpers/data-dir.js';
@@ -53,7 +53,7 @@ describe(`kill -9 of the orchestrator with ${ENGINE} agents running`, () => {
     });
     dirs.push(dataDir, dirname(config));
     first = await startServe({ config, port, dataDir, host: '0.0.0.0' });
-    const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = adminApi(first.url, token);
     const run = await api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: {

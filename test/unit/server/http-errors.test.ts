@@ -28,16 +28,16 @@ describe('HTTP API when the store fails (defect 10)', () => {
       store,
       dispatcher,
       clock: systemClock,
-      adminToken: 'secret',
       metrics: new Metrics(),
       isReady: () => true,
       logger,
       readiness: probe,
       reloadScaler: async () => ({ result: 'not-configured' }),
     });
+    const { token } = await store.accessTokens.create({ name: 'ops', role: 'viewer', now: new Date() });
     expect((await app.request('/readyz')).status).toBe(200);
     await db.close();
-    const res = await app.request('/api/v1/jobs', { headers: { authorization: 'Bearer secret' } });
+    const res = await app.request('/api/v1/jobs', { headers: { authorization: `Bearer ${token}` } });
     expect(res.status).toBe(500);
     expect(await res.json()).toEqual({
       error: 'internal error',
