@@ -21,7 +21,7 @@ export interface ConnectedAgent {
   connectedAtMs: number;
   lastSeenMs: number;
   /** Set when the orchestrator closes the socket for a reason the scaler should learn (destroy reason). */
-  closedFor?: 'heartbeat-timeout';
+  closedFor?: 'heartbeat-timeout' | 'job-complete';
   /** The token it registered with (`agent token revoke` disconnects whoever holds it). */
   tokenId?: string;
   /** Its token was revoked: it cannot come back, so it is not listed as disconnected. */

@@ -29,6 +29,8 @@ export interface AgentSessionDeps {
   logger: Logger;
   heartbeatIntervalMs: number;
   isStopping: () => boolean;
+  /** How long a scaler agent told to leave after its job may take before it is cut off. */
+  leaveGraceMs?: number | undefined;
   /** Told once the agent is registered: the limits on unregistered connections no longer apply. */
   onRegistered?: () => void;
   /** Redeems claim codes; without one a `claim` is refused with 4401. */

@@ -280,6 +280,7 @@ export class Orchestrator {
           logger: this.log,
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
+          leaveGraceMs: this.opts.agentLeaveGraceMs,
           onRegistered,
           claimStore: this.opts.claimStore ?? this.claims,
         },
