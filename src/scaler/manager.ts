@@ -25,6 +25,7 @@ import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.j
 import { ScalerState } from './state.js';
 import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
+import { withdrawEndedProvisions } from './withdrawal.js';
 import { Adoptions } from './adoption.js';
 import type { ScalerEventEmitterLike } from './events/payloads.js';
 
@@ -423,6 +424,11 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
       }
     }
     this.sweepRetired();
+  }
+
+  /** Tear down unregistered provisions whose job ended meanwhile (run with the periodic sweep). */
+  withdrawEnded(): Promise<string[]> {
+    return withdrawEndedProvisions(this);
   }
 
   entries(): ManagedEntry[] {

@@ -359,6 +359,7 @@ export class Orchestrator {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
     this.sweepTimer = setInterval(() => {
       this.scaler?.sweepStale();
+      void this.scaler?.withdrawEnded();
       void this.dispatcher.requestPump();
     }, opts.sweepIntervalMs ?? 10_000);
     this.sweepTimer.unref();
