@@ -39,14 +39,16 @@ import {
   type OrchestratorOptions,
 } from './orchestrator-options.js';
 import { backendContext, buildScaler } from './scaler-wiring.js';
+import { jobTargetProblems } from '../scaler/events/job-targets.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
 export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
   const res = await loadScalerConfigForPeople(path, dir);
-  if (!res.ok)
-    throw new UserError(`invalid scaler configuration:\n  ${res.problems.join('\n  ')}`, res.problems);
+  const problems = res.ok ? await jobTargetProblems(res.config, path) : res.problems;
+  if (!res.ok || problems.length)
+    throw new UserError(`invalid scaler configuration:\n  ${problems.join('\n  ')}`, problems);
   return res.config;
 }
 

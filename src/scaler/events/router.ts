@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { dirname, isAbsolute, resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import { readRunFile } from '../../jobs/run-file.js';
 import type { RunSpec } from '../../jobs/run-spec.js';
@@ -8,6 +7,7 @@ import { errorMessage, UserError } from '../../util/errors.js';
 import type { Logger } from '../../util/logger.js';
 import type { DeliveryProblem } from '../types.js';
 import { DeliveriesRepo } from './deliveries-repo.js';
+import { jobTargetPath } from './job-targets.js';
 import {
   SCALE_DOWN_EVENT,
   SCALE_UP_EVENT,
@@ -133,8 +133,7 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
     target: string,
     payload: ScalerScaleUpPayload | ScalerScaleDownPayload,
   ): Promise<void> {
-    const file = target.slice('job:'.length);
-    const path = isAbsolute(file) ? file : resolve(dirname(this.opts.configPath), file);
+    const path = jobTargetPath(this.opts.configPath, target);
     try {
       if (!this.submit) throw new Error('the job queue is not running');
       const template = await readRunFile(path);
