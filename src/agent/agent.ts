@@ -116,7 +116,7 @@ export class Agent {
    * address apply, which is usually while it is still starting. Those first refusals are expected:
    * retried every FIRST_DIAL_RETRY_MS (every wait is start latency) and not logged.
    */
-  private inFirstDial(now = Date.now()): boolean {
+  private inFirstDial(now = performance.now()): boolean {
     return (
       this.cfg.scalerManaged &&
       !this.everRegistered &&
@@ -126,7 +126,7 @@ export class Agent {
   }
 
   private connect(): void {
-    this.firstDialAt ??= Date.now();
+    this.firstDialAt ??= performance.now();
     const ws = new WebSocket(this.cfg.orchestratorUrl, { handshakeTimeout: 10_000 });
     this.ws = ws;
     this.hold = undefined;
@@ -321,7 +321,7 @@ export class Agent {
       void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.refused));
       return;
     }
-    const now = Date.now();
+    const now = performance.now();
     this.disconnectedSince ??= now;
     if (wasRegistered)
       this.log('warn', `connection lost (${code}${reason ? `: ${reason}` : ''}); reconnecting`);

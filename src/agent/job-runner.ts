@@ -80,7 +80,7 @@ export class JobRunner {
         if (this.stopped) break;
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
-        const started = Date.now();
+        const started = performance.now();
         const oomBefore = await oom.kills();
         this.current = runStep({
           script: step.run,
@@ -105,7 +105,7 @@ export class JobRunner {
           idx,
           exitCode: out.exitCode,
           timedOut: out.timedOut,
-          durationMs: Date.now() - started,
+          durationMs: Math.round(performance.now() - started),
         });
         exitCode = out.exitCode;
         // SIGKILL plus a new OOM kill in our memory cgroup: the limit ended the step, say so.

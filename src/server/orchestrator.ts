@@ -40,6 +40,7 @@ import {
 } from './orchestrator-options.js';
 import { backendContext, buildScaler } from './scaler-wiring.js';
 import { jobTargetProblems } from '../scaler/events/job-targets.js';
+import { closeSilentAgents } from './heartbeat-check.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
@@ -366,15 +367,10 @@ export class Orchestrator {
     }, opts.sweepIntervalMs ?? 10_000);
     this.sweepTimer.unref();
     const hb = opts.heartbeatIntervalMs ?? 10_000;
-    this.heartbeatTimer = setInterval(() => {
-      const now = (opts.clock ?? systemClock).now();
-      for (const a of this.dispatcher.registry.list()) {
-        if (now - a.lastSeenMs > hb * 3) {
-          a.closedFor = 'heartbeat-timeout';
-          a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
-        }
-      }
-    }, hb);
+    this.heartbeatTimer = setInterval(
+      () => closeSilentAgents(this.dispatcher.registry.list(), opts.clock ?? systemClock, hb),
+      hb,
+    );
     this.heartbeatTimer.unref();
   }
 
