@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
 import { closeSilentAgents, MISSED_BEATS, uptimeMs } from '../../../src/server/heartbeat-check.js';
 import { ManualClock } from '../../../src/util/clock.js';
+import { DEFAULT_SPAWN_TIMEOUT_MS } from '../../../src/scaler/manager.js';
 import { bareMetal, useManagerHarnesses } from '../../helpers/manager-harness.js';
 
 const hs = useManagerHarnesses();
@@ -67,5 +68,20 @@ describe('heartbeat timeout on the monotonic clock', () => {
         },
       ),
     );
+  });
+
+  it('the spawn deadline is elapsed time: a +1 h wall step fails no spawn, real waiting still does', async () => {
+    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
+    const req = h.allSpawns().find((s) => s.boundJobId === ids[0])!;
+    h.backend('alpha').resolveSpawn(req.agentId);
+    await h.settle();
+    h.clock.jumpWall(HOUR);
+    await h.sweep();
+    expect(h.hooks.spawnFailed).toEqual([]);
+    expect(h.manager.isProvisioning(ids[0]!)).toBe(true);
+    await h.advance(DEFAULT_SPAWN_TIMEOUT_MS + 1);
+    await h.sweep();
+    expect(h.hooks.spawnFailed.map((f) => f.error.kind)).toEqual(['spawn-timeout']);
   });
 });
