@@ -1,7 +1,23 @@
 import { TERMINAL_JOB_STATES } from '../store/schema.js';
 import { errorMessage } from '../util/errors.js';
 import type { ManagedEntry } from './agent-book.js';
-import type { ScalerManager } from './manager.js';
+import type { Store } from '../store/index.js';
+import type { Logger } from '../util/logger.js';
+import type { TeardownReason } from './lifecycle-port.js';
+import type { ScalerState } from './state.js';
+
+/** What withdrawal needs of the manager. */
+export interface WithdrawalHost {
+  readonly opts: { readonly store: Store };
+  readonly log: Logger;
+  readonly instanceId: string;
+  readonly state: ScalerState;
+  readonly adoption: { adopters(agentIds: readonly string[]): Promise<Map<string, string | null>> };
+  entries(): ManagedEntry[];
+  teardown(m: ManagedEntry, reason: TeardownReason): Promise<void>;
+  forget(m: ManagedEntry): void;
+  notifyCapacityFreed(): void;
+}
 
 /**
  * Provisions that lost their reason to exist: spawned for a job, not registered yet, and the job has
@@ -10,7 +26,7 @@ import type { ScalerManager } from './manager.js';
  * no report on the job). A store that cannot say how the jobs stand withdraws nothing this time.
  * Returns the withdrawn agent ids.
  */
-export async function withdrawEndedProvisions(mgr: ScalerManager): Promise<string[]> {
+export async function withdrawEndedProvisions(mgr: WithdrawalHost): Promise<string[]> {
   const candidates = mgr.entries().filter((m) => m.phase === 'starting' && m.boundJobId !== undefined);
   if (!candidates.length) return [];
   let ended: Set<string>;
@@ -57,10 +73,10 @@ export async function withdrawEndedProvisions(mgr: ScalerManager): Promise<strin
   return withdrawn;
 }
 
-function isClusterOwned(mgr: ScalerManager, m: ManagedEntry): boolean {
+function isClusterOwned(mgr: WithdrawalHost, m: ManagedEntry): boolean {
   return mgr.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
 }
 
-function stillWaiting(mgr: ScalerManager, m: ManagedEntry): boolean {
+function stillWaiting(mgr: WithdrawalHost, m: ManagedEntry): boolean {
   return mgr.state.agents.get(m.agentId) === m && m.phase === 'starting';
 }
