@@ -125,7 +125,7 @@ export class Agent {
    * address apply, which is usually while it is still starting. Those first refusals are expected:
    * retried every FIRST_DIAL_RETRY_MS (every wait is start latency) and not logged.
    */
-  private inFirstDial(now = Date.now()): boolean {
+  private inFirstDial(now = performance.now()): boolean {
     return (
       this.cfg.scalerManaged &&
       !this.everRegistered &&
@@ -135,7 +135,7 @@ export class Agent {
   }
 
   private connect(): void {
-    this.firstDialAt ??= Date.now();
+    this.firstDialAt ??= performance.now();
     const ws = new WebSocket(this.cfg.orchestratorUrl, {
       handshakeTimeout: 10_000,
       ...(this.cfg.ca ? { ca: this.cfg.ca } : {}),
@@ -347,7 +347,7 @@ export class Agent {
       void waitUntil(() => !this.runner, 10_000).then(() => this.exit(AgentExit.refused));
       return;
     }
-    const now = Date.now();
+    const now = performance.now();
     this.disconnectedSince ??= now;
     if (wasRegistered)
       this.log('warn', `connection lost (${code}${reason ? `: ${reason}` : ''}); reconnecting`);

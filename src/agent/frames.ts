@@ -26,9 +26,9 @@ export function encodeFrames(msg: AgentMessage, onDrop: (what: string) => void):
 
 /** Resolves once `done()` holds, or after `ms`, whichever comes first. */
 export function waitUntil(done: () => boolean, ms: number): Promise<void> {
-  const until = Date.now() + ms;
+  const until = performance.now() + ms;
   return new Promise((resolve) => {
-    const check = () => (done() || Date.now() >= until ? resolve() : setTimeout(check, 20));
+    const check = () => (done() || performance.now() >= until ? resolve() : setTimeout(check, 20));
     check();
   });
 }

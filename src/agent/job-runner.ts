@@ -7,6 +7,7 @@ import { setLongTimeout } from '../util/long-timer.js';
 import { stopProcesses } from '../util/proc-tree.js';
 import { MAX_FRAME_BYTES } from './frames.js';
 import { oomMessage, oomProbe } from './oom.js';
+import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
 
 /** Variables the agent itself holds that build steps must never see. */
@@ -48,6 +49,8 @@ export class JobRunner {
   private readonly marker = randomBytes(12).toString('hex');
   /** Every step run so far: their process groups and pipes are the job's until it ends. */
   private readonly steps: RunningStep[] = [];
+  /** Kills the steps' process groups if the agent dies before it cleans up (dead-man.ts). */
+  private readonly deadMan = new DeadManSwitch();
   private ended = false;
   private congestionTimer: NodeJS.Timeout | undefined;
   private releasing = false;
@@ -86,7 +89,7 @@ export class JobRunner {
         if (this.stopped) break;
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
-        const started = Date.now();
+        const started = performance.now();
         const oomBefore = await oom.kills();
         this.current = runStep({
           script: step.run,
@@ -96,6 +99,7 @@ export class JobRunner {
           onLine: (stream, line) => this.line(idx, stream, line),
         });
         this.steps.push(this.current);
+        this.deadMan.guard(this.current.pgid);
         const out = await this.current.done;
         this.current = undefined;
         if (out.error) this.line(idx, 'system', `step could not start: ${out.error}`);
@@ -111,7 +115,7 @@ export class JobRunner {
           idx,
           exitCode: out.exitCode,
           timedOut: out.timedOut,
-          durationMs: Date.now() - started,
+          durationMs: Math.round(performance.now() - started),
         });
         exitCode = out.exitCode;
         // SIGKILL plus a new OOM kill in our memory cgroup: the limit ended the step, say so.
@@ -188,6 +192,7 @@ export class JobRunner {
       { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks },
       this.opts.reapGraceMs,
     );
+    this.deadMan.disarm();
     // The last output is read without backpressure: the writers are gone, the pipes hold little.
     this.releasing = true;
     if (this.congestionTimer) clearTimeout(this.congestionTimer);

@@ -16,7 +16,8 @@ export function printJson(value: unknown): void {
 
 export function age(from: string | Date | null | undefined, to: Date = new Date()): string {
   if (!from) return '-';
-  const ms = to.getTime() - new Date(from).getTime();
+  // Clocks of client and server may disagree: a stamp "in the future" is shown as just now.
+  const ms = Math.max(0, to.getTime() - new Date(from).getTime());
   if (ms < 1000) return `${ms}ms`;
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
   if (ms < 3_600_000) return `${Math.round(ms / 60_000)}m`;

@@ -18,10 +18,14 @@ export interface ConnectedAgent {
   jobsTaken: number;
   busyJobId?: string;
   draining: boolean;
+  /** Wall-clock stamps, for people: when it connected and last spoke. */
   connectedAtMs: number;
   lastSeenMs: number;
+  /** The same two moments on the monotonic clock: liveness and uptime are measured on these. */
+  connectedMono: number;
+  lastSeenMono: number;
   /** Set when the orchestrator closes the socket for a reason the scaler should learn (destroy reason). */
-  closedFor?: 'heartbeat-timeout';
+  closedFor?: 'heartbeat-timeout' | 'job-complete';
   /** The token it registered with (`agent token revoke` disconnects whoever holds it). */
   tokenId?: string;
   /** Its token was revoked: it cannot come back, so it is not listed as disconnected. */
@@ -40,6 +44,8 @@ export function newConnectedAgent(a: {
   jobsDone?: number | undefined;
   version?: string | undefined;
   nowMs: number;
+  /** The monotonic reading at the same moment (default: nowMs, for callers with one clock). */
+  monoMs?: number | undefined;
   send: ConnectedAgent['send'];
   close: ConnectedAgent['close'];
 }): ConnectedAgent {
@@ -57,6 +63,8 @@ export function newConnectedAgent(a: {
     draining: false,
     connectedAtMs: a.nowMs,
     lastSeenMs: a.nowMs,
+    connectedMono: a.monoMs ?? a.nowMs,
+    lastSeenMono: a.monoMs ?? a.nowMs,
     send: a.send,
     close: a.close,
   };

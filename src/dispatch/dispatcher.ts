@@ -223,7 +223,15 @@ export class Dispatcher {
         const job = this.queue.get(sp.jobId);
         if (!job || !scaler || scaler.isProvisioning(job.id)) continue;
         if (this.opts.scaleClaim) {
-          const claim = await this.opts.scaleClaim(job.id).catch(() => 'other' as const);
+          const claim = await this.opts.scaleClaim(job.id).catch((err: unknown) => {
+            // Not "someone else has it": nobody may. The job stays queued and the next pass asks again.
+            this.log.warn(
+              { jobId: job.id, err: errorMessage(err) },
+              'could not take the right to provision for a job; will try again',
+            );
+            job.waiting = `cannot reach the store to provision for it (${errorMessage(err)}); retrying`;
+            return 'error' as const;
+          });
           if (claim === 'gone') this.queue.remove(job.id);
           if (claim === 'other') job.waiting = 'another orchestrator provisions an agent for it';
           if (claim !== 'mine') continue;

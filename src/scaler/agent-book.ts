@@ -15,6 +15,8 @@ export interface ManagedEntry {
   createdAtMs: number;
   /** Set when the spawn semaphore admitted the spawn. */
   spawnStartedAtMs?: number;
+  /** The same moment on the monotonic clock: the spawn deadline is measured on it (absent after a restart). */
+  spawnStartedMono?: number;
   /** Where it is in its life; changed only through `transition` (agent-lifecycle.ts). */
   phase: AgentPhase;
   /** Fixed at creation: spawned for a warm pool, adopted after a restart. */

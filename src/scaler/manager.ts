@@ -1,6 +1,6 @@
 import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import type { Store } from '../store/index.js';
-import type { Clock, TimerHandle } from '../util/clock.js';
+import { monoNow, type Clock, type TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { isWarmStock, type ManagedEntry } from './agent-book.js';
@@ -25,6 +25,7 @@ import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.j
 import { ScalerState } from './state.js';
 import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
+import { withdrawEndedProvisions } from './withdrawal.js';
 import { Adoptions } from './adoption.js';
 import type { ScalerEventEmitterLike } from './events/payloads.js';
 
@@ -411,10 +412,16 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
   sweepStale(): void {
     const limit = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
     const now = this.opts.clock.now();
+    const mono = monoNow(this.opts.clock);
+    // Elapsed time on the monotonic clock when known, so a wall-clock step fails no spawn.
+    const age = (m: ManagedEntry) =>
+      m.spawnStartedMono !== undefined
+        ? mono - m.spawnStartedMono
+        : now - (m.spawnStartedAtMs ?? m.createdAtMs);
     for (const m of this.state.agents.values()) {
       // Cluster-lifetime provisions are reaped by the one instance holding the reaper lease.
       if (this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster') continue;
-      if (m.phase === 'starting' && now - (m.spawnStartedAtMs ?? m.createdAtMs) > limit) {
+      if (m.phase === 'starting' && age(m) > limit) {
         void this.failSpawn(m, {
           kind: 'spawn-timeout',
           message: `agent ${m.agentId} started but did not register within ${Math.round(limit / 1000)}s`,
@@ -423,6 +430,11 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
       }
     }
     this.sweepRetired();
+  }
+
+  /** Tear down unregistered provisions whose job ended meanwhile (run with the periodic sweep). */
+  withdrawEnded(): Promise<string[]> {
+    return withdrawEndedProvisions(this);
   }
 
   entries(): ManagedEntry[] {

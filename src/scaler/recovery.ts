@@ -8,7 +8,12 @@ export interface RecoveryCounts {
   adopted: number;
   reclaimed: number;
   dropped: number;
+  /** Agents whose backend could not say whether their compute survived (present only when some). */
+  uncertain?: number;
 }
+
+/** How often a backend that could not tell is asked again. */
+export const ADOPT_RECHECK_MS = 15_000;
 
 /**
  * After a restart (clean or kill -9): re-adopt this instance's agents whose compute is provably
@@ -19,13 +24,26 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
   const { store, instanceId, clock, ledger } = m.opts;
   const s = m.state;
   const counts: RecoveryCounts = { adopted: 0, reclaimed: 0, dropped: 0 };
+  const uncertain = new Map<string, ManagedEntry>();
   const rows = await store.spawns.listOwned(instanceId);
   const reservations = new Map((await store.spawns.listReservations(instanceId)).map((r) => [r.agent_id, r]));
   for (const row of rows) {
     const backend = s.backends.get(row.scaler_name);
     const entry = s.entries.get(row.scaler_name);
-    const adopted =
-      backend && entry ? await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref) : false;
+    // `false` is evidence the compute is gone; a rejection (engine unreachable, say) is no evidence.
+    let adopted: boolean | 'unknown';
+    try {
+      adopted =
+        backend && entry
+          ? ((await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref)) ?? false)
+          : false;
+    } catch (err) {
+      adopted = 'unknown';
+      m.log.warn(
+        { agentId: row.agent_id, scaler: row.scaler_name, err: errorMessage(err) },
+        "cannot tell whether the agent's compute survived the restart; keeping its record and asking again",
+      );
+    }
     if (!adopted || !entry) {
       const reclaimed =
         (await backend?.reapUnowned?.(row.agent_id, row.backend_ref).catch((err: unknown) => {
@@ -81,17 +99,67 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
           ...amount,
         });
     }
-    counts.adopted++;
+    if (adopted === 'unknown') uncertain.set(e.agentId, e);
+    else counts.adopted++;
   }
-  if (counts.adopted > 0) {
-    clock.setTimer(reconnectWindowMs, () => {
-      for (const e of [...s.agents.values()]) {
-        if (e.phase === 'reconnecting') {
-          m.log.warn({ agentId: e.agentId }, 'recovered agent did not reconnect; reclaiming it');
-          void m.teardown(e, 'spawn-timeout');
-        }
-      }
-    });
+  if (counts.adopted > 0) armReconnectWindow(m, reconnectWindowMs, (e) => !uncertain.has(e.agentId));
+  if (uncertain.size) {
+    counts.uncertain = uncertain.size;
+    recheckUncertain(m, uncertain, reconnectWindowMs);
   }
   return counts;
+}
+
+/** Recovered agents (those `which` picks) still not back after the window are reclaimed. */
+function armReconnectWindow(m: RecoveryHost, windowMs: number, which: (e: ManagedEntry) => boolean): void {
+  m.opts.clock.setTimer(windowMs, () => {
+    for (const e of [...m.state.agents.values()]) {
+      if (e.phase === 'reconnecting' && which(e)) {
+        m.log.warn({ agentId: e.agentId }, 'recovered agent did not reconnect; reclaiming it');
+        void m.teardown(e, 'spawn-timeout');
+      }
+    }
+  });
+}
+
+/**
+ * Agents kept while their backend could not tell: their record, token and capacity stay (the agent
+ * may be running and may register meanwhile). The backend is asked again until it answers: alive →
+ * adopted, with its own reconnect window; gone → reclaimed like any other gone agent.
+ */
+function recheckUncertain(m: RecoveryHost, uncertain: Map<string, ManagedEntry>, windowMs: number): void {
+  m.opts.clock.setTimer(ADOPT_RECHECK_MS, () => {
+    void (async () => {
+      for (const id of [...uncertain.keys()]) {
+        const e = uncertain.get(id)!;
+        const backend = m.state.backends.get(e.scalerName);
+        if (!backend?.adopt) {
+          uncertain.delete(id);
+          continue;
+        }
+        let alive: boolean;
+        try {
+          // Torn down meanwhile (it registered and left): its backend never tracked it, so reclaim.
+          if (m.state.agents.get(id) !== e) {
+            await backend.reapUnowned?.(id, e.backendRef || null);
+            uncertain.delete(id);
+            continue;
+          }
+          alive = await backend.adopt(id, e.labelSet, e.backendRef || null);
+        } catch (err) {
+          m.log.warn({ agentId: id, err: errorMessage(err) }, 'still cannot tell whether the agent is alive');
+          continue;
+        }
+        uncertain.delete(id);
+        if (alive) {
+          m.log.info({ agentId: id }, 'agent compute confirmed after a restart');
+          armReconnectWindow(m, windowMs, (x) => x.agentId === id);
+        } else if (e.phase === 'reconnecting') {
+          m.log.warn({ agentId: id }, 'agent compute is gone; reclaiming its record');
+          await m.teardown(e, 'spawn-timeout');
+        }
+      }
+      if (uncertain.size) recheckUncertain(m, uncertain, windowMs);
+    })();
+  });
 }

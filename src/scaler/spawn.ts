@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { platformToTaints, type ScalerEntry } from '../config/index.js';
 import { errorMessage } from '../util/errors.js';
+import { monoNow } from '../util/clock.js';
 import type { ManagedEntry } from './agent-book.js';
 import { isPending } from './agent-lifecycle.js';
 import { backoffKey } from './core/backoff.js';
@@ -142,6 +143,7 @@ async function runSpawn(
         if (m.phase === 'destroying') throw new Error('agent torn down before its spawn began');
         host.move(m, 'spawning');
         m.spawnStartedAtMs = host.opts.clock.now();
+        m.spawnStartedMono = monoNow(host.opts.clock);
         return withDeadline(
           timeoutMs,
           host.opts.clock,

@@ -170,7 +170,11 @@ export interface ScalerBackend {
   cleanupOrphans?(isRegistered: (agentId: string) => boolean, opts?: CleanupOrphansOptions): Promise<number>;
   /** Reclaim compute for an id this backend does not track, using its own evidence only; never foreign compute. */
   reapUnowned?(agentId: string, backendRef: string | null): Promise<boolean>;
-  /** Re-track compute that survived an orchestrator restart; false when it is gone. */
+  /**
+   * Re-track compute that survived an orchestrator restart. `true`: alive and tracked again;
+   * `false`: evidence that it is gone; rejects when it cannot tell (engine unreachable, unreadable
+   * state), and then the caller keeps the record and token and asks again later.
+   */
   adopt?(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean>;
   /** Would this backend accept `entry` as its new config? Changes nothing. */
   checkReload(entry: ScalerEntry): ValidationResult;

@@ -6,7 +6,8 @@ import { newId } from '../dispatch/job-rows.js';
 import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { TokenInfo } from '../store/tokens-repo.js';
-import type { Clock } from '../util/clock.js';
+import { monoNow, type Clock } from '../util/clock.js';
+import { uptimeMs } from './heartbeat-check.js';
 import {
   bad,
   DEFAULT_AGENT_TOKEN_TTL_SECONDS,
@@ -28,7 +29,12 @@ function notFound(c: Context, what: string, id: string) {
   return c.json({ error: 'not found', problems: [`${what} ${id} does not exist`] }, 404);
 }
 
-function agentView(d: Dispatcher, a: ConnectedAgent, gone?: DepartedAgent) {
+function agentView(d: Dispatcher, clock: Clock, a: ConnectedAgent, gone?: DepartedAgent) {
+  // Stamps are placed back from now by elapsed (monotonic) time: after a wall-clock step they stay
+  // in the past, so no client shows a negative uptime.
+  const nowMs = clock.now();
+  const mono = monoNow(clock);
+  const up = uptimeMs(a, clock);
   // A departed agent's job is shown only while it still waits for the agent.
   const jobId = gone
     ? gone.jobId && d.active.get(gone.jobId)?.agentId === a.id
@@ -45,8 +51,9 @@ function agentView(d: Dispatcher, a: ConnectedAgent, gone?: DepartedAgent) {
     busyJobId: gone ? null : (a.busyJobId ?? null),
     drainedByOperator: d.registry.isHeld(a.id),
     tokenId: a.tokenId ?? null,
-    connectedAt: new Date(a.connectedAtMs),
-    lastSeenAt: new Date(a.lastSeenMs),
+    connectedAt: new Date(nowMs - up),
+    lastSeenAt: new Date(nowMs - Math.max(0, mono - a.lastSeenMono)),
+    uptimeMs: gone ? null : Math.round(up),
     disconnectedAt: gone ? new Date(gone.goneAtMs) : null,
   };
 }
@@ -79,8 +86,8 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
     });
 
   app.get('/api/v1/agents', (c) => {
-    const agents = registry.list().map((a) => agentView(dispatcher, a));
-    for (const g of departed()) agents.push(agentView(dispatcher, g.agent, g));
+    const agents = registry.list().map((a) => agentView(dispatcher, deps.clock, a));
+    for (const g of departed()) agents.push(agentView(dispatcher, deps.clock, g.agent, g));
     return c.json({ agents });
   });
 
@@ -163,7 +170,7 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
     const found = find(id);
     if (!found) return notFound(c, 'agent', id);
     registry.hold(id);
-    return c.json(agentView(dispatcher, found.a, found.gone));
+    return c.json(agentView(dispatcher, deps.clock, found.a, found.gone));
   });
 
   app.post('/api/v1/agents/:id/resume', (c) => {
@@ -183,6 +190,6 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
         409,
       );
     void dispatcher.requestPump();
-    return c.json(agentView(dispatcher, found.a, found.gone));
+    return c.json(agentView(dispatcher, deps.clock, found.a, found.gone));
   });
 }

@@ -1,6 +1,6 @@
 import type { ConnectedAgent } from '../dispatch/agent-registry.js';
 import type { ActiveJob, Dispatcher } from '../dispatch/dispatcher.js';
-import type { OrchestratorMessage } from '../protocol/messages.js';
+import { CloseCodes, type OrchestratorMessage } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
@@ -14,6 +14,31 @@ export interface RoutingDeps {
   dispatcher: Dispatcher;
   clock: Clock;
   isStopping: () => boolean;
+  /** How long a scaler agent told to leave after its job may take before it is cut off. */
+  leaveGraceMs?: number | undefined;
+}
+
+/** Long enough to flush a result and close cleanly; short enough that idle compute is not paid for. */
+export const DEFAULT_LEAVE_GRACE_MS = 10_000;
+
+/**
+ * A scaler agent has run the one job it was started for. Whether it leaves by itself depends on its
+ * environment, which a provisioner may have got wrong; the orchestrator does not rely on that. It is
+ * told to leave, and its connection is cut after a grace if it stays. Either close reaches the scaler
+ * as `job-complete`, which tears the compute down.
+ */
+export function dismissSingleUse(
+  deps: RoutingDeps,
+  a: ConnectedAgent,
+  send: (m: OrchestratorMessage) => void,
+): void {
+  if (a.kind !== 'scaler' || a.closedFor || deps.isStopping()) return;
+  a.closedFor = 'job-complete';
+  send({ type: 'shutdown', reason: 'single-use agent: its job is done' });
+  deps.clock.setTimer(deps.leaveGraceMs ?? DEFAULT_LEAVE_GRACE_MS, () => {
+    if (deps.dispatcher.registry.get(a.id) === a)
+      a.close(CloseCodes.forbidden, 'single-use agent: its job is done and it did not leave');
+  });
 }
 
 /** After a reconnect: pick up the job the agent is still running, or settle the one it lost. */
@@ -100,14 +125,18 @@ export async function routeMessage(
     case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.
       const store = () => d.active.onJobFinished(a.id, msg.jobId, msg.result, msg.exitCode, msg.message);
-      if (await store()) return send({ type: 'job.finished.ack', jobId: msg.jobId });
+      const stored = () => {
+        send({ type: 'job.finished.ack', jobId: msg.jobId });
+        dismissSingleUse(deps, a, send);
+      };
+      if (await store()) return stored();
       // The store is away. An agent that stays connected would never re-send: retry for it, off
       // this connection's message chain so its heartbeats are still answered meanwhile.
       void retryWrite(
         store,
         () => !deps.isStopping() && d.registry.get(a.id) === a,
         () => undefined,
-      ).then((stored) => stored && send({ type: 'job.finished.ack', jobId: msg.jobId }));
+      ).then((ok) => ok && stored());
       return;
     }
     case 'agent.draining':

@@ -5,7 +5,7 @@ import { LIMITS } from '../protocol/limits.js';
 import { CloseCodes, SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../protocol/messages.js';
 import { RegistrationRefused, type RegistrationResult } from '../scaler/manager.js';
 import type { Store } from '../store/index.js';
-import type { Clock } from '../util/clock.js';
+import { monoNow, type Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { swallow } from '../util/swallowed-errors.js';
@@ -31,6 +31,8 @@ export interface AgentSessionDeps {
   logger: Logger;
   heartbeatIntervalMs: number;
   isStopping: () => boolean;
+  /** How long a scaler agent told to leave after its job may take before it is cut off. */
+  leaveGraceMs?: number | undefined;
   /** Told once the agent is registered: the limits on unregistered connections no longer apply. */
   onRegistered?: () => void;
   /** Redeems claim codes; without one a `claim` is refused with 4401. */
@@ -253,6 +255,7 @@ export class AgentSession {
       jobsDone: session.decision.resume ? session.decision.jobsTaken : 0,
       version: msg.version,
       nowMs: deps.clock.now(),
+      monoMs: monoNow(deps.clock),
       send: (m) => this.send(m),
       close: (code, reason) => this.port.close(code, reason, false),
     });
@@ -351,6 +354,7 @@ export class AgentSession {
       return;
     }
     a.lastSeenMs = this.deps.clock.now();
+    a.lastSeenMono = monoNow(this.deps.clock);
     const msg = parsed.data;
     if (msg.type === 'agent.draining') this.move('draining');
     await routeMessage(this.deps, a, msg, (m) => this.send(m));

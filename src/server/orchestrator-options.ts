@@ -30,6 +30,8 @@ export interface OrchestratorOptions {
   /** URL agents dial when a scaler entry does not set one (default: this server's /ws). */
   agentUrl?: string | undefined;
   heartbeatIntervalMs?: number;
+  /** How long a scaler agent told to leave after its job may stay before it is cut off (default 10 s). */
+  agentLeaveGraceMs?: number | undefined;
   spawnTimeoutMs?: number;
   sweepIntervalMs?: number;
   reconnectGraceMs?: number;

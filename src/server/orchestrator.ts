@@ -41,14 +41,17 @@ import {
   type OrchestratorOptions,
 } from './orchestrator-options.js';
 import { backendContext, buildScaler } from './scaler-wiring.js';
+import { jobTargetProblems } from '../scaler/events/job-targets.js';
+import { closeSilentAgents } from './heartbeat-check.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
 export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
   const res = await loadScalerConfigForPeople(path, dir);
-  if (!res.ok)
-    throw new UserError(`invalid scaler configuration:\n  ${res.problems.join('\n  ')}`, res.problems);
+  const problems = res.ok ? await jobTargetProblems(res.config, path) : res.problems;
+  if (!res.ok || problems.length)
+    throw new UserError(`invalid scaler configuration:\n  ${problems.join('\n  ')}`, problems);
   return res.config;
 }
 
@@ -298,6 +301,7 @@ export class Orchestrator {
           logger: this.log,
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
+          leaveGraceMs: this.opts.agentLeaveGraceMs,
           onRegistered,
           claimStore: this.opts.claimStore ?? this.claims,
         },
@@ -377,19 +381,15 @@ export class Orchestrator {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
     this.sweepTimer = setInterval(() => {
       this.scaler?.sweepStale();
+      void this.scaler?.withdrawEnded();
       void this.dispatcher.requestPump();
     }, opts.sweepIntervalMs ?? 10_000);
     this.sweepTimer.unref();
     const hb = opts.heartbeatIntervalMs ?? 10_000;
-    this.heartbeatTimer = setInterval(() => {
-      const now = (opts.clock ?? systemClock).now();
-      for (const a of this.dispatcher.registry.list()) {
-        if (now - a.lastSeenMs > hb * 3) {
-          a.closedFor = 'heartbeat-timeout';
-          a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
-        }
-      }
-    }, hb);
+    this.heartbeatTimer = setInterval(
+      () => closeSilentAgents(this.dispatcher.registry.list(), opts.clock ?? systemClock, hb),
+      hb,
+    );
     this.heartbeatTimer.unref();
   }
 

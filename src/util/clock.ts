@@ -7,13 +7,25 @@ export interface TimerHandle {
 }
 
 export interface Clock {
+  /** Wall-clock time (ms since the epoch): for stamps people and the store read. It may jump. */
   now(): number;
+  /**
+   * A clock that never jumps (ms from an arbitrary origin): for every "how long since" that decides
+   * liveness, so a wall-clock step of an hour closes no connection. Absent: `now` stands in.
+   */
+  monotonic?(): number;
   /** One-shot timer. Real timers are unref'd so a pending timer never keeps the process alive. */
   setTimer(ms: number, fn: () => void): TimerHandle;
 }
 
+/** Elapsed-time reading of `clock`: its monotonic clock when it has one. */
+export function monoNow(clock: Clock): number {
+  return clock.monotonic ? clock.monotonic() : clock.now();
+}
+
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   setTimer(ms, fn) {
     const t = setTimeout(fn, Math.max(0, ms));
     t.unref();
@@ -31,8 +43,20 @@ export class ManualClock implements Clock {
     this.current = start;
   }
 
+  /** How far the wall clock was stepped away from elapsed time (see jumpWall). */
+  private wallOffset = 0;
+
   now(): number {
+    return this.current + this.wallOffset;
+  }
+
+  monotonic(): number {
     return this.current;
+  }
+
+  /** Step the wall clock (an NTP correction, an operator's date -s): elapsed time and timers do not move. */
+  jumpWall(ms: number): void {
+    this.wallOffset += ms;
   }
 
   setTimer(ms: number, fn: () => void): TimerHandle {

@@ -6,6 +6,8 @@
  * /proc, never from the backend.
  */
 import { spawn as spawnChild } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll } from 'vitest';
@@ -31,7 +33,14 @@ import { pidsWithEnv } from '../helpers/processes.js';
 const LABELS = ['contract-ev'];
 
 let t: TestOrchestrator;
+let templateDir: string;
 beforeAll(async () => {
+  // Never run (nothing routes to ev-host), but a job: target must be a valid run file to start.
+  templateDir = await mkdtemp(join(tmpdir(), 'kici-contract-ev-'));
+  await writeFile(
+    join(templateDir, 'unused.yaml'),
+    'jobs:\n  provision:\n    runsOn: [nowhere]\n    steps: [{ run: "true" }]\n',
+  );
   // Claims yield ephemeral tokens, which only an orchestrator with a scaler accepts. Its own event
   // scaler serves other labels, so it never provisions for the contract's jobs.
   t = await startTestOrchestrator({
@@ -43,7 +52,7 @@ beforeAll(async () => {
           type: 'event',
           maxAgents: 1,
           labelSets: [{ labels: ['contract-ev-unrouted'] }],
-          provisioningTargets: ['job:unused.yaml'],
+          provisioningTargets: [`job:${join(templateDir, 'unused.yaml')}`],
         },
       ],
     },
@@ -51,6 +60,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await t?.stop();
+  await rm(templateDir, { recursive: true, force: true });
 });
 
 const entry: ScalerEntry = scalerFileSchema.parse({

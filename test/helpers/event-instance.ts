@@ -15,14 +15,15 @@ import { MARKER } from './leftover-processes.js';
 const SCRIPT = `
 import { spawn } from 'node:child_process';
 import { appendFileSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-const [stateDir, mode] = process.argv.slice(2);
+const [stateDir, mode, managed] = process.argv.slice(2);
 const name = process.env.KICI_EVENT_NAME;
 const p = JSON.parse(readFileSync(process.env.KICI_EVENT_PATH, 'utf8'));
 const pidFile = stateDir + '/' + p.agentId + '.pid';
 appendFileSync(stateDir + '/events.log', JSON.stringify({ name, agentId: p.agentId, reason: p.reason ?? null, keys: Object.keys(p).sort() }) + '\\n');
 if (name === 'kici.scaler.scale-up') {
   const env = { PATH: process.env.PATH, HOME: process.env.HOME, KICI_AGENT_ID: p.agentId,
-    KICI_LABELS: p.labels.join(','), KICI_ORCHESTRATOR_URL: p.orchestratorUrl, KICI_SCALER_MANAGED: '1' };
+    KICI_LABELS: p.labels.join(','), KICI_ORCHESTRATOR_URL: p.orchestratorUrl };
+  if (managed !== 'unmanaged') env.KICI_SCALER_MANAGED = '1';
   if (process.env.${MARKER}) env.${MARKER} = process.env.${MARKER};
   if (mode === 'http') {
     const base = p.orchestratorUrl.replace(/^ws/, 'http').replace(/\\/ws$/, '');
@@ -59,6 +60,8 @@ export async function makeEventCloud(opts: {
   extraScalers?: unknown[];
   /** Where the provisioning template asks to run (default: the bare-metal provisioner). */
   templateRunsOn?: string[];
+  /** false: boot instances without KICI_SCALER_MANAGED, as a careless provisioner would. */
+  scalerManagedEnv?: boolean;
 }): Promise<EventCloud> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-event-'));
   const stateDir = join(dir, 'state');
@@ -69,7 +72,11 @@ export async function makeEventCloud(opts: {
     jobs: {
       provision: {
         runsOn: opts.templateRunsOn ?? ['provisioner'],
-        steps: [{ run: `${NODE} ${join(dir, 'instance.mjs')} ${stateDir} ${opts.mode ?? 'ws'}` }],
+        steps: [
+          {
+            run: `${NODE} ${join(dir, 'instance.mjs')} ${stateDir} ${opts.mode ?? 'ws'} ${opts.scalerManagedEnv === false ? 'unmanaged' : 'managed'}`,
+          },
+        ],
       },
     },
   };

@@ -14,6 +14,14 @@ interface AgentView {
   jobId: string | null;
   connectedAt: string;
   disconnectedAt: string | null;
+  /** Absent from servers that predate it. */
+  uptimeMs?: number | null;
+}
+
+/** The server's own elapsed time when it sends one; a client's clock may disagree with its stamps. */
+function upFor(a: AgentView): string {
+  if (typeof a.uptimeMs === 'number') return age(new Date(0), new Date(a.uptimeMs));
+  return age(a.connectedAt);
 }
 
 export function registerAgentCommands(program: Command, client: (c: Command) => Promise<AdminClient>): void {
@@ -35,7 +43,7 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
             a.state,
             a.jobId,
             a.scaler,
-            a.state === 'disconnected' ? `gone ${age(a.disconnectedAt)}` : age(a.connectedAt),
+            a.state === 'disconnected' ? `gone ${age(a.disconnectedAt)}` : upFor(a),
             a.labels.filter((l) => !l.startsWith('kici:')).join(','),
           ]),
         ) + '\n',

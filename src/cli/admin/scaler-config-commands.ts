@@ -9,6 +9,7 @@ import {
   scalerConfigJsonSchema,
   summarizeConfig,
 } from '../../config/index.js';
+import { jobTargetProblems } from '../../scaler/events/job-targets.js';
 
 export interface CommandOutput {
   out(text: string): void;
@@ -57,7 +58,10 @@ interface ValidateOptions {
 }
 
 async function validate(configPath: string, opts: ValidateOptions, io: CommandOutput): Promise<void> {
-  const result = await loadScalerConfigForPeople(configPath, opts.dir);
+  const loaded = await loadScalerConfigForPeople(configPath, opts.dir);
+  // A `job:` template that cannot run makes the config invalid, like a schema problem.
+  const templates = loaded.ok ? await jobTargetProblems(loaded.config, configPath) : [];
+  const result = templates.length ? { ok: false as const, problems: templates } : loaded;
   if (opts.json) {
     const body = result.ok
       ? {

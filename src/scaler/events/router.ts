@@ -120,11 +120,36 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
         now,
       });
     }
+    // Targets are independent: once one has the event, the instance may boot from it, so a broken
+    // sibling must not fail the emit (the caller would void the claim and provision again).
+    const failures: unknown[] = [];
     for (const target of targets) {
-      if (target.startsWith('job:')) await this.runJob(eventId, name, target, payload);
-      else if (target.startsWith('webhook:')) this.track(this.sendWebhook(eventId, name, target, payload));
-      else throw new Error(`"${target}" is not a provisioning target (job:<file> or webhook:<url>)`);
+      try {
+        if (target.startsWith('job:')) await this.runJob(eventId, name, target, payload);
+        else if (target.startsWith('webhook:')) this.track(this.sendWebhook(eventId, name, target, payload));
+        else throw new Error(`"${target}" is not a provisioning target (job:<file> or webhook:<url>)`);
+      } catch (err) {
+        failures.push(err);
+      }
     }
+    if (failures.length === targets.length) {
+      const first = failures[0];
+      if (failures.length === 1) throw first;
+      throw new Error(`no provisioning target took the event: ${failures.map(errorMessage).join('; ')}`, {
+        cause: first,
+      });
+    }
+    for (const err of failures)
+      this.log.error(
+        {
+          eventId,
+          event: name,
+          scaler: payload.scalerName,
+          agentId: payload.agentId,
+          err: errorMessage(err),
+        },
+        'a provisioning target failed; the others have the event',
+      );
     return eventId;
   }
 

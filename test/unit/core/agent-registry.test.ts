@@ -24,6 +24,8 @@ function agent(id: string, labels: string[], extra: Partial<ConnectedAgent> = {}
     draining: false,
     connectedAtMs: 0,
     lastSeenMs: 0,
+    connectedMono: 0,
+    lastSeenMono: 0,
     send: () => undefined,
     close: () => undefined,
     ...extra,

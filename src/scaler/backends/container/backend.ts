@@ -1,3 +1,4 @@
+import { errorMessage } from '../../../util/errors.js';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { IsolationError } from '../../../net/isolation.js';
 import { warnIsolationOff } from '../../../net/nft-preflight.js';
@@ -299,8 +300,9 @@ export class ContainerScalerBackend implements ScalerBackend {
     let found;
     try {
       found = await listScalerContainers(this.opts.docker, this.name, agentId);
-    } catch {
-      return false;
+    } catch (err) {
+      // An engine that does not answer says nothing about the container: the caller keeps the record.
+      throw new Error(`cannot list containers to adopt ${agentId}: ${errorMessage(err)}`, { cause: err });
     }
     const c = found.find((x) => x.State === 'running' && (!backendRef || x.Id === backendRef));
     if (!c) return false;

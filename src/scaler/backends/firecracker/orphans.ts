@@ -104,8 +104,11 @@ export class VmOrphans {
     try {
       dir = vmDirFor(this.b.base, agentId);
       await access(dir);
-    } catch {
-      return false;
+    } catch (err) {
+      // No VM directory is proof the VM is gone; any other failure (EACCES, EIO) proves nothing.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === undefined) return false;
+      throw new Error(`cannot read the VM directory of ${agentId} (${code})`, { cause: err });
     }
     const pid = (await readPid(dir)) ?? (Number(backendRef) || 0);
     if (!(await this.b.opts.driver.owns(pid, dir))) return false;
