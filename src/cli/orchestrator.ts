@@ -27,6 +27,28 @@ program
     '--drain-timeout <seconds>',
     'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
   )
+  .option(
+    '--retain-jobs <duration>',
+    'keep finished jobs and their logs this long (default: $KICI_RETAIN_JOBS or 30d; off = forever)',
+  )
+  .option(
+    '--retain-events <duration>',
+    'settled scale-event deliveries and reload records (default: $KICI_RETAIN_EVENTS or 14d)',
+  )
+  .option('--retain-audit <duration>', 'audit rows (default: $KICI_RETAIN_AUDIT or 365d)')
+  .option(
+    '--retain-tokens <duration>',
+    'tokens and claim codes after expiry, use or revocation (default: $KICI_RETAIN_TOKENS or 7d)',
+  )
+  .option(
+    '--retain-spawns <duration>',
+    'spawn outcomes and agents gone this long (default: $KICI_RETAIN_SPAWNS or 7d)',
+  )
+  .option(
+    '--retain-tombstones <duration>',
+    'the "pruned" marker of each pruned job (default: $KICI_RETAIN_TOMBSTONES or 365d)',
+  )
+  .option('--prune-interval <duration>', 'how often the leader prunes (default: $KICI_PRUNE_INTERVAL or 10m)')
   .action(
     async (o: {
       config?: string;
@@ -36,9 +58,27 @@ program
       databaseUrl?: string;
       drainTimeout?: string;
       instanceId?: string;
+      retainJobs?: string;
+      retainEvents?: string;
+      retainAudit?: string;
+      retainTokens?: string;
+      retainSpawns?: string;
+      retainTombstones?: string;
+      pruneInterval?: string;
     }) => {
       const { serve } = await import('./serve.js');
-      process.exitCode = await serve(o);
+      process.exitCode = await serve({
+        ...o,
+        retention: {
+          jobsMs: o.retainJobs,
+          eventsMs: o.retainEvents,
+          auditMs: o.retainAudit,
+          tokensMs: o.retainTokens,
+          spawnsMs: o.retainSpawns,
+          tombstonesMs: o.retainTombstones,
+          intervalMs: o.pruneInterval,
+        },
+      });
     },
   );
 

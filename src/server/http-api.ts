@@ -23,6 +23,7 @@ import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
 import { listVms } from './vm-views.js';
+import type { RetentionService } from './retention.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -44,6 +45,8 @@ export interface HttpApiDeps {
   clusterStatus?: () => Promise<unknown>;
   /** Clustering: a cancel that also reaches jobs held by another instance. */
   cancelJob?: (id: string) => Promise<CancelOutcome>;
+  /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */
+  retention?: RetentionService;
 }
 
 const JOB_STATES: JobState[] = [
@@ -92,6 +95,11 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   const { store, dispatcher } = deps;
   const notFound = (c: Context, what: string, id: string) =>
     c.json({ error: 'not found', problems: [`${what} ${id} does not exist`] }, 404);
+  // A job retention removed answers 410 with its tombstone, not a bare "does not exist".
+  const jobNotFound = async (c: Context, id: string) => {
+    const pruned = await deps.retention?.prunedJob(id);
+    return pruned ? c.json(pruned, 410) : notFound(c, 'job', id);
+  };
 
   // Bodies are counted while they stream in: an oversized one is refused before it is buffered,
   // and the connection is closed so the rest of it is never read.
@@ -194,7 +202,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/api/v1/jobs/:id', async (c) => {
     await dispatcher.writes.flush(); // read what agents reported up to now, not a tick behind
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return notFound(c, 'job', c.req.param('id'));
+    if (!row) return jobNotFound(c, c.req.param('id'));
     const steps = await store.logs.steps(row.id);
     return c.json({
       ...jobView(row, dispatcher.queue.get(row.id)?.waiting),
@@ -217,7 +225,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     const problem = afterProblem(after);
     if (problem) return bad(c, [problem]);
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return notFound(c, 'job', c.req.param('id'));
+    if (!row) return jobNotFound(c, c.req.param('id'));
     await dispatcher.logs.flush();
     const lines = await store.logs.list(row.id, after === undefined ? undefined : Number(after));
     return c.json({
@@ -255,8 +263,12 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/diagnose', async (c) =>
-    c.json(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+    c.json({
+      ...(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+      ...(deps.retention ? { database: await deps.retention.view() } : {}),
+    }),
   );
+  deps.retention?.register(app);
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
     if (!row) return notFound(c, 'job', c.req.param('jobId'));

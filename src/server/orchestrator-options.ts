@@ -5,6 +5,7 @@ import type { Clock } from '../util/clock.js';
 import { UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import type { ClaimStore } from './claim-store.js';
+import type { RetentionPolicy } from '../store/retention/policy.js';
 
 /** How an orchestrator is started: the CLI's flags, and what tests and embedders inject. */
 export interface OrchestratorOptions {
@@ -40,6 +41,8 @@ export interface OrchestratorOptions {
   instanceId?: string | undefined;
   /** How often this instance heartbeats its row in kici_instances (default 5 s). */
   clusterHeartbeatMs?: number;
+  /** What is kept and for how long (default: the settings' env variables, else the defaults). */
+  retention?: RetentionPolicy;
 }
 
 /** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */

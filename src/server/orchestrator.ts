@@ -39,6 +39,8 @@ import {
   type OrchestratorOptions,
 } from './orchestrator-options.js';
 import { backendContext, buildScaler } from './scaler-wiring.js';
+import { RetentionService } from './retention.js';
+import { retentionFromSettings } from '../store/retention/policy.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
@@ -67,6 +69,7 @@ export class Orchestrator {
   scaleEvents: ScaleEventRouter | undefined;
   reaper: EventProvisionReaper | undefined;
   private cluster: ClusterNode | undefined;
+  retention: RetentionService | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -169,6 +172,14 @@ export class Orchestrator {
         log,
       );
       orch.probe = probe;
+      orch.retention = new RetentionService(
+        database.db,
+        database.engine,
+        opts.retention ?? retentionFromSettings({}),
+        () => clock.now(),
+        metrics,
+        log,
+      );
       orch.scaleEvents = scaleEvents;
       orch.reaper = wireEventScaling({
         router: scaleEvents,
@@ -267,6 +278,7 @@ export class Orchestrator {
         cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
       }),
       scalerConfigPath: this.opts.scalerConfigPath,
+      ...(this.retention ? { retention: this.retention } : {}),
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);
@@ -324,6 +336,7 @@ export class Orchestrator {
       applyCancels: () => applyCancelRequests(this.remoteCancelDeps()),
       reconnectGraceMs: this.dispatcher.reconnectGraceMs,
       reloadLocal: () => this.reload(),
+      leaderTasks: this.retention ? [this.retention.leaderTask()] : [],
       log: this.log,
     });
     await this.cluster.start();

@@ -331,6 +331,31 @@ const migrations: Record<string, Migration> = {
       await sql`alter table step_results drop constraint if exists step_results_job_id_fkey`.execute(db);
     },
   },
+  /**
+   * Retention: a pruned job leaves a tombstone (so asking for it answers "pruned", not "not
+   * found"); its log rows are deleted in batches after it, and `logs_pruned` marks when that is
+   * done. Indexes serve the pruner's age scans.
+   */
+  '017_retention_log_chunks': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table job_tombstones (
+          id text primary key,
+          run_id text not null,
+          name text not null,
+          state text not null,
+          finished_at timestamptz,
+          pruned_at timestamptz not null default now(),
+          logs_pruned boolean not null default false
+        )`.execute(db);
+      await sql`create index job_tombstones_logs on job_tombstones (id) where not logs_pruned`.execute(db);
+      await sql`create index jobs_finished on jobs (finished_at) where finished_at is not null`.execute(db);
+      await sql`create index scaler_event_deliveries_updated on scaler_event_deliveries (updated_at)`.execute(
+        db,
+      );
+      await sql`create index agents_gone on agents (disconnected_at) where state = 'gone'`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -8,6 +8,7 @@ import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
+import { registerPruneCommand } from './prune-command.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
 
@@ -37,6 +38,7 @@ export function buildAdminProgram(): Command {
   registerEventCommands(program, client);
   registerClusterCommands(program, client);
   registerFirecrackerCommands(program, client);
+  registerPruneCommand(program, client);
   return program;
 }
 
