@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { Hono } from 'hono';
 import type { Kysely } from 'kysely';
 import { Counter, Gauge } from 'prom-client';
@@ -26,6 +27,8 @@ export class RetentionService {
   readonly pruner: Pruner;
   private last: PruneReport | null = null;
   private readonly pruned: Counter<'table'>;
+  /** Emits `report` (a PruneReport) after every prune that deleted, so waiters need no polling. */
+  readonly events = new EventEmitter();
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -67,6 +70,7 @@ export class RetentionService {
     const report = await this.pruner.run({ dryRun, ...(signal ? { signal } : {}) });
     if (!dryRun) {
       this.last = report;
+      this.events.emit('report', report);
       if (report.total > 0)
         this.log.info(
           { tables: report.tables, interrupted: report.interrupted },
