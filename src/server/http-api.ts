@@ -23,7 +23,7 @@ import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
 import { listVms } from './vm-views.js';
-import type { RetentionService } from './retention.js';
+import { registerRetentionRoutes, type RetentionService } from './retention.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -268,7 +268,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       ...(deps.retention ? { database: await deps.retention.view() } : {}),
     }),
   );
-  deps.retention?.register(app);
+  registerRetentionRoutes(app, deps);
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
     if (!row) return notFound(c, 'job', c.req.param('jobId'));

@@ -92,20 +92,6 @@ export class RetentionService {
     return { engine: this.engine, bytes, retention, lastPrune: this.last };
   }
 
-  /** POST /api/v1/prune[?dryRun=true]: run a prune now, or list what one would remove. */
-  register(app: Hono): void {
-    app.post('/api/v1/prune', async (c) => {
-      const dry = c.req.query('dryRun');
-      if (dry !== undefined && dry !== 'true' && dry !== 'false')
-        return c.json(
-          { error: 'bad request', problems: [`dryRun: expected true or false, got ${quote(dry)}`] },
-          400,
-        );
-      return c.json(await this.prune(dry === 'true'));
-    });
-    app.get('/api/v1/database', async (c) => c.json(await this.view()));
-  }
-
   /** The answer for a job that retention removed, or undefined when it never existed. */
   async prunedJob(id: string) {
     const t = await this.pruner.tombstone(id);
@@ -123,4 +109,25 @@ export class RetentionService {
       ],
     };
   }
+}
+
+/**
+ * POST /api/v1/prune[?dryRun=true] runs a prune now (or lists what one would remove);
+ * GET /api/v1/database shows the size, the settings and the last prune.
+ */
+export function registerRetentionRoutes(app: Hono, deps: { retention?: RetentionService | undefined }): void {
+  const off = { error: 'not available', problems: ['retention is not running on this server'] };
+  app.post('/api/v1/prune', async (c) => {
+    const dry = c.req.query('dryRun');
+    if (dry !== undefined && dry !== 'true' && dry !== 'false')
+      return c.json(
+        { error: 'bad request', problems: [`dryRun: expected true or false, got ${quote(dry)}`] },
+        400,
+      );
+    if (!deps.retention) return c.json(off, 503);
+    return c.json(await deps.retention.prune(dry === 'true'));
+  });
+  app.get('/api/v1/database', async (c) =>
+    deps.retention ? c.json(await deps.retention.view()) : c.json(off, 503),
+  );
 }
