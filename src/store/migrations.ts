@@ -334,7 +334,7 @@ const migrations: Record<string, Migration> = {
   /**
    * Retention: a pruned job leaves a tombstone (so asking for it answers "pruned", not "not
    * found"); its log rows are deleted in batches after it, and `logs_pruned` marks when that is
-   * done. Indexes serve the pruner's age scans.
+   * done. Indexes serve the pruner's age scans. Job output is stored in chunks from here on.
    */
   '017_retention_log_chunks': {
     async up(db: Kysely<unknown>) {
@@ -354,6 +354,16 @@ const migrations: Record<string, Migration> = {
         db,
       );
       await sql`create index agents_gone on agents (disconnected_at) where state = 'gone'`.execute(db);
+      // Compact logs: a job's output in chunks (log-chunks.ts). Chunk ids come from the sequence
+      // of the old per-line rows, which stay readable: every chunk line sorts after them.
+      await sql`
+        create table job_log_chunks (
+          id bigint primary key default nextval('job_logs_id_seq'),
+          job_id text not null,
+          lines integer not null,
+          data bytea not null
+        )`.execute(db);
+      await sql`create index job_log_chunks_job on job_log_chunks (job_id, id)`.execute(db);
     },
   },
 };

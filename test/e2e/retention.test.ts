@@ -128,7 +128,7 @@ describe('retention in seconds', () => {
     expect(metrics).toMatch(
       new RegExp(`^kici_orch_retention_pruned_rows_total\\{table="jobs"\\} ${JOBS}$`, 'm'),
     );
-    expect(metrics).toMatch(/^kici_orch_retention_pruned_rows_total\{table="job_logs"\} [1-9]\d*$/m);
+    expect(metrics).toMatch(/^kici_orch_retention_pruned_rows_total\{table="job_log_chunks"\} [1-9]\d*$/m);
     expect(Number(/^kici_orch_database_bytes (\d+)/m.exec(metrics)?.[1])).toBeGreaterThan(1_000_000);
     const diag = await admin(['diagnose', '--json']);
     const d = JSON.parse(diag.stdout) as { database: { bytes: number; retention: Record<string, string> } };

@@ -17,7 +17,7 @@ const prunable = (cutoff: Date) =>
       and finished_at is not null and finished_at < ${cutoff.toISOString()}::timestamptz`;
 
 /** Tables holding a job's output, keyed by `job_id`; their rows go after the job's own row. */
-const LOG_TABLES = ['job_logs'] as const;
+const LOG_TABLES = ['job_logs', 'job_log_chunks'] as const;
 
 /** Finished jobs: each batch moves up to `limit` jobs to tombstones; their logs go after. */
 export class JobPruner {
@@ -78,19 +78,19 @@ export class JobPruner {
 
   /** What a prune would remove now: jobs, their step rows and their log rows. */
   async count(cutoff: Date): Promise<Record<string, number>> {
-    const r = await sql<{ jobs: string; steps: string; logs: string; pending: string }>`
-      select
-        (select count(*) from jobs where ${prunable(cutoff)}) as jobs,
-        (select count(*) from step_results where job_id in (select id from jobs where ${prunable(cutoff)})) as steps,
-        (select count(*) from job_logs where job_id in (select id from jobs where ${prunable(cutoff)})) as logs,
-        (select count(*) from job_logs where job_id in (select id from job_tombstones where not logs_pruned)) as pending
-    `.execute(this.db);
-    const row = r.rows[0]!;
-    return {
-      jobs: Number(row.jobs),
-      step_results: Number(row.steps),
-      job_logs: Number(row.logs) + Number(row.pending),
+    const rows = async (q: ReturnType<typeof sql>) =>
+      Number((await sql<{ n: string }>`${q}`.execute(this.db)).rows[0]!.n);
+    const jobs = sql`select id from jobs where ${prunable(cutoff)}`;
+    const out: Record<string, number> = {
+      jobs: await rows(sql`select count(*) as n from jobs where ${prunable(cutoff)}`),
+      step_results: await rows(sql`select count(*) as n from step_results where job_id in (${jobs})`),
     };
+    for (const t of LOG_TABLES)
+      out[t] = await rows(
+        sql`select count(*) as n from ${sql.table(t)} where job_id in (${jobs})
+              or job_id in (select id from job_tombstones where not logs_pruned)`,
+      );
+    return out;
   }
 
   /** The tombstone of a pruned job, if it still has one. */

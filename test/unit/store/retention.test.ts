@@ -54,6 +54,7 @@ const seedArb = fc.record({
 async function seed(jobs: Seed[]): Promise<string[]> {
   const db = open.db.db;
   await sql`delete from job_logs`.execute(db);
+  await sql`delete from job_log_chunks`.execute(db);
   await sql`delete from step_results`.execute(db);
   await sql`delete from jobs`.execute(db);
   await sql`delete from job_tombstones`.execute(db);
@@ -125,7 +126,7 @@ describe('job pruning', () => {
           expect(dry.tables.jobs).toBe(expectGone.filter(Boolean).length);
           const report = await pruner.run();
           expect(report.tables.jobs).toBe(dry.tables.jobs);
-          expect(report.tables.job_logs ?? 0).toBe(dry.tables.job_logs);
+          expect(report.tables.job_log_chunks ?? 0).toBe(dry.tables.job_log_chunks);
           const left = new Set((await open.db.db.selectFrom('jobs').select('id').execute()).map((r) => r.id));
           const tomb = new Set(
             (
@@ -133,9 +134,9 @@ describe('job pruning', () => {
             ).rows.map((r) => r.id),
           );
           const logJobs = new Set(
-            (await open.db.db.selectFrom('job_logs').select('job_id').distinct().execute()).map(
-              (r) => r.job_id,
-            ),
+            (
+              await sql<{ job_id: string }>`select distinct job_id from job_log_chunks`.execute(open.db.db)
+            ).rows.map((r) => r.job_id),
           );
           for (const [i, id] of ids.entries()) {
             expect(left.has(id)).toBe(!expectGone[i]);
@@ -169,7 +170,7 @@ describe('job pruning', () => {
       now: () => NOW,
     });
     const r = await pruner.run();
-    expect(r.tables).toMatchObject({ jobs: 1, job_logs: 2, runs: 1, job_tombstones: 0 });
+    expect(r.tables).toMatchObject({ jobs: 1, job_log_chunks: 1, runs: 1, job_tombstones: 0 });
     expect(await pruner.tombstone('j-prop000000')).toMatchObject({ state: 'succeeded', name: 'n0' });
     const later = new Pruner({
       db: open.db.db,
