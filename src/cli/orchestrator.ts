@@ -83,6 +83,19 @@ program
   );
 
 program
+  .command('restore')
+  .description('unpack a backup from `kici-admin backup` as the embedded database of a new data dir')
+  .requiredOption('--from <file>', 'the backup file (its checksum is verified first)')
+  .requiredOption('--data-dir <dir>', 'the new data dir (must not hold a database yet)')
+  .action(async (o: { from: string; dataDir: string }) => {
+    const { restoreBackup } = await import('../store/backup.js');
+    const h = await restoreBackup(o.from, o.dataDir);
+    process.stdout.write(
+      `restored the backup taken ${h.createdAt} (version ${h.version}) into ${o.dataDir}; start it with: kici-orchestrator serve --data-dir ${o.dataDir}\n`,
+    );
+  });
+
+program
   .command('demo')
   .description('run the main job on embedded defaults: a burst of jobs on autoscaled bare-metal agents')
   .option('--jobs <n>', 'how many jobs', '24')

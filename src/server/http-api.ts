@@ -24,6 +24,7 @@ import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
 import { listVms } from './vm-views.js';
 import { registerRetentionRoutes, type RetentionService } from './retention.js';
+import { registerBackupRoute } from './backup-route.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -47,6 +48,8 @@ export interface HttpApiDeps {
   cancelJob?: (id: string) => Promise<CancelOutcome>;
   /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */
   retention?: RetentionService;
+  /** The embedded database's consistent snapshot (absent on PostgreSQL). */
+  snapshot?: (() => Promise<Uint8Array>) | undefined;
 }
 
 const JOB_STATES: JobState[] = [
@@ -269,6 +272,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     }),
   );
   registerRetentionRoutes(app, deps);
+  registerBackupRoute(app, deps);
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
     if (!row) return notFound(c, 'job', c.req.param('jobId'));

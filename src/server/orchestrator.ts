@@ -279,6 +279,7 @@ export class Orchestrator {
       }),
       scalerConfigPath: this.opts.scalerConfigPath,
       ...(this.retention ? { retention: this.retention } : {}),
+      snapshot: this.database.snapshot,
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);

@@ -9,6 +9,7 @@ import { registerEventCommands } from './event-commands.js';
 import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerPruneCommand } from './prune-command.js';
+import { registerBackupCommand } from './backup-command.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
 
@@ -39,6 +40,7 @@ export function buildAdminProgram(): Command {
   registerClusterCommands(program, client);
   registerFirecrackerCommands(program, client);
   registerPruneCommand(program, client);
+  registerBackupCommand(program, client);
   return program;
 }
 
