@@ -25,6 +25,7 @@ import { reapOrphans } from './reap-orphans.js';
 import { listVms } from './vm-views.js';
 import { registerRetentionRoutes, type RetentionService } from './retention.js';
 import { registerBackupRoute } from './backup-route.js';
+import type { DiskVerdict } from './disk-watch.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -50,6 +51,8 @@ export interface HttpApiDeps {
   retention?: RetentionService;
   /** The embedded database's consistent snapshot (absent on PostgreSQL). */
   snapshot?: (() => Promise<Uint8Array>) | undefined;
+  /** The data dir's free space: below its floor, /readyz answers 503 and new runs are refused. */
+  diskSpace?: { verdict(): DiskVerdict } | undefined;
 }
 
 const JOB_STATES: JobState[] = [
@@ -124,6 +127,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/readyz', async (c) => {
     if (deps.isDraining?.()) return c.json({ status: 'draining' }, 503);
     if (!deps.isReady()) return c.json({ status: 'starting' }, 503);
+    const disk = deps.diskSpace?.verdict();
+    if (disk && !disk.ok) return c.json({ status: 'disk-low', problem: disk.problem }, 503);
     const health = deps.readiness ? await deps.readiness.current() : { ok: true as const };
     if (!health.ok) return c.json({ status: 'store-unwritable', problem: health.problem }, 503);
     return c.json({ status: 'ready' });
@@ -162,6 +167,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   }
 
   app.post('/api/v1/runs', async (c) => {
+    const disk = deps.diskSpace?.verdict();
+    if (disk && !disk.ok) return c.json({ error: 'unavailable', problems: [disk.problem] }, 503);
     const body = await readJsonBody(c);
     if (!body.ok) return bad(c, body.problems);
     const parsed = parseRunSpec(body.value);

@@ -43,6 +43,8 @@ export interface OrchestratorOptions {
   clusterHeartbeatMs?: number;
   /** What is kept and for how long (default: the settings' env variables, else the defaults). */
   retention?: RetentionPolicy;
+  /** Below this many free bytes on the data dir new work waits (default: KICI_DATA_MIN_FREE_MB, else 256 MiB). */
+  dataMinFreeBytes?: number;
 }
 
 /** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */

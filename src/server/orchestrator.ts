@@ -40,6 +40,7 @@ import {
 } from './orchestrator-options.js';
 import { backendContext, buildScaler } from './scaler-wiring.js';
 import { RetentionService } from './retention.js';
+import { DiskSpaceWatcher } from './disk-watch.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
@@ -70,6 +71,7 @@ export class Orchestrator {
   reaper: EventProvisionReaper | undefined;
   private cluster: ClusterNode | undefined;
   retention: RetentionService | undefined;
+  private disk: DiskSpaceWatcher | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -172,6 +174,10 @@ export class Orchestrator {
         log,
       );
       orch.probe = probe;
+      if (opened.engine === 'pglite') {
+        orch.disk = new DiskSpaceWatcher(dataDir, log, opts.dataMinFreeBytes);
+        orch.disk.onChange = (low) => void (low || dispatcher.requestPump());
+      }
       orch.retention = new RetentionService(
         database.db,
         database.engine,
@@ -234,6 +240,7 @@ export class Orchestrator {
       await orch.startCluster(database, clusterTiming);
       clusterRef.node = orch.cluster;
       probe.start();
+      orch.disk?.start();
       scaler?.warm.start();
       orch.ready = true;
       log.info(
@@ -280,6 +287,7 @@ export class Orchestrator {
       scalerConfigPath: this.opts.scalerConfigPath,
       ...(this.retention ? { retention: this.retention } : {}),
       snapshot: this.database.snapshot,
+      diskSpace: this.disk,
     });
     const server = createServer(getRequestListener(app.fetch));
     answerClientErrors(server, this.log);
@@ -476,6 +484,7 @@ export class Orchestrator {
     this.draining = true;
     clearInterval(this.sweepTimer);
     clearInterval(this.heartbeatTimer);
+    this.disk?.stop();
     await this.reaper?.stop();
     await this.dispatcher.stop();
     // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.
