@@ -7,6 +7,7 @@ import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
 import { benchContainerStart } from './container-start.ts';
 import { benchHotPath } from './hot-path.ts';
+import { benchLogs } from './logs.ts';
 import { benchReconcile } from './reconcile.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
@@ -19,6 +20,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
   ['reconcile', benchReconcile],
   // A 1,000-job burst through a real server and 4 real agents (PostgreSQL too when one is named).
   ['hot-path', benchHotPath],
+  // Job output: lines per second into the store, bytes per million lines.
+  ['logs', () => benchLogs()],
   // Skipped (with the reason printed) unless DOCKER_HOST names an engine socket.
   ['container', () => benchContainerStart(20)],
 ];

@@ -40,6 +40,28 @@ program
     '--drain-timeout <seconds>',
     'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
   )
+  .option(
+    '--retain-jobs <duration>',
+    'keep finished jobs and their logs this long (default: $KICI_RETAIN_JOBS or 30d; off = forever)',
+  )
+  .option(
+    '--retain-events <duration>',
+    'settled scale-event deliveries and reload records (default: $KICI_RETAIN_EVENTS or 14d)',
+  )
+  .option('--retain-audit <duration>', 'audit rows (default: $KICI_RETAIN_AUDIT or 365d)')
+  .option(
+    '--retain-tokens <duration>',
+    'tokens and claim codes after expiry, use or revocation (default: $KICI_RETAIN_TOKENS or 7d)',
+  )
+  .option(
+    '--retain-spawns <duration>',
+    'spawn outcomes and agents gone this long (default: $KICI_RETAIN_SPAWNS or 7d)',
+  )
+  .option(
+    '--retain-tombstones <duration>',
+    'the "pruned" marker of each pruned job (default: $KICI_RETAIN_TOMBSTONES or 365d)',
+  )
+  .option('--prune-interval <duration>', 'how often the leader prunes (default: $KICI_PRUNE_INTERVAL or 10m)')
   .action(
     async (o: {
       config?: string;
@@ -53,11 +75,42 @@ program
       metricsPublic?: boolean;
       tlsCert?: string;
       tlsKey?: string;
+      retainJobs?: string;
+      retainEvents?: string;
+      retainAudit?: string;
+      retainTokens?: string;
+      retainSpawns?: string;
+      retainTombstones?: string;
+      pruneInterval?: string;
     }) => {
       const { serve } = await import('./serve.js');
-      process.exitCode = await serve(o);
+      process.exitCode = await serve({
+        ...o,
+        retention: {
+          jobsMs: o.retainJobs,
+          eventsMs: o.retainEvents,
+          auditMs: o.retainAudit,
+          tokensMs: o.retainTokens,
+          spawnsMs: o.retainSpawns,
+          tombstonesMs: o.retainTombstones,
+          intervalMs: o.pruneInterval,
+        },
+      });
     },
   );
+
+program
+  .command('restore')
+  .description('unpack a backup from `kici-admin backup` as the embedded database of a new data dir')
+  .requiredOption('--from <file>', 'the backup file (its checksum is verified first)')
+  .requiredOption('--data-dir <dir>', 'the new data dir (must not hold a database yet)')
+  .action(async (o: { from: string; dataDir: string }) => {
+    const { restoreBackup } = await import('../store/backup.js');
+    const h = await restoreBackup(o.from, o.dataDir);
+    process.stdout.write(
+      `restored the backup taken ${h.createdAt} (version ${h.version}) into ${o.dataDir}; start it with: kici-orchestrator serve --data-dir ${o.dataDir}\n`,
+    );
+  });
 
 program
   .command('demo')

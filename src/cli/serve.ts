@@ -2,6 +2,7 @@ import { Orchestrator } from '../server/orchestrator.js';
 import { tlsFilesFrom } from '../server/tls.js';
 import { UserError } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
+import { retentionFromSettings, type RetentionKey } from '../store/retention/policy.js';
 
 export interface ServeOptions {
   config?: string;
@@ -15,6 +16,8 @@ export interface ServeOptions {
   metricsPublic?: boolean;
   tlsCert?: string;
   tlsKey?: string;
+  /** `--retain-*` and `--prune-interval`, raw (parsed with the env fallbacks). */
+  retention?: Partial<Record<RetentionKey, string | undefined>>;
 }
 
 /** `--metrics-public` or KICI_METRICS_PUBLIC=true|1. */
@@ -52,6 +55,7 @@ export function parseDrainTimeout(value: string | undefined): number {
 export async function serve(o: ServeOptions): Promise<number> {
   const listen = parseListen(o.listen ?? process.env.KICI_LISTEN ?? '127.0.0.1:8080');
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
+  const retention = retentionFromSettings(o.retention ?? {});
   const logger = createLogger();
   // A stop signal that arrives while the server is still starting is kept and acted on once it is up,
   // instead of killing the process half-way through opening its store.
@@ -70,6 +74,7 @@ export async function serve(o: ServeOptions): Promise<number> {
     adminTokenFile: o.adminTokenFile,
     metricsPublic: metricsPublicFrom(o.metricsPublic),
     tls: tlsFilesFrom(o.tlsCert ?? process.env.KICI_TLS_CERT, o.tlsKey ?? process.env.KICI_TLS_KEY),
+    retention,
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;

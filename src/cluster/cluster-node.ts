@@ -28,6 +28,8 @@ export interface ClusterNodeOptions {
   resyncQueue?: () => Promise<unknown>;
   /** Carry out cancels peers asked of this instance's jobs (woken with the queue re-read). */
   applyCancels?: () => Promise<unknown>;
+  /** More leader-only work (retention, say), run beside the stale-instance sweep. */
+  leaderTasks?: LeaderTask[];
   log: Logger;
 }
 
@@ -67,7 +69,7 @@ export class ClusterNode {
     );
     // Status shows a change of leader at once, not on the next beat.
     this.lease.onChange(() => void this.presence.beat());
-    this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log)], log);
+    this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log), ...(opts.leaderTasks ?? [])], log);
     this.reloads =
       opts.engine === 'postgres' && opts.reloadLocal
         ? new ReloadFanout(

@@ -31,6 +31,9 @@ import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
 import { listVms } from './vm-views.js';
+import { registerRetentionRoutes, type RetentionService } from './retention.js';
+import { registerBackupRoute } from './backup-route.js';
+import type { DiskVerdict } from './disk-watch.js';
 
 export interface HttpApiDeps {
   store: Store;
@@ -53,6 +56,12 @@ export interface HttpApiDeps {
   clusterStatus?: () => Promise<unknown>;
   /** Clustering: a cancel that also reaches jobs held by another instance. */
   cancelJob?: (id: string) => Promise<CancelOutcome>;
+  /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */
+  retention?: RetentionService;
+  /** The embedded database's consistent snapshot (absent on PostgreSQL). */
+  snapshot?: (() => Promise<Uint8Array>) | undefined;
+  /** The data dir's free space: below its floor, /readyz answers 503 and new runs are refused. */
+  diskSpace?: { verdict(): DiskVerdict } | undefined;
 }
 
 const JOB_STATES: JobState[] = [
@@ -95,6 +104,11 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   const { store, dispatcher } = deps;
   const notFound = (c: Context, what: string, id: string) =>
     c.json({ error: 'not found', problems: [`${what} ${id} does not exist`] }, 404);
+  // A job retention removed answers 410 with its tombstone, not a bare "does not exist".
+  const jobNotFound = async (c: Context, id: string) => {
+    const pruned = await deps.retention?.prunedJob(id);
+    return pruned ? c.json(pruned, 410) : notFound(c, 'job', id);
+  };
 
   // Bodies are counted while they stream in: an oversized one is refused before it is buffered,
   // and the connection is closed so the rest of it is never read.
@@ -128,6 +142,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/readyz', async (c) => {
     if (deps.isDraining?.()) return c.json({ status: 'draining' }, 503);
     if (!deps.isReady()) return c.json({ status: 'starting' }, 503);
+    const disk = deps.diskSpace?.verdict();
+    if (disk && !disk.ok) return c.json({ status: 'disk-low', problem: disk.problem }, 503);
     const health = deps.readiness ? await deps.readiness.current() : { ok: true as const };
     if (!health.ok) return c.json({ status: 'store-unwritable', problem: health.problem }, 503);
     return c.json({ status: 'ready' });
@@ -157,6 +173,8 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   }
 
   app.post('/api/v1/runs', async (c) => {
+    const disk = deps.diskSpace?.verdict();
+    if (disk && !disk.ok) return c.json({ error: 'unavailable', problems: [disk.problem] }, 503);
     const body = await readJsonBody(c);
     if (!body.ok) return bad(c, body.problems);
     const parsed = parseRunSpec(body.value);
@@ -200,7 +218,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/api/v1/jobs/:id', async (c) => {
     await dispatcher.writes.flush(); // read what agents reported up to now, not a tick behind
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return notFound(c, 'job', c.req.param('id'));
+    if (!row) return jobNotFound(c, c.req.param('id'));
     const steps = await store.logs.steps(row.id);
     return c.json({
       ...jobView(row, dispatcher.queue.get(row.id)?.waiting),
@@ -223,7 +241,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     const problem = afterProblem(after);
     if (problem) return bad(c, [problem]);
     const row = await store.jobs.get(c.req.param('id'));
-    if (!row) return notFound(c, 'job', c.req.param('id'));
+    if (!row) return jobNotFound(c, c.req.param('id'));
     await dispatcher.logs.flush();
     const lines = await store.logs.list(row.id, after === undefined ? undefined : Number(after));
     return c.json({
@@ -261,8 +279,13 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/diagnose', async (c) =>
-    c.json(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+    c.json({
+      ...(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+      ...(deps.retention ? { database: await deps.retention.view() } : {}),
+    }),
   );
+  registerRetentionRoutes(app, deps);
+  registerBackupRoute(app, deps);
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {
     const row = await store.jobs.get(c.req.param('jobId'));
     if (!row) return notFound(c, 'job', c.req.param('jobId'));

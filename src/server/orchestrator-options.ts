@@ -6,6 +6,7 @@ import { UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import type { ClaimStore } from './claim-store.js';
 import type { TlsFiles } from './tls.js';
+import type { RetentionPolicy } from '../store/retention/policy.js';
 
 /** How an orchestrator is started: the CLI's flags, and what tests and embedders inject. */
 export interface OrchestratorOptions {
@@ -49,6 +50,10 @@ export interface OrchestratorOptions {
   instanceId?: string | undefined;
   /** How often this instance heartbeats its row in kici_instances (default 5 s). */
   clusterHeartbeatMs?: number;
+  /** What is kept and for how long (default: the settings' env variables, else the defaults). */
+  retention?: RetentionPolicy;
+  /** Below this many free bytes on the data dir new work waits (default: KICI_DATA_MIN_FREE_MB, else 256 MiB). */
+  dataMinFreeBytes?: number;
 }
 
 /** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */

@@ -43,6 +43,9 @@ import {
 import { backendContext, buildScaler } from './scaler-wiring.js';
 import { jobTargetProblems } from '../scaler/events/job-targets.js';
 import { closeSilentAgents } from './heartbeat-check.js';
+import { RetentionService } from './retention.js';
+import { DiskSpaceWatcher } from './disk-watch.js';
+import { retentionFromSettings } from '../store/retention/policy.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
@@ -72,6 +75,8 @@ export class Orchestrator {
   scaleEvents: ScaleEventRouter | undefined;
   reaper: EventProvisionReaper | undefined;
   private cluster: ClusterNode | undefined;
+  retention: RetentionService | undefined;
+  private disk: DiskSpaceWatcher | undefined;
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -181,6 +186,18 @@ export class Orchestrator {
         log,
       );
       orch.probe = probe;
+      if (opened.engine === 'pglite') {
+        orch.disk = new DiskSpaceWatcher(dataDir, log, opts.dataMinFreeBytes);
+        orch.disk.onChange = (low) => void (low || dispatcher.requestPump());
+      }
+      orch.retention = new RetentionService(
+        database.db,
+        database.engine,
+        opts.retention ?? retentionFromSettings({}),
+        () => clock.now(),
+        metrics,
+        log,
+      );
       orch.scaleEvents = scaleEvents;
       orch.reaper = wireEventScaling({
         router: scaleEvents,
@@ -235,6 +252,7 @@ export class Orchestrator {
       await orch.startCluster(database, clusterTiming);
       clusterRef.node = orch.cluster;
       probe.start();
+      orch.disk?.start();
       scaler?.warm.start();
       orch.ready = true;
       log.info(
@@ -287,6 +305,9 @@ export class Orchestrator {
         cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
       }),
       scalerConfigPath: this.opts.scalerConfigPath,
+      ...(this.retention ? { retention: this.retention } : {}),
+      snapshot: this.database.snapshot,
+      diskSpace: this.disk,
     });
     const { server, reload } = await createListener(getRequestListener(app.fetch), this.opts.tls);
     this.tlsReload = reload;
@@ -347,6 +368,7 @@ export class Orchestrator {
       applyCancels: () => applyCancelRequests(this.remoteCancelDeps()),
       reconnectGraceMs: this.dispatcher.reconnectGraceMs,
       reloadLocal: () => this.reload(),
+      leaderTasks: this.retention ? [this.retention.leaderTask()] : [],
       log: this.log,
     });
     await this.cluster.start();
@@ -481,6 +503,7 @@ export class Orchestrator {
     this.draining = true;
     clearInterval(this.sweepTimer);
     clearInterval(this.heartbeatTimer);
+    this.disk?.stop();
     await this.reaper?.stop();
     await this.dispatcher.stop();
     // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.

@@ -1,5 +1,6 @@
-import type { Kysely, Selectable } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import { toWellFormedText } from '../jobs/safe-text.js';
+import { decodeChunk, encodeChunk, LINE_ID_SCALE, splitIntoChunks } from './log-chunks.js';
 import type { Database, JobLogsTable, StepResultsTable } from './schema.js';
 
 /**
@@ -25,23 +26,57 @@ export interface LogLine {
 export class LogsRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
+  /** Store lines as chunks (see log-chunks.ts): one row per chunk of one job, in order. */
   async append(lines: LogLine[]): Promise<void> {
-    for (let i = 0; i < lines.length; i += 1000) {
-      const chunk = lines.slice(i, i + 1000).map((l) => ({
-        job_id: l.jobId,
-        step_idx: l.stepIdx,
-        stream: storableLine(l.stream),
-        line: storableLine(l.line),
-        ts: l.ts,
-      }));
-      await this.db.insertInto('job_logs').values(chunk).execute();
+    const byJob = new Map<string, LogLine[]>();
+    for (const l of lines) {
+      const clean = { ...l, stream: storableLine(l.stream), line: storableLine(l.line) };
+      const list = byJob.get(l.jobId);
+      if (list) list.push(clean);
+      else byJob.set(l.jobId, [clean]);
     }
+    const rows = [...byJob].flatMap(([jobId, ls]) =>
+      splitIntoChunks(ls).map((c) => sql`(${jobId}, ${c.length}, ${encodeChunk(c)})`),
+    );
+    // Rows of one statement take their ids in order, so a job's chunks read back in order.
+    for (let i = 0; i < rows.length; i += 64)
+      await sql`insert into job_log_chunks (job_id, lines, data) values ${sql.join(rows.slice(i, i + 64))}`.execute(
+        this.db,
+      );
   }
 
-  list(jobId: string, afterId?: number, limit = 10_000): Promise<LogRow[]> {
+  /**
+   * A job's lines after line id `afterId`, in order, at most `limit`: per-line rows written by
+   * older versions first (their ids sort before every chunk line), then the chunks' lines.
+   */
+  async list(jobId: string, afterId?: number, limit = 10_000): Promise<LogRow[]> {
     let q = this.db.selectFrom('job_logs').selectAll().where('job_id', '=', jobId);
     if (afterId !== undefined) q = q.where('id', '>', String(afterId));
-    return q.orderBy('id').limit(limit).execute();
+    const out: LogRow[] = await q.orderBy('id').limit(limit).execute();
+    let fromChunk = afterId === undefined ? 0 : Math.floor(afterId / LINE_ID_SCALE);
+    while (out.length < limit) {
+      const page = await sql<{ id: string; data: Uint8Array }>`
+        select id, data from job_log_chunks where job_id = ${jobId} and id >= ${fromChunk}
+        order by id limit 32`.execute(this.db);
+      for (const chunk of page.rows) {
+        const base = Number(chunk.id) * LINE_ID_SCALE;
+        for (const [i, l] of decodeChunk(chunk.data).entries()) {
+          const id = base + i;
+          if ((afterId !== undefined && id <= afterId) || out.length >= limit) continue;
+          out.push({
+            id: String(id),
+            job_id: jobId,
+            step_idx: l.stepIdx,
+            stream: l.stream,
+            line: l.line,
+            ts: l.ts,
+          });
+        }
+      }
+      if (page.rows.length < 32) break;
+      fromChunk = Number(page.rows[page.rows.length - 1]!.id) + 1;
+    }
+    return out;
   }
 
   async stepStarted(jobId: string, idx: number, name: string, now: Date): Promise<void> {

@@ -385,6 +385,41 @@ const migrations: Record<string, Migration> = {
       await sql`create index admin_audit_at on admin_audit (at)`.execute(db);
     },
   },
+  /**
+   * Retention: a pruned job leaves a tombstone (so asking for it answers "pruned", not "not
+   * found"); its log rows are deleted in batches after it, and `logs_pruned` marks when that is
+   * done. Indexes serve the pruner's age scans. Job output is stored in chunks from here on.
+   */
+  '017_retention_log_chunks': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table job_tombstones (
+          id text primary key,
+          run_id text not null,
+          name text not null,
+          state text not null,
+          finished_at timestamptz,
+          pruned_at timestamptz not null default now(),
+          logs_pruned boolean not null default false
+        )`.execute(db);
+      await sql`create index job_tombstones_logs on job_tombstones (id) where not logs_pruned`.execute(db);
+      await sql`create index jobs_finished on jobs (finished_at) where finished_at is not null`.execute(db);
+      await sql`create index scaler_event_deliveries_updated on scaler_event_deliveries (updated_at)`.execute(
+        db,
+      );
+      await sql`create index agents_gone on agents (disconnected_at) where state = 'gone'`.execute(db);
+      // Compact logs: a job's output in chunks (log-chunks.ts). Chunk ids come from the sequence
+      // of the old per-line rows, which stay readable: every chunk line sorts after them.
+      await sql`
+        create table job_log_chunks (
+          id bigint primary key default nextval('job_logs_id_seq'),
+          job_id text not null,
+          lines integer not null,
+          data bytea not null
+        )`.execute(db);
+      await sql`create index job_log_chunks_job on job_log_chunks (job_id, id)`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

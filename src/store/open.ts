@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, sql } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import { UserError, errorMessage } from '../util/errors.js';
 import { prepareDataDir, tightenModes } from './data-dir.js';
@@ -13,6 +13,11 @@ export interface OpenedDatabase {
   db: Kysely<Database>;
   engine: StoreEngine;
   close(): Promise<void>;
+  /**
+   * A consistent copy of the embedded database's files (a gzip tarball), taken between
+   * transactions while the server keeps serving; absent on PostgreSQL (use pg_dump).
+   */
+  snapshot?: () => Promise<Uint8Array>;
 }
 
 export interface OpenDatabaseOptions {
@@ -49,5 +54,12 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
   await migrateToLatest(db as Kysely<unknown>);
   await tightenModes(dataDir);
-  return { db, engine: 'pglite', close: () => db.destroy() };
+  // Holding the one connection keeps every transaction out while the files are copied; the
+  // checkpoint first makes the copy start up without replaying the log.
+  const snapshot = () =>
+    db.connection().execute(async (conn) => {
+      await sql`checkpoint`.execute(conn);
+      return new Uint8Array(await (await pglite.dumpDataDir('gzip')).arrayBuffer());
+    });
+  return { db, engine: 'pglite', close: () => db.destroy(), snapshot };
 }

@@ -828,6 +828,7 @@ export async function wipeStore(store: Store): Promise<void> {
   await sql`delete from agent_tokens`.execute(store.db);
   await sql`delete from agents`.execute(store.db);
   await sql`delete from job_logs`.execute(store.db);
+  await sql`delete from job_log_chunks`.execute(store.db);
   await sql`delete from step_results`.execute(store.db);
   await sql`delete from jobs`.execute(store.db);
   await sql`delete from runs`.execute(store.db);

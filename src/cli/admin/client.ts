@@ -58,6 +58,27 @@ export class AdminClient {
     return new AdminClient(baseUrl, token);
   }
 
+  /** GET raw bytes (a backup file); API errors are thrown as request() throws them. */
+  async download(path: string): Promise<Buffer> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl}${path}`, { headers: { authorization: `Bearer ${this.token}` } });
+    } catch (err) {
+      throw new UserError(`cannot reach the orchestrator at ${this.baseUrl}: ${(err as Error).message}`);
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let problems: string[];
+      try {
+        problems = (JSON.parse(text) as { problems?: string[] }).problems ?? [`HTTP ${res.status}`];
+      } catch {
+        problems = [text.slice(0, 200) || `HTTP ${res.status}`];
+      }
+      throw new ApiError(res.status, problems);
+    }
+    return Buffer.from(await res.arrayBuffer());
+  }
+
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response;
     try {

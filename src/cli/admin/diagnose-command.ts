@@ -1,9 +1,11 @@
 import type { Command } from 'commander';
 import { printJson } from '../output.js';
 import type { AdminClient } from './client.js';
+import type { DatabaseView } from '../../server/retention.js';
 
 interface Diagnosis {
   configured: boolean;
+  database?: DatabaseView;
   healthy: boolean;
   scalers: {
     name: string;
@@ -34,8 +36,9 @@ const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 
 /** The human report: one block per scaler, headed `scaler:<name>` as the backoff message says. */
 function render(d: Diagnosis): string {
-  if (!d.configured) return 'no scaler is configured\n';
-  const out: string[] = [];
+  const db = d.database ? renderDatabase(d.database) : '';
+  if (!d.configured) return `${db}no scaler is configured\n`;
+  const out: string[] = db ? [db.trimEnd()] : [];
   for (const s of d.scalers) {
     out.push(`scaler:${s.name} (${s.type}): ${s.healthy ? 'ok' : 'PROBLEM'}`);
     const cap = s.caps.resourceCap;
@@ -69,6 +72,16 @@ function render(d: Diagnosis): string {
   }
   out.push(d.healthy ? 'healthy' : 'problems found');
   return out.join('\n') + '\n';
+}
+
+/** The database line: size, engine, retention settings and what the last prune removed. */
+function renderDatabase(v: DatabaseView): string {
+  const size = v.bytes === null ? 'size unknown' : mib(v.bytes);
+  const keep = Object.entries(v.retention)
+    .map(([k, val]) => `${k} ${val}`)
+    .join(', ');
+  const last = v.lastPrune ? `last prune ${v.lastPrune.at}: ${v.lastPrune.total} row(s)` : 'no prune yet';
+  return `database (${v.engine}): ${size}\n  retention: ${keep}\n  ${last}\n`;
 }
 
 export function registerDiagnoseCommand(

@@ -9,6 +9,8 @@ import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
+import { registerPruneCommand } from './prune-command.js';
+import { registerBackupCommand } from './backup-command.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
 
@@ -53,6 +55,8 @@ export function buildAdminProgram(): Command {
   registerClusterCommands(program, client);
   registerFirecrackerCommands(program, client);
   registerAccessCommands(program, client);
+  registerPruneCommand(program, client);
+  registerBackupCommand(program, client);
   return program;
 }
 
