@@ -19,10 +19,14 @@ import type { SpawnHost, Tracked } from './tracked.js';
 
 export class Superseded extends Error {}
 
-function limitsFor(req: SpawnContext, ls: LabelSetConfig): EffectiveLimits | undefined {
+function limitsFor(
+  req: SpawnContext,
+  ls: LabelSetConfig,
+  defaults: EffectiveLimits | undefined,
+): EffectiveLimits | undefined {
   if (req.limits && (req.limits.cpus > 0 || req.limits.memBytes > 0)) return req.limits;
   const l = ls.resources?.limits;
-  if (!l) return undefined;
+  if (!l) return defaults;
   return { cpus: l.cpus ?? 0, memBytes: l.memory ? parseMemoryString(l.memory) : 0 };
 }
 
@@ -73,7 +77,7 @@ export async function runSpawn(
     jobImage,
   });
   const hostConfig = buildAgentHostConfig({
-    limits: limitsFor(req, ls),
+    limits: limitsFor(req, ls, host.defaultLimits),
     volumes: ls.volumes,
     extraHosts: host.extraHosts(),
     engineSocket: host.localSocket,
