@@ -9,7 +9,8 @@ import type { EffectiveResources } from './core/resources.js';
 import { agentLabelsFor, type RoutableLabelSet } from './core/routing.js';
 import { withSlot } from './core/semaphore.js';
 import { armsBackoff, classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
-import { reserveEventSpawn } from './event-cap.js';
+import { claimEventSlot } from './event-cap.js';
+import { PROVISION_IN_FLIGHT } from './core/decide.js';
 import type { SpawnHost } from './lifecycle-port.js';
 import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 
@@ -93,10 +94,14 @@ export async function provisionAgent(
     // Written before the backend is called, so a crash between deciding and spawning is recoverable.
     if (entry.type === 'event') {
       // Event provisions are shared by every orchestrator on the store: the cap is counted there.
-      const refused = await reserveEventSpawn(host.opts.store.db, entry, record, reservation);
-      if (refused) {
+      const slot = await claimEventSlot(host.opts.store.db, entry, record, reservation);
+      if (slot.kind !== 'reserved') {
         host.forget(m);
-        return { action: 'at-capacity', reason: refused };
+        if (slot.kind === 'in-flight') return { action: 'skipped', reason: PROVISION_IN_FLIGHT };
+        if (slot.kind === 'at-cap') return { action: 'at-capacity', reason: slot.reason };
+        host.log.warn({ scaler: entry.name, failure: slot.failure }, slot.reason);
+        host.hooks?.onCapLockFailure?.(slot.failure);
+        return { action: 'skipped', reason: slot.reason };
       }
       // The instance's agent redeems a claim code the backend issues; no token is minted here.
       void runSpawn(host, m, backend, entry, '', job?.container?.image);

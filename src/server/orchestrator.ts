@@ -209,6 +209,7 @@ export class Orchestrator {
           },
           // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
           onSwallowedError: (site) => countSwallowed(site),
+          onCapLockFailure: (reason) => metrics.capLockFailures.inc({ reason }),
           onAgentRegistered: (name, backend, ms) => metrics.spawnRegistered({ scaler: name, backend }, ms),
         },
         dispatcher.registryView(),

@@ -48,7 +48,9 @@ export async function contextFromPositional(
     agentId,
     labelSet: declared,
     fullLabels,
-    mandatoryLabels: extra?.mandatoryLabels ?? canonicalizeLabels([...entry.mandatoryLabels, ...taints]),
+    mandatoryLabels: extra?.mandatoryLabels ?? [
+      ...new Set(canonicalizeLabels([...entry.mandatoryLabels, ...taints])),
+    ],
     taints,
     orchestratorUrl,
     auth,

@@ -57,9 +57,9 @@ export async function runSpawn(
         signal: req.signal,
       }),
     );
-  // Only Always needs the engine asked first; otherwise the create itself says whether the image is
-  // there (a 404), which spares every warm-cache spawn one round trip.
-  if (policy === 'Always') await makeAvailable();
+  // Before the create, under every policy: a missing image is pulled (or refused under Never) while
+  // the spawn's signal can still cut the pull short, at the cost of one inspect per warm spawn.
+  await makeAvailable();
   alive();
   if (jobImage) t.runtimeOf = ls.image!;
   const runtime = jobImage
@@ -106,6 +106,7 @@ export async function runSpawn(
   } catch (err) {
     if (policy === 'Always' || statusOf(err) !== 404 || !/image/i.test(errorMessage(err)))
       throw classifyEngineError(err, where, 'creating the agent container');
+    // The image went away between the check and the create (a prune): make it available again.
     await makeAvailable();
     alive();
     created = await engine('creating the agent container', docker.createContainer(spec));
