@@ -205,13 +205,16 @@ export async function failAgentSpawn(
   if (host.state.agents.get(m.agentId) !== m || !isPending(m.phase)) return;
   const now = host.opts.clock.now();
   const key = backoffKey(m.scalerName, m.labelSetKey);
-  // Only a failure that will repeat defers the label set; a transient one is retried at once.
+  // Only a failure that will repeat defers the label set; a transient one is retried at once. A
+  // warm-pool spawn defers the set only when the host refused the launch outright: no job waits on
+  // it, and its other failures must not hold back the jobs that do.
+  const warmOnly = m.origin.warm && m.boundJobId === undefined;
   const st = host.state.backoff.recordFailure(
     key,
     now,
     m.agentId,
     { kind: error.kind, message: error.message },
-    { transient: !armsBackoff(error) },
+    { transient: !armsBackoff(error), neverArm: warmOnly && !error.deterministic },
   );
   host.state.failures.record({
     scalerName: m.scalerName,
