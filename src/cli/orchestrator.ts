@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
+import { SCALER_SETTINGS } from '../config/scaler-settings.js';
 import { UserError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
 
@@ -11,7 +12,7 @@ const program = new Command('kici-orchestrator')
   .version(packageVersion())
   .exitOverride();
 
-program
+const serveCommand = program
   .command('serve')
   .description('run the orchestrator')
   .option('--config <file>', 'scaler config (default: $KICI_SCALER_CONFIG_PATH; none = no autoscaling)')
@@ -26,21 +27,26 @@ program
   .option(
     '--drain-timeout <seconds>',
     'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
-  )
-  .action(
-    async (o: {
-      config?: string;
-      configDir?: string;
-      listen?: string;
-      dataDir?: string;
-      databaseUrl?: string;
-      drainTimeout?: string;
-      instanceId?: string;
-    }) => {
-      const { serve } = await import('./serve.js');
-      process.exitCode = await serve(o);
-    },
   );
+for (const spec of SCALER_SETTINGS)
+  serveCommand.option(
+    `--${spec.flag} <${spec.unit === 'failures' ? 'n' : 'ms'}>`,
+    `${spec.describe} (default: $${spec.env} or ${spec.defaultValue}; at least ${spec.min})`,
+  );
+serveCommand.action(
+  async (o: {
+    config?: string;
+    configDir?: string;
+    listen?: string;
+    dataDir?: string;
+    databaseUrl?: string;
+    drainTimeout?: string;
+    instanceId?: string;
+  }) => {
+    const { serve } = await import('./serve.js');
+    process.exitCode = await serve(o);
+  },
+);
 
 program
   .command('demo')

@@ -1,3 +1,4 @@
+import { readScalerSettings } from '../config/scaler-settings.js';
 import { Orchestrator } from '../server/orchestrator.js';
 import { UserError } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
@@ -10,6 +11,8 @@ export interface ServeOptions {
   databaseUrl?: string;
   drainTimeout?: string;
   instanceId?: string;
+  /** The scaler settings' flags, by camelCased name (see SCALER_SETTINGS). */
+  [setting: string]: string | undefined;
 }
 
 /** How long a graceful stop waits for running jobs when neither the flag nor the env sets it. */
@@ -39,6 +42,7 @@ export function parseDrainTimeout(value: string | undefined): number {
 export async function serve(o: ServeOptions): Promise<number> {
   const listen = parseListen(o.listen ?? process.env.KICI_LISTEN ?? '127.0.0.1:8080');
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
+  const scalerSettings = readScalerSettings(process.env, o);
   const logger = createLogger();
   // A stop signal that arrives while the server is still starting is kept and acted on once it is up,
   // instead of killing the process half-way through opening its store.
@@ -54,6 +58,7 @@ export async function serve(o: ServeOptions): Promise<number> {
     scalerConfigPath: o.config ?? process.env.KICI_SCALER_CONFIG_PATH,
     scalerConfigDir: o.configDir ?? process.env.KICI_SCALER_CONFIG_DIR,
     instanceId: o.instanceId,
+    scalerSettings,
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;

@@ -39,6 +39,7 @@ import {
   type OrchestratorOptions,
 } from './orchestrator-options.js';
 import { backendContext, buildScaler } from './scaler-wiring.js';
+import { withScalerSettings } from './orchestrator-options.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
@@ -82,7 +83,8 @@ export class Orchestrator {
     private wss?: WebSocketServer,
   ) {}
 
-  static async start(opts: OrchestratorOptions = {}): Promise<Orchestrator> {
+  static async start(given: OrchestratorOptions = {}): Promise<Orchestrator> {
+    const opts = withScalerSettings(given);
     const log = opts.logger ?? createLogger();
     const clock = opts.clock ?? systemClock;
     const dataDir = opts.dataDir ?? './.kici-data';
