@@ -37,9 +37,21 @@ export type {
   ScaleResult,
   ScaleJob,
   ScalerEvent,
+  ScalerEventCallback,
+  ScalerDestroyContext,
+  PositionalSpawnContext,
+  EffectiveLimits,
+  LogCapture,
+  ToolRequirement,
+  AgentTokenStore,
+  ValidationResult,
 } from './scaler/types.js';
 export { createScalerBackend, descriptorFor, availableBackendTypes } from './scaler/backends/registry.js';
-export { runDiskGuard, DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './scaler/backends/registry.js';
+export {
+  runDiskGuard,
+  DEFAULT_DISK_GUARD_THRESHOLD_BYTES,
+  type DiskGuardResult,
+} from './scaler/backends/registry.js';
 export type { BackendDeps, NftRunner, VmmDriver } from './scaler/backends/deps.js';
 export {
   IsolationError,
@@ -61,8 +73,10 @@ export {
   ISOLATED_NETWORK_GATEWAY,
   ISOLATED_NETWORK_NAME,
   AGENT_CONTAINER_PIDS_LIMIT,
+  buildAgentContainerHostConfig,
   buildAgentHostConfig,
   type AgentHostConfigInput,
+  detectRuntime,
 } from './scaler/backends/public.js';
 export {
   canAgentRunJob,
@@ -70,7 +84,11 @@ export {
   KICI_RUNTIME_PODMAN_LABEL,
 } from './dispatch/agent-registry.js';
 
-export { EventScalerBackend, type EventScalerBackendOptions } from './scaler/backends/registry.js';
+export {
+  EventScalerBackend,
+  ClaimRefused,
+  type EventScalerBackendOptions,
+} from './scaler/backends/registry.js';
 export type {
   ScalerEventEmitterLike,
   ScalerScaleUpPayload,

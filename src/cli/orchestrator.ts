@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
+import { flagProperty, SCALER_SETTINGS } from '../config/scaler-settings.js';
 import { UserError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
 
@@ -11,7 +12,7 @@ const program = new Command('kici-orchestrator')
   .version(packageVersion())
   .exitOverride();
 
-program
+const serveCommand = program
   .command('serve')
   .description('run the orchestrator')
   .option('--config <file>', 'scaler config (default: $KICI_SCALER_CONFIG_PATH; none = no autoscaling)')
@@ -61,9 +62,18 @@ program
     '--retain-tombstones <duration>',
     'the "pruned" marker of each pruned job (default: $KICI_RETAIN_TOMBSTONES or 365d)',
   )
-  .option('--prune-interval <duration>', 'how often the leader prunes (default: $KICI_PRUNE_INTERVAL or 10m)')
-  .action(
-    async (o: {
+  .option(
+    '--prune-interval <duration>',
+    'how often the leader prunes (default: $KICI_PRUNE_INTERVAL or 10m)',
+  );
+for (const spec of SCALER_SETTINGS)
+  serveCommand.option(
+    `--${spec.flag} <${spec.unit === 'failures' ? 'n' : 'ms'}>`,
+    `${spec.describe} (default: $${spec.env} or ${spec.defaultValue}; at least ${spec.min})`,
+  );
+serveCommand.action(
+  async (
+    o: {
       config?: string;
       configDir?: string;
       listen?: string;
@@ -82,22 +92,29 @@ program
       retainSpawns?: string;
       retainTombstones?: string;
       pruneInterval?: string;
-    }) => {
-      const { serve } = await import('./serve.js');
-      process.exitCode = await serve({
-        ...o,
-        retention: {
-          jobsMs: o.retainJobs,
-          eventsMs: o.retainEvents,
-          auditMs: o.retainAudit,
-          tokensMs: o.retainTokens,
-          spawnsMs: o.retainSpawns,
-          tombstonesMs: o.retainTombstones,
-          intervalMs: o.pruneInterval,
-        },
-      });
-    },
-  );
+    } & Record<string, unknown>,
+  ) => {
+    const { serve } = await import('./serve.js');
+    const settingFlags: Record<string, string | undefined> = {};
+    for (const spec of SCALER_SETTINGS) {
+      const v = o[flagProperty(spec.flag)];
+      if (typeof v === 'string') settingFlags[flagProperty(spec.flag)] = v;
+    }
+    process.exitCode = await serve({
+      ...o,
+      settingFlags,
+      retention: {
+        jobsMs: o.retainJobs,
+        eventsMs: o.retainEvents,
+        auditMs: o.retainAudit,
+        tokensMs: o.retainTokens,
+        spawnsMs: o.retainSpawns,
+        tombstonesMs: o.retainTombstones,
+        intervalMs: o.pruneInterval,
+      },
+    });
+  },
+);
 
 program
   .command('restore')

@@ -1,3 +1,4 @@
+import { readScalerSettings } from '../config/scaler-settings.js';
 import { Orchestrator } from '../server/orchestrator.js';
 import { tlsFilesFrom } from '../server/tls.js';
 import { UserError } from '../util/errors.js';
@@ -18,6 +19,8 @@ export interface ServeOptions {
   tlsKey?: string;
   /** `--retain-*` and `--prune-interval`, raw (parsed with the env fallbacks). */
   retention?: Partial<Record<RetentionKey, string | undefined>>;
+  /** The scaler settings' flags, by camelCased name (see SCALER_SETTINGS). */
+  settingFlags?: Record<string, string | undefined>;
 }
 
 /** `--metrics-public` or KICI_METRICS_PUBLIC=true|1. */
@@ -56,6 +59,7 @@ export async function serve(o: ServeOptions): Promise<number> {
   const listen = parseListen(o.listen ?? process.env.KICI_LISTEN ?? '127.0.0.1:8080');
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
   const retention = retentionFromSettings(o.retention ?? {});
+  const scalerSettings = readScalerSettings(process.env, o.settingFlags ?? {});
   const logger = createLogger();
   // A stop signal that arrives while the server is still starting is kept and acted on once it is up,
   // instead of killing the process half-way through opening its store.
@@ -75,6 +79,7 @@ export async function serve(o: ServeOptions): Promise<number> {
     metricsPublic: metricsPublicFrom(o.metricsPublic),
     tls: tlsFilesFrom(o.tlsCert ?? process.env.KICI_TLS_CERT, o.tlsKey ?? process.env.KICI_TLS_KEY),
     retention,
+    scalerSettings,
     logger,
   });
   let hupTimer: NodeJS.Timeout | undefined;

@@ -39,16 +39,20 @@ export function foldLabel(label: string): string {
 }
 
 /**
- * The canonical form of a label set: folded, de-duplicated and sorted (code-unit order),
- * so two spellings of the same set compare equal.
+ * The canonical form of a label list: each label folded, the declared order and any duplicates
+ * kept, so what an operator wrote is what agents (KICI_LABELS), events and status show. Matching
+ * never depends on order: it compares sets, or the key of normalizeLabelSet.
  */
 export function canonicalizeLabels(labels: readonly string[]): string[] {
-  return [...new Set(labels.map(foldLabel))].sort();
+  return labels.map(foldLabel);
 }
 
-/** A label set's identity (backend lookup, warm-pool keys, overlap check): canonical, joined by ','. */
+/**
+ * A label set's identity (backend lookup, warm-pool keys, overlap check): folded, de-duplicated
+ * and sorted (code-unit order), joined by ','; two spellings of the same set get one key.
+ */
 export function normalizeLabelSet(labels: readonly string[]): string {
-  return canonicalizeLabels(labels).join(',');
+  return [...new Set(labels.map(foldLabel))].sort().join(',');
 }
 
 export function hasReservedPrefix(label: string): boolean {

@@ -75,6 +75,7 @@ export interface SpawnHost extends AgentLifecycle {
     | {
         onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
         onSpawnFailed(jobId: string, error: ClassifiedSpawnError): void;
+        onCapLockFailure?(reason: 'contended' | 'unreachable'): void;
       }
     | undefined;
   /** Forget an agent in memory and give its capacity back (synchronously). */

@@ -47,6 +47,8 @@ export interface ScalerHooks {
    * for a counter. The manager logs it either way.
    */
   onSwallowedError?(site: string, err: unknown): void;
+  /** The cluster cap lock of an event scaler could not be taken (lock timeout, or a database error). */
+  onCapLockFailure?(reason: 'contended' | 'unreachable'): void;
   /** A spawned agent registered, this long after the spawn was decided (a latency histogram). */
   onAgentRegistered?(scalerName: string, backendType: string, latencyMs: number): void;
 }

@@ -10,7 +10,8 @@ import type { EffectiveResources } from './core/resources.js';
 import { agentLabelsFor, type RoutableLabelSet } from './core/routing.js';
 import { withSlot } from './core/semaphore.js';
 import { armsBackoff, classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
-import { reserveEventSpawn } from './event-cap.js';
+import { claimEventSlot } from './event-cap.js';
+import { PROVISION_IN_FLIGHT } from './core/decide.js';
 import type { SpawnHost } from './lifecycle-port.js';
 import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
 
@@ -94,10 +95,14 @@ export async function provisionAgent(
     // Written before the backend is called, so a crash between deciding and spawning is recoverable.
     if (entry.type === 'event') {
       // Event provisions are shared by every orchestrator on the store: the cap is counted there.
-      const refused = await reserveEventSpawn(host.opts.store.db, entry, record, reservation);
-      if (refused) {
+      const slot = await claimEventSlot(host.opts.store.db, entry, record, reservation);
+      if (slot.kind !== 'reserved') {
         host.forget(m);
-        return { action: 'at-capacity', reason: refused };
+        if (slot.kind === 'in-flight') return { action: 'skipped', reason: PROVISION_IN_FLIGHT };
+        if (slot.kind === 'at-cap') return { action: 'at-capacity', reason: slot.reason };
+        host.log.warn({ scaler: entry.name, failure: slot.failure }, slot.reason);
+        host.hooks?.onCapLockFailure?.(slot.failure);
+        return { action: 'skipped', reason: slot.reason };
       }
       // The instance's agent redeems a claim code the backend issues; no token is minted here.
       void runSpawn(host, m, backend, entry, '', job?.container?.image);
@@ -202,13 +207,16 @@ export async function failAgentSpawn(
   if (host.state.agents.get(m.agentId) !== m || !isPending(m.phase)) return;
   const now = host.opts.clock.now();
   const key = backoffKey(m.scalerName, m.labelSetKey);
-  // Only a failure that will repeat defers the label set; a transient one is retried at once.
+  // Only a failure that will repeat defers the label set; a transient one is retried at once. A
+  // warm-pool spawn defers the set only when the host refused the launch outright: no job waits on
+  // it, and its other failures must not hold back the jobs that do.
+  const warmOnly = m.origin.warm && m.boundJobId === undefined;
   const st = host.state.backoff.recordFailure(
     key,
     now,
     m.agentId,
     { kind: error.kind, message: error.message },
-    { transient: !armsBackoff(error) },
+    { transient: !armsBackoff(error), neverArm: warmOnly && !error.deterministic },
   );
   host.state.failures.record({
     scalerName: m.scalerName,

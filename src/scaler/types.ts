@@ -83,6 +83,34 @@ export interface DestroyContext {
   reason: DestroyReason;
 }
 
+/**
+ * What a public backend's destroy() takes from an embedding caller: both fields optional, and the
+ * whole context may be left out (an unnamed teardown is logged and reported as a shutdown).
+ */
+export interface ScalerDestroyContext {
+  reason?: DestroyReason | undefined;
+  /** Event backends: where the scale-down goes (the targets recorded when it was spawned). */
+  targets?: string[] | undefined;
+}
+
+/** The callback of the positional spawn form: each lifecycle note as one event. */
+export type ScalerEventCallback = (event: ScalerEvent) => void;
+
+/**
+ * The optional sixth argument of the positional spawn form: what the caller knows about the job the
+ * agent is for. Everything else (full labels, token, signal) the backend derives itself.
+ */
+export interface PositionalSpawnContext {
+  boundJobId?: string | undefined;
+  runId?: string | undefined;
+  /** The bound job's `container.image`. */
+  image?: string | undefined;
+  /** Labels a job must carry to land on this agent; the scaler's own when absent. */
+  mandatoryLabels?: string[] | undefined;
+  /** Platform taint tokens the agent carries as labels; the scaler's platform's when absent. */
+  taints?: string[] | undefined;
+}
+
 export type ValidationResult = { valid: true } | { valid: false; errors: string[] };
 
 /** What a backend is, so policy code can ask instead of checking the backend type. */
@@ -99,6 +127,23 @@ export interface BackendCapabilities {
   /** Implements getLogCapture (agent output beyond what the agent streams itself). */
   capturesLogs: boolean;
 }
+
+/**
+ * Where a public backend mints the token of an agent it spawns by the positional form. The store's
+ * token repository has this shape; the token is bound to exactly `labels`.
+ */
+export interface AgentTokenStore {
+  mint(spec: {
+    agentId: string;
+    labels: string[];
+    kind: 'ephemeral';
+    ttlMs?: number | undefined;
+    now: Date;
+  }): Promise<{ token: string }>;
+}
+
+/** The name the seed gives a backend's host-tool requirement. */
+export type ToolRequirement = RequiredTool;
 
 /** A host tool a backend needs, how to find it, and what to tell the operator when it is missing. */
 export interface RequiredTool {
@@ -120,8 +165,12 @@ export interface RequiredTool {
 
 /** Agent output a backend kept (a container's log, a VM's console). */
 export interface LogCapture {
-  /** The last lines, oldest first. */
-  tail(maxLines?: number): string[];
+  /** The kept lines, oldest first, then each new line until close() or the agent is gone. */
+  lines(): AsyncIterable<string>;
+  /** The last lines (at most 50 unless asked for fewer), oldest first, joined by newlines. */
+  tail(maxLines?: number): string;
+  /** Ends every lines() iteration of this capture. */
+  close(): void;
 }
 
 /** Something cleanupOrphans removed, or would remove in a dry run. */

@@ -123,6 +123,12 @@ export class Metrics {
     labelNames: ['backend', 'bound', 'kind'],
     registers: [this.registry],
   });
+  readonly capLockFailures = new Counter({
+    name: 'kici_orch_scaler_cap_lock_failures_total',
+    help: 'Event provisions refused because the cluster cap lock could not be taken (contended: lock timeout; unreachable: database error)',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly configReloads = new Counter({
     name: 'kici_orch_scaler_config_reloads_total',
     help: 'Scaler config reloads, by outcome (their sum is every attempt)',

@@ -1,4 +1,6 @@
+import type { ScalerSettings } from '../config/scaler-settings.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
+import type { ProvisionBackoffOptions } from '../scaler/core/backoff.js';
 import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
 import type { AgentIsolation } from '../net/isolation.js';
 import type { Clock } from '../util/clock.js';
@@ -54,6 +56,33 @@ export interface OrchestratorOptions {
   retention?: RetentionPolicy;
   /** Below this many free bytes on the data dir new work waits (default: KICI_DATA_MIN_FREE_MB, else 256 MiB). */
   dataMinFreeBytes?: number;
+  /** Lifetime of the token minted for each spawned agent (default 1 hour). */
+  agentTokenTtlMs?: number;
+  /** Provision backoff after failed spawns (defaults: 30 s base, 15 min max, 5 in a row). */
+  provisionBackoff?: ProvisionBackoffOptions;
+  /**
+   * The serve command's scaler settings (flags and environment, already checked). They fill the
+   * options above that were not given explicitly.
+   */
+  scalerSettings?: ScalerSettings;
+}
+
+/** Explicit options win; the serve command's settings fill the rest. */
+export function withScalerSettings(opts: OrchestratorOptions): OrchestratorOptions {
+  const s = opts.scalerSettings;
+  if (!s) return opts;
+  return {
+    ...opts,
+    spawnTimeoutMs: opts.spawnTimeoutMs ?? s.scalerSpawnTimeoutMs,
+    sweepIntervalMs: opts.sweepIntervalMs ?? s.scalerPendingSweepIntervalMs,
+    reapIntervalMs: opts.reapIntervalMs ?? s.scalerReapIntervalMs,
+    agentTokenTtlMs: opts.agentTokenTtlMs ?? s.agentTokenTtlMs,
+    provisionBackoff: opts.provisionBackoff ?? {
+      baseMs: s.scalerProvisionBackoffBaseMs,
+      maxMs: s.scalerProvisionBackoffMaxMs,
+      maxConsecutiveFailures: s.scalerProvisionMaxConsecutiveFailures,
+    },
+  };
 }
 
 /** Option, else KICI_CLUSTER_HEARTBEAT_MS, else 5 s. */

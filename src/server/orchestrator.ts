@@ -46,6 +46,7 @@ import { closeSilentAgents } from './heartbeat-check.js';
 import { RetentionService } from './retention.js';
 import { DiskSpaceWatcher } from './disk-watch.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
+import { withScalerSettings } from './orchestrator-options.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 
@@ -92,7 +93,8 @@ export class Orchestrator {
     private wss?: WebSocketServer,
   ) {}
 
-  static async start(opts: OrchestratorOptions = {}): Promise<Orchestrator> {
+  static async start(given: OrchestratorOptions = {}): Promise<Orchestrator> {
+    const opts = withScalerSettings(given);
     const log = opts.logger ?? createLogger();
     const clock = opts.clock ?? systemClock;
     const dataDir = opts.dataDir ?? './.kici-data';
@@ -238,6 +240,7 @@ export class Orchestrator {
           },
           // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
           onSwallowedError: (site) => countSwallowed(site),
+          onCapLockFailure: (reason) => metrics.capLockFailures.inc({ reason }),
           onAgentRegistered: (name, backend, ms) => metrics.spawnRegistered({ scaler: name, backend }, ms),
         },
         dispatcher.registryView(),

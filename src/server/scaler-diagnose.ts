@@ -3,8 +3,10 @@ import type { Clock } from '../util/clock.js';
 import { describeScalerStatus } from './scaler-views.js';
 import { preflightTools } from '../scaler/preflight.js';
 
-/** Failures older than this are history, not a current problem. */
-const FAILURE_WINDOW_MS = 3_600_000;
+import {
+  SCALER_FAILURE_WINDOW_MS as FAILURE_WINDOW_MS,
+  scalerProvisioningRows,
+} from './scaler-provisioning-check.js';
 
 export interface Finding {
   problem: string;
@@ -35,7 +37,13 @@ function fixForKind(kind: string, file: string): string {
  */
 export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: string | undefined) {
   const scaler = d.scaler;
-  if (!scaler) return { configured: false, healthy: true, scalers: [] };
+  if (!scaler)
+    return {
+      configured: false,
+      healthy: true,
+      scalers: [],
+      checks: scalerProvisioningRows([], [], clock.now()),
+    };
   const now = clock.now();
   const file = configPath ?? 'the scaler config file';
   const status = describeScalerStatus(d, clock);
@@ -113,5 +121,17 @@ export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: s
       };
     }),
   );
-  return { configured: true, healthy: scalers.every((s) => s.healthy), scalers };
+  // Retiring scalers keep a row while their agents finish: their failures are still news.
+  const views = scaler.scalerEntries().map(({ entry, retiringSinceMs }) => ({
+    name: entry.name,
+    type: entry.type,
+    activeCount:
+      scaler
+        .backendList()
+        .find((b) => b.name === entry.name)
+        ?.getActiveCount() ?? 0,
+    retiring: retiringSinceMs !== undefined,
+  }));
+  const checks = scalerProvisioningRows(views, scaler.failures.records(), now);
+  return { configured: true, healthy: scalers.every((s) => s.healthy), scalers, checks };
 }

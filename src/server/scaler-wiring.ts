@@ -79,5 +79,7 @@ export async function buildScaler(
     orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
     scaleEvents: deps.scaleEvents,
     ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
+    ...(opts.agentTokenTtlMs !== undefined ? { agentTokenTtlMs: opts.agentTokenTtlMs } : {}),
+    ...(opts.provisionBackoff ? { backoff: opts.provisionBackoff } : {}),
   });
 }

@@ -30,6 +30,8 @@ interface Diagnosis {
     missingTools: { tool: string; problem: string; severity: string; fix: string }[];
     findings: { problem: string; fix: string }[];
   }[];
+  /** PASS / WARN / FAIL per scaler, on the spawn failures of the last five minutes. */
+  checks?: { name: string; status: 'PASS' | 'WARN' | 'FAIL'; message: string }[];
 }
 
 const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
@@ -37,8 +39,9 @@ const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 /** The human report: one block per scaler, headed `scaler:<name>` as the backoff message says. */
 function render(d: Diagnosis): string {
   const db = d.database ? renderDatabase(d.database) : '';
-  if (!d.configured) return `${db}no scaler is configured\n`;
-  const out: string[] = db ? [db.trimEnd()] : [];
+  const rows = (d.checks ?? []).map((c) => `${c.status.padEnd(4)}  ${c.name}  ${c.message}`);
+  if (!d.configured) return `${db}${[...rows, 'no scaler is configured', ''].join('\n')}`;
+  const out: string[] = [...(db ? [db.trimEnd()] : []), ...rows];
   for (const s of d.scalers) {
     out.push(`scaler:${s.name} (${s.type}): ${s.healthy ? 'ok' : 'PROBLEM'}`);
     const cap = s.caps.resourceCap;

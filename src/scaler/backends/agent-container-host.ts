@@ -14,6 +14,8 @@ export interface AgentHostConfigInput {
   /** Enforced limits; zero or absent fields set nothing. */
   limits?: EffectiveLimits | undefined;
   /** `host:container[:ro]` bind mounts (a label set's `volumes`). */
+  binds?: readonly string[] | undefined;
+  /** Older name of binds; both may be given, binds first. */
   volumes?: readonly string[] | undefined;
   /** `host:address` entries (the scaler's `extraHosts`). */
   extraHosts?: readonly string[] | undefined;
@@ -36,13 +38,13 @@ export interface AgentHostConfigInput {
  * container instead. AutoRemove stays off because the scaler owns removal (it reads the exit and
  * the log tail of a failed start first).
  */
-export function buildAgentHostConfig(input: AgentHostConfigInput): Docker.HostConfig {
+export function buildAgentContainerHostConfig(input: AgentHostConfigInput): Docker.HostConfig {
   const hc: Docker.HostConfig = { AutoRemove: false, PidsLimit: AGENT_CONTAINER_PIDS_LIMIT };
   const mem = input.limits?.memBytes ?? 0;
   const cpus = input.limits?.cpus ?? 0;
   if (mem > 0) hc.Memory = Math.floor(mem);
   if (cpus > 0) hc.NanoCpus = Math.round(cpus * 1e9);
-  const binds = [...(input.volumes ?? []), ...(input.extraBinds ?? [])];
+  const binds = [...(input.binds ?? []), ...(input.volumes ?? []), ...(input.extraBinds ?? [])];
   if (input.containerSocket === true && input.engineSocket)
     binds.push(`${input.engineSocket}:${input.engineSocket}`);
   if (binds.length > 0) hc.Binds = binds;
@@ -50,3 +52,6 @@ export function buildAgentHostConfig(input: AgentHostConfigInput): Docker.HostCo
   if (input.networkMode) hc.NetworkMode = input.networkMode;
   return hc;
 }
+
+/** Older name of buildAgentContainerHostConfig. */
+export const buildAgentHostConfig = buildAgentContainerHostConfig;

@@ -11,6 +11,7 @@ export {
 } from './container/index.js';
 export {
   AGENT_CONTAINER_PIDS_LIMIT,
+  buildAgentContainerHostConfig,
   buildAgentHostConfig,
   type AgentHostConfigInput,
 } from './agent-container-host.js';

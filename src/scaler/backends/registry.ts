@@ -18,7 +18,7 @@ const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
 ]);
 
 /** Spec E: the start-up disk guard for VM hosts (exported from the package entry). */
-export { runDiskGuard } from './firecracker/index.js';
+export { runDiskGuard, type DiskGuardResult } from './firecracker/index.js';
 export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './firecracker/disk-guard.js';
 
 export class UnsupportedBackendError extends UserError {}
@@ -73,4 +73,4 @@ export async function buildBackend(
 }
 
 /** Backend classes the package exports by name (the seed declares them public). */
-export { EventScalerBackend, type EventScalerBackendOptions } from './event/index.js';
+export { EventScalerBackend, ClaimRefused, type EventScalerBackendOptions } from './event/index.js';

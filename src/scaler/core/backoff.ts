@@ -136,21 +136,22 @@ export class ProvisionBackoff {
 
   /**
    * Count one failed launch. With an `agentId`, a provision reported dead twice is counted once.
-   * `transient` failures defer nothing until the streak has used up the retry budget.
+   * `transient` failures defer nothing until the streak has used up the retry budget; `neverArm`
+   * ones are counted and shown but never defer (a warm-pool spawn that merely failed to start).
    */
   recordFailure(
     key: string,
     nowMs: number,
     agentId?: string,
     classified?: BackoffError,
-    opts: { transient?: boolean } = {},
+    opts: { transient?: boolean; neverArm?: boolean } = {},
   ): BackoffState {
     if (agentId !== undefined && !this.remember(key, agentId)) {
       return { ...this.view(this.states.get(key)), counted: false, armed: false, becameConsistent: false };
     }
     const prev = this.states.get(key);
     const consecutive = (prev?.consecutive ?? 0) + 1;
-    const armed = !opts.transient || consecutive >= this.maxConsecutiveFailures;
+    const armed = !opts.neverArm && (!opts.transient || consecutive >= this.maxConsecutiveFailures);
     const deferrals = (prev?.deferrals ?? 0) + (armed ? 1 : 0);
     const delayMs = armed ? this.delayFor(deferrals) : 0;
     const next: Entry = {

@@ -41,6 +41,8 @@ export interface HostFacts {
 export const currentHost = (): HostFacts => ({ os: hostPlatform(), arch: hostArch() });
 
 export function roleLabelsFor(roles: ScalerEntry['roles']): string[] {
+  // An explicit empty list means the agents take no role: no role label at all.
+  if (roles !== undefined && roles.length === 0) return [];
   const list = roles === undefined ? ['builder', 'init-runner'] : roles;
   return ['kici:role:execution', ...list.map((r) => `kici:role:${r}`)];
 }
@@ -75,12 +77,13 @@ function mapArch(a: string): string {
 /** The labels an agent of this scaler carries (and its token is bound to). */
 export function agentLabelsFor(entry: ScalerEntry, declared: string[]): string[] {
   const taints = platformToTaints(entry.platform);
+  // Declared labels first, in their order (duplicates too), then what the scaler adds.
   return canonicalizeLabels([
     ...declared,
-    ...taints,
     `kici:agent:${entry.type}`,
     `kici:scaler:${entry.name}`,
     ...roleLabelsFor(entry.roles),
+    ...taints,
   ]);
 }
 
@@ -93,7 +96,8 @@ export function buildRoutingTable(
   for (const entry of config.scalers) {
     if (opts.exclude?.has(entry.name)) continue;
     const taints = platformToTaints(entry.platform);
-    const gate = canonicalizeLabels([...entry.mandatoryLabels, ...taints]);
+    // Declared order, each label once: a job must name every one of them.
+    const gate = [...new Set(canonicalizeLabels([...entry.mandatoryLabels, ...taints]))];
     const auto = [
       `kici:agent:${entry.type}`,
       `kici:scaler:${entry.name}`,

@@ -28,7 +28,12 @@ describe('label set defaults', () => {
 
 describe('label set accepted values', () => {
   it.each<[string, Record<string, unknown>, (out: ReturnType<typeof parsed>) => unknown, unknown]>([
-    ['labels canonicalised', { labels: [' Linux', 'docker', 'LINUX'] }, (o) => o.labels, ['docker', 'linux']],
+    [
+      'labels folded, order and duplicates kept',
+      { labels: [' Linux', 'docker', 'LINUX'] },
+      (o) => o.labels,
+      ['linux', 'docker', 'linux'],
+    ],
     ['image', { image: 'ghcr.io/x/agent:1' }, (o) => o.image, 'ghcr.io/x/agent:1'],
     ['imagePullPolicy Always', { imagePullPolicy: 'Always' }, (o) => o.imagePullPolicy, 'Always'],
     ['imagePullPolicy Never', { imagePullPolicy: 'Never' }, (o) => o.imagePullPolicy, 'Never'],

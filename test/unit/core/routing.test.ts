@@ -117,7 +117,7 @@ describe('findLabelSet: subset matching and specificity', () => {
   it('matches case-insensitively once the job labels are canonical', () => {
     const t = tableOf(eventScaler('mixed', [['Linux', 'DOCKER']]));
     expect(route(t, ['LINUX', ' docker '])).toBe('mixed#0');
-    expect(t[0]!.declared).toEqual(['docker', 'linux']);
+    expect(t[0]!.declared).toEqual(['linux', 'docker']);
     expect(t[0]!.key).toBe('docker,linux');
   });
 });
@@ -169,7 +169,7 @@ describe('findLabelSet: auto labels', () => {
 describe('findLabelSet: gates (mandatoryLabels and platform taints)', () => {
   it('refuses a gated set to a job that does not name every gate label', () => {
     const t = tableOf(eventScaler('gpu', [['linux', 'gpu', 'cuda']], { mandatoryLabels: ['GPU', 'cuda'] }));
-    expect(t[0]!.gate).toEqual(['cuda', 'gpu']);
+    expect(t[0]!.gate).toEqual(['gpu', 'cuda']);
     expect(route(t, ['linux'])).toBeUndefined();
     expect(route(t, ['linux', 'gpu'])).toBeUndefined();
     expect(route(t, ['linux', 'gpu', 'cuda'])).toBe('gpu#0');
@@ -187,7 +187,7 @@ describe('findLabelSet: gates (mandatoryLabels and platform taints)', () => {
   it.each([
     { platform: { os: 'linux', arch: 'x64' }, gate: [] as string[], taints: [] as string[] },
     { platform: { os: 'linux', arch: 'arm64' }, gate: ['arm64'], taints: ['arm64'] },
-    { platform: { os: 'macos', arch: 'arm64' }, gate: ['arm64', 'macos'], taints: ['macos', 'arm64'] },
+    { platform: { os: 'macos', arch: 'arm64' }, gate: ['macos', 'arm64'], taints: ['macos', 'arm64'] },
     { platform: { os: 'windows', arch: 'x64' }, gate: ['windows'], taints: ['windows'] },
   ])('platform $platform.os/$platform.arch gates with $gate', ({ platform, gate, taints }) => {
     const t = tableOf(eventScaler('p', [['build']], { platform }));
@@ -242,7 +242,8 @@ describe('findLabelSet: exclusions, roles and the empty job', () => {
 describe('role and agent labels', () => {
   it.each([
     { roles: undefined, want: ['kici:role:execution', 'kici:role:builder', 'kici:role:init-runner'] },
-    { roles: [] as ScalerEntry['roles'], want: ['kici:role:execution'] },
+    // An explicit empty list: the agents take no role, so they carry no role label.
+    { roles: [] as ScalerEntry['roles'], want: [] },
     { roles: ['builder'] as ScalerEntry['roles'], want: ['kici:role:execution', 'kici:role:builder'] },
     {
       roles: ['init-runner'] as ScalerEntry['roles'],
@@ -272,12 +273,12 @@ describe('role and agent labels', () => {
       canonicalizeLabels([
         'build',
         'secure',
-        'macos',
-        'arm64',
         'kici:agent:event',
         'kici:scaler:mac-pool',
         'kici:role:execution',
         'kici:role:builder',
+        'macos',
+        'arm64',
       ]),
     );
   });
@@ -416,8 +417,14 @@ describe('findLabelSet properties', () => {
           const raw = scalers.find((s) => s.name === ls.scalerName)!;
           const rawSet = (raw.labelSets as { labels: string[] }[])[ls.index]!.labels;
           const platform = raw.platform as { os: string; arch: string } | undefined;
-          const gate = [...new Set([...(raw.mandatoryLabels as string[]), ...taintsOf(platform)])].sort();
-          expect(ls.declared).toEqual([...new Set(rawSet.map((l) => l.trim().toLowerCase()))].sort());
+          const gate = [
+            ...new Set(
+              [...(raw.mandatoryLabels as string[]), ...taintsOf(platform)].map((l) =>
+                l.trim().toLowerCase(),
+              ),
+            ),
+          ];
+          expect(ls.declared).toEqual(rawSet.map((l) => l.trim().toLowerCase()));
           expect(ls.gate).toEqual(gate);
           for (const l of [
             ...ls.declared,

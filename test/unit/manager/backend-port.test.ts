@@ -56,7 +56,7 @@ describe('spawn context', () => {
       boundJobId: ids[0],
       runId,
       image: 'node:24',
-      mandatoryLabels: ['gpu', ...taints].sort(),
+      mandatoryLabels: ['gpu', ...taints],
       taints,
       auth: { kind: 'token' },
     });

@@ -47,8 +47,8 @@ describe('label matching (C.4)', () => {
         ],
       },
     });
-    expect(await where(h, job(['linux', 'docker']))).toBe('narrow[docker,linux]');
-    expect(await where(h, job(['big']))).toBe('wide[big,docker,linux]');
+    expect(await where(h, job(['linux', 'docker']))).toBe('narrow[linux,docker]');
+    expect(await where(h, job(['big']))).toBe('wide[linux,docker,big]');
     // Three sets of size 2 contain "linux": wide[linux,ssd] comes first in config order.
     expect(await where(h, job(['linux']))).toBe('wide[linux,ssd]');
     expect(await where(h, job(['linux', 'gpu', 'docker']))).toBe('no-backend');
@@ -71,7 +71,7 @@ describe('label matching (C.4)', () => {
   it('matches case-insensitively through the dispatcher (labels folded at submit)', async () => {
     const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['Linux', 'DOCKER']])] } });
     await h.submit({ a: { runsOn: ['LINUX', ' Docker '] } });
-    expect(h.backend('alpha').spawns.map((s) => s.labelSet)).toEqual([['docker', 'linux']]);
+    expect(h.backend('alpha').spawns.map((s) => s.labelSet)).toEqual([['linux', 'docker']]);
   });
 
   it('requestScale itself folds the job labels (spec C.4: target = lowercased job labels)', async () => {
@@ -79,7 +79,7 @@ describe('label matching (C.4)', () => {
       dispatcher: false,
       config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'docker']])] },
     });
-    expect(await where(h, job(['LINUX', 'Docker']))).toBe('alpha[docker,linux]');
+    expect(await where(h, job(['LINUX', 'Docker']))).toBe('alpha[linux,docker]');
     expect(await where(h, job(['linux'], { excludeLabels: ['DOCKER'] }))).toBe('no-backend');
   });
 
@@ -107,7 +107,7 @@ describe('label matching (C.4)', () => {
       },
     });
     expect(await where(h, job(['linux']))).toBe('open[linux,x,y]');
-    expect(await where(h, job(['linux', 'hsm']))).toBe('secure[hsm,linux]');
+    expect(await where(h, job(['linux', 'hsm']))).toBe('secure[linux,hsm]');
   });
 
   it('platform taints gate the set and are carried by the agent', async () => {
@@ -123,10 +123,10 @@ describe('label matching (C.4)', () => {
     expect(await where(h, job(['build', 'windows', 'arm64']))).toBe('win[build]');
     const req = h.backend('win').spawns[0]!;
     expect(req.fullLabels).toEqual(expect.arrayContaining(['windows', 'arm64', 'build']));
-    expect(h.manager.entries()[0]!.gate).toEqual(['arm64', 'windows']);
+    expect(h.manager.entries()[0]!.gate).toEqual(['windows', 'arm64']);
   });
 
-  it('the roles table: build → builder, init → init-runner, roles [] serves execution only', async () => {
+  it('the roles table: build → builder, init → init-runner, roles [] carries no role label', async () => {
     const h = await hs.make({
       dispatcher: false,
       config: {
@@ -151,12 +151,12 @@ describe('label matching (C.4)', () => {
     expect(await where(h, job(['e'], { role: 'init' }))).toBe('default[e]');
     const roleLabels = (name: string) =>
       h.backend(name).spawns[0]!.fullLabels.filter((l) => l.startsWith('kici:role:'));
-    expect(roleLabels('exec-only')).toEqual(['kici:role:execution']);
-    expect(roleLabels('builders')).toEqual(['kici:role:builder', 'kici:role:execution']);
+    expect(roleLabels('exec-only')).toEqual([]);
+    expect(roleLabels('builders')).toEqual(['kici:role:execution', 'kici:role:builder']);
     expect(roleLabels('inits')).toEqual(['kici:role:execution', 'kici:role:init-runner']);
     expect(roleLabels('default')).toEqual([
-      'kici:role:builder',
       'kici:role:execution',
+      'kici:role:builder',
       'kici:role:init-runner',
     ]);
   });
@@ -272,7 +272,7 @@ describe('agent identity and token (D.0)', () => {
         'xcode',
       ].sort(),
     );
-    expect(req.labelSet).toEqual(['big', 'xcode']);
+    expect(req.labelSet).toEqual(['xcode', 'big']);
     expect(req.agentId).toMatch(/^scaler-bare-metal-[0-9a-f]{8}$/);
     const rows = await h.store.db
       .selectFrom('agent_tokens')

@@ -77,7 +77,7 @@ describe('scaler explain is a view over the decision', () => {
     expect(ex.lines).toContainEqual('excludeLabels [small]: vetoed alpha[linux,small]');
     const r = await h.manager.requestScale(scaleJobOf(row));
     expect(asAction(r)).toBe('spawn');
-    expect(h.backend('alpha').spawns[0]!.labelSet).toEqual(['big', 'linux']);
+    expect(h.backend('alpha').spawns[0]!.labelSet).toEqual(['linux', 'big']);
   });
 
   it('says no-backend when excludeLabels veto every set, as requestScale does', async () => {

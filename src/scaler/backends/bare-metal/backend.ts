@@ -1,3 +1,4 @@
+import { logCaptureOf } from '../log-capture.js';
 import type { ChildProcess } from 'node:child_process';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
@@ -109,7 +110,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   getLogCapture(agentId: string): LogCapture | undefined {
     if (this.opts.jobImage?.has(agentId)) return this.opts.jobImage.logCapture(agentId);
     const t = this.agents.get(agentId);
-    return t ? { tail: (n = TAIL_LINES) => t.tail.slice(-n) } : undefined;
+    return t ? logCaptureOf({ kept: () => t.tail.slice(-TAIL_LINES) }) : undefined;
   }
 
   async spawn(req: SpawnRequest): Promise<ManagedAgent> {

@@ -1,3 +1,4 @@
+import { logCaptureOf } from '../log-capture.js';
 import type Docker from 'dockerode';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import type { AgentIsolation } from '../../../net/isolation.js';
@@ -77,6 +78,7 @@ export class JobImageAgents {
       docker: deps.docker,
       engineWhere: deps.socketPath ?? 'the container engine',
       localSocket: deps.socketPath,
+      defaultLimits: undefined,
       hostEnv,
       extraHosts,
       isolation: deps.isolation,
@@ -128,7 +130,7 @@ export class JobImageAgents {
 
   logCapture(agentId: string): LogCapture | undefined {
     const t = this.agents.get(agentId);
-    return t ? { tail: (n) => t.tail.tail(n) } : undefined;
+    return t ? logCaptureOf(t.tail) : undefined;
   }
 
   containerOf(agentId: string): string | undefined {

@@ -1,4 +1,5 @@
 import { errorMessage } from '../../../util/errors.js';
+import { logCaptureOf } from '../log-capture.js';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { IsolationError } from '../../../net/isolation.js';
 import { warnIsolationOff } from '../../../net/nft-preflight.js';
@@ -8,7 +9,7 @@ import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js'
 import type { Logger } from '../../../util/logger.js';
 import type {
   BackendCapabilities,
-  DestroyContext,
+  ScalerDestroyContext,
   LogCapture,
   ManagedAgent,
   RequiredTool,
@@ -29,6 +30,14 @@ import { listScalerContainers, removeContainer, sweepScalerOrphans } from './orp
 import { failSpawn, runSpawn, watchExit } from './spawn.js';
 import { containerTools } from './tools.js';
 import type { ContainerScalerBackendOptions, SpawnHost, Tracked } from './tracked.js';
+import {
+  DEFAULT_TOKEN_TTL_MS,
+  limitsOf,
+  mergeHosts,
+  resolveOptions,
+  type ResolvedOptions,
+} from './options.js';
+import { contextFromPositional, isPositional, type PositionalSpawnArgs } from '../positional-spawn.js';
 
 export type { ContainerScalerBackendOptions } from './tracked.js';
 
@@ -56,10 +65,11 @@ export class ContainerScalerBackend implements ScalerBackend {
   }
 
   /** Check the firewall and the agent network first: a scaler that cannot confine agents does not start. */
-  static async create(opts: ContainerScalerBackendOptions): Promise<ContainerScalerBackend> {
+  static async create(input: ContainerScalerBackendOptions): Promise<ContainerScalerBackend> {
+    const opts = await resolveOptions(input);
     const log = opts.logger.child({ component: 'container-backend', scaler: opts.entry.name });
     let gateway: string | undefined;
-    if (opts.entry.networkIsolation) {
+    if (opts.isolated) {
       if (!opts.isolation)
         throw new Error(
           `scaler "${opts.entry.name}": networkIsolation is on but no nftables firewall is available; install nftables (apt-get install nftables) and run the orchestrator with CAP_NET_ADMIN, or set networkIsolation: false in this scaler's entry`,
@@ -76,7 +86,7 @@ export class ContainerScalerBackend implements ScalerBackend {
   }
 
   private constructor(
-    private readonly opts: ContainerScalerBackendOptions,
+    private readonly opts: ResolvedOptions,
     log: Logger,
     gateway: string | undefined,
   ) {
@@ -91,8 +101,9 @@ export class ContainerScalerBackend implements ScalerBackend {
       engineWhere: opts.socketPath ?? opts.entry.host ?? 'the configured host',
       localSocket: opts.socketPath,
       hostEnv: opts.hostEnv ?? process.env,
-      extraHosts: () => this.entry.extraHosts,
-      isolation: opts.entry.networkIsolation ? opts.isolation : undefined,
+      extraHosts: () => mergeHosts(this.entry.extraHosts, opts.extraHosts),
+      defaultLimits: limitsOf(opts.defaultResources),
+      isolation: opts.isolated ? opts.isolation : undefined,
       current: (id) => this.agents.get(id),
       agentUrl: (url) => urlForContainer(url, gateway),
       applyRules: (req, ls, ip) => this.applyRules(req, ls, ip),
@@ -117,10 +128,34 @@ export class ContainerScalerBackend implements ScalerBackend {
 
   getLogCapture(agentId: string): LogCapture | undefined {
     const t = this.agents.get(agentId);
-    return t ? { tail: (n) => t.tail.tail(n) } : undefined;
+    return t ? logCaptureOf(t.tail) : undefined;
   }
 
-  async spawn(req: SpawnContext): Promise<ManagedAgent> {
+  /**
+   * The port form takes one context object (the manager's); the positional form is the public
+   * one, and mints the agent's token through `tokenStore` when one was given.
+   */
+  spawn(ctx: SpawnContext): Promise<ManagedAgent>;
+  spawn(...args: PositionalSpawnArgs): Promise<ManagedAgent>;
+  async spawn(...args: [SpawnContext] | PositionalSpawnArgs): Promise<ManagedAgent> {
+    if (!isPositional(args)) return this.spawnAgent(args[0]);
+    const { tokenStore, tokenTtlMs } = this.opts;
+    const mint = tokenStore
+      ? async (agentId: string, labels: string[]) =>
+          (
+            await tokenStore.mint({
+              agentId,
+              labels,
+              kind: 'ephemeral',
+              ttlMs: tokenTtlMs ?? DEFAULT_TOKEN_TTL_MS,
+              now: new Date(),
+            })
+          ).token
+      : undefined;
+    return this.spawnAgent(await contextFromPositional(this.entry, args, { mint }));
+  }
+
+  private async spawnAgent(req: SpawnContext): Promise<ManagedAgent> {
     const key = normalizeLabelSet(req.labelSet);
     const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls)
@@ -156,6 +191,7 @@ export class ContainerScalerBackend implements ScalerBackend {
     } catch (err) {
       const failure = await failSpawn(this.host, req, t, err);
       if (this.agents.get(req.agentId) === t) this.agents.delete(req.agentId);
+      t.tail.end();
       throw failure;
     }
     agent.state = 'running';
@@ -196,7 +232,7 @@ export class ContainerScalerBackend implements ScalerBackend {
   }
 
   /** Tracking goes first, before any await: the active count drops at once and a spawn sees it. */
-  destroy(agentId: string, ctx: DestroyContext): Promise<void> {
+  destroy(agentId: string, ctx: ScalerDestroyContext = {}): Promise<void> {
     const under = this.stopping.get(agentId);
     if (under) return under;
     const t = this.agents.get(agentId);
@@ -213,6 +249,7 @@ export class ContainerScalerBackend implements ScalerBackend {
   private async teardown(t: Tracked): Promise<void> {
     if (t.ip) await this.removeRules(t.ip);
     t.logs?.close();
+    t.tail.end();
     // Still being created: the spawn notices and removes it; never send an empty id to the engine.
     if (!t.containerId) return;
     await removeContainer(this.opts.docker, t.containerId, this.opts.stopSeconds ?? 10);

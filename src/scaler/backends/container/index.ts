@@ -34,6 +34,10 @@ export const containerDescriptor: BackendDescriptor = {
 };
 
 export { ContainerScalerBackend, type ContainerScalerBackendOptions } from './backend.js';
-export { AGENT_CONTAINER_PIDS_LIMIT, buildAgentHostConfig } from './host-config.js';
+export {
+  AGENT_CONTAINER_PIDS_LIMIT,
+  buildAgentContainerHostConfig,
+  buildAgentHostConfig,
+} from './host-config.js';
 export { ISOLATED_NETWORK_GATEWAY, ISOLATED_NETWORK_NAME } from './network.js';
 export type { DetectedRuntime } from './runtime.js';

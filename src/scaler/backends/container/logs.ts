@@ -2,6 +2,7 @@
 import { PassThrough } from 'node:stream';
 import type Docker from 'dockerode';
 import { onLines } from '../../../util/lines.js';
+import type { LineSource } from '../log-capture.js';
 
 export const TAIL_LINES = 50;
 
@@ -10,14 +11,34 @@ export interface FollowedLogs {
   close(): void;
 }
 
-export class LineTail {
+export class LineTail implements LineSource {
   private readonly lines: string[] = [];
+  private readonly listeners = new Set<(line: string | null) => void>();
+  private ended = false;
   push(line: string): void {
     this.lines.push(line);
     if (this.lines.length > TAIL_LINES) this.lines.shift();
+    for (const fn of this.listeners) fn(line);
   }
   tail(n = TAIL_LINES): string[] {
     return this.lines.slice(-n);
+  }
+  kept(): readonly string[] {
+    return this.lines;
+  }
+  subscribe(fn: (line: string | null) => void): () => void {
+    if (this.ended) {
+      fn(null);
+      return () => undefined;
+    }
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+  /** The agent is gone: every follower of its lines stops. */
+  end(): void {
+    this.ended = true;
+    for (const fn of [...this.listeners]) fn(null);
+    this.listeners.clear();
   }
 }
 

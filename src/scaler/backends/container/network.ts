@@ -88,11 +88,19 @@ export function firstHost(cidr: string): string | undefined {
 export function urlForContainer(url: string, gateway: string | undefined): string {
   if (!gateway) return url;
   const u = new URL(url);
-  if (u.hostname === '127.0.0.1' || u.hostname === 'localhost' || u.hostname === '[::1]') {
+  if (u.hostname !== '127.0.0.1' && u.hostname !== 'localhost' && u.hostname !== '[::1]') return url;
+  // Only the host changes: URL.toString() would add a '/' path the operator never wrote.
+  const m = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(url);
+  if (!m) {
     u.hostname = gateway;
     return u.toString();
   }
-  return url;
+  const authority = m[2]!;
+  const userinfo = authority.includes('@') ? authority.slice(0, authority.lastIndexOf('@') + 1) : '';
+  const hostPort = authority.slice(userinfo.length);
+  const hostEnd = hostPort.startsWith('[') ? hostPort.indexOf(']') + 1 : hostPort.indexOf(':');
+  const port = hostEnd <= 0 ? '' : hostPort.slice(hostEnd);
+  return `${m[1]}${userinfo}${gateway}${port}${m[3]}`;
 }
 
 /** The container's IPv4 address on `network`, once it runs. */

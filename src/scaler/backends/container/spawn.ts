@@ -19,10 +19,14 @@ import type { SpawnHost, Tracked } from './tracked.js';
 
 export class Superseded extends Error {}
 
-function limitsFor(req: SpawnContext, ls: LabelSetConfig): EffectiveLimits | undefined {
+function limitsFor(
+  req: SpawnContext,
+  ls: LabelSetConfig,
+  defaults: EffectiveLimits | undefined,
+): EffectiveLimits | undefined {
   if (req.limits && (req.limits.cpus > 0 || req.limits.memBytes > 0)) return req.limits;
   const l = ls.resources?.limits;
-  if (!l) return undefined;
+  if (!l) return defaults;
   return { cpus: l.cpus ?? 0, memBytes: l.memory ? parseMemoryString(l.memory) : 0 };
 }
 
@@ -53,9 +57,9 @@ export async function runSpawn(
         signal: req.signal,
       }),
     );
-  // Only Always needs the engine asked first; otherwise the create itself says whether the image is
-  // there (a 404), which spares every warm-cache spawn one round trip.
-  if (policy === 'Always') await makeAvailable();
+  // Before the create, under every policy: a missing image is pulled (or refused under Never) while
+  // the spawn's signal can still cut the pull short, at the cost of one inspect per warm spawn.
+  await makeAvailable();
   alive();
   if (jobImage) t.runtimeOf = ls.image!;
   const runtime = jobImage
@@ -73,7 +77,7 @@ export async function runSpawn(
     jobImage,
   });
   const hostConfig = buildAgentHostConfig({
-    limits: limitsFor(req, ls),
+    limits: limitsFor(req, ls, host.defaultLimits),
     volumes: ls.volumes,
     extraHosts: host.extraHosts(),
     engineSocket: host.localSocket,
@@ -102,6 +106,7 @@ export async function runSpawn(
   } catch (err) {
     if (policy === 'Always' || statusOf(err) !== 404 || !/image/i.test(errorMessage(err)))
       throw classifyEngineError(err, where, 'creating the agent container');
+    // The image went away between the check and the create (a prune): make it available again.
     await makeAvailable();
     alive();
     created = await engine('creating the agent container', docker.createContainer(spec));

@@ -3,8 +3,9 @@ import type { ScalerEntry } from '../../../config/index.js';
 import type { AgentIsolation } from '../../../net/isolation.js';
 import type { Logger } from '../../../util/logger.js';
 import type { ContainerRuntime } from '../container-runtime.js';
-import type { LabelSetConfig } from '../../../config/index.js';
-import type { ManagedAgent, SpawnContext } from '../../types.js';
+import type { LabelSetConfig, ResourceRequest } from '../../../config/index.js';
+import type { AgentTokenStore } from '../../types.js';
+import type { EffectiveLimits, ManagedAgent, SpawnContext } from '../../types.js';
 import type { FollowedLogs, LineTail } from './logs.js';
 
 /** One agent container the backend holds. */
@@ -35,6 +36,8 @@ export interface SpawnHost {
   readonly localSocket: string | undefined;
   readonly hostEnv: NodeJS.ProcessEnv;
   extraHosts(): string[] | undefined;
+  /** Limits when neither the spawn nor the label set names any. */
+  defaultLimits: EffectiveLimits | undefined;
   readonly isolation: unknown;
   current(agentId: string): Tracked | undefined;
   agentUrl(url: string): string;
@@ -46,12 +49,30 @@ export interface SpawnHost {
 
 export interface ContainerScalerBackendOptions {
   entry: ScalerEntry;
-  /** One client for Docker or Podman's compatible API, built by the composition root. */
-  docker: Docker;
-  runtime: ContainerRuntime;
+  /**
+   * One client for Docker or Podman's compatible API, built by the composition root. Absent: the
+   * backend connects itself, by the entry's `host`, `socketPath`, or the first local socket found.
+   */
+  docker?: Docker | undefined;
+  /** Which engine `docker` talks to; `auto` (or absent) tells it from the socket path. */
+  runtime?: ContainerRuntime | 'auto' | undefined;
   /** The engine's socket on this host; undefined for a remote engine (`host`). */
   socketPath?: string | undefined;
-  logger: Logger;
+  /** Absent: nothing is logged. */
+  logger?: Logger | undefined;
+  /** Limits for agents whose spawn and label set name none. */
+  defaultResources?: ResourceRequest | undefined;
+  /** `host:address` entries for every agent container, after the entry's own `extraHosts`. */
+  extraHosts?: string[] | undefined;
+  /** Overrides the entry's `networkIsolation` (nftables confinement of agents; default on). */
+  networkIsolation?: boolean | undefined;
+  /**
+   * Mints the agent token of a positional spawn() (the manager mints its own); absent, such an
+   * agent gets no token.
+   */
+  tokenStore?: AgentTokenStore | undefined;
+  /** Lifetime of those tokens in ms (default 1 hour). */
+  tokenTtlMs?: number | undefined;
   /** The host firewall for agents on kici-agent-net; required while `networkIsolation` is on. */
   isolation?: AgentIsolation | undefined;
   hostEnv?: NodeJS.ProcessEnv | undefined;

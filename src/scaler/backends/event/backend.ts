@@ -1,7 +1,8 @@
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { DEFAULT_AGENT_TOKEN_TTL_SECONDS } from '../../../config/defaults.js';
 import { errorMessage } from '../../../util/errors.js';
-import type { Logger } from '../../../util/logger.js';
+import { silentLogger, type Logger } from '../../../util/logger.js';
+import { contextFromPositional, isPositional, type PositionalSpawnArgs } from '../positional-spawn.js';
 import type { ClaimedCredentials } from '../../claim-store.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import { SpawnError } from '../../core/spawn-errors.js';
@@ -22,6 +23,11 @@ import {
   type EventScalerBackendOptions,
   type Provision,
 } from './options.js';
+
+/** A claim code that redeems nothing: unknown, already used, or expired. */
+export class ClaimRefused extends Error {
+  override readonly name = 'ClaimRefused';
+}
 
 export type { ScalerEventEmitterLike } from '../../events/payloads.js';
 export type { EventClaimStore, EventDestroyContext, EventScalerBackendOptions } from './options.js';
@@ -51,7 +57,7 @@ export class EventScalerBackend implements ScalerBackend {
   constructor(private readonly opts: EventScalerBackendOptions) {
     this.entry = opts.entry;
     this.name = opts.entry.name;
-    this.log = opts.logger.child({ component: 'event-backend', scaler: this.name });
+    this.log = (opts.logger ?? silentLogger()).child({ component: 'event-backend', scaler: this.name });
     this.now = opts.now ?? Date.now;
   }
 
@@ -77,7 +83,13 @@ export class EventScalerBackend implements ScalerBackend {
     return [];
   }
 
-  async spawn(ctx: SpawnContext): Promise<ManagedAgent> {
+  /** The port form (one context) or the public positional one; both track and emit the same way. */
+  spawn(ctx: SpawnContext): Promise<ManagedAgent>;
+  spawn(...args: PositionalSpawnArgs): Promise<ManagedAgent>;
+  async spawn(...args: [SpawnContext] | PositionalSpawnArgs): Promise<ManagedAgent> {
+    const ctx = isPositional(args)
+      ? await contextFromPositional(this.entry, args, { claimAuth: true, now: this.now })
+      : args[0];
     if (ctx.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before start');
     const entry = this.entry;
     const key = normalizeLabelSet(ctx.labelSet);
@@ -233,9 +245,14 @@ export class EventScalerBackend implements ScalerBackend {
 
   markRegistered = (agentId: string): void => this.markActive(agentId);
 
-  /** Redeem a claim code (the HTTP route for a workflow that delivers the token itself). */
-  claim(code: string): Promise<ClaimedCredentials | { error: string }> {
-    return this.opts.claimStore.claim(code);
+  /**
+   * Redeem a claim code (the HTTP route for a workflow that delivers the token itself). Rejects with
+   * a ClaimRefused naming why when the code is unknown, used or expired.
+   */
+  async claim(code: string): Promise<ClaimedCredentials> {
+    const r = await this.opts.claimStore.claim(code);
+    if ('error' in r) throw new ClaimRefused(r.error);
+    return r;
   }
 
   /**

@@ -4,7 +4,7 @@ import { StoreClaimStore } from '../../claim-store.js';
 import type { BackendDescriptor } from '../descriptor.js';
 import { EventScalerBackend } from './backend.js';
 
-export { EventScalerBackend } from './backend.js';
+export { EventScalerBackend, ClaimRefused } from './backend.js';
 export type { EventScalerBackendOptions, ScalerEventEmitterLike } from './backend.js';
 
 /** How the registry builds an event scaler: it needs the composition root's scale-event router. */

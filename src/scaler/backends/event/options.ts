@@ -23,7 +23,8 @@ export interface EventScalerBackendOptions {
   requestId: () => string;
   /** Why these targets cannot work here (a webhook without a signing secret); checked on reload. */
   checkTargets?: (targets: readonly string[]) => string | undefined;
-  logger: Logger;
+  /** Absent: nothing is logged. */
+  logger?: Logger | undefined;
   now?: () => number;
 }
 

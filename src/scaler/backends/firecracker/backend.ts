@@ -1,3 +1,4 @@
+import { logCaptureOf } from '../log-capture.js';
 import { normalizeLabelSet, type ScalerEntry } from '../../../config/index.js';
 import { systemClock } from '../../../util/clock.js';
 import { errorMessage } from '../../../util/errors.js';
@@ -80,7 +81,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
 
   getLogCapture(agentId: string): LogCapture | undefined {
     const t = this.vms.get(agentId);
-    return t ? { tail: (n = TAIL_LINES) => t.tail.slice(-n) } : undefined;
+    return t ? logCaptureOf({ kept: () => t.tail.slice(-TAIL_LINES) }) : undefined;
   }
 
   async spawn(ctx: SpawnContext): Promise<ManagedAgent> {

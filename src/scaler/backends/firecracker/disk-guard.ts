@@ -12,10 +12,15 @@ export interface ReapCounts {
   reaped: number;
 }
 
+/** `scalerConfig` and `statfsFn` are the public names; `config` and `statfs` are older ones. */
 export interface DiskGuardOpts {
-  config: ScalerConfig;
-  thresholdBytes?: number;
-  statfs?: StatfsFn;
+  scalerConfig?: ScalerConfig | undefined;
+  /** Older name of scalerConfig. */
+  config?: ScalerConfig | undefined;
+  thresholdBytes?: number | undefined;
+  statfsFn?: StatfsFn | undefined;
+  /** Older name of statfsFn. */
+  statfs?: StatfsFn | undefined;
   /** Removes artifacts of VMs that no longer exist; the default runs each VM scaler's orphan sweep. */
   reapFn?: (cfg: ScalerConfig) => Promise<ReapCounts>;
   /** Where the guard reports; stderr by default, since a full disk may stop the file logger. */
@@ -55,13 +60,21 @@ export async function guardVolume(opts: {
   return { reaped: true, recovered: after >= opts.thresholdBytes, freeBytesAfter: after };
 }
 
+/** The scaler config the guard reads, under either of its names. */
+export function guardedConfig(opts: Pick<DiskGuardOpts, 'scalerConfig' | 'config'>): ScalerConfig {
+  const config = opts.scalerConfig ?? opts.config;
+  if (!config) throw new TypeError('runDiskGuard: pass the loaded scaler config as scalerConfig');
+  return config;
+}
+
 /**
  * Start-up check (spec E): a VM host whose disk is full would crash-loop before any in-process
  * cleanup runs. The guard never exits; the caller decides (refuse to start, after its backoff).
  * No VM scaler: a no-op.
  */
 export async function runDiskGuard(opts: DiskGuardOpts): Promise<DiskGuardResult> {
-  const vmScalers = opts.config.scalers.filter((s) => s.type === 'firecracker');
+  const config = guardedConfig(opts);
+  const vmScalers = config.scalers.filter((s) => s.type === 'firecracker');
   const first = vmScalers[0];
   if (!first) return { reaped: false, recovered: true, freeBytesAfter: Number.MAX_SAFE_INTEGER };
   const reapFn = opts.reapFn;
@@ -71,8 +84,8 @@ export async function runDiskGuard(opts: DiskGuardOpts): Promise<DiskGuardResult
   return guardVolume({
     volume: first.chrootBaseDir || DEFAULT_JAILER_CHROOT_BASE_DIR,
     thresholdBytes: opts.thresholdBytes ?? DEFAULT_DISK_GUARD_THRESHOLD_BYTES,
-    statfs: opts.statfs ?? fsStatfs,
-    reap: async () => (await reapFn(opts.config)).reaped,
+    statfs: opts.statfsFn ?? opts.statfs ?? fsStatfs,
+    reap: async () => (await reapFn(config)).reaped,
     write: opts.write ?? ((line) => process.stderr.write(line + '\n')),
   });
 }

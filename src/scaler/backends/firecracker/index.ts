@@ -137,6 +137,8 @@ export const vmDescriptor: BackendDescriptor = {
  * allocator runs the liveness-driven orphan sweep (dead VMs only, so it is safe beside a live
  * orchestrator).
  */
+export type { DiskGuardResult };
+
 export function runDiskGuard(
   opts: DiskGuardOpts & { logger?: Logger; configPath?: string },
 ): Promise<DiskGuardResult> {

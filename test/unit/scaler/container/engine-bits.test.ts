@@ -1,4 +1,5 @@
 /** Small engine-facing pieces: tools, loopback rewrite, the injected command, log frames. */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { scalerFileSchema } from '../../../../src/config/index.js';
 import { injectedCommand } from '../../../../src/scaler/backends/container/job-image.js';
@@ -62,6 +63,33 @@ describe('urlForContainer', () => {
     expect(urlForContainer('ws://127.0.0.1:4000/ws', undefined)).toBe('ws://127.0.0.1:4000/ws');
     expect(firstHost('172.17.0.0/16')).toBe('172.17.0.1');
     expect(firstHost('10.88.5.7/24')).toBe('10.88.5.1');
+  });
+});
+
+describe('urlForContainer keeps everything but the host', () => {
+  it('adds no trailing slash and keeps port, path, query and user info', () => {
+    expect(urlForContainer('http://127.0.0.1:4000', '172.30.0.1')).toBe('http://172.30.0.1:4000');
+    expect(urlForContainer('http://localhost', '172.30.0.1')).toBe('http://172.30.0.1');
+    expect(urlForContainer('http://[::1]:4000/', '172.30.0.1')).toBe('http://172.30.0.1:4000/');
+    expect(urlForContainer('https://u:p@127.0.0.1:8443/base?x=1#f', '172.30.0.1')).toBe(
+      'https://u:p@172.30.0.1:8443/base?x=1#f',
+    );
+  });
+
+  it('property: the rewrite changes only the host of a loopback URL', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom('http', 'https', 'ws', 'wss'),
+        fc.constantFrom('127.0.0.1', 'localhost', '[::1]'),
+        fc.option(fc.integer({ min: 1, max: 65535 }), { nil: undefined }),
+        fc.constantFrom('', '/', '/ws', '/a/b?c=d', '?q'),
+        (scheme, host, port, rest) => {
+          const p = port === undefined ? '' : `:${port}`;
+          const out = urlForContainer(`${scheme}://${host}${p}${rest}`, '10.0.0.1');
+          expect(out).toBe(`${scheme}://10.0.0.1${p}${rest}`);
+        },
+      ),
+    );
   });
 });
 
