@@ -312,7 +312,9 @@ export class Orchestrator {
       snapshot: this.database.snapshot,
       diskSpace: this.disk,
     });
-    const { server, reload } = await createListener(getRequestListener(app.fetch), this.opts.tls);
+    const listener = getRequestListener(app.fetch);
+    // The listener answers its own errors (500), so nothing is left to await here.
+    const { server, reload } = await createListener((req, res) => void listener(req, res), this.opts.tls);
     this.tlsReload = reload;
     answerClientErrors(server, this.log);
     const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered, socket) =>
