@@ -1,4 +1,5 @@
 #!/usr/bin/env node
 import { runAdmin } from './admin/program.js';
+import { exitWhenFlushed } from './exit.js';
 
-runAdmin(process.argv.slice(2)).then((code) => process.exit(code));
+void runAdmin(process.argv.slice(2)).then(exitWhenFlushed);

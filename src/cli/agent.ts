@@ -6,6 +6,7 @@
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 import { packageVersion } from '../version.js';
+import { exitWhenFlushed } from './exit.js';
 
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
 // process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
@@ -68,10 +69,7 @@ async function main(): Promise<number> {
   return agent.run();
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
-    process.exit(1);
-  },
-);
+main().then(exitWhenFlushed, (err: unknown) => {
+  process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
+  return exitWhenFlushed(1);
+});

@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { UserError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
+import { exitWhenFlushed } from './exit.js';
 
 // `serve` and `demo` load the whole server; they are imported when their command runs, so
 // `--version` and `--help` answer at once.
@@ -61,10 +62,10 @@ program
   });
 
 program.parseAsync(process.argv).then(
-  () => process.exit(process.exitCode ?? 0),
+  () => exitWhenFlushed(typeof process.exitCode === 'number' ? process.exitCode : 0),
   (err: unknown) => {
-    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    if (err instanceof CommanderError) return exitWhenFlushed(err.exitCode === 0 ? 0 : 2);
     process.stderr.write(`Error: ${(err as Error).message}\n`);
-    process.exit(1);
+    return exitWhenFlushed(1);
   },
 );
