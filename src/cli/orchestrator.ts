@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
-import { UserError } from '../util/errors.js';
+import { UsageError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
 import { exitWhenFlushed } from './exit.js';
 
@@ -52,7 +52,7 @@ program
   .action(async (o: { jobs: string; dataDir?: string; config?: string }) => {
     const jobs = Number(o.jobs);
     if (!Number.isInteger(jobs) || jobs < 1 || jobs > 10_000)
-      throw new UserError('--jobs: a whole number from 1 to 10000');
+      throw new UsageError('--jobs: a whole number from 1 to 10000');
     const { demo } = await import('./demo.js');
     process.exitCode = await demo({
       jobs,
@@ -66,6 +66,6 @@ program.parseAsync(process.argv).then(
   (err: unknown) => {
     if (err instanceof CommanderError) return exitWhenFlushed(err.exitCode === 0 ? 0 : 2);
     process.stderr.write(`Error: ${(err as Error).message}\n`);
-    return exitWhenFlushed(1);
+    return exitWhenFlushed(err instanceof UsageError ? 2 : 1);
   },
 );

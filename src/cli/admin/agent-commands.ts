@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { UserError } from '../../util/errors.js';
+import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 import { registerTokenAdminCommands } from './token-commands.js';
@@ -72,12 +72,12 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
         .split(',')
         .map((l) => l.trim())
         .filter(Boolean);
-      if (!labels.length) throw new UserError('--labels: at least one label');
+      if (!labels.length) throw new UsageError('--labels: at least one label');
       let ttlSeconds: number | undefined;
       if (o.ttl !== undefined) {
         ttlSeconds = Number(o.ttl);
         if (!Number.isInteger(ttlSeconds) || ttlSeconds <= 0)
-          throw new UserError('--ttl: a positive whole number of seconds');
+          throw new UsageError('--ttl: a positive whole number of seconds');
       }
       const res = await (
         await client(cmd)

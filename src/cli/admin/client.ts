@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { UserError } from '../../util/errors.js';
+import { UsageError, UserError } from '../../util/errors.js';
 
 export interface ClientOptions {
   server?: string;
@@ -17,6 +17,37 @@ export class ApiError extends UserError {
   }
 }
 
+/**
+ * The orchestrator's base URL: `--server`, else `KICI_URL` (the one URL agents use too; a
+ * `ws://…/ws` form is accepted and turned into its HTTP origin), else `KICI_SERVER_URL`.
+ */
+export function adminBaseUrl(server: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const [source, raw] =
+    server !== undefined
+      ? ['--server', server]
+      : env.KICI_URL
+        ? ['KICI_URL', env.KICI_URL]
+        : env.KICI_SERVER_URL
+          ? ['KICI_SERVER_URL', env.KICI_SERVER_URL]
+          : ['default', 'http://127.0.0.1:8080'];
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(
+      `${source}: ${JSON.stringify(raw.slice(0, 80))} is not a URL (e.g. http://127.0.0.1:8080)`,
+    );
+  }
+  const scheme = { 'http:': 'http:', 'https:': 'https:', 'ws:': 'http:', 'wss:': 'https:' }[url.protocol];
+  if (!scheme)
+    throw new UsageError(
+      `${source}: ${JSON.stringify(raw.slice(0, 80))} is not an http(s) URL (e.g. http://127.0.0.1:8080)`,
+    );
+  // A ws URL names the agent endpoint; the API lives at the same origin.
+  if (url.protocol.startsWith('ws')) return `${scheme}//${url.host}`;
+  return `${scheme}//${url.host}${url.pathname}`.replace(/\/$/, '');
+}
+
 /** Talks to the admin API. On the orchestrator's own host it finds the admin token in the data dir. */
 export class AdminClient {
   private constructor(
@@ -25,10 +56,7 @@ export class AdminClient {
   ) {}
 
   static async create(opts: ClientOptions = {}): Promise<AdminClient> {
-    const baseUrl = (opts.server ?? process.env.KICI_SERVER_URL ?? 'http://127.0.0.1:8080').replace(
-      /\/$/,
-      '',
-    );
+    const baseUrl = adminBaseUrl(opts.server);
     let token = opts.token ?? process.env.KICI_ADMIN_TOKEN;
     if (!token) {
       const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';

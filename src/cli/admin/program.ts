@@ -1,11 +1,12 @@
-import { Command, CommanderError } from 'commander';
-import { UserError } from '../../util/errors.js';
+import { Command } from 'commander';
 import { packageVersion } from '../../version.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
 import { registerClusterCommands } from './cluster-commands.js';
+import { registerCompletionCommand } from './completion.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
+import { reportFailure, silenceCommanderErrors, wantsJson } from './failure.js';
 import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
@@ -37,30 +38,19 @@ export function buildAdminProgram(): Command {
   registerEventCommands(program, client);
   registerClusterCommands(program, client);
   registerFirecrackerCommands(program, client);
+  registerCompletionCommand(program);
   return program;
 }
 
-/** Run with operator-friendly failures: exit 1 for bad input, 2 for usage, no stack traces. */
+/** Run with operator-friendly failures: exit 1 for a failure, 2 for usage, no stack traces. */
 export async function runAdmin(argv: string[]): Promise<number> {
   const program = buildAdminProgram();
+  const json = wantsJson(argv);
+  if (json) silenceCommanderErrors(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
-    if (err instanceof CommanderError) {
-      if (
-        err.code === 'commander.helpDisplayed' ||
-        err.code === 'commander.version' ||
-        err.code === 'commander.help'
-      )
-        return 0;
-      return err.exitCode === 0 ? 0 : 2;
-    }
-    if (err instanceof UserError) {
-      process.stderr.write(`Error: ${err.message}\n`);
-      return 1;
-    }
-    process.stderr.write(`Error: ${(err as Error).message}\n`);
-    return 1;
+    return reportFailure(err, json);
   }
 }

@@ -147,14 +147,14 @@ export function registerScalerApiCommands(
       ).request<{
         result: string;
         problems?: string[];
-        plan?: unknown;
+        plan?: ReloadPlanView;
         instances?: { instance: string; result: string; problems: string[] }[];
       }>('POST', '/api/v1/scaler/reload');
       if (o.json) printJson(r);
       else {
         process.stdout.write(`${r.result}\n`);
         for (const p of r.problems ?? []) process.stdout.write(`  ${p}\n`);
-        if (r.plan) process.stdout.write(`${JSON.stringify(r.plan, null, 2)}\n`);
+        if (r.plan) process.stdout.write(renderReloadPlan(r.plan));
         // Several orchestrators on one database: each one's own answer.
         for (const i of r.instances ?? []) {
           process.stdout.write(`instance ${i.instance}: ${i.result}\n`);
@@ -200,4 +200,29 @@ interface ReapOrphansView {
   dryRun: boolean;
   items: { scaler: string; agentId: string | null; ref: string; reason: string }[];
   errors: { scaler: string; message: string }[];
+}
+
+interface ReloadPlanView {
+  added?: string[];
+  updated?: string[];
+  unchanged?: string[];
+  retired?: string[];
+  resurrected?: string[];
+  global?: string[];
+}
+
+/** A reload's plan as text: one line per kind of change that has entries. */
+export function renderReloadPlan(plan: ReloadPlanView): string {
+  const rows: [string, string[] | undefined][] = [
+    ['added', plan.added],
+    ['updated', plan.updated],
+    ['retired', plan.retired],
+    ['resurrected', plan.resurrected],
+    ['unchanged', plan.unchanged],
+    ['global settings changed', plan.global],
+  ];
+  return rows
+    .filter(([, names]) => names && names.length)
+    .map(([what, names]) => `  ${what}: ${names!.join(', ')}\n`)
+    .join('');
 }

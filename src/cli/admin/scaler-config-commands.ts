@@ -9,6 +9,7 @@ import {
   scalerConfigJsonSchema,
   summarizeConfig,
 } from '../../config/index.js';
+import { UsageError } from '../../util/errors.js';
 
 export interface CommandOutput {
   out(text: string): void;
@@ -57,6 +58,8 @@ interface ValidateOptions {
 }
 
 async function validate(configPath: string, opts: ValidateOptions, io: CommandOutput): Promise<void> {
+  if (!configPath) throw new UsageError('<config>: the path of a scaler config (scalers.yaml)');
+  if (opts.dir === '') throw new UsageError('--dir: the path of a scalers.d directory');
   const result = await loadScalerConfigForPeople(configPath, opts.dir);
   if (opts.json) {
     const body = result.ok
@@ -96,6 +99,7 @@ export function registerScalerConfigCommands(scaler: Command, io: CommandOutput 
   const schemaCmd = scaler
     .command('schema')
     .description('print the JSON Schema of scalers.yaml, for editor completion')
+    .option('--json', 'accepted for uniformity: the schema is JSON already')
     .action(() => {
       io.out(`${JSON.stringify(scalerConfigJsonSchema(), null, 2)}\n`);
       process.exitCode = 0;
