@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import './node-check.js';
 import { runAdmin } from './admin/program.js';
 import { exitWhenFlushed } from './exit.js';
 

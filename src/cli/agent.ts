@@ -3,6 +3,7 @@
  * kici-agent: connects to an orchestrator and runs the jobs it is given. Kept free of heavy imports
  * so a cold agent starts in tens of milliseconds.
  */
+import './node-check.js';
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 import { packageVersion } from '../version.js';
@@ -35,7 +36,8 @@ async function main(): Promise<number> {
     process.stdout.write(
       'kici-agent: runs CI jobs for a kici orchestrator.\n\n' +
         'Environment:\n' +
-        '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (required)\n' +
+        '  KICI_URL               the orchestrator, http(s)://host:port (its /ws is dialled) or ws(s)://host:port/ws\n' +
+        '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (wins over KICI_URL; one of them is required)\n' +
         "  KICI_AGENT_ID          this agent's id, as bound to its token (required)\n" +
         '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required)\n' +
         "  KICI_LABELS            comma-separated labels (must be within the token's scope)\n" +

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import './node-check.js';
 import { Command, CommanderError } from 'commander';
 import { UsageError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
@@ -18,7 +19,10 @@ program
   .option('--config <file>', 'scaler config (default: $KICI_SCALER_CONFIG_PATH; none = no autoscaling)')
   .option('--config-dir <dir>', 'scalers.d drop-in directory (default: $KICI_SCALER_CONFIG_DIR)')
   .option('--listen <host:port>', 'where to listen (default: $KICI_LISTEN or 127.0.0.1:8080)')
-  .option('--data-dir <dir>', 'embedded database and admin token (default: $KICI_DATA_DIR or ./.kici-data)')
+  .option(
+    '--data-dir <dir>',
+    'embedded database and admin token (default: $KICI_DATA_DIR, else /var/lib/kici for root, $XDG_STATE_HOME/kici or ~/.local/state/kici otherwise)',
+  )
   .option('--database-url <url>', 'external PostgreSQL (default: $KICI_DATABASE_URL)')
   .option(
     '--instance-id <id>',

@@ -1,3 +1,4 @@
+import { defaultDataDir } from '../util/default-data-dir.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -85,7 +86,7 @@ export class Orchestrator {
   static async start(opts: OrchestratorOptions = {}): Promise<Orchestrator> {
     const log = opts.logger ?? createLogger();
     const clock = opts.clock ?? systemClock;
-    const dataDir = opts.dataDir ?? './.kici-data';
+    const dataDir = opts.dataDir ?? defaultDataDir();
     const config = opts.scalerConfigPath
       ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
       : undefined;

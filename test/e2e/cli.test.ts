@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -202,6 +202,10 @@ describe('npm run demo', () => {
     expect(res.stdout).toMatch(/submit-to-start p50\s+\d+ ms/);
     const ws = /agents dial (ws:\S+)\)/.exec(res.stdout)![1]!;
     expect(await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${ws}`)).toEqual([]);
+    // The log the summary names is still there once the demo has removed its temporary data dir.
+    const log = /orchestrator log\s+(\S+)/.exec(res.stdout)![1]!;
+    expect((await readFile(log, 'utf8')).length).toBeGreaterThan(0);
+    await rm(log, { force: true });
   });
 
   it('Ctrl-C stops it with nothing left running', async () => {

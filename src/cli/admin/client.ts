@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { resolveDataDir } from '../../util/default-data-dir.js';
 import { UsageError, UserError } from '../../util/errors.js';
 
 export interface ClientOptions {
@@ -59,7 +60,7 @@ export class AdminClient {
     const baseUrl = adminBaseUrl(opts.server);
     let token = opts.token ?? process.env.KICI_ADMIN_TOKEN;
     if (!token) {
-      const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';
+      const dir = resolveDataDir(opts.dataDir);
       try {
         token = (await readFile(join(dir, 'admin-token'), 'utf8')).trim();
       } catch {

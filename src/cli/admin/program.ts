@@ -17,11 +17,14 @@ export function buildAdminProgram(): Command {
   const program = new Command('kici-admin')
     .description('Operate a kici orchestrator: jobs, agents and the scaler')
     .version(packageVersion())
-    .option('--server <url>', 'orchestrator URL (default: $KICI_SERVER_URL or http://127.0.0.1:8080)')
+    .option(
+      '--server <url>',
+      'orchestrator URL (default: $KICI_URL, $KICI_SERVER_URL or http://127.0.0.1:8080)',
+    )
     .option('--token <token>', "admin token (default: $KICI_ADMIN_TOKEN, or the data dir's admin-token)")
     .option(
       '--data-dir <dir>',
-      'where to find the admin token on the orchestrator host (default: $KICI_DATA_DIR or ./.kici-data)',
+      'where to find the admin token on the orchestrator host (default: $KICI_DATA_DIR, else /var/lib/kici for root, $XDG_STATE_HOME/kici or ~/.local/state/kici otherwise)',
     )
     .showHelpAfterError()
     .exitOverride();
