@@ -15,6 +15,7 @@ import { MAX_BODY_BYTES, afterProblem, bad, idProblem, readJsonBody } from './ht
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
 import { registerEventRoutes } from './event-routes.js';
+import { registerBackoffRoutes } from './backoff-routes.js';
 
 import { registerClusterRoutes } from './cluster-routes.js';
 import type { Metrics } from './metrics.js';
@@ -274,6 +275,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   });
 
   registerClusterRoutes(app, deps);
+  registerBackoffRoutes(app, deps);
   app.get('/api/v1/scaler/vms', (c) => c.json({ vms: listVms(dispatcher, deps.clock.now()) }));
 
   app.notFound((c) =>

@@ -168,6 +168,26 @@ export function registerScalerApiCommands(
     });
 
   scaler
+    .command('reset-backoff <scaler>')
+    .description("lift a scaler's provisioning backoff (every label set, or one) once its cause is fixed")
+    .option('--label-set <labels>', 'only this label set, as status shows it (labels joined by ",")')
+    .option('--json', 'machine-readable output')
+    .action(async (name: string, o: { labelSet?: string; json?: boolean }, cmd: Command) => {
+      const r = await (
+        await client(cmd)
+      ).request<{ scaler: string; cleared: string[] }>('POST', '/api/v1/scaler/reset-backoff', {
+        scaler: name,
+        ...(o.labelSet !== undefined ? { labelSet: o.labelSet } : {}),
+      });
+      if (o.json) return printJson(r);
+      process.stdout.write(
+        r.cleared.length
+          ? `scaler ${r.scaler}: backoff lifted for ${r.cleared.map((l) => `[${l}]`).join(' ')}\n`
+          : `scaler ${r.scaler}: no label set was backing off\n`,
+      );
+    });
+
+  scaler
     .command('reap-orphans')
     .description('remove agent compute and firewall rules no live agent owns (left by a crash)')
     .option('--dry-run', 'list what would be removed, remove nothing')
