@@ -221,7 +221,8 @@ export class ProvisionBackoff {
     const cleared: string[] = [];
     for (const key of [...this.states.keys()]) {
       const k = parseBackoffKey(key);
-      if (k.scalerName !== scalerName || (labelSetKey !== undefined && k.labelSetKey !== labelSetKey)) continue;
+      if (k.scalerName !== scalerName || (labelSetKey !== undefined && k.labelSetKey !== labelSetKey))
+        continue;
       this.states.delete(key);
       cleared.push(k.labelSetKey);
     }
