@@ -34,15 +34,36 @@ function intEnv(env: NodeJS.ProcessEnv, name: string, fallback: number): number 
   return n;
 }
 
+/**
+ * `KICI_URL` is the one orchestrator URL operators set for both kici-admin and agents: its http(s)
+ * form names the API, and agents dial the `/ws` endpoint of the same origin. A ws(s) URL is used
+ * as it is.
+ */
+export function agentUrlFromKiciUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new AgentConfigError(`KICI_URL must be an http(s) or ws(s) URL, got "${raw}"`);
+  }
+  if (url.protocol === 'ws:' || url.protocol === 'wss:') return raw;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new AgentConfigError(`KICI_URL must be an http(s) or ws(s) URL, got "${raw}"`);
+  const scheme = url.protocol === 'https:' ? 'wss:' : 'ws:';
+  const base = url.pathname.replace(/\/+$/, '');
+  return `${scheme}//${url.host}${base}/ws`;
+}
+
 export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
   // With a claim code and no token, the id and the token come from the claim.
   const claimCode = env.KICI_AGENT_TOKEN ? undefined : env.KICI_SCALER_CLAIM_CODE || undefined;
-  const required = claimCode
-    ? ['KICI_ORCHESTRATOR_URL']
-    : ['KICI_ORCHESTRATOR_URL', 'KICI_AGENT_ID', 'KICI_AGENT_TOKEN'];
-  const missing = required.filter((k) => !env[k]);
+  const required = claimCode ? [] : ['KICI_AGENT_ID', 'KICI_AGENT_TOKEN'];
+  const missing = [
+    ...(env.KICI_ORCHESTRATOR_URL || env.KICI_URL ? [] : ['KICI_URL (or KICI_ORCHESTRATOR_URL)']),
+    ...required.filter((k) => !env[k]),
+  ];
   if (missing.length) throw new AgentConfigError(`missing environment: ${missing.join(', ')}`);
-  const url = env.KICI_ORCHESTRATOR_URL!;
+  const url = env.KICI_ORCHESTRATOR_URL || agentUrlFromKiciUrl(env.KICI_URL!);
   if (!/^wss?:\/\//.test(url)) {
     throw new AgentConfigError(`KICI_ORCHESTRATOR_URL must be a ws:// or wss:// URL, got "${url}"`);
   }

@@ -3,10 +3,12 @@
  * kici-agent: connects to an orchestrator and runs the jobs it is given. Kept free of heavy imports
  * so a cold agent starts in tens of milliseconds.
  */
+import './node-check.js';
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 import { takeHandedToken } from '../agent/token-handoff.js';
 import { packageVersion } from '../version.js';
+import { exitWhenFlushed } from './exit.js';
 
 // Our stdout/stderr are pipes to whoever started us (the orchestrator, for scaler agents). If that
 // process dies, writes fail with EPIPE; the agent must survive that to reconnect to its successor.
@@ -35,7 +37,8 @@ async function main(): Promise<number> {
     process.stdout.write(
       'kici-agent: runs CI jobs for a kici orchestrator.\n\n' +
         'Environment:\n' +
-        '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (required)\n' +
+        '  KICI_URL               the orchestrator, http(s)://host:port (its /ws is dialled) or ws(s)://host:port/ws\n' +
+        '  KICI_ORCHESTRATOR_URL  ws://host:port/ws of the orchestrator (wins over KICI_URL; one of them is required)\n' +
         "  KICI_AGENT_ID          this agent's id, as bound to its token (required)\n" +
         '  KICI_AGENT_TOKEN       bearer token from `kici-admin agent token create` (required,\n' +
         '                         unless given by one of the two below)\n' +
@@ -76,10 +79,7 @@ async function main(): Promise<number> {
   return agent.run();
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => {
-    process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
-    process.exit(1);
-  },
-);
+main().then(exitWhenFlushed, (err: unknown) => {
+  process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
+  return exitWhenFlushed(1);
+});

@@ -49,7 +49,8 @@ export async function demo(o: DemoOptions): Promise<number> {
   const total = o.jobs ?? 24;
   const dataDir = o.dataDir ?? (await mkdtemp(join(tmpdir(), 'kici-demo-')));
   const config = o.config ?? fileURLToPath(new URL('../../examples/demo-scalers.yaml', import.meta.url));
-  const logPath = join(dataDir, 'orchestrator.log');
+  // A temporary data dir is removed at the end; the log the summary names is kept beside it.
+  const logPath = o.dataDir ? join(dataDir, 'orchestrator.log') : `${dataDir}.log`;
   const logger = pino({ level: 'info', base: { service: 'kici-orchestrator' } }, createWriteStream(logPath));
   const out = (s: string) => process.stdout.write(s);
   out(`kici demo: starting an orchestrator (embedded database in ${dataDir}, config ${config})\n`);

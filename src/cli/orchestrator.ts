@@ -1,8 +1,10 @@
 #!/usr/bin/env node
+import './node-check.js';
 import { Command, CommanderError } from 'commander';
 import { flagProperty, SCALER_SETTINGS } from '../config/scaler-settings.js';
-import { UserError } from '../util/errors.js';
+import { UsageError } from '../util/errors.js';
 import { packageVersion } from '../version.js';
+import { exitWhenFlushed } from './exit.js';
 
 // `serve` and `demo` load the whole server; they are imported when their command runs, so
 // `--version` and `--help` answer at once.
@@ -18,7 +20,10 @@ const serveCommand = program
   .option('--config <file>', 'scaler config (default: $KICI_SCALER_CONFIG_PATH; none = no autoscaling)')
   .option('--config-dir <dir>', 'scalers.d drop-in directory (default: $KICI_SCALER_CONFIG_DIR)')
   .option('--listen <host:port>', 'where to listen (default: $KICI_LISTEN or 127.0.0.1:8080)')
-  .option('--data-dir <dir>', 'embedded database (default: $KICI_DATA_DIR or ./.kici-data)')
+  .option(
+    '--data-dir <dir>',
+    'embedded database and admin token (default: $KICI_DATA_DIR, else /var/lib/kici for root, $XDG_STATE_HOME/kici or ~/.local/state/kici otherwise)',
+  )
   .option(
     '--admin-token-file <file>',
     'where the bootstrap admin token is written, outside the data dir (default: $KICI_ADMIN_TOKEN_FILE, else /etc/kici/admin-token for root, else $XDG_CONFIG_HOME/kici/admin-token)',
@@ -138,7 +143,7 @@ program
   .action(async (o: { jobs: string; dataDir?: string; config?: string }) => {
     const jobs = Number(o.jobs);
     if (!Number.isInteger(jobs) || jobs < 1 || jobs > 10_000)
-      throw new UserError('--jobs: a whole number from 1 to 10000');
+      throw new UsageError('--jobs: a whole number from 1 to 10000');
     const { demo } = await import('./demo.js');
     process.exitCode = await demo({
       jobs,
@@ -148,10 +153,10 @@ program
   });
 
 program.parseAsync(process.argv).then(
-  () => process.exit(process.exitCode ?? 0),
+  () => exitWhenFlushed(typeof process.exitCode === 'number' ? process.exitCode : 0),
   (err: unknown) => {
-    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
+    if (err instanceof CommanderError) return exitWhenFlushed(err.exitCode === 0 ? 0 : 2);
     process.stderr.write(`Error: ${(err as Error).message}\n`);
-    process.exit(1);
+    return exitWhenFlushed(err instanceof UsageError ? 2 : 1);
   },
 );

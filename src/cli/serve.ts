@@ -1,7 +1,8 @@
 import { readScalerSettings } from '../config/scaler-settings.js';
 import { Orchestrator } from '../server/orchestrator.js';
 import { tlsFilesFrom } from '../server/tls.js';
-import { UserError } from '../util/errors.js';
+import { resolveDataDir } from '../util/default-data-dir.js';
+import { UsageError, UserError } from '../util/errors.js';
 import { createLogger } from '../util/logger.js';
 import { retentionFromSettings, type RetentionKey } from '../store/retention/policy.js';
 
@@ -37,7 +38,7 @@ export const DEFAULT_DRAIN_TIMEOUT_SECONDS = 60;
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(.*):(\d{1,5})$/.exec(value);
   const port = m ? Number(m[2]) : NaN;
-  if (!m || port > 65535) throw new Error(`--listen: expected host:port, got "${value}"`);
+  if (!m || port > 65535) throw new UsageError(`--listen: expected host:port, got "${value}"`);
   return { host: m[1]!.replace(/^\[(.*)\]$/, '$1') || '127.0.0.1', port };
 }
 
@@ -46,7 +47,7 @@ export function parseDrainTimeout(value: string | undefined): number {
   if (value === undefined || value.trim() === '') return DEFAULT_DRAIN_TIMEOUT_SECONDS;
   const n = Number(value);
   if (!Number.isFinite(n) || n < 0 || n > 86_400)
-    throw new UserError(`--drain-timeout: expected seconds from 0 to 86400, got "${value}"`);
+    throw new UsageError(`--drain-timeout: expected seconds from 0 to 86400, got "${value}"`);
   return n;
 }
 
@@ -70,7 +71,7 @@ export async function serve(o: ServeOptions): Promise<number> {
   const orch = await Orchestrator.start({
     host: listen.host,
     port: listen.port,
-    dataDir: o.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data',
+    dataDir: resolveDataDir(o.dataDir),
     databaseUrl: o.databaseUrl ?? process.env.KICI_DATABASE_URL,
     scalerConfigPath: o.config ?? process.env.KICI_SCALER_CONFIG_PATH,
     scalerConfigDir: o.configDir ?? process.env.KICI_SCALER_CONFIG_DIR,

@@ -18,7 +18,7 @@ export const SCALER_TYPES = ['container', 'bare-metal', 'firecracker', 'event'] 
 export type ScalerType = (typeof SCALER_TYPES)[number];
 
 /** Scaler names end up in labels, container labels and metric labels: keep them plain. */
-const SCALER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+export const SCALER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 
 function isUrlWithProtocol(value: string, protocols: string[]): boolean {
   try {

@@ -7,6 +7,7 @@ import { LineCounter, parseDocument, type Document } from 'yaml';
 import { fastParse } from './fast-yaml.js';
 import { UserError } from '../util/errors.js';
 import { SCALER_PARSE_PARAMS } from './messages.js';
+import { fileSizeProblem, shapeProblem } from './size-caps.js';
 import {
   attachSources,
   tagError,
@@ -35,7 +36,11 @@ async function readYamlFile(file: string, dropIn: boolean): Promise<Parsed> {
   } catch (err) {
     return { failures: [tagError(err, { path: file, kind: 'file' })] };
   }
+  const tooBig = fileSizeProblem(file, Buffer.byteLength(text, 'utf8'));
+  if (tooBig) return { failures: [tagError(new UserError(tooBig), { path: file, kind: 'file' })] };
   const fast = fastParse(text, file);
+  const shape = fast.ok ? shapeProblem(file, fast.value) : undefined;
+  if (shape) return { failures: [tagError(new UserError(shape), { path: file, kind: 'file' })] };
   if (fast.ok) {
     if (dropIn && fast.value !== null && fast.value !== undefined && !isPlainObject(fast.value)) {
       const message = `${file}: the top level of a scalers.d file must be a mapping with a "scalers" list, got ${kindOf(fast.value)}`;
@@ -56,6 +61,8 @@ async function readYamlFile(file: string, dropIn: boolean): Promise<Parsed> {
     const message = err instanceof Error ? err.message : String(err);
     return { failures: [tagError(new UserError(`${file}: ${message}`), { path: file, kind: 'file' })] };
   }
+  const slowShape = shapeProblem(file, value);
+  if (slowShape) return { failures: [tagError(new UserError(slowShape), { path: file, kind: 'file' })] };
   if (dropIn && value !== null && !isPlainObject(value)) {
     const message = `${file}: the top level of a scalers.d file must be a mapping with a "scalers" list, got ${kindOf(value)}`;
     return { failures: [tagError(new UserError(message), { path: file, kind: 'file' })] };

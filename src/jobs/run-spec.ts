@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { isMemoryString } from '../config/memory.js';
+import { isMemoryString, parseMemoryString } from '../config/memory.js';
+import { LIMITS } from '../protocol/limits.js';
+import { checkJobSizes, MAX_MEMORY_BYTES } from './run-limits.js';
 import { dropShadowedRequired, runSpecIssueMessage } from './run-spec-messages.js';
 import { clip, findUnsafeText } from './safe-text.js';
 
@@ -32,7 +34,12 @@ const memorySchema = z
   .string()
   .regex(MEMORY_PATTERN, MEMORY_MESSAGE)
   // A number too large for a double would pass the pattern and then fail when the job is billed.
-  .refine((v) => !MEMORY_PATTERN.test(v) || isMemoryString(v), MEMORY_MESSAGE);
+  .refine((v) => !MEMORY_PATTERN.test(v) || isMemoryString(v), MEMORY_MESSAGE)
+  // No machine has more: a request above this could never be met and would wait forever.
+  .refine(
+    (v) => !isMemoryString(v) || parseMemoryString(v) <= MAX_MEMORY_BYTES,
+    `at most ${MAX_MEMORY_BYTES / 1024 ** 3}g (1 PiB); no machine could meet more`,
+  );
 
 const resourceSpecSchema = z.strictObject({
   cpus: z.number().positive().max(256).optional(),
@@ -53,22 +60,29 @@ export const stepSpecSchema = z.strictObject({
 
 export const JOB_ROLES = ['execution', 'build', 'init'] as const;
 
-export const jobSpecSchema = z.strictObject({
-  runsOn: z
-    .union([z.string().min(1), z.array(z.string().min(1)).min(1)], {
-      error: (iss) =>
-        `${iss.input === undefined ? 'required: ' : ''}a label or a list of labels, like [linux, small]`,
-    })
-    .transform((v) => (typeof v === 'string' ? [v] : v)),
-  steps: z.array(stepSpecSchema).min(1, 'at least one step'),
-  env: envSchema.optional(),
-  resources: jobResourcesSchema.optional(),
-  container: z.strictObject({ image: z.string().min(1) }).optional(),
-  timeoutSeconds: timeoutSchema.optional(),
-  role: z.enum(JOB_ROLES).default('execution'),
-  /** Never run on an agent (or scaler label set) carrying any of these labels. */
-  excludeLabels: z.array(z.string().min(1)).optional(),
-});
+/** An agent registers with at most this many labels, so a job asking for more could never match. */
+const MAX_RUNS_ON = LIMITS.registerLabels;
+const label = z.string().min(1).max(LIMITS.labelChars, `a label has at most ${LIMITS.labelChars} characters`);
+
+export const jobSpecSchema = z
+  .strictObject({
+    runsOn: z
+      .union([label, z.array(label).min(1)], {
+        error: (iss) =>
+          `${iss.input === undefined ? 'required: ' : ''}a label or a list of labels, like [linux, small]`,
+      })
+      .transform((v) => (typeof v === 'string' ? [v] : v))
+      .refine((v) => v.length <= MAX_RUNS_ON, `at most ${MAX_RUNS_ON} labels (an agent has no more)`),
+    steps: z.array(stepSpecSchema).min(1, 'at least one step'),
+    env: envSchema.optional(),
+    resources: jobResourcesSchema.optional(),
+    container: z.strictObject({ image: z.string().min(1) }).optional(),
+    timeoutSeconds: timeoutSchema.optional(),
+    role: z.enum(JOB_ROLES).default('execution'),
+    /** Never run on an agent (or scaler label set) carrying any of these labels. */
+    excludeLabels: z.array(z.string().min(1)).optional(),
+  })
+  .superRefine(checkJobSizes);
 
 const jobNameSchema = z
   .string()

@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { resolveTool } from '../util/system-tools.js';
 
 /** Batches up to this size go on the command line (Linux allows 128 KiB per argument). */
 const ARGV_LIMIT = 64 * 1024;
@@ -55,7 +56,9 @@ export function createNftRunner(opts: NftRunnerOptions = {}): NftRunner {
   const prefix: string[] = [];
   if (opts.sudo) prefix.push('sudo', '-n');
   if (opts.netns) prefix.push('ip', 'netns', 'exec', opts.netns);
-  const argv = (args: string[]): string[] => [...prefix, opts.command ?? 'nft', ...args];
+  // Found in /usr/sbin or /sbin too, where it lives, even when the service's PATH leaves them out.
+  const command = resolveTool(opts.command ?? 'nft');
+  const argv = (args: string[]): string[] => [...prefix, command, ...args];
   const timeoutMs = opts.timeoutMs ?? 10_000;
   return {
     async run(commands) {

@@ -1,7 +1,8 @@
 import { access, constants, stat } from 'node:fs/promises';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import type { ScalerEntry } from '../config/index.js';
 import { UserError } from '../util/errors.js';
+import { toolSearchDirs } from '../util/system-tools.js';
 import type { RequiredTool } from './types.js';
 
 export interface ToolProblem {
@@ -25,13 +26,12 @@ export async function executableProblem(path: string): Promise<string | undefine
   }
 }
 
-/** The first executable `command` on PATH, or undefined. */
+/** The first executable `command` on PATH, then in the sbin directories PATH lacks; or undefined. */
 export async function findOnPath(
   command: string,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<string | undefined> {
-  for (const dir of (env.PATH ?? '').split(delimiter)) {
-    if (!dir) continue;
+  for (const dir of toolSearchDirs(env)) {
     const candidate = join(dir, command);
     if ((await executableProblem(candidate)) === undefined) return candidate;
   }

@@ -119,6 +119,11 @@ export async function applyReload(
 
   // Commit: nothing below awaits, so no decision sees a half-applied config.
   for (const k of kept) k.backend.applyReload(k.entry);
+  // A changed entry may be the fix for what failed (a wrong path, a missing image): retry at once.
+  const cleared = plan.updated.flatMap((name) =>
+    s.backoff.clear(name).map((labelSet) => ({ scaler: name, labelSet })),
+  );
+  if (cleared.length) m.log.info({ cleared }, 'reload cleared the backoff of changed scalers');
   for (const b of built) s.backends.set(b.name, b);
   for (const name of plan.retired) s.retiring.set(name, m.opts.clock.now());
   for (const name of plan.resurrected) s.retiring.delete(name);

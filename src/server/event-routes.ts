@@ -6,7 +6,12 @@ import { DeliveriesRepo, type DeliveryRow } from '../scaler/events/deliveries-re
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
+import { SCALER_NAME_PATTERN } from '../config/entry-schema.js';
+import { quote } from '../jobs/safe-text.js';
+import { SCALE_DOWN_EVENT, SCALE_UP_EVENT } from '../scaler/events/payloads.js';
 import { bad, describeIssues, idProblem, readJsonBody } from './http-validation.js';
+
+const EVENT_NAMES: string[] = [SCALE_UP_EVENT, SCALE_DOWN_EVENT];
 
 export interface EventRouteDeps {
   store: Store;
@@ -61,6 +66,15 @@ export function registerEventRoutes(app: Hono, deps: EventRouteDeps): void {
   app.get('/api/v1/events', async (c) => {
     const name = c.req.query('name');
     const scaler = c.req.query('scaler');
+    const problems = [
+      ...(name && !EVENT_NAMES.includes(name)
+        ? [`name: one of ${EVENT_NAMES.join(', ')}, got ${quote(name, 60)}`]
+        : []),
+      ...(scaler && !SCALER_NAME_PATTERN.test(scaler)
+        ? [`scaler: ${quote(scaler, 60)} is not a scaler name`]
+        : []),
+    ];
+    if (problems.length) return bad(c, problems);
     const rows = await deliveries.list({
       ...(name ? { eventName: name } : {}),
       ...(scaler ? { scalerName: scaler } : {}),

@@ -21,6 +21,7 @@ import {
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
 import { registerEventRoutes } from './event-routes.js';
+import { registerBackoffRoutes } from './backoff-routes.js';
 
 import { registerClusterRoutes } from './cluster-routes.js';
 import { accessControl } from './access-control.js';
@@ -304,6 +305,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   registerClusterRoutes(app, deps);
   registerAccessRoutes(app, deps);
+  registerBackoffRoutes(app, deps);
   app.get('/api/v1/scaler/vms', (c) => c.json({ vms: listVms(dispatcher, deps.clock.now()) }));
 
   app.notFound((c) =>

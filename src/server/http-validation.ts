@@ -83,7 +83,10 @@ export const tokenBodySchema = z.strictObject({
   agentId: z
     .string()
     .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, 'an agent id (letters, digits, ".", "_", "-")')
-    .refine((v) => !v.startsWith('scaler-'), 'the "scaler-" prefix is reserved for scaler-spawned agents')
+    .refine(
+      (v) => !/^scaler-/i.test(v),
+      'the "scaler-" prefix (in any case) is reserved for scaler-spawned agents',
+    )
     .optional(),
   ttlSeconds: z
     .number()

@@ -1,3 +1,4 @@
+import { defaultDataDir } from '../util/default-data-dir.js';
 import type { Server } from 'node:http';
 import { createListener } from './tls.js';
 import type { AddressInfo } from 'node:net';
@@ -97,7 +98,7 @@ export class Orchestrator {
     const opts = withScalerSettings(given);
     const log = opts.logger ?? createLogger();
     const clock = opts.clock ?? systemClock;
-    const dataDir = opts.dataDir ?? './.kici-data';
+    const dataDir = opts.dataDir ?? defaultDataDir();
     const config = opts.scalerConfigPath
       ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
       : undefined;

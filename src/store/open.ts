@@ -1,3 +1,4 @@
+import { defaultDataDir } from '../util/default-data-dir.js';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import { UserError, errorMessage } from '../util/errors.js';
@@ -37,7 +38,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
     await migrateToLatest(db as Kysely<unknown>);
     return { db, engine: 'postgres', close: () => db.destroy() };
   }
-  const dataDir = opts.dataDir ?? './.kici-data';
+  const dataDir = opts.dataDir ?? defaultDataDir();
   const pgDir = `${dataDir}/pg`;
   await prepareDataDir(dataDir);
   let pglite: PGlite;

@@ -21,3 +21,9 @@ export class UserError extends Error {
     super(message);
   }
 }
+
+/**
+ * A command line that cannot be right: a value given to an option or argument is not valid, or
+ * options that do not go together. CLIs print its message and exit 2, like any usage error.
+ */
+export class UsageError extends UserError {}

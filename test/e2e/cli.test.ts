@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -129,8 +129,9 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
     expect(body.token).toMatch(/^kici_/);
     const agents = await admin(['agent', 'list']);
     expect(agents.code).toBe(0);
+    // A value the server refuses (400) is a usage error, like one the CLI refuses itself.
     const bad = await admin(['agent', 'token', 'create', '--labels', 'kici:os:linux']);
-    expect(bad.code).toBe(1);
+    expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/labels: the kici: prefix is reserved/);
   });
 
@@ -204,6 +205,10 @@ describe('npm run demo', () => {
     expect(res.stdout).toMatch(/submit-to-start p50\s+\d+ ms/);
     const ws = /agents dial (ws:\S+)\)/.exec(res.stdout)![1]!;
     expect(await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${ws}`)).toEqual([]);
+    // The log the summary names is still there once the demo has removed its temporary data dir.
+    const log = /orchestrator log\s+(\S+)/.exec(res.stdout)![1]!;
+    expect((await readFile(log, 'utf8')).length).toBeGreaterThan(0);
+    await rm(log, { force: true });
   });
 
   it('Ctrl-C stops it with nothing left running', async () => {

@@ -29,7 +29,9 @@ function config(networkIsolation: boolean) {
 describe('isolation preflight', () => {
   it('start-up fails when nft is not on PATH and isolation is on, naming the fix', async () => {
     const empty = await mkdtemp(join(tmpdir(), 'kici-no-nft-'));
-    const err = await startTestOrchestrator({ config: config(true), hostEnv: { PATH: empty } }).then(
+    // Nor in an sbin directory, where a host's nft is found even when PATH lacks it.
+    const hostEnv = { PATH: empty, KICI_SBIN_DIRS: '' };
+    const err = await startTestOrchestrator({ config: config(true), hostEnv }).then(
       async (t) => {
         await t.stop();
         return undefined;

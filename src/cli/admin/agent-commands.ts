@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseDurationMs } from '../../util/duration.js';
-import { UserError } from '../../util/errors.js';
+import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 import { registerTokenAdminCommands } from './token-commands.js';
@@ -81,14 +81,14 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
         .split(',')
         .map((l) => l.trim())
         .filter(Boolean);
-      if (!labels.length) throw new UserError('--labels: at least one label');
+      if (!labels.length) throw new UsageError('--labels: at least one label');
       // Absent: the server's default (90 days); "never" is asked for explicitly.
       let ttlSeconds: number | null | undefined;
       if (o.ttl === 'never') ttlSeconds = null;
       else if (o.ttl !== undefined) {
         const ms = parseDurationMs(o.ttl);
         if (ms === undefined)
-          throw new UserError(`--ttl: seconds, a duration such as 12h or 30d, or "never"; got "${o.ttl}"`);
+          throw new UsageError(`--ttl: seconds, a duration such as 12h or 30d, or "never"; got "${o.ttl}"`);
         ttlSeconds = Math.ceil(ms / 1000);
       }
       const res = await (

@@ -5,7 +5,8 @@ import {
   LEGACY_TOKEN_FILE,
   SERVICE_TOKEN_FILE,
 } from '../../access/bootstrap-token.js';
-import { UserError } from '../../util/errors.js';
+import { resolveDataDir } from '../../util/default-data-dir.js';
+import { UsageError, UserError } from '../../util/errors.js';
 
 export interface ClientOptions {
   server?: string;
@@ -29,7 +30,7 @@ export class ApiError extends UserError {
  * systemd unit's file, else the data dir of an orchestrator from before access tokens.
  */
 async function tokenFromFiles(opts: ClientOptions): Promise<string> {
-  const dir = opts.dataDir ?? process.env.KICI_DATA_DIR ?? './.kici-data';
+  const dir = resolveDataDir(opts.dataDir);
   const first = opts.tokenFile ?? defaultAdminTokenFile();
   const tried = [...new Set([first, SERVICE_TOKEN_FILE, join(dir, LEGACY_TOKEN_FILE)])];
   for (const path of tried) {
@@ -41,6 +42,37 @@ async function tokenFromFiles(opts: ClientOptions): Promise<string> {
   );
 }
 
+/**
+ * The orchestrator's base URL: `--server`, else `KICI_URL` (the one URL agents use too; a
+ * `ws://…/ws` form is accepted and turned into its HTTP origin), else `KICI_SERVER_URL`.
+ */
+export function adminBaseUrl(server: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const [source, raw] =
+    server !== undefined
+      ? ['--server', server]
+      : env.KICI_URL
+        ? ['KICI_URL', env.KICI_URL]
+        : env.KICI_SERVER_URL
+          ? ['KICI_SERVER_URL', env.KICI_SERVER_URL]
+          : ['default', 'http://127.0.0.1:8080'];
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new UsageError(
+      `${source}: ${JSON.stringify(raw.slice(0, 80))} is not a URL (e.g. http://127.0.0.1:8080)`,
+    );
+  }
+  const scheme = { 'http:': 'http:', 'https:': 'https:', 'ws:': 'http:', 'wss:': 'https:' }[url.protocol];
+  if (!scheme)
+    throw new UsageError(
+      `${source}: ${JSON.stringify(raw.slice(0, 80))} is not an http(s) URL (e.g. http://127.0.0.1:8080)`,
+    );
+  // A ws URL names the agent endpoint; the API lives at the same origin.
+  if (url.protocol.startsWith('ws')) return `${scheme}//${url.host}`;
+  return `${scheme}//${url.host}${url.pathname}`.replace(/\/$/, '');
+}
+
 /** Talks to the admin API. On the orchestrator's own host it finds the bootstrap admin token by itself. */
 export class AdminClient {
   private constructor(
@@ -49,10 +81,7 @@ export class AdminClient {
   ) {}
 
   static async create(opts: ClientOptions = {}): Promise<AdminClient> {
-    const baseUrl = (opts.server ?? process.env.KICI_SERVER_URL ?? 'http://127.0.0.1:8080').replace(
-      /\/$/,
-      '',
-    );
+    const baseUrl = adminBaseUrl(opts.server);
     // An empty value counts as unset.
     const token = opts.token || process.env.KICI_ADMIN_TOKEN || (await tokenFromFiles(opts));
     return new AdminClient(baseUrl, token);

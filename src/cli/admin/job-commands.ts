@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { checkRunFile, readRunFile, summarizeRun } from '../../jobs/run-file.js';
-import { UserError } from '../../util/errors.js';
+import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 import { type ClientOptions } from './client.js';
@@ -16,7 +16,7 @@ function parseTimeout(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0)
-    throw new UserError(`--timeout: a number of seconds greater than 0, got ${JSON.stringify(raw)}`);
+    throw new UsageError(`--timeout: a number of seconds greater than 0, got ${JSON.stringify(raw)}`);
   return n * 1000;
 }
 
@@ -37,8 +37,8 @@ interface SubmitOptions {
 
 async function submit(file: string, o: SubmitOptions, api: () => Promise<AdminClient>): Promise<void> {
   if ((o.timeout !== undefined || o.follow) && !o.wait)
-    throw new UserError('--timeout and --follow only apply with --wait');
-  if (o.timestamps && !o.follow) throw new UserError('--timestamps only applies with --follow');
+    throw new UsageError('--timeout and --follow only apply with --wait');
+  if (o.timestamps && !o.follow) throw new UsageError('--timestamps only applies with --follow');
   const timeoutMs = parseTimeout(o.timeout);
   const spec = await readRunFile(file);
   const client = await api();
@@ -76,9 +76,11 @@ async function submit(file: string, o: SubmitOptions, api: () => Promise<AdminCl
     else printJson(body);
   } else process.stdout.write(jobStateTable(result.jobs) + '\n');
   if (result.timedOut) {
-    process.stderr.write(
-      `Error: run ${res.runId} was not finished after ${o.timeout}s (--timeout); its jobs keep running (see the states above)\n`,
-    );
+    // With --json the body's `timedOut` says it; stderr stays free of text.
+    if (!o.json)
+      process.stderr.write(
+        `Error: run ${res.runId} was not finished after ${o.timeout}s (--timeout); its jobs keep running (see the states above)\n`,
+      );
     process.exitCode = 1;
   } else if (result.jobs.some((j) => j.state !== 'succeeded')) process.exitCode = 1;
 }
@@ -104,6 +106,7 @@ export function registerJobCommands(program: Command, client: Client): void {
     .description('check a run file offline (no server); lists every problem')
     .option('--json', 'machine-readable output')
     .action(async (file: string, o: { json?: boolean }) => {
+      if (!file) throw new UsageError('<file>: the path of a run file (YAML or JSON)');
       const res = await checkRunFile(file);
       if (o.json) {
         printJson(

@@ -1,12 +1,13 @@
-import { Command, CommanderError } from 'commander';
-import { UserError } from '../../util/errors.js';
+import { Command } from 'commander';
 import { packageVersion } from '../../version.js';
 import { registerAccessCommands } from './access-commands.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
 import { registerClusterCommands } from './cluster-commands.js';
+import { registerCompletionCommand } from './completion.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
+import { reportFailure, silenceCommanderErrors, wantsJson } from './failure.js';
 import { registerFirecrackerCommands } from './firecracker-commands.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerPruneCommand } from './prune-command.js';
@@ -19,7 +20,10 @@ export function buildAdminProgram(): Command {
   const program = new Command('kici-admin')
     .description('Operate a kici orchestrator: jobs, agents and the scaler')
     .version(packageVersion())
-    .option('--server <url>', 'orchestrator URL (default: $KICI_SERVER_URL or http://127.0.0.1:8080)')
+    .option(
+      '--server <url>',
+      'orchestrator URL (default: $KICI_URL, $KICI_SERVER_URL or http://127.0.0.1:8080)',
+    )
     .option('--token <token>', 'access token (default: $KICI_ADMIN_TOKEN, else the token file)')
     .option(
       '--token-file <file>',
@@ -27,7 +31,7 @@ export function buildAdminProgram(): Command {
     )
     .option(
       '--data-dir <dir>',
-      'data dir of an orchestrator from before access tokens, which kept its token there (default: $KICI_DATA_DIR or ./.kici-data)',
+      'data dir of an orchestrator from before access tokens, which kept its token there (default: $KICI_DATA_DIR, else /var/lib/kici for root, $XDG_STATE_HOME/kici or ~/.local/state/kici otherwise)',
     )
     .showHelpAfterError()
     .exitOverride();
@@ -57,30 +61,19 @@ export function buildAdminProgram(): Command {
   registerAccessCommands(program, client);
   registerPruneCommand(program, client);
   registerBackupCommand(program, client);
+  registerCompletionCommand(program);
   return program;
 }
 
-/** Run with operator-friendly failures: exit 1 for bad input, 2 for usage, no stack traces. */
+/** Run with operator-friendly failures: exit 1 for a failure, 2 for usage, no stack traces. */
 export async function runAdmin(argv: string[]): Promise<number> {
   const program = buildAdminProgram();
+  const json = wantsJson(argv);
+  if (json) silenceCommanderErrors(program);
   try {
     await program.parseAsync(argv, { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
-    if (err instanceof CommanderError) {
-      if (
-        err.code === 'commander.helpDisplayed' ||
-        err.code === 'commander.version' ||
-        err.code === 'commander.help'
-      )
-        return 0;
-      return err.exitCode === 0 ? 0 : 2;
-    }
-    if (err instanceof UserError) {
-      process.stderr.write(`Error: ${err.message}\n`);
-      return 1;
-    }
-    process.stderr.write(`Error: ${(err as Error).message}\n`);
-    return 1;
+    return reportFailure(err, json);
   }
 }

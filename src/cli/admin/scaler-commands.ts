@@ -147,14 +147,14 @@ export function registerScalerApiCommands(
       ).request<{
         result: string;
         problems?: string[];
-        plan?: unknown;
+        plan?: ReloadPlanView;
         instances?: { instance: string; result: string; problems: string[] }[];
       }>('POST', '/api/v1/scaler/reload');
       if (o.json) printJson(r);
       else {
         process.stdout.write(`${r.result}\n`);
         for (const p of r.problems ?? []) process.stdout.write(`  ${p}\n`);
-        if (r.plan) process.stdout.write(`${JSON.stringify(r.plan, null, 2)}\n`);
+        if (r.plan) process.stdout.write(renderReloadPlan(r.plan));
         // Several orchestrators on one database: each one's own answer.
         for (const i of r.instances ?? []) {
           process.stdout.write(`instance ${i.instance}: ${i.result}\n`);
@@ -165,6 +165,26 @@ export function registerScalerApiCommands(
         (i) => i.result !== 'applied' && i.result !== 'not-configured',
       );
       if (r.result === 'rejected' || refused) process.exitCode = 1;
+    });
+
+  scaler
+    .command('reset-backoff <scaler>')
+    .description("lift a scaler's provisioning backoff (every label set, or one) once its cause is fixed")
+    .option('--label-set <labels>', 'only this label set, as status shows it (labels joined by ",")')
+    .option('--json', 'machine-readable output')
+    .action(async (name: string, o: { labelSet?: string; json?: boolean }, cmd: Command) => {
+      const r = await (
+        await client(cmd)
+      ).request<{ scaler: string; cleared: string[] }>('POST', '/api/v1/scaler/reset-backoff', {
+        scaler: name,
+        ...(o.labelSet !== undefined ? { labelSet: o.labelSet } : {}),
+      });
+      if (o.json) return printJson(r);
+      process.stdout.write(
+        r.cleared.length
+          ? `scaler ${r.scaler}: backoff lifted for ${r.cleared.map((l) => `[${l}]`).join(' ')}\n`
+          : `scaler ${r.scaler}: no label set was backing off\n`,
+      );
     });
 
   scaler
@@ -200,4 +220,29 @@ interface ReapOrphansView {
   dryRun: boolean;
   items: { scaler: string; agentId: string | null; ref: string; reason: string }[];
   errors: { scaler: string; message: string }[];
+}
+
+interface ReloadPlanView {
+  added?: string[];
+  updated?: string[];
+  unchanged?: string[];
+  retired?: string[];
+  resurrected?: string[];
+  global?: string[];
+}
+
+/** A reload's plan as text: one line per kind of change that has entries. */
+export function renderReloadPlan(plan: ReloadPlanView): string {
+  const rows: [string, string[] | undefined][] = [
+    ['added', plan.added],
+    ['updated', plan.updated],
+    ['retired', plan.retired],
+    ['resurrected', plan.resurrected],
+    ['unchanged', plan.unchanged],
+    ['global settings changed', plan.global],
+  ];
+  return rows
+    .filter(([, names]) => names && names.length)
+    .map(([what, names]) => `  ${what}: ${names!.join(', ')}\n`)
+    .join('');
 }

@@ -10,6 +10,7 @@ import {
   summarizeConfig,
 } from '../../config/index.js';
 import { jobTargetProblems } from '../../scaler/events/job-targets.js';
+import { UsageError } from '../../util/errors.js';
 
 export interface CommandOutput {
   out(text: string): void;
@@ -58,6 +59,8 @@ interface ValidateOptions {
 }
 
 async function validate(configPath: string, opts: ValidateOptions, io: CommandOutput): Promise<void> {
+  if (!configPath) throw new UsageError('<config>: the path of a scaler config (scalers.yaml)');
+  if (opts.dir === '') throw new UsageError('--dir: the path of a scalers.d directory');
   const loaded = await loadScalerConfigForPeople(configPath, opts.dir);
   // A `job:` template that cannot run makes the config invalid, like a schema problem.
   const templates = loaded.ok ? await jobTargetProblems(loaded.config, configPath) : [];
@@ -100,6 +103,7 @@ export function registerScalerConfigCommands(scaler: Command, io: CommandOutput 
   const schemaCmd = scaler
     .command('schema')
     .description('print the JSON Schema of scalers.yaml, for editor completion')
+    .option('--json', 'accepted for uniformity: the schema is JSON already')
     .action(() => {
       io.out(`${JSON.stringify(scalerConfigJsonSchema(), null, 2)}\n`);
       process.exitCode = 0;

@@ -213,6 +213,23 @@ export class ProvisionBackoff {
     });
   }
 
+  /**
+   * Lift the backoff of one scaler's label sets (all of them, or the one given): the operator fixed
+   * the cause. The memory of counted agents stays, so a late report of an old failure cannot re-arm
+   * it. Returns the label set keys that had a backoff.
+   */
+  clear(scalerName: string, labelSetKey?: string): string[] {
+    const cleared: string[] = [];
+    for (const key of [...this.states.keys()]) {
+      const k = parseBackoffKey(key);
+      if (k.scalerName !== scalerName || (labelSetKey !== undefined && k.labelSetKey !== labelSetKey))
+        continue;
+      this.states.delete(key);
+      cleared.push(k.labelSetKey);
+    }
+    return cleared;
+  }
+
   /** Forget everything about keys whose scaler is gone (reload removed it). */
   forgetScaler(scalerName: string): void {
     for (const map of [this.states, this.counted]) {

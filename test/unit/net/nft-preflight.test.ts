@@ -2,7 +2,7 @@
  * With isolation on, a host without nft must stop start-up with the remedy; with it off, the
  * operator is told once per scaler what that means.
  */
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -12,15 +12,37 @@ import { nftRequiredTool, probeNft, warnIsolationOff } from '../../../src/net/nf
 import { createNftRunner, NftError } from '../../../src/net/nft-runner.js';
 import { NftAgentIsolation } from '../../../src/net/nft-isolation.js';
 import { fatalToolError, preflightTools } from '../../../src/scaler/preflight.js';
+import { resolveTool, toolSearchDirs } from '../../../src/util/system-tools.js';
 
 describe('nft preflight', () => {
   it('nft missing from PATH is a fatal problem whose message names the scaler, nft and the remedy', async () => {
     const empty = await mkdtemp(join(tmpdir(), 'kici-nopath-'));
-    const problems = await preflightTools({ name: 'ctr' }, [nftRequiredTool()], { PATH: empty });
+    const problems = await preflightTools({ name: 'ctr' }, [nftRequiredTool()], {
+      PATH: empty,
+      KICI_SBIN_DIRS: '',
+    });
     expect(problems).toHaveLength(1);
     const err = fatalToolError(problems);
     expect(err?.message).toMatch(/scaler "ctr": nft \(network isolation\): nft was not found on PATH/);
     expect(err?.message).toMatch(/apt-get install .*nftables.*CAP_NET_ADMIN.*networkIsolation: false/);
+  });
+
+  it('nft in an sbin directory is found even when PATH leaves it out', async () => {
+    const empty = await mkdtemp(join(tmpdir(), 'kici-nopath-'));
+    const sbin = await mkdtemp(join(tmpdir(), 'kici-sbin-'));
+    await writeFile(join(sbin, 'nft'), '#!/bin/sh\n', { mode: 0o755 });
+    const env = { PATH: empty, KICI_SBIN_DIRS: sbin };
+    expect(await preflightTools({ name: 'ctr' }, [nftRequiredTool()], env)).toEqual([]);
+    expect(resolveTool('nft', env)).toBe(join(sbin, 'nft'));
+    // PATH first, then the sbin directories it lacks; by default /usr/local/sbin, /usr/sbin, /sbin.
+    expect(toolSearchDirs({ PATH: '/usr/bin:/sbin' })).toEqual([
+      '/usr/bin',
+      '/sbin',
+      '/usr/local/sbin',
+      '/usr/sbin',
+    ]);
+    await rm(empty, { recursive: true, force: true });
+    await rm(sbin, { recursive: true, force: true });
   });
 
   it('the probe turns an unstartable nft into an IsolationError with the remedy', async () => {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { resolveTool } from '../../../util/system-tools.js';
 
 /** Runs one host command; `requireSudo` scalers wrap it in `sudo -n`. Rejects with its stderr. */
 export type CommandRunner = (cmd: string, args: string[]) => Promise<string>;
@@ -6,7 +7,9 @@ export type CommandRunner = (cmd: string, args: string[]) => Promise<string>;
 export function commandRunner(opts: { sudo: boolean; timeoutMs?: number }): CommandRunner {
   return (cmd, args) =>
     new Promise((resolve, reject) => {
-      const [file, argv] = opts.sudo ? ['sudo', ['-n', cmd, ...args]] : [cmd, args];
+      // `ip` lives in /usr/sbin or /sbin, often not on a service's PATH.
+      const tool = resolveTool(cmd);
+      const [file, argv] = opts.sudo ? ['sudo', ['-n', tool, ...args]] : [tool, args];
       execFile(file, argv, { timeout: opts.timeoutMs ?? 30_000 }, (err, stdout, stderr) => {
         if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${stderr.trim() || err.message}`));
         else resolve(stdout);

@@ -1,0 +1,108 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildAdminProgram } from '../../src/cli/admin/program.js';
+import { ADMIN_BIN, runNode, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+
+/**
+ * The CLI contract, for every kici-admin command: a bad value is a usage error (exit 2), and with
+ * `--json` the error is one JSON object `{ error, problems }` on stdout, with nothing on stderr.
+ * Values the CLI can judge are judged there; the rest (ids) by a real orchestrator's 400.
+ */
+
+const BAD_URL = ['--server', 'not a url'];
+let runFile = '';
+
+/** Each command, by its path, with a bad value. A command added later must be added here. */
+const badValue = (): Record<string, string[]> => ({
+  'job submit': ['job', 'submit', runFile, '--wait', '--timeout', 'soon'],
+  'job validate': ['job', 'validate', ''],
+  'job list': ['job', 'list', '--limit', 'lots'],
+  'job get': ['job', 'get', 'bad id'],
+  'job logs': ['job', 'logs', 'bad id'],
+  'job retry': ['job', 'retry', 'bad id'],
+  'job cancel': ['job', 'cancel', 'bad id'],
+  'agent list': [...BAD_URL, 'agent', 'list'],
+  'agent drain': ['agent', 'drain', 'bad id'],
+  'agent resume': ['agent', 'resume', 'bad id'],
+  'agent token create': ['agent', 'token', 'create', '--labels', 'linux', '--ttl', 'soon'],
+  'agent token list': [...BAD_URL, 'agent', 'token', 'list'],
+  'agent token revoke': ['agent', 'token', 'revoke', 'bad id'],
+  'scaler validate': ['scaler', 'validate', ''],
+  'scaler schema': ['scaler', 'schema', 'extra'],
+  'scaler status': [...BAD_URL, 'scaler', 'status'],
+  'scaler explain': ['scaler', 'explain', 'bad id'],
+  'scaler reload': [...BAD_URL, 'scaler', 'reload'],
+  'scaler reap-orphans': [...BAD_URL, 'scaler', 'reap-orphans'],
+  'scaler reset-backoff': ['scaler', 'reset-backoff', 'bm', '--label-set', ''],
+  diagnose: [...BAD_URL, 'diagnose'],
+  'event list': ['event', 'list', '--name', 'bad name'],
+  'event show': ['event', 'show', 'bad id'],
+  'cluster status': [...BAD_URL, 'cluster', 'status'],
+  'firecracker list': [...BAD_URL, 'firecracker', 'list'],
+  completion: ['completion', 'tcsh'],
+});
+
+function leaves(cmd: Command, path: string[] = []): string[] {
+  if (!cmd.commands.length) return [path.join(' ')];
+  return cmd.commands.flatMap((c) => leaves(c, [...path, c.name()]));
+}
+
+let t: TestOrchestrator;
+let files = '';
+
+beforeAll(async () => {
+  files = await mkdtemp(join(tmpdir(), 'kici-contract-'));
+  runFile = join(files, 'run.yaml');
+  await writeFile(runFile, 'jobs:\n  a:\n    runsOn: [linux]\n    steps: [{ run: "true" }]\n');
+  t = await startTestOrchestrator();
+});
+afterAll(async () => {
+  await t?.stop();
+  await rm(files, { recursive: true, force: true });
+});
+
+describe('kici-admin: every command, a bad value, --json', () => {
+  it('the table covers every command of the program', () => {
+    expect(Object.keys(badValue()).sort()).toEqual(leaves(buildAdminProgram()).sort());
+  });
+
+  it('each exits 2 and prints one JSON error on stdout, nothing on stderr', async () => {
+    const env = { KICI_SERVER_URL: t.orch.url, KICI_ADMIN_TOKEN: t.orch.adminToken, KICI_URL: '' };
+    const results = await Promise.all(
+      Object.entries(badValue()).map(async ([name, args]) => {
+        const r = await runNode([ADMIN_BIN, ...args, '--json'], env).exited;
+        return { name, ...r };
+      }),
+    );
+    const wrong = results.flatMap((r) => {
+      let body: { error?: unknown; problems?: unknown } = {};
+      try {
+        body = JSON.parse(r.stdout) as typeof body;
+      } catch {
+        // left empty: reported below
+      }
+      const ok =
+        r.code === 2 &&
+        r.stderr === '' &&
+        typeof body.error === 'string' &&
+        Array.isArray(body.problems) &&
+        body.problems.length > 0 &&
+        body.problems.every((p) => typeof p === 'string');
+      return ok ? [] : [`${r.name}: exit ${r.code}, stdout ${r.stdout}, stderr ${r.stderr}`];
+    });
+    expect(wrong).toEqual([]);
+  });
+
+  it('without --json the same error is one line of text on stderr, exit 2', async () => {
+    const r = await runNode([ADMIN_BIN, 'job', 'get', 'bad id'], {
+      KICI_SERVER_URL: t.orch.url,
+      KICI_ADMIN_TOKEN: t.orch.adminToken,
+    }).exited;
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^Error: .*bad id.*\n$/);
+  });
+});
