@@ -98,16 +98,21 @@ export class Orchestrator {
         ...opts.startupDiskGuard,
       });
     restrictUmask();
-    const lock = await lockDataDir(dataDir);
-    const opened = await openDatabase({
-      url: opts.databaseUrl,
-      dataDir,
-      onConnectionError: throttledConnectionLog((f, m) => log.warn(f, m)),
-    }).catch((err: unknown) => {
-      lock.release();
+    const lock = await lockDataDir(dataDir).catch(async (err: unknown) => {
+      await opts.database?.close();
       throw err;
     });
-    const probeDirs = opened.engine === 'pglite' ? [dataDir, `${dataDir}/pg`] : [dataDir];
+    const opened =
+      opts.database ??
+      (await openDatabase({
+        url: opts.databaseUrl,
+        dataDir,
+        onConnectionError: throttledConnectionLog((f, m) => log.warn(f, m)),
+      }).catch((err: unknown) => {
+        lock.release();
+        throw err;
+      }));
+    const probeDirs = opened.pgDir ? [dataDir, opened.pgDir] : [dataDir];
     const probe = new StoreProbe(opened.db, probeDirs, log);
     const database = holdUntilClosed(opened, lock, () => probe.stop());
     try {

@@ -12,6 +12,8 @@ export type StoreEngine = 'pglite' | 'postgres';
 export interface OpenedDatabase {
   db: Kysely<Database>;
   engine: StoreEngine;
+  /** Where the embedded database keeps its files; absent for PostgreSQL and an in-memory PGlite. */
+  pgDir?: string | undefined;
   close(): Promise<void>;
 }
 
@@ -22,6 +24,13 @@ export interface OpenDatabaseOptions {
   dataDir?: string | undefined;
   /** Told when PostgreSQL drops a connection (restart, pg_terminate_backend); never fatal. */
   onConnectionError?: ConnectionErrorSink | undefined;
+  /**
+   * An embedded database held in memory, started from a tarball of a data dir (PGlite's
+   * `dumpDataDir()`), in place of `dataDir`: nothing is read from or written to disk. Starting from
+   * a dump skips initdb and a copy of the files, which is what makes throw-away stores cheap for
+   * tests and tools; the product always keeps its database on disk.
+   */
+  memoryFrom?: Blob | undefined;
 }
 
 /** Open the store and bring its schema up to date. */
@@ -32,6 +41,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
     await migrateToLatest(db as Kysely<unknown>);
     return { db, engine: 'postgres', close: () => db.destroy() };
   }
+  if (opts.memoryFrom) return openPGlite(new PGlite({ loadDataDir: opts.memoryFrom }), undefined);
   const dataDir = opts.dataDir ?? './.kici-data';
   const pgDir = `${dataDir}/pg`;
   await prepareDataDir(dataDir);
@@ -46,8 +56,17 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
         'check that the directory is a kici data dir, readable and writable by this user',
     );
   }
+  const opened = await openPGlite(pglite, pgDir);
+  await tightenModes(dataDir);
+  return opened;
+}
+
+/**
+ * Put the store on an embedded database the caller has built (on disk or in memory) and bring its
+ * schema up to date; closing the returned handle closes `pglite`.
+ */
+export async function openPGlite(pglite: PGlite, pgDir: string | undefined): Promise<OpenedDatabase> {
   const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
   await migrateToLatest(db as Kysely<unknown>);
-  await tightenModes(dataDir);
-  return { db, engine: 'pglite', close: () => db.destroy() };
+  return { db, engine: 'pglite', pgDir, close: () => db.destroy() };
 }

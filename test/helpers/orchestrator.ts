@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { Orchestrator, type OrchestratorOptions } from '../../src/server/orchestrator.js';
-import { freshDataDir } from './data-dir.js';
+import { memoryDatabase } from './data-dir.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const AGENT_BIN = join(ROOT, 'dist/cli/agent.js');
@@ -63,14 +63,34 @@ export async function writeConfig(config: unknown): Promise<string> {
   return path;
 }
 
-/** A real orchestrator on an ephemeral port, with a copied embedded database. */
+/**
+ * A real orchestrator on an ephemeral port. Given a `dataDir` (or a `databaseUrl`), it uses that
+ * store; else its data dir is an empty temporary one and its embedded database is held in memory,
+ * loaded from the migrated template (no initdb, no copy of the files).
+ */
 export async function startTestOrchestrator(
   opts: Partial<OrchestratorOptions> & { config?: unknown; dataDir?: string } = {},
 ): Promise<TestOrchestrator> {
-  const dataDir = opts.dataDir ?? (await freshDataDir());
+  const inMemory = !opts.dataDir && !opts.databaseUrl && !opts.database;
+  const [dataDir, database] = await Promise.all([
+    opts.dataDir ?? mkdtemp(join(tmpdir(), 'kici-test-')),
+    inMemory ? memoryDatabase() : opts.database,
+  ]);
   const scalerConfigPath = opts.config ? await writeConfig(opts.config) : opts.scalerConfigPath;
   const logger = opts.logger ?? pino({ level: process.env.KICI_TEST_LOG ?? 'silent' });
-  const orch = await Orchestrator.start({ port: 0, ...opts, dataDir, scalerConfigPath, logger });
+  const orch = await Orchestrator.start({
+    port: 0,
+    ...opts,
+    dataDir,
+    database,
+    scalerConfigPath,
+    logger,
+  }).catch(async (err: unknown) => {
+    // A start refused before the store was taken over leaves both to us (closing twice is harmless).
+    if (inMemory) await database?.close().catch(() => {});
+    if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
+    throw err;
+  });
   const api = async <T>(method: string, path: string, body?: unknown) => {
     const res = await fetch(`${orch.url}${path}`, {
       method,
