@@ -1,3 +1,5 @@
+import { TypedEvents, type EventsView } from '../util/typed-events.js';
+import { emittingObserver, type OrchestratorEvents } from './orchestrator-events.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
@@ -41,6 +43,7 @@ import {
 import { backendContext, buildScaler } from './scaler-wiring.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
+export type { OrchestratorEvents } from './orchestrator-events.js';
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
 export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
@@ -67,6 +70,7 @@ export class Orchestrator {
   scaleEvents: ScaleEventRouter | undefined;
   reaper: EventProvisionReaper | undefined;
   private cluster: ClusterNode | undefined;
+  private emitter = new TypedEvents<OrchestratorEvents>();
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -81,6 +85,11 @@ export class Orchestrator {
     private server?: Server,
     private wss?: WebSocketServer,
   ) {}
+
+  /** Jobs settled, agents registered, spawns failed, leadership and reloads, as they happen here. */
+  get events(): EventsView<OrchestratorEvents> {
+    return this.emitter.view();
+  }
 
   static async start(opts: OrchestratorOptions = {}): Promise<Orchestrator> {
     const log = opts.logger ?? createLogger();
@@ -143,6 +152,10 @@ export class Orchestrator {
             scaleEvents,
           })
         : undefined;
+      // Listener errors are logged, never thrown into the code that emitted.
+      const events = new TypedEvents<OrchestratorEvents>((err) =>
+        log.warn({ err: errorMessage(err) }, 'an orchestrator event listener failed'),
+      );
       const metrics = new Metrics((agentId) => {
         const m = scaler?.state.agents.get(agentId);
         return m ? { scaler: m.scalerName, backend: m.type } : STATIC_RUNNER;
@@ -154,7 +167,7 @@ export class Orchestrator {
         clock,
         logger: log,
         scaler,
-        observer: metrics,
+        observer: emittingObserver(metrics, events),
         ...(opened.engine === 'postgres' && {
           instanceId,
           scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
@@ -173,6 +186,7 @@ export class Orchestrator {
         metrics,
         log,
       );
+      orch.emitter = events;
       orch.probe = probe;
       orch.scaleEvents = scaleEvents;
       orch.reaper = wireEventScaling({
@@ -211,6 +225,7 @@ export class Orchestrator {
             store.jobs
               .setProvisioningError(jobId, message)
               .catch(swallow(log, 'job.provisioning-error', { jobId }));
+            events.emit('spawn.failed', { jobId, kind: err.kind, message: err.message });
           },
           // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
           onSwallowedError: (site) => countSwallowed(site),
@@ -285,7 +300,10 @@ export class Orchestrator {
           logger: this.log,
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
-          onRegistered,
+          onRegistered: (agentId: string) => {
+            onRegistered();
+            this.emitter.emit('agent.registered', { agentId });
+          },
           claimStore: this.opts.claimStore ?? this.claims,
         },
         remote,
@@ -331,6 +349,7 @@ export class Orchestrator {
       reloadLocal: () => this.reload(),
       log: this.log,
     });
+    this.cluster.lease.onChange((leader) => this.emitter.emit('leader.changed', { leader }));
     await this.cluster.start();
   }
 
@@ -420,6 +439,10 @@ export class Orchestrator {
           'scaler configuration reload rejected; keeping the current one',
         );
       } else this.metrics.configReloads.inc({ result: 'success' });
+      this.emitter.emit('reload.applied', {
+        result: outcome.result,
+        problems: 'problems' in outcome ? outcome.problems : undefined,
+      });
       return outcome;
     };
     const next = this.reloadChain.then(run, run);

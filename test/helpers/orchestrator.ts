@@ -107,15 +107,8 @@ export async function startTestOrchestrator(
     orch,
     dataDir,
     api,
-    async waitForJob(jobId, states = FINAL, timeoutMs = 60_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const { body } = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`);
-        if (states.includes(body.state)) return body;
-        if (Date.now() > until) throw new Error(`job ${jobId} still ${body.state} after ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    },
+    waitForJob: (jobId, states = FINAL, timeoutMs = 60_000) =>
+      waitForJobEvent(orch, api, jobId, states, timeoutMs),
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -124,6 +117,45 @@ export async function startTestOrchestrator(
     },
   };
 }
+
+/**
+ * Read the job until it is in one of `states`, reading again each time the orchestrator says this
+ * job started or settled. Listening starts before the first read, so a change between the read and
+ * the wait is never missed. A slow re-read is the backstop for changes no event reports (a claim,
+ * a row another instance wrote).
+ */
+async function waitForJobEvent(
+  orch: Orchestrator,
+  api: TestOrchestrator['api'],
+  jobId: string,
+  states: string[],
+  timeoutMs: number,
+): Promise<JobBody> {
+  const until = Date.now() + timeoutMs;
+  let wake = () => {};
+  const mine = (e: { jobId: string }) => e.jobId === jobId && wake();
+  const offs = [orch.events.on('job.started', mine), orch.events.on('job.settled', mine)];
+  try {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const changed = new Promise<void>((r) => {
+        wake = r;
+        timer = setTimeout(r, Math.max(0, Math.min(BACKSTOP_MS, until - Date.now())));
+      });
+      const { body } = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`);
+      if (states.includes(body.state)) {
+        clearTimeout(timer);
+        return body;
+      }
+      if (Date.now() > until) throw new Error(`job ${jobId} still ${body.state} after ${timeoutMs} ms`);
+      await changed;
+      clearTimeout(timer);
+    }
+  } finally {
+    for (const off of offs) off();
+  }
+}
+const BACKSTOP_MS = 500;
 
 /** Start a process with Node 24 and collect its output. */
 export function runNode(args: string[], env: NodeJS.ProcessEnv = {}, opts: { cwd?: string } = {}) {
