@@ -142,12 +142,21 @@ async function waitForJobEvent(
         wake = r;
         timer = setTimeout(r, Math.max(0, Math.min(BACKSTOP_MS, until - Date.now())));
       });
-      const { body } = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`);
-      if (states.includes(body.state)) {
+      // A read is safe to repeat: a dropped connection (a kept-alive socket the server closed
+      // while a loaded host was slow to reuse it) is read again, not the end of the wait.
+      const read = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`).then(
+        (r) => r.body,
+        (err: unknown) => err,
+      );
+      const body = read instanceof Error ? undefined : (read as JobBody);
+      if (body && states.includes(body.state)) {
         clearTimeout(timer);
         return body;
       }
-      if (Date.now() > until) throw new Error(`job ${jobId} still ${body.state} after ${timeoutMs} ms`);
+      if (Date.now() > until)
+        throw new Error(
+          `job ${jobId} still ${body ? body.state : `unread (${String(read)})`} after ${timeoutMs} ms`,
+        );
       await changed;
       clearTimeout(timer);
     }
