@@ -1,30 +1,72 @@
 import { defineConfig } from 'vitest/config';
+import { SERIAL_E2E, sharedModuleUnitFiles } from './test/helpers/test-projects.js';
+
+const globalSetup = ['test/helpers/global-setup.ts'];
+const sharedModules = sharedModuleUnitFiles(import.meta.dirname);
+
+/**
+ * `npm test` runs the first four projects. The first three run side by side, two files at a time
+ * (vitest requires one worker count per group; two keeps a 2-core host busy while most e2e files
+ * wait on their agents); `e2e-serial` runs after them, one file at a time, alone on the host.
+ * Timeouts are sized for a 2-core machine under load: a hook that opens a store or starts a server
+ * can take several times as long as on an idle one.
+ */
+const WORKERS = 2;
 
 export default defineConfig({
   test: {
     projects: [
       {
+        // Decisions, parsers and protocol: no database, no process, one module graph per worker.
+        test: {
+          name: 'unit-pure',
+          include: sharedModules,
+          isolate: false,
+          maxWorkers: WORKERS,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          globalSetup,
+        },
+      },
+      {
+        // Embedded databases (in memory, from the global set-up's dump), processes, process state.
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
-          testTimeout: 30_000,
-          globalSetup: ['test/helpers/global-setup.ts'],
+          exclude: sharedModules,
+          maxWorkers: WORKERS,
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          globalSetup,
         },
       },
       {
         test: {
           name: 'e2e',
-          globalSetup: ['test/helpers/global-setup.ts'],
           include: ['test/e2e/**/*.test.ts'],
+          exclude: SERIAL_E2E,
+          maxWorkers: WORKERS,
           testTimeout: 120_000,
           hookTimeout: 120_000,
+          globalSetup,
+        },
+      },
+      {
+        test: {
+          name: 'e2e-serial',
+          include: SERIAL_E2E,
+          maxWorkers: 1,
           fileParallelism: false,
+          sequence: { groupOrder: 1 },
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+          globalSetup,
         },
       },
       {
         test: {
           name: 'system',
-          globalSetup: ['test/helpers/global-setup.ts'],
+          globalSetup,
           include: ['test/system/**/*.test.ts'],
           exclude: ['test/system/engine/**'],
           testTimeout: 300_000,
@@ -36,7 +78,7 @@ export default defineConfig({
         // Run once per engine by scripts/system-test.sh, with KICI_TEST_ENGINE and DOCKER_HOST set.
         test: {
           name: 'system-engine',
-          globalSetup: ['test/helpers/global-setup.ts'],
+          globalSetup,
           setupFiles: ['test/helpers/engine-setup.ts'],
           include: ['test/system/engine/**/*.test.ts'],
           testTimeout: 300_000,

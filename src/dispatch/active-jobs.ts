@@ -30,6 +30,8 @@ export interface ActiveJob {
 export interface JobObserver {
   jobStarted(jobId: string, agentId: string, submittedAtMs: number, nowMs: number): void;
   jobFinished(jobId: string, result: JobState, nowMs: number): void;
+  /** The job's running mark is stored (it reads as running from now on). */
+  jobRunningStored?(jobId: string, agentId: string): void;
 }
 
 export interface ActiveJobsDeps {
@@ -87,15 +89,18 @@ export class ActiveJobs extends Map<string, ActiveJob> {
     const mark = () => this.deps.store.jobs.markRunning(jobId, agentId, at);
     // Not awaited: the agent's next frames (steps, result) join the same group commit, which keeps
     // them in order after this mark.
-    void this.deps.writes.running(jobId, agentId, at).catch((err: unknown) => {
-      // Left as 'dispatched', a restart would requeue a job that is running: keep trying while it runs.
-      this.deps.log.warn({ err: errorMessage(err), jobId }, 'could not mark the job running; retrying');
-      void retryWrite(
-        async () => (await mark(), true),
-        () => !this.deps.stopped() && this.get(jobId) === a,
-        () => undefined,
-      );
-    });
+    void this.deps.writes.running(jobId, agentId, at).then(
+      () => this.deps.observer?.jobRunningStored?.(jobId, agentId),
+      (err: unknown) => {
+        // Left as 'dispatched', a restart would requeue a job that is running: keep trying while it runs.
+        this.deps.log.warn({ err: errorMessage(err), jobId }, 'could not mark the job running; retrying');
+        void retryWrite(
+          async () => (await mark(), true),
+          () => !this.deps.stopped() && this.get(jobId) === a,
+          () => undefined,
+        );
+      },
+    );
   }
 
   /** Step rows go with the group commit; a lost one is logged (the job's result does not depend on it). */

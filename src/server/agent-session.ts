@@ -34,7 +34,7 @@ export interface AgentSessionDeps {
   /** How long a scaler agent told to leave after its job may take before it is cut off. */
   leaveGraceMs?: number | undefined;
   /** Told once the agent is registered: the limits on unregistered connections no longer apply. */
-  onRegistered?: () => void;
+  onRegistered?: (agentId: string) => void;
   /** Redeems claim codes; without one a `claim` is refused with 4401. */
   claimStore?: ClaimStore | undefined;
 }
@@ -275,7 +275,7 @@ export class AgentSession {
         now,
       })
       .catch(swallow(this.log, 'agent.record-connected', { agentId }));
-    deps.onRegistered?.();
+    deps.onRegistered?.(agent.id);
     const resume = reattach(deps.dispatcher, agent, msg.activeJobId, (m) => this.send(m));
     if (resume) this.move('job.assigned');
     this.send({

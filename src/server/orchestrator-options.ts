@@ -6,6 +6,7 @@ import type { AgentIsolation } from '../net/isolation.js';
 import type { Clock } from '../util/clock.js';
 import { UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
+import type { OpenedDatabase } from '../store/index.js';
 import type { ClaimStore } from './claim-store.js';
 import type { TlsFiles } from './tls.js';
 import type { RetentionPolicy } from '../store/retention/policy.js';
@@ -22,6 +23,12 @@ export interface OrchestratorOptions {
   /** `/metrics` answers without a token. */
   metricsPublic?: boolean | undefined;
   databaseUrl?: string | undefined;
+  /**
+   * A store already opened and migrated, used in place of the one `databaseUrl` or `dataDir` names
+   * (tests hand in an in-memory one to skip initdb). The orchestrator owns it from here and closes
+   * it on stop; `dataDir` still holds the lock, the admin token and the instance id.
+   */
+  database?: OpenedDatabase | undefined;
   scalerConfigPath?: string | undefined;
   /** Host drivers for backends (VMM, nft isolation, disk probe); tests and embedders pass their own. */
   backendDeps?: Partial<Pick<BackendDeps, 'vmm' | 'isolationFor' | 'vmStatfs' | 'vmDiskThresholdBytes'>>;

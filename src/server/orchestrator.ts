@@ -1,6 +1,8 @@
 import { defaultDataDir } from '../util/default-data-dir.js';
 import type { Server } from 'node:http';
 import { createListener } from './tls.js';
+import { TypedEvents, type EventsView } from '../util/typed-events.js';
+import { emittingObserver, type OrchestratorEvents } from './orchestrator-events.js';
 import type { AddressInfo } from 'node:net';
 import { getRequestListener } from '@hono/node-server';
 import type { WebSocketServer } from 'ws';
@@ -50,6 +52,7 @@ import { retentionFromSettings } from '../store/retention/policy.js';
 import { withScalerSettings } from './orchestrator-options.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
+export type { OrchestratorEvents } from './orchestrator-events.js';
 
 /** Load and check the scaler config; every problem is listed, and nothing is thrown for bad input. */
 export async function loadScalerConfigOrThrow(path: string, dir?: string): Promise<ScalerConfig> {
@@ -79,6 +82,7 @@ export class Orchestrator {
   private cluster: ClusterNode | undefined;
   retention: RetentionService | undefined;
   private disk: DiskSpaceWatcher | undefined;
+  private emitter = new TypedEvents<OrchestratorEvents>();
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -93,6 +97,11 @@ export class Orchestrator {
     private server?: Server,
     private wss?: WebSocketServer,
   ) {}
+
+  /** Jobs settled, agents registered, spawns failed, leadership and reloads, as they happen here. */
+  get events(): EventsView<OrchestratorEvents> {
+    return this.emitter.view();
+  }
 
   static async start(given: OrchestratorOptions = {}): Promise<Orchestrator> {
     const opts = withScalerSettings(given);
@@ -111,16 +120,21 @@ export class Orchestrator {
         ...opts.startupDiskGuard,
       });
     restrictUmask();
-    const lock = await lockDataDir(dataDir);
-    const opened = await openDatabase({
-      url: opts.databaseUrl,
-      dataDir,
-      onConnectionError: throttledConnectionLog((f, m) => log.warn(f, m)),
-    }).catch((err: unknown) => {
-      lock.release();
+    const lock = await lockDataDir(dataDir).catch(async (err: unknown) => {
+      await opts.database?.close();
       throw err;
     });
-    const probeDirs = opened.engine === 'pglite' ? [dataDir, `${dataDir}/pg`] : [dataDir];
+    const opened =
+      opts.database ??
+      (await openDatabase({
+        url: opts.databaseUrl,
+        dataDir,
+        onConnectionError: throttledConnectionLog((f, m) => log.warn(f, m)),
+      }).catch((err: unknown) => {
+        lock.release();
+        throw err;
+      }));
+    const probeDirs = opened.pgDir ? [dataDir, opened.pgDir] : [dataDir];
     const probe = new StoreProbe(opened.db, probeDirs, log);
     const database = holdUntilClosed(opened, lock, () => probe.stop());
     try {
@@ -158,6 +172,10 @@ export class Orchestrator {
             scaleEvents,
           })
         : undefined;
+      // Listener errors are logged, never thrown into the code that emitted.
+      const events = new TypedEvents<OrchestratorEvents>((err) =>
+        log.warn({ err: errorMessage(err) }, 'an orchestrator event listener failed'),
+      );
       const metrics = new Metrics((agentId) => {
         const m = scaler?.state.agents.get(agentId);
         return m ? { scaler: m.scalerName, backend: m.type } : STATIC_RUNNER;
@@ -169,7 +187,7 @@ export class Orchestrator {
         clock,
         logger: log,
         scaler,
-        observer: metrics,
+        observer: emittingObserver(metrics, events),
         ...(opened.engine === 'postgres' && {
           instanceId,
           scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
@@ -188,6 +206,7 @@ export class Orchestrator {
         metrics,
         log,
       );
+      orch.emitter = events;
       orch.probe = probe;
       if (opened.engine === 'pglite') {
         orch.disk = new DiskSpaceWatcher(dataDir, log, opts.dataMinFreeBytes);
@@ -238,6 +257,7 @@ export class Orchestrator {
             store.jobs
               .setProvisioningError(jobId, message)
               .catch(swallow(log, 'job.provisioning-error', { jobId }));
+            events.emit('spawn.failed', { jobId, kind: err.kind, message: err.message });
           },
           // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
           onSwallowedError: (site) => countSwallowed(site),
@@ -329,7 +349,10 @@ export class Orchestrator {
           heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
           isStopping: () => this.stopping,
           leaveGraceMs: this.opts.agentLeaveGraceMs,
-          onRegistered,
+          onRegistered: (agentId: string) => {
+            onRegistered();
+            this.emitter.emit('agent.registered', { agentId });
+          },
           claimStore: this.opts.claimStore ?? this.claims,
         },
         remote,
@@ -377,6 +400,7 @@ export class Orchestrator {
       leaderTasks: this.retention ? [this.retention.leaderTask()] : [],
       log: this.log,
     });
+    this.cluster.lease.onChange((leader) => this.emitter.emit('leader.changed', { leader }));
     await this.cluster.start();
   }
 
@@ -462,6 +486,10 @@ export class Orchestrator {
           'scaler configuration reload rejected; keeping the current one',
         );
       } else this.metrics.configReloads.inc({ result: 'success' });
+      this.emitter.emit('reload.applied', {
+        result: outcome.result,
+        problems: 'problems' in outcome ? outcome.problems : undefined,
+      });
       return outcome;
     };
     const next = this.reloadChain.then(run, run);

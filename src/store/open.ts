@@ -13,6 +13,8 @@ export type StoreEngine = 'pglite' | 'postgres';
 export interface OpenedDatabase {
   db: Kysely<Database>;
   engine: StoreEngine;
+  /** Where the embedded database keeps its files; absent for PostgreSQL and an in-memory PGlite. */
+  pgDir?: string | undefined;
   close(): Promise<void>;
   /**
    * A consistent copy of the embedded database's files (a gzip tarball), taken between
@@ -28,6 +30,13 @@ export interface OpenDatabaseOptions {
   dataDir?: string | undefined;
   /** Told when PostgreSQL drops a connection (restart, pg_terminate_backend); never fatal. */
   onConnectionError?: ConnectionErrorSink | undefined;
+  /**
+   * An embedded database held in memory, started from a tarball of a data dir (PGlite's
+   * `dumpDataDir()`), in place of `dataDir`: nothing is read from or written to disk. Starting from
+   * a dump skips initdb and a copy of the files, which is what makes throw-away stores cheap for
+   * tests and tools; the product always keeps its database on disk.
+   */
+  memoryFrom?: Blob | undefined;
 }
 
 /** Open the store and bring its schema up to date. */
@@ -38,6 +47,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
     await migrateToLatest(db as Kysely<unknown>);
     return { db, engine: 'postgres', close: () => db.destroy() };
   }
+  if (opts.memoryFrom) return openPGlite(new PGlite({ loadDataDir: opts.memoryFrom }), undefined);
   const dataDir = opts.dataDir ?? defaultDataDir();
   const pgDir = `${dataDir}/pg`;
   await prepareDataDir(dataDir);
@@ -52,9 +62,18 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
         'check that the directory is a kici data dir, readable and writable by this user',
     );
   }
+  const opened = await openPGlite(pglite, pgDir);
+  await tightenModes(dataDir);
+  return opened;
+}
+
+/**
+ * Put the store on an embedded database the caller has built (on disk or in memory) and bring its
+ * schema up to date; closing the returned handle closes `pglite`.
+ */
+export async function openPGlite(pglite: PGlite, pgDir: string | undefined): Promise<OpenedDatabase> {
   const db = new Kysely<Database>({ dialect: new PGliteDialect(pglite) });
   await migrateToLatest(db as Kysely<unknown>);
-  await tightenModes(dataDir);
   // Holding the one connection keeps every transaction out while the files are copied; the
   // checkpoint first makes the copy start up without replaying the log.
   const snapshot = () =>
@@ -62,5 +81,5 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
       await sql`checkpoint`.execute(conn);
       return new Uint8Array(await (await pglite.dumpDataDir('gzip')).arrayBuffer());
     });
-  return { db, engine: 'pglite', close: () => db.destroy(), snapshot };
+  return { db, engine: 'pglite', pgDir, close: () => db.destroy(), snapshot };
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { submit, useTaggedJobs, waitForLine } from '../helpers/jobs.js';
+import { jobGate, submit, useTaggedJobs, waitForLine } from '../helpers/jobs.js';
 import {
   ADMIN_BIN,
   AGENT_BIN,
@@ -36,11 +36,20 @@ interface TokenRow {
 let t: TestOrchestrator | undefined;
 const agents: ReturnType<typeof runNode>[] = [];
 const tagged = useTaggedJobs();
+const gates: Awaited<ReturnType<typeof jobGate>>[] = [];
 afterEach(async () => {
   for (const a of agents.splice(0)) if (a.child.pid && alive(a.child.pid)) a.child.kill('SIGKILL');
   await t?.stop();
   t = undefined;
+  for (const g of gates.splice(0)) await g.close();
 });
+
+/** A gate for a job step to wait on (see jobGate), removed after the test. */
+async function gate() {
+  const g = await jobGate();
+  gates.push(g);
+  return g;
+}
 
 function admin(args: string[]) {
   return runNode([ADMIN_BIN, ...args], {
@@ -108,7 +117,8 @@ describe('kici-admin agent list: the STATE column', () => {
     expect(idle.stdout.split('\n')[0]).toMatch(/^AGENT\s+KIND\s+STATE\s+JOB\s+SCALER\s+UP\s+LABELS$/);
     expect(row(idle.stdout, 'day2-list')?.slice(0, 4)).toEqual(['day2-list', 'static', 'idle', '-']);
 
-    const [id] = await submit(t, { slow: { runsOn: ['day2'], steps: [{ run: 'echo working; sleep 3' }] } });
+    const g = await gate();
+    const [id] = await submit(t, { slow: { runsOn: ['day2'], steps: [{ run: `echo working; ${g.wait}` }] } });
     await waitForLine(t, id!, /^working$/);
     expect(row((await admin(['agent', 'list'])).stdout, 'day2-list')?.slice(0, 4)).toEqual([
       'day2-list',
@@ -118,10 +128,13 @@ describe('kici-admin agent list: the STATE column', () => {
     ]);
     const json = await adminJson<AgentRow[]>(['agent', 'list']);
     expect(json).toEqual([expect.objectContaining({ id: 'day2-list', state: 'busy', jobId: id })]);
+    await g.open();
+    expect((await t.waitForJob(id!)).state).toBe('succeeded');
   });
 
   it('a static agent that dropped mid-job is listed as disconnected, with its job, for the grace period', async () => {
-    t = await startTestOrchestrator({ reconnectGraceMs: 4_000 });
+    // Long enough for two kici-admin runs on a loaded host; the job is settled when it ends.
+    t = await startTestOrchestrator({ reconnectGraceMs: 15_000 });
     const { agent } = await startAgent('day2-gone');
     const { job } = tagged.job([{ run: 'echo working; sleep 1000' }], { runsOn: ['day2'] });
     const [id] = await submit(t, { long: job });
@@ -134,7 +147,7 @@ describe('kici-admin agent list: the STATE column', () => {
     const json = await adminJson<AgentRow[]>(['agent', 'list']);
     expect(json).toEqual([expect.objectContaining({ id: 'day2-gone', state: 'disconnected', jobId: id })]);
     // Once the grace is over the job is settled and the agent is no longer listed.
-    const done = await t.waitForJob(id!, undefined, 15_000);
+    const done = await t.waitForJob(id!, undefined, 60_000);
     expect(done.state).toBe('failed');
     await eventually(async () => (await listAgents()).length === 0, 5_000, 'agent forgotten');
   });
@@ -144,14 +157,16 @@ describe('kici-admin agent drain / resume', () => {
   it('drain: the running job finishes, the next one waits; resume: it runs', async () => {
     t = await startTestOrchestrator();
     const { agent } = await startAgent('day2-drain');
+    const g = await gate();
     const [first] = await submit(t, {
-      first: { runsOn: ['day2'], steps: [{ run: 'echo working; sleep 2; echo done' }] },
+      first: { runsOn: ['day2'], steps: [{ run: `echo working; ${g.wait}; echo done` }] },
     });
     await waitForLine(t, first!, /^working$/);
     const drained = await admin(['agent', 'drain', 'day2-drain']);
     expect(drained).toMatchObject({ code: 0, stderr: '' });
     expect(drained.stdout).toBe(`agent day2-drain: draining (finishing job ${first})\n`);
     const [second] = await submit(t, { second: { runsOn: ['day2'], steps: [{ run: 'echo second' }] } });
+    await g.open();
     expect((await t.waitForJob(first!)).state).toBe('succeeded');
     // Drained, not gone: the agent stays connected and takes nothing.
     await new Promise((r) => setTimeout(r, 1_500));
@@ -180,8 +195,9 @@ describe('kici-admin agent drain / resume', () => {
   it('resume does not undo an agent draining itself on SIGTERM', async () => {
     t = await startTestOrchestrator();
     const { agent } = await startAgent('day2-self');
+    const g = await gate();
     const [id] = await submit(t, {
-      slow: { runsOn: ['day2'], steps: [{ run: 'echo working; sleep 3' }] },
+      slow: { runsOn: ['day2'], steps: [{ run: `echo working; ${g.wait}` }] },
     });
     await waitForLine(t, id!, /^working$/);
     agent.child.kill('SIGTERM');
@@ -190,6 +206,7 @@ describe('kici-admin agent drain / resume', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/agent day2-self is draining on its own/);
     const [later] = await submit(t, { later: { runsOn: ['day2'], steps: [{ run: 'echo later' }] } });
+    await g.open();
     expect((await t.waitForJob(id!)).state).toBe('succeeded');
     expect((await agent.exited).code).toBe(0);
     expect((await t.api<{ state: string }>('GET', `/api/v1/jobs/${later}`)).body.state).toBe('queued');

@@ -3,17 +3,30 @@ import { createServer } from 'node:net';
 import { AGENT_BIN, alive, eventually, ORCH_BIN, runNode } from './orchestrator.js';
 import { pidsWithEnv } from './processes.js';
 
-/** A port that was free a moment ago: bind port 0, read it, let it go. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * A port for a server the test starts (and may restart on the same port). Taken below the kernel's
+ * ephemeral range, which is where every port-0 listener and outgoing connection of the run gets
+ * its port: between this check and the child's bind, no other test can be handed the same one.
+ */
+export async function freePort(): Promise<number> {
+  const [low] = (await readFile('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').catch(() => '32768'))
+    .trim()
+    .split(/\s+/)
+    .map(Number);
+  const below = Math.max(2_000, (low ?? 32_768) - 10_000);
+  for (let tries = 0; tries < 50; tries++) {
+    const port = below + Math.floor(Math.random() * 10_000);
+    if (await bindable(port)) return port;
+  }
+  throw new Error('no free port found below the ephemeral range');
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => (port ? resolve(port) : reject(new Error('no port'))));
-    });
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
   });
 }
 

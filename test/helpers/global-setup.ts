@@ -1,4 +1,6 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { PGlite } from '@electric-sql/pglite';
+import { mkdtempSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -6,32 +8,71 @@ import { openDatabase } from '../../src/store/open.js';
 import { checkNoLeftovers, markTestRun } from './leftover-processes.js';
 
 /**
- * A fresh PGlite data directory costs ~5 s (initdb). Make one migrated template per test run;
- * each test copies it (well under a second) instead.
- * Teardown fails the run when any process the tests started is still alive.
+ * A fresh PGlite data directory costs ~5 s (initdb). Make one migrated template per test run, and
+ * one uncompressed dump of it: on-disk tests copy the template, in-memory stores load the dump
+ * (no initdb, no copy). Every project names this file, and vitest runs each project's global
+ * set-up in the same runner process: the template is made by the first and shared, and the last
+ * teardown removes it and fails the run when any process the tests started is still alive.
  */
-export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const runId = markTestRun();
+interface Shared {
+  ready: Promise<{ dir: string; dump: string }>;
+  users: number;
+  runId: string;
+  tokenDir: string | undefined;
+}
+const KEY = Symbol.for('kici.test.template');
+const shared = globalThis as typeof globalThis & { [KEY]?: Shared };
+
+async function makeTemplate(): Promise<{ dir: string; dump: string }> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-template-'));
   const db = await openDatabase({ dataDir: dir });
   await db.close();
+  const pg = new PGlite(join(dir, 'pg'));
+  // dumpDataDir on a PGlite that has not finished starting never settles.
+  await pg.waitReady;
+  const blob = await pg.dumpDataDir('none');
+  await pg.close();
+  const dump = join(dir, 'dump.tar');
+  await writeFile(dump, Buffer.from(await blob.arrayBuffer()));
+  return { dir, dump };
+}
+
+/**
+ * Orchestrators in tests keep their bootstrap admin token in a file of the run's own, not in the
+ * user's config dir; workers and the processes they start inherit the variable, and each fresh
+ * database imports the same token. Returns the directory this run made, if it made one.
+ */
+function useTestTokenFile(): string | undefined {
+  if (process.env.KICI_ADMIN_TOKEN_FILE) return undefined;
+  const dir = mkdtempSync(join(tmpdir(), 'kici-etc-'));
+  process.env.KICI_ADMIN_TOKEN_FILE = join(dir, 'admin-token');
+  return dir;
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const s = (shared[KEY] ??= {
+    ready: makeTemplate(),
+    users: 0,
+    runId: markTestRun(),
+    tokenDir: useTestTokenFile(),
+  });
+  s.users++;
+  const { dir, dump } = await s.ready;
   project.provide('templateDataDir', dir);
-  // Orchestrators in tests keep their bootstrap admin token here, not in the user's config dir;
-  // workers and the processes they start inherit it. Each fresh database imports the same token.
-  let tokenDir: string | undefined;
-  if (!process.env.KICI_ADMIN_TOKEN_FILE) {
-    tokenDir = await mkdtemp(join(tmpdir(), 'kici-etc-'));
-    process.env.KICI_ADMIN_TOKEN_FILE = join(tokenDir, 'admin-token');
-  }
+  project.provide('templateDump', dump);
   return async () => {
+    if (--s.users > 0) return;
+    delete shared[KEY];
     await rm(dir, { recursive: true, force: true });
-    if (tokenDir) await rm(tokenDir, { recursive: true, force: true });
-    await checkNoLeftovers(runId);
+    if (s.tokenDir) await rm(s.tokenDir, { recursive: true, force: true });
+    await checkNoLeftovers(s.runId);
   };
 }
 
 declare module 'vitest' {
   export interface ProvidedContext {
     templateDataDir: string;
+    /** A tarball of the template's database (PGlite's dumpDataDir), for in-memory stores. */
+    templateDump: string;
   }
 }

@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, expect } from 'vitest';
 import type { TestOrchestrator } from './orchestrator.js';
 import { pidsWithEnv } from './processes.js';
@@ -69,5 +71,20 @@ export function useTaggedJobs() {
     async alive(tag: string): Promise<number> {
       return (await pidsWithEnv(`TEST_TAG=${tag}`)).length;
     },
+  };
+}
+
+/**
+ * A step that runs until the test lets it finish, instead of for a guessed number of seconds (on a
+ * loaded host a `sleep 3` can end before the test has looked at the running job). `wait` is a
+ * shell command that returns once `open()` was called; `close()` removes the gate's directory.
+ */
+export async function jobGate(): Promise<{ wait: string; open(): Promise<void>; close(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-gate-'));
+  const file = join(dir, 'open');
+  return {
+    wait: `while [ ! -e '${file}' ]; do sleep 0.05; done`,
+    open: () => writeFile(file, ''),
+    close: () => rm(dir, { recursive: true, force: true }),
   };
 }

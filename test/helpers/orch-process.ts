@@ -1,17 +1,10 @@
 import { readFile, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from './crash.js';
 import { AGENT_BIN, ORCH_BIN, alive, runNode, type JobBody } from './orchestrator.js';
 
-/** A port that was free a moment ago (the child binds it itself). */
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
+export { freePort } from './crash.js';
 
 export interface OrchProcess {
   url: string;

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { Orchestrator, type OrchestratorOptions } from '../../src/server/orchestrator.js';
-import { freshDataDir } from './data-dir.js';
+import { memoryDatabase } from './data-dir.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const AGENT_BIN = join(ROOT, 'dist/cli/agent.js');
@@ -63,14 +63,34 @@ export async function writeConfig(config: unknown): Promise<string> {
   return path;
 }
 
-/** A real orchestrator on an ephemeral port, with a copied embedded database. */
+/**
+ * A real orchestrator on an ephemeral port. Given a `dataDir` (or a `databaseUrl`), it uses that
+ * store; else its data dir is an empty temporary one and its embedded database is held in memory,
+ * loaded from the migrated template (no initdb, no copy of the files).
+ */
 export async function startTestOrchestrator(
   opts: Partial<OrchestratorOptions> & { config?: unknown; dataDir?: string } = {},
 ): Promise<TestOrchestrator> {
-  const dataDir = opts.dataDir ?? (await freshDataDir());
+  const inMemory = !opts.dataDir && !opts.databaseUrl && !opts.database;
+  const [dataDir, database] = await Promise.all([
+    opts.dataDir ?? mkdtemp(join(tmpdir(), 'kici-test-')),
+    inMemory ? memoryDatabase() : opts.database,
+  ]);
   const scalerConfigPath = opts.config ? await writeConfig(opts.config) : opts.scalerConfigPath;
   const logger = opts.logger ?? pino({ level: process.env.KICI_TEST_LOG ?? 'silent' });
-  const orch = await Orchestrator.start({ port: 0, ...opts, dataDir, scalerConfigPath, logger });
+  const orch = await Orchestrator.start({
+    port: 0,
+    ...opts,
+    dataDir,
+    database,
+    scalerConfigPath,
+    logger,
+  }).catch(async (err: unknown) => {
+    // A start refused before the store was taken over leaves both to us (closing twice is harmless).
+    if (inMemory) await database?.close().catch(() => {});
+    if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
+    throw err;
+  });
   const api = async <T>(method: string, path: string, body?: unknown) => {
     const res = await fetch(`${orch.url}${path}`, {
       method,
@@ -87,15 +107,8 @@ export async function startTestOrchestrator(
     orch,
     dataDir,
     api,
-    async waitForJob(jobId, states = FINAL, timeoutMs = 60_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const { body } = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`);
-        if (states.includes(body.state)) return body;
-        if (Date.now() > until) throw new Error(`job ${jobId} still ${body.state} after ${timeoutMs} ms`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    },
+    waitForJob: (jobId, states = FINAL, timeoutMs = 60_000) =>
+      waitForJobEvent(orch, api, jobId, states, timeoutMs),
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -104,6 +117,54 @@ export async function startTestOrchestrator(
     },
   };
 }
+
+/**
+ * Read the job until it is in one of `states`, reading again each time the orchestrator says this
+ * job started or settled. Listening starts before the first read, so a change between the read and
+ * the wait is never missed. A slow re-read is the backstop for changes no event reports (a claim,
+ * a row another instance wrote).
+ */
+async function waitForJobEvent(
+  orch: Orchestrator,
+  api: TestOrchestrator['api'],
+  jobId: string,
+  states: string[],
+  timeoutMs: number,
+): Promise<JobBody> {
+  const until = Date.now() + timeoutMs;
+  let wake = () => {};
+  const mine = (e: { jobId: string }) => e.jobId === jobId && wake();
+  const offs = [orch.events.on('job.started', mine), orch.events.on('job.settled', mine)];
+  try {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const changed = new Promise<void>((r) => {
+        wake = r;
+        timer = setTimeout(r, Math.max(0, Math.min(BACKSTOP_MS, until - Date.now())));
+      });
+      // A read is safe to repeat: a dropped connection (a kept-alive socket the server closed
+      // while a loaded host was slow to reuse it) is read again, not the end of the wait.
+      const read = await api<JobBody>('GET', `/api/v1/jobs/${jobId}`).then(
+        (r) => r.body,
+        (err: unknown) => err,
+      );
+      const body = read instanceof Error ? undefined : (read as JobBody);
+      if (body && states.includes(body.state)) {
+        clearTimeout(timer);
+        return body;
+      }
+      if (Date.now() > until)
+        throw new Error(
+          `job ${jobId} still ${body ? body.state : `unread (${String(read)})`} after ${timeoutMs} ms`,
+        );
+      await changed;
+      clearTimeout(timer);
+    }
+  } finally {
+    for (const off of offs) off();
+  }
+}
+const BACKSTOP_MS = 500;
 
 /** Start a process with Node 24 and collect its output. */
 export function runNode(args: string[], env: NodeJS.ProcessEnv = {}, opts: { cwd?: string } = {}) {

@@ -164,12 +164,18 @@ describe.each([
     const gc = mk(store.db.withPlugin(plugin), store, tick, marksMs);
     const t0 = performance.now();
     const writes = [gc.running(id!, 'ag', T(1)), gc.stepStarted(id!, 0, 'build', T(2))];
+    // The upper bound is a timer of our own, not a wall-clock span: on a loaded host both timers
+    // can come due in the same late turn of the loop, and then the earlier one (the batch's) runs
+    // first, its statement built before ours runs. A hold-back twice as long always comes after it.
+    const sentBeforeLimit = new Promise<boolean>((r) =>
+      setTimeout(() => r(sentAt !== undefined), 2 * marksMs - tick),
+    );
     await Promise.all(writes);
     // Marks wait for their own deadline, not the results' tick. They may leave up to a tick early
     // (a mark due within a tick goes with the flush at hand), and a timer's clock is the event
-    // loop's, taken at the start of its turn; a hold-back twice as long always fails the upper bound.
+    // loop's, taken at the start of its turn.
     expect(sentAt! - t0).toBeGreaterThanOrEqual(marksMs - tick);
-    expect(sentAt! - t0).toBeLessThan(2 * marksMs);
+    expect(await sentBeforeLimit).toBe(true);
     const row = (await store.jobs.get(id!))!;
     expect([row.state, row.started_at?.getTime()]).toEqual(['running', T(1).getTime()]);
     expect((await store.logs.steps(id!)).map((s) => s.name)).toEqual(['build']);
@@ -192,7 +198,8 @@ describe.each([
     // Someone waits on this result: it goes out in this turn of the event loop, with its job's marks.
     await expect(gc.finish(b!, 'succeeded', { exitCode: 0, reason: null }, T(4), true)).resolves.toBe(true);
     await Promise.all(bMarks);
-    expect(performance.now() - t0).toBeLessThan(1_000);
+    // Half the marks' deadline: ample on a loaded host, and still well short of a wait for it.
+    expect(performance.now() - t0).toBeLessThan(30_000);
     expect(gc.statements - before).toBe(1);
     const rowB = (await store.jobs.get(b!))!;
     expect([rowB.state, rowB.started_at?.getTime()]).toEqual(['succeeded', T(1).getTime()]);

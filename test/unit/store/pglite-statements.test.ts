@@ -7,6 +7,7 @@ import { PGlite } from '@electric-sql/pglite';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PGliteStatements } from '../../../src/store/pglite-statements.js';
+import { templateDump } from '../../helpers/data-dir.js';
 
 let db: PGlite | undefined;
 afterEach(async () => {
@@ -15,7 +16,8 @@ afterEach(async () => {
 });
 
 async function setup() {
-  db = new PGlite();
+  // Started from the migrated template's dump: no initdb (seconds) per test.
+  db = new PGlite({ loadDataDir: await templateDump() });
   await db.exec(
     `create table t (id text primary key, n int, doc jsonb, tags text[], at timestamptz, ok boolean)`,
   );

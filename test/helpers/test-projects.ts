@@ -1,0 +1,74 @@
+/**
+ * How the unit and end-to-end files are split into vitest projects by what they need, read from
+ * each file's text so that a new file lands in the right project without a list to keep.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+
+/**
+ * What makes a unit file unfit to share its module graph with others (vitest's `isolate: false`):
+ * an embedded database, a process of its own, or a change to process-wide state (environment,
+ * mocks, working directory, umask). Matched in the file and in the test helpers it imports.
+ */
+const NEEDS_ISOLATION = new RegExp(
+  [
+    String.raw`@electric-sql/pglite`,
+    String.raw`openDatabase`,
+    String.raw`helpers/(data-dir|manager-harness|recording-contract-fixture|store-contract|claim-store|orchestrator|processes|marked-daemons|fake-[a-z-]+|tcp-proxy|socket-proxy)\.js`,
+    String.raw`node:child_process`,
+    String.raw`vi\.(mock|doMock|stubEnv|stubGlobal)\(`,
+    String.raw`process\.env(\.\w+|\[[^\]]+\])\s*=[^=]`,
+    String.raw`delete process\.env`,
+    String.raw`process\.(chdir|umask)\(`,
+  ].join('|'),
+);
+
+/** End-to-end files that look at or change host-wide process state: run alone, after the rest. */
+export const SERIAL_E2E = [
+  // Kill or restart a server and expect its agents to be found again (or reaped) as orphans.
+  'test/e2e/crash-recovery.test.ts',
+  'test/e2e/rolling-restart.test.ts',
+  'test/e2e/reap-orphans.test.ts',
+  'test/e2e/adversarial/recycled-pid.test.ts',
+  'test/e2e/adversarial/teardown-tree.test.ts',
+  // Servers as processes whose agents must all be gone from the host at the end.
+  'test/e2e/cli.test.ts',
+  'test/e2e/readme-walkthrough.test.ts',
+  'test/e2e/install-from-tarball.test.ts',
+  // Fuzzers: CPU-bound, and their throughput budgets assume the machine to themselves.
+  'test/e2e/adversarial/http-fuzz.test.ts',
+  'test/e2e/adversarial/ws-fuzz.test.ts',
+];
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.test.ts'))
+    .map((f) => join(dir, f))
+    .sort();
+}
+
+/** Does `file`, or a test helper it imports (transitively), need a process of its own? */
+function needsIsolation(file: string, seen = new Set<string>()): boolean {
+  if (seen.has(file)) return false;
+  seen.add(file);
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return false; // a path built at run time, or a package: not a helper of ours
+  }
+  if (NEEDS_ISOLATION.test(text)) return true;
+  for (const m of text.matchAll(/from '(\.{1,2}\/[^']+)\.js'/g)) {
+    const target = resolve(dirname(file), `${m[1]}.ts`);
+    // Only our own test code is followed: src/ is what the tests exercise, not how they run.
+    if (!relative(resolve('test'), target).startsWith('..') && needsIsolation(target, seen)) return true;
+  }
+  return false;
+}
+
+/** Unit files that start no database or process and touch no process-wide state. */
+export function sharedModuleUnitFiles(root: string): string[] {
+  return testFiles(join(root, 'test/unit'))
+    .filter((f) => !needsIsolation(f))
+    .map((f) => relative(root, f));
+}
