@@ -5,19 +5,20 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { newId } from '../dispatch/job-rows.js';
 import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
-import type { TokenInfo } from '../store/tokens-repo.js';
 import { monoNow, type Clock } from '../util/clock.js';
 import { uptimeMs } from './heartbeat-check.js';
 import {
   bad,
   DEFAULT_AGENT_TOKEN_TTL_SECONDS,
   describeIssues,
-  EXPIRING_SOON_MS,
   idProblem,
   readJsonBody,
   tokenBodySchema,
 } from './http-validation.js';
 import { registerAgentTokenRotate } from './agent-token-rotate.js';
+import { tokenView } from './token-view.js';
+
+export { tokenView } from './token-view.js';
 
 export interface AgentRoutesDeps {
   store: Store;
@@ -56,17 +57,6 @@ function agentView(d: Dispatcher, clock: Clock, a: ConnectedAgent, gone?: Depart
     uptimeMs: gone ? null : Math.round(up),
     disconnectedAt: gone ? new Date(gone.goneAtMs) : null,
   };
-}
-
-export function tokenView(t: TokenInfo, nowMs: number) {
-  const state = t.revokedAt
-    ? 'revoked'
-    : t.expiresAt && t.expiresAt.getTime() <= nowMs
-      ? 'expired'
-      : 'active';
-  const expiresSoon =
-    state === 'active' && t.expiresAt !== null && t.expiresAt.getTime() - nowMs <= EXPIRING_SOON_MS;
-  return { ...t, state, expiresSoon };
 }
 
 /**

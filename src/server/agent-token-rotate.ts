@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
-import { tokenView } from './agent-routes.js';
+import { tokenView } from './token-view.js';
 import { bad, describeIssues, idProblem, readJsonBody } from './http-validation.js';
 
 /** How long a rotated-out token keeps working when the caller does not say: one day. */
