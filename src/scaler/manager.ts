@@ -215,6 +215,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
       case 'skip':
         return { action: 'skipped', reason: d.reason };
       case 'at-capacity':
+        this.state.tally.spawnRefusals++;
         return { action: 'at-capacity', reason: d.reason };
       case 'no-backend':
         return {
@@ -310,6 +311,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     this.freedTimer = this.opts.clock.setTimer(CAPACITY_FREED_DEBOUNCE_MS, () => {
       this.freedTimer = undefined;
       try {
+        this.state.tally.redispatch.hook++;
         this.hooks?.onCapacityFreed();
       } catch (err) {
         this.log.error({ err: errorMessage(err) }, 'capacity-freed hook failed');

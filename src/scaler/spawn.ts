@@ -93,8 +93,14 @@ export async function provisionAgent(
     // Written before the backend is called, so a crash between deciding and spawning is recoverable.
     if (entry.type === 'event') {
       // Event provisions are shared by every orchestrator on the store: the cap is counted there.
-      const refused = await reserveEventSpawn(host.opts.store.db, entry, record, reservation);
+      const refused = await reserveEventSpawn(host.opts.store.db, entry, record, reservation).catch(
+        (err: unknown) => {
+          host.state.tally.capLockFailed(err);
+          throw err;
+        },
+      );
       if (refused) {
+        host.state.tally.spawnRefusals++;
         host.forget(m);
         return { action: 'at-capacity', reason: refused };
       }

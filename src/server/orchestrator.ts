@@ -22,6 +22,7 @@ import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
 import { loadAdminToken, loadInstanceId } from './instance.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
+import { registerScalerMetrics } from './scaler-metrics.js';
 import { StoreProbe } from './readiness.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
 import type { EventProvisionReaper } from '../scaler/event-reaper.js';
@@ -170,6 +171,7 @@ export class Orchestrator {
       );
       orch.probe = probe;
       orch.scaleEvents = scaleEvents;
+      registerScalerMetrics(metrics.registry, { scaler: () => orch.scaler, reaper: () => orch.reaper });
       orch.reaper = wireEventScaling({
         router: scaleEvents,
         dispatcher,
@@ -199,7 +201,13 @@ export class Orchestrator {
           onSpawnFailed: (jobId, err) => {
             // The entry is still tracked while its failure is reported: it names the backend type.
             const backend = scaler.entries().find((e) => e.boundJobId === jobId)?.type ?? 'unknown';
-            metrics.spawnFailures.inc({ backend, bound: 'true', kind: err.kind });
+            const entry = scaler.entries().find((e) => e.boundJobId === jobId);
+            metrics.spawnFailures.inc({
+              scaler: entry?.scalerName ?? '',
+              backend,
+              bound: 'true',
+              kind: err.kind,
+            });
             const message = `${err.kind}: ${err.message}`;
             const q = dispatcher.queue.get(jobId);
             if (q) q.waiting = message;
@@ -358,6 +366,7 @@ export class Orchestrator {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
     this.sweepTimer = setInterval(() => {
       this.scaler?.sweepStale();
+      if (this.scaler) this.scaler.state.tally.redispatch.sweep++;
       void this.dispatcher.requestPump();
     }, opts.sweepIntervalMs ?? 10_000);
     this.sweepTimer.unref();
