@@ -27,6 +27,10 @@ program
     '--drain-timeout <seconds>',
     'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
   )
+  .option(
+    '--log-format <json|text>',
+    'log lines as JSON for pipelines or text for people (default: $KICI_LOG_FORMAT or json)',
+  )
   .action(
     async (o: {
       config?: string;
@@ -36,6 +40,7 @@ program
       databaseUrl?: string;
       drainTimeout?: string;
       instanceId?: string;
+      logFormat?: string;
     }) => {
       const { serve } = await import('./serve.js');
       process.exitCode = await serve(o);

@@ -1,5 +1,6 @@
 import { Orchestrator } from '../server/orchestrator.js';
 import { UserError } from '../util/errors.js';
+import { parseLogFormat } from '../util/log-format.js';
 import { createLogger } from '../util/logger.js';
 
 export interface ServeOptions {
@@ -10,6 +11,7 @@ export interface ServeOptions {
   databaseUrl?: string;
   drainTimeout?: string;
   instanceId?: string;
+  logFormat?: string;
 }
 
 /** How long a graceful stop waits for running jobs when neither the flag nor the env sets it. */
@@ -39,7 +41,13 @@ export function parseDrainTimeout(value: string | undefined): number {
 export async function serve(o: ServeOptions): Promise<number> {
   const listen = parseListen(o.listen ?? process.env.KICI_LISTEN ?? '127.0.0.1:8080');
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
-  const logger = createLogger();
+  let format;
+  try {
+    format = parseLogFormat(o.logFormat ?? process.env.KICI_LOG_FORMAT);
+  } catch (err) {
+    throw new UserError((err as Error).message);
+  }
+  const logger = createLogger({ format });
   // A stop signal that arrives while the server is still starting is kept and acted on once it is up,
   // instead of killing the process half-way through opening its store.
   const early: string[] = [];

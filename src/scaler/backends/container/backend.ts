@@ -1,3 +1,4 @@
+import { logAgentLine } from '../../../util/agent-output.js';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { IsolationError } from '../../../net/isolation.js';
 import { warnIsolationOff } from '../../../net/nft-preflight.js';
@@ -97,7 +98,7 @@ export class ContainerScalerBackend implements ScalerBackend {
       applyRules: (req, ls, ip) => this.applyRules(req, ls, ip),
       removeRules: (ip) => this.removeRules(ip),
       onOutput: (agentId, stream, line) =>
-        this.log.info({ agentId, stream, line, logsSource: this.logsSource }, 'agent output'),
+        logAgentLine(this.log, { agentId, stream, logsSource: this.logsSource }, line),
       warn: (agentId, msg) => this.log.warn({ agentId }, msg),
     };
   }
