@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
@@ -17,6 +16,9 @@ import { registerJobRoutes } from './job-routes.js';
 import { registerEventRoutes } from './event-routes.js';
 
 import { registerClusterRoutes } from './cluster-routes.js';
+import { adminTokenCheck, crossSiteCookieWrite, presentedToken } from './dashboard/auth.js';
+import { registerDashboard } from './dashboard/routes.js';
+import { liveStream } from './dashboard/stream.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -56,12 +58,6 @@ const JOB_STATES: JobState[] = [
   'timed-out',
   'no-backend',
 ];
-
-function safeEqual(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
 
 export function jobView(row: JobRow, waiting?: string) {
   return {
@@ -124,17 +120,27 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     });
   });
 
+  const tokenOk = adminTokenCheck(deps.adminToken);
+  registerDashboard(app, tokenOk);
   app.use('/api/v1/*', async (c, next) => {
-    const header = c.req.header('authorization') ?? '';
-    const token = header.startsWith('Bearer ') ? header.slice(7) : '';
-    if (!token || !safeEqual(token, deps.adminToken)) {
+    const token = presentedToken(c);
+    if (!token || !tokenOk(token)) {
       return c.json(
-        { error: 'unauthorized', problems: ['a valid admin token is required (Authorization: Bearer …)'] },
+        {
+          error: 'unauthorized',
+          problems: ['a valid admin token is required (Authorization: Bearer …, or log in at /login)'],
+        },
         401,
       );
     }
+    if (crossSiteCookieWrite(c))
+      return c.json(
+        { error: 'forbidden', problems: ['(origin): a cross-site request cannot use the login cookie'] },
+        403,
+      );
     await next();
   });
+  app.get('/api/v1/stream', (c) => liveStream(c, dispatcher));
 
   // Every id in a path must look like an id before it reaches a query.
   for (const [pattern, name] of [
