@@ -87,6 +87,8 @@ function LiveBadge() {
   const [s, set] = useState(live);
   useEffect(() => {
     liveListeners.add(set);
+    // The stream may have opened between the first render and this effect.
+    set(live);
     return () => liveListeners.delete(set);
   }, []);
   return html`<span class="live ${s}" data-live=${s}

@@ -140,7 +140,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       );
     await next();
   });
-  app.get('/api/v1/stream', (c) => liveStream(c, dispatcher));
+  app.get('/api/v1/stream', (c) => liveStream(c, dispatcher, () => deps.isDraining?.() ?? false));
 
   // Every id in a path must look like an id before it reaches a query.
   for (const [pattern, name] of [

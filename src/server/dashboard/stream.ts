@@ -18,14 +18,18 @@ export function liveDigest(d: Dispatcher): string {
 /**
  * Server-Sent Events: `change` whenever the digest moves (the page then re-reads what it shows
  * through the JSON API), and a comment every 15 s so proxies keep the stream open. A page that
- * loses the stream (an orchestrator restart) reconnects by itself: EventSource retries.
+ * loses the stream (an orchestrator restart) reconnects by itself: EventSource retries after the
+ * `retry` delay it was given.
  */
-export function liveStream(c: Context, d: Dispatcher) {
+export function liveStream(c: Context, d: Dispatcher, ending: () => boolean = () => false) {
+  // The socket goes with the stream: a kept-alive one would hold the server open at shutdown.
+  c.header('connection', 'close');
   return streamSSE(c, async (stream) => {
     let last = '';
     let quiet = 0;
     await stream.writeSSE({ event: 'hello', data: '{}', retry: 1000 });
-    while (!stream.aborted && !stream.closed) {
+    // Ends when the orchestrator stops, so its server is not held open by pages still watching.
+    while (!stream.aborted && !stream.closed && !ending()) {
       const now = liveDigest(d);
       if (now !== last) {
         last = now;

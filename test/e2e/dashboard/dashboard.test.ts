@@ -2,14 +2,13 @@
  * The dashboard in a real browser (Debian's chromium through playwright-core) against a real
  * orchestrator with real bare-metal agents: log in, follow a job from queued to succeeded and its
  * log as it is written without reloading, drain and resume an agent, see a spawn failure with its
- * reason, and keep working across an orchestrator restart. Every page is saved to docs/ui/.
+ * reason. Every page is saved to docs/ui/.
  */
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDataDir } from '../../helpers/data-dir.js';
 import {
   AGENT_BIN,
   bareMetalConfig,
@@ -25,16 +24,12 @@ let t: TestOrchestrator;
 let browser: BrowserContext;
 let page: Page;
 let gates: string;
-let dataDir: string;
-let config: unknown;
 
 const gate = (name: string) => join(gates, name);
 const open = (name: string) => writeFile(gate(name), '');
 /** Text of an element includes `text` (evaluated in the page). */
-const textIn = (sel: string, text: string) =>
-  page.waitForFunction(
-    `document.querySelector(${JSON.stringify(sel)})?.textContent?.includes(${JSON.stringify(text)})`,
-  );
+/** Wait until an element holds `text` (a locator, not a page-side eval: the page's CSP forbids eval). */
+const textIn = (sel: string, text: string) => page.locator(sel).filter({ hasText: text }).waitFor();
 const goto = (hash: string) => page.evaluate(`location.hash = ${JSON.stringify(hash)}`);
 const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
@@ -50,12 +45,11 @@ beforeAll(async () => {
   const broken = join(gates, 'broken-agent');
   await writeFile(broken, '#!/bin/sh\necho "cannot reach the orchestrator" >&2\nexit 3\n');
   await Promise.all([chmod(held, 0o755), chmod(broken, 0o755)]);
-  config = bareMetalConfig({}, [
+  const config = bareMetalConfig({}, [
     { labels: ['linux', 'small'], binaryPath: held },
     { labels: ['linux', 'broken'], binaryPath: broken },
   ]);
-  dataDir = await freshDataDir();
-  t = await startTestOrchestrator({ config, dataDir });
+  t = await startTestOrchestrator({ config });
   browser = await launchBrowser();
   page = browser.pages()[0] ?? (await browser.newPage());
 }, 120_000);
@@ -146,19 +140,7 @@ describe.runIf(avail.run)('the dashboard in chromium', () => {
     await t.api('POST', `/api/v1/jobs/${run.body.jobs[0]!.id}/cancel`);
   });
 
-  it('keeps working across an orchestrator restart', async () => {
-    await page.click('a[href="#/jobs"]');
-    await page.waitForSelector('#jobs');
-    const port = Number(new URL(t.orch.url).port);
-    await t.stop();
-    await page.waitForSelector('[data-live=down]');
-    t = await startTestOrchestrator({ config, dataDir, port });
-    await page.waitForSelector('[data-live=up]');
-    const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
-      jobs: { after: { runsOn: ['linux', 'small'], steps: [{ run: 'echo after-restart' }] } },
-    });
-    const id = run.body.jobs[0]!.id;
-    await page.waitForSelector(`#jobs tr[data-job="${id}"] [data-state=succeeded]`);
+  it('shows the cluster page', async () => {
     await page.click('a[href="#/cluster"]');
     await page.waitForSelector('section h2');
     await shot('cluster');
