@@ -130,4 +130,7 @@ function App() {
   `;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+// The placeholder is static HTML, not Preact's: clear it, or render would keep it below the app.
+const root = document.getElementById('app');
+root.textContent = '';
+render(html`<${App} />`, root);
