@@ -7,6 +7,7 @@ import './node-check.js';
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
 import { takeHandedToken } from '../agent/token-handoff.js';
+import { formatText, logRecord, parseLogFormat, type LogFormat } from '../util/log-format.js';
 import { packageVersion } from '../version.js';
 import { exitWhenFlushed } from './exit.js';
 
@@ -18,14 +19,20 @@ for (const stream of [process.stdout, process.stderr]) stream.on('error', () => 
 const inheritedUmask = process.umask(0o022);
 if (inheritedUmask !== 0o077) process.umask(inheritedUmask);
 
+// One shape with the orchestrator's own log (pino's JSON), or text for a person at a terminal.
+// A bad value is reported once main() runs; until then, JSON.
+let format: LogFormat = 'json';
 function log(level: 'info' | 'warn' | 'error', msg: string): void {
-  const line = JSON.stringify({
-    level,
-    time: new Date().toISOString(),
-    agentId: process.env.KICI_AGENT_ID,
-    msg,
-  });
+  const rec = logRecord('kici-agent', level, msg, { agentId: process.env.KICI_AGENT_ID });
+  const line = format === 'text' ? formatText(rec) : JSON.stringify(rec);
   (level === 'info' ? process.stdout : process.stderr).write(line + '\n');
+}
+
+/** `--log-format <json|text>` (or `--log-format=text`) wins over KICI_LOG_FORMAT. */
+function logFormatArg(argv: string[]): string | undefined {
+  const i = argv.indexOf('--log-format');
+  if (i >= 0) return argv[i + 1] ?? '';
+  return argv.find((a) => a.startsWith('--log-format='))?.slice('--log-format='.length);
 }
 
 async function main(): Promise<number> {
@@ -48,10 +55,17 @@ async function main(): Promise<number> {
         '  KICI_SCALER_CLAIM_CODE one-time code redeemed for an id and a token (instead of both)\n' +
         '  KICI_EPHEMERAL=1       exit after one job\n' +
         '  KICI_CA_FILE           PEM CA certificates that wss:// is verified against (default: the system CAs)\n\n' +
-        'Options: --version prints the version; --help prints this.\n\n' +
+        '  KICI_LOG_FORMAT        json (default) or text\n\n' +
+        'Options: --log-format json|text; --version prints the version; --help prints this.\n\n' +
         'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );
     return 0;
+  }
+  try {
+    format = parseLogFormat(logFormatArg(process.argv) ?? process.env.KICI_LOG_FORMAT);
+  } catch (err) {
+    process.stderr.write(`kici-agent: ${(err as Error).message}\n`);
+    return 2;
   }
   let cfg;
   try {

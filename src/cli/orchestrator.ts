@@ -47,6 +47,10 @@ const serveCommand = program
     'on SIGTERM/SIGINT, how long running jobs may finish before the server stops and leaves them to the next start (default: $KICI_DRAIN_TIMEOUT or 60)',
   )
   .option(
+    '--log-format <json|text>',
+    'log lines as JSON for pipelines or text for people (default: $KICI_LOG_FORMAT or json)',
+  )
+  .option(
     '--retain-jobs <duration>',
     'keep finished jobs and their logs this long (default: $KICI_RETAIN_JOBS or 30d; off = forever)',
   )
@@ -87,6 +91,7 @@ serveCommand.action(
       drainTimeout?: string;
       instanceId?: string;
       adminTokenFile?: string;
+      logFormat?: string;
       metricsPublic?: boolean;
       tlsCert?: string;
       tlsKey?: string;

@@ -3,6 +3,7 @@ import { Orchestrator } from '../server/orchestrator.js';
 import { tlsFilesFrom } from '../server/tls.js';
 import { resolveDataDir } from '../util/default-data-dir.js';
 import { UsageError, UserError } from '../util/errors.js';
+import { parseLogFormat } from '../util/log-format.js';
 import { createLogger } from '../util/logger.js';
 import { retentionFromSettings, type RetentionKey } from '../store/retention/policy.js';
 
@@ -22,6 +23,7 @@ export interface ServeOptions {
   retention?: Partial<Record<RetentionKey, string | undefined>>;
   /** The scaler settings' flags, by camelCased name (see SCALER_SETTINGS). */
   settingFlags?: Record<string, string | undefined>;
+  logFormat?: string;
 }
 
 /** `--metrics-public` or KICI_METRICS_PUBLIC=true|1. */
@@ -61,7 +63,13 @@ export async function serve(o: ServeOptions): Promise<number> {
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
   const retention = retentionFromSettings(o.retention ?? {});
   const scalerSettings = readScalerSettings(process.env, o.settingFlags ?? {});
-  const logger = createLogger();
+  let format;
+  try {
+    format = parseLogFormat(o.logFormat ?? process.env.KICI_LOG_FORMAT);
+  } catch (err) {
+    throw new UserError((err as Error).message);
+  }
+  const logger = createLogger({ format });
   // A stop signal that arrives while the server is still starting is kept and acted on once it is up,
   // instead of killing the process half-way through opening its store.
   const early: string[] = [];

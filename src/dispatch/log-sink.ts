@@ -31,7 +31,11 @@ export class LogSink {
     this.tailMax = Math.min(Math.floor(maxBytes / 2), MAX_TAIL_BYTES);
   }
 
+  /** Lines pushed so far: a cheap change marker for live views. */
+  pushed = 0;
+
   push(lines: LogLine[]): void {
+    this.pushed += lines.length;
     for (const line of lines) {
       let budget = this.budgets.get(line.jobId);
       // Our own few system lines (e.g. spawn events for a queued job) need no budget: one made

@@ -42,6 +42,10 @@ export class EventProvisionReaper {
   private leaseTask: Promise<void> | undefined;
   private releaseLease: (() => void) | undefined;
   private ticking: Promise<void> | undefined;
+  /** Event provisions past their spawn deadline with no registered agent, at the last pass. */
+  unseenProvisions = 0;
+  /** The last pass could not finish its reaping (a failed pass, or a provision it could not reap). */
+  blocked = false;
   /** Provisions this instance tore down as the reaper (tests and status read it). */
   reaped = 0;
   private readonly log: Logger;
@@ -74,7 +78,10 @@ export class EventProvisionReaper {
   tick(): Promise<void> {
     if (this.ticking || this.stopped) return this.ticking ?? Promise.resolve();
     this.ticking = this.pass()
-      .catch((err: unknown) => this.log.error({ err: errorMessage(err) }, 'event reaper pass failed'))
+      .catch((err: unknown) => {
+        this.blocked = true;
+        this.log.error({ err: errorMessage(err) }, 'event reaper pass failed');
+      })
       .finally(() => (this.ticking = undefined));
     return this.ticking;
   }
@@ -91,6 +98,8 @@ export class EventProvisionReaper {
       .where('registered_at', 'is', null)
       .where('spawned_at', '<', new Date(now - this.opts.spawnTimeoutMs))
       .execute();
+    this.unseenProvisions = rows.length;
+    let blocked = false;
     for (const row of rows) {
       if (!this.leader || this.stopped) return;
       try {
@@ -104,8 +113,10 @@ export class EventProvisionReaper {
       } catch (err) {
         // One row's failure does not stop the sweep; the next pass tries it again.
         this.log.warn({ agentId: row.agent_id, err: errorMessage(err) }, 'could not reap a provision');
+        blocked = true;
       }
     }
+    this.blocked = blocked;
     const purged = await this.claims.purgeExpired(
       new Date(now - (this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS)),
     );

@@ -218,6 +218,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
       case 'skip':
         return { action: 'skipped', reason: d.reason };
       case 'at-capacity':
+        this.state.tally.spawnRefusals++;
         return { action: 'at-capacity', reason: d.reason };
       case 'no-backend':
         return {
@@ -313,6 +314,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     this.freedTimer = this.opts.clock.setTimer(CAPACITY_FREED_DEBOUNCE_MS, () => {
       this.freedTimer = undefined;
       try {
+        this.state.tally.redispatch.hook++;
         this.hooks?.onCapacityFreed();
       } catch (err) {
         this.log.error({ err: errorMessage(err) }, 'capacity-freed hook failed');

@@ -97,6 +97,8 @@ export async function provisionAgent(
       // Event provisions are shared by every orchestrator on the store: the cap is counted there.
       const slot = await claimEventSlot(host.opts.store.db, entry, record, reservation);
       if (slot.kind !== 'reserved') {
+        if (slot.kind === 'at-cap') host.state.tally.spawnRefusals++;
+        if (slot.kind === 'lock-failure') host.state.tally.capLockFailures[slot.failure]++;
         host.forget(m);
         if (slot.kind === 'in-flight') return { action: 'skipped', reason: PROVISION_IN_FLIGHT };
         if (slot.kind === 'at-cap') return { action: 'at-capacity', reason: slot.reason };

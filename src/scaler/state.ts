@@ -1,3 +1,4 @@
+import { ScalerTally } from './tally.js';
 import type { ScalerConfig, ScalerEntry } from '../config/index.js';
 import type { ManagedEntry } from './agent-book.js';
 import { DEFAULT_PROVISION_BACKOFF, ProvisionBackoff, type ProvisionBackoffOptions } from './core/backoff.js';
@@ -24,6 +25,7 @@ export class ScalerState {
   readonly semaphores = new Map<string, Semaphore>();
   readonly caps: CapBook;
   readonly backoff: ProvisionBackoff;
+  readonly tally = new ScalerTally();
   readonly failures = new FailureTracker();
   table: RoutableLabelSet[];
 

@@ -181,6 +181,7 @@ export class WarmPools {
       const a = this.m.state.agents.get(id);
       if (!a || !this.registry?.tryDrain(id)) continue;
       this.log.info({ agentId: id, scaler: spec.scalerName }, 'reaping idle warm agent');
+      this.m.state.tally.warmReap(spec.scalerName);
       // Reaped because it sat idle past the pool's need, not because anything is shutting down.
       void this.m.teardown(a, 'idle');
     }
@@ -229,7 +230,8 @@ export class WarmPools {
       while (deficit-- > 0) {
         try {
           const r = await this.m.provision(match, this.m.resourcesFor(match));
-          if (r.action !== 'spawning') {
+          if (r.action === 'spawning') this.m.state.tally.warmSpawned(spec.scalerName);
+          else {
             this.log.info({ pool: spec.key, reason: r.reason }, 'warm spawn refused');
             break;
           }

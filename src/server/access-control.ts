@@ -7,6 +7,7 @@ import { clip } from '../jobs/safe-text.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
+import { crossSiteCookieWrite, presentedToken } from './dashboard/auth.js';
 import { matchRoute } from './route-roles.js';
 
 declare module 'hono' {
@@ -76,8 +77,7 @@ export function accessControl(deps: AccessControlDeps): MiddlewareHandler {
     const target = matched ? clip(Object.values(matched.params).join(' ')) || null : null;
     const remote = remoteOf(c);
 
-    const header = c.req.header('authorization') ?? '';
-    const secret = header.startsWith('Bearer ') ? header.slice(7).trim() : '';
+    const secret = presentedToken(c).trim();
     const check = secret
       ? await deps.tokens.check(secret, new Date(deps.clock.now()))
       : ({ ok: false, reason: 'no token' } as const);
@@ -101,7 +101,7 @@ export function accessControl(deps: AccessControlDeps): MiddlewareHandler {
           error: 'unauthorized',
           problems: [
             check.reason === 'no token' || check.reason === 'unknown token'
-              ? 'a valid access token is required (Authorization: Bearer …)'
+              ? 'a valid access token is required (Authorization: Bearer …, or log in at /login)'
               : `${check.reason}: ask an admin for a new access token`,
           ],
         },
@@ -110,6 +110,13 @@ export function accessControl(deps: AccessControlDeps): MiddlewareHandler {
     }
     const token = check.token;
     const base = { tokenId: token.id, tokenName: token.name, role: token.role, action, target, remote };
+    if (crossSiteCookieWrite(c)) {
+      await record({ ...base, result: 'denied', status: 403 }, false);
+      return c.json(
+        { error: 'forbidden', problems: ['(origin): a cross-site request cannot use the login cookie'] },
+        403,
+      );
+    }
     if (!roleAllows(token.role, role)) {
       await record({ ...base, result: 'denied', status: 403 }, false);
       return c.json(

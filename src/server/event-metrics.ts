@@ -8,6 +8,7 @@ export class EventMetrics implements ScaleEventObserver {
   private readonly scaleDown: Counter;
   private readonly timeouts: Counter;
   private readonly givenUp: Counter;
+  private readonly unmatched: Counter;
 
   constructor(
     registry: Registry,
@@ -49,6 +50,12 @@ export class EventMetrics implements ScaleEventObserver {
       labelNames: ['scaler'],
       registers,
     });
+    this.unmatched = new Counter({
+      name: 'kici_orch_event_unmatched_total',
+      help: 'Scale events that reached no receiver, by event name and reason (no-targets, unknown-target)',
+      labelNames: ['event_name', 'reason'],
+      registers,
+    });
     new Gauge({
       name: 'kici_orch_scaler_external_provisioning_active',
       help: 'Provisions an event scaler tracks (scale-up sent, no scale-down yet)',
@@ -70,6 +77,9 @@ export class EventMetrics implements ScaleEventObserver {
   }
   provisionTimedOut(scaler: string): void {
     this.timeouts.inc({ scaler });
+  }
+  eventUnmatched(eventName: string, reason: string): void {
+    this.unmatched.inc({ event_name: eventName, reason });
   }
   deliveryGivenUp(scaler: string): void {
     this.givenUp.inc({ scaler });

@@ -35,6 +35,7 @@ export function wireEventScaling(deps: {
     scaleUpEmitted: (s) => counts.scaleUpEmitted(s),
     scaleDownEmitted: (s, reason) => counts.scaleDownEmitted(s, reason),
     provisionTimedOut: (s) => counts.provisionTimedOut(s),
+    eventUnmatched: (name, reason) => counts.eventUnmatched(name, reason),
     deliveryGivenUp: (s, problem) => {
       counts.deliveryGivenUp(s);
       scaler

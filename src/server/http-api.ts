@@ -26,6 +26,8 @@ import { registerBackoffRoutes } from './backoff-routes.js';
 import { registerClusterRoutes } from './cluster-routes.js';
 import { accessControl } from './access-control.js';
 import { registerAccessRoutes } from './access-routes.js';
+import { registerDashboard } from './dashboard/routes.js';
+import { liveStream } from './dashboard/stream.js';
 import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
@@ -158,6 +160,13 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
       'content-type': deps.metrics.registry.contentType,
     });
   });
+
+  // The dashboard's login takes any live access token; what it may do is then the token's role.
+  registerDashboard(
+    app,
+    async (token) => (await store.accessTokens.check(token, new Date(deps.clock.now()))).ok,
+  );
+  app.get('/api/v1/stream', (c) => liveStream(c, dispatcher, () => deps.isDraining?.() ?? false));
 
   // Every id in a path must look like an id before it reaches a query.
   for (const [pattern, name] of [

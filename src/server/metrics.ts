@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { normalizeLabelSet } from '../config/labels.js';
 import { hasRegistered } from '../scaler/agent-lifecycle.js';
 import { swallowedCounts } from '../util/swallowed-errors.js';
 
@@ -38,7 +39,8 @@ export class Metrics {
   });
   readonly jobsQueued = new Gauge({
     name: 'kici_orch_jobs_queued',
-    help: 'Jobs waiting for an agent',
+    help: 'Jobs waiting for an agent, by their runs-on label set',
+    labelNames: ['labelSet'],
     registers: [this.registry],
   });
   readonly jobsActive = new Gauge({
@@ -84,6 +86,12 @@ export class Metrics {
     help: 'Live static agent tokens that expire within 14 days',
     registers: [this.registry],
   });
+  readonly agents = new Gauge({
+    name: 'kici_orch_agents',
+    help: 'Connected agents by scaler, backend and state (idle, busy, draining)',
+    labelNames: ['scaler', 'backend', 'state'],
+    registers: [this.registry],
+  });
   readonly scalerActive = new Gauge({
     name: 'kici_orch_scaler_agents',
     help: 'Agents a scaler holds compute for, by phase',
@@ -93,13 +101,13 @@ export class Metrics {
   readonly cpusUsed = new Gauge({
     name: 'kici_orch_scaler_cpus_used',
     help: "Summed CPU requests of one scaler's reservations",
-    labelNames: ['scaler', 'backend'],
+    labelNames: ['scaler', 'backend', 'scalerType', 'machinePool'],
     registers: [this.registry],
   });
   readonly memoryUsed = new Gauge({
     name: 'kici_orch_scaler_memory_bytes_used',
     help: "Summed memory requests of one scaler's reservations",
-    labelNames: ['scaler', 'backend'],
+    labelNames: ['scaler', 'backend', 'scalerType', 'machinePool'],
     registers: [this.registry],
   });
   readonly agentsGlobal = new Gauge({
@@ -119,14 +127,8 @@ export class Metrics {
   });
   readonly spawnFailures = new Counter({
     name: 'kici_orch_scaler_spawn_failures_total',
-    help: 'Failed spawns',
-    labelNames: ['backend', 'bound', 'kind'],
-    registers: [this.registry],
-  });
-  readonly capLockFailures = new Counter({
-    name: 'kici_orch_scaler_cap_lock_failures_total',
-    help: 'Event provisions refused because the cluster cap lock could not be taken (contended: lock timeout; unreachable: database error)',
-    labelNames: ['reason'],
+    help: 'Failed spawns, by scaler, backend type, whether bound to a job, and failure kind',
+    labelNames: ['scaler', 'backend', 'bound', 'kind'],
     registers: [this.registry],
   });
   readonly configReloads = new Counter({
@@ -152,11 +154,12 @@ export class Metrics {
   private readonly started = new Map<string, { atMs: number; runner: RunnerLabels }>();
 
   constructor(private readonly runnerOf: (agentId: string) => RunnerLabels = () => STATIC_RUNNER) {
-    collectDefaultMetrics({ register: this.registry, prefix: 'kici_orch_process_' });
+    // prom-client's own names already start `process_` or `nodejs_`: the prefix is ours only.
+    collectDefaultMetrics({ register: this.registry, prefix: 'kici_orch_' });
     // prom-client names three gauges `_total`, which reads as a counter (promtool flags it). Each
     // is the sum of a by-type gauge that stays (`…_active_handles{type}` and so on).
     for (const what of ['handles', 'requests', 'resources'])
-      this.registry.removeSingleMetric(`kici_orch_process_nodejs_active_${what}_total`);
+      this.registry.removeSingleMetric(`kici_orch_nodejs_active_${what}_total`);
     this.buildInfo.set({ version: packageVersion() }, 1);
   }
 
@@ -181,10 +184,20 @@ export class Metrics {
   }
 
   refresh(d: Dispatcher): void {
-    this.jobsQueued.set(d.queue.size);
+    this.jobsQueued.reset();
+    for (const g of d.queue.orderedGroups())
+      this.jobsQueued.inc({ labelSet: normalizeLabelSet(g.labels) }, g.size);
     this.jobsActive.set(d.active.size);
     const kinds = { static: 0, scaler: 0 };
-    for (const a of d.registry.list()) kinds[a.kind]++;
+    this.agents.reset();
+    for (const s of ['idle', 'busy'] as const) this.agents.set({ ...STATIC_RUNNER, state: s }, 0);
+    for (const a of d.registry.list()) {
+      kinds[a.kind]++;
+      const scalerName = a.scalerName ?? '';
+      const backend =
+        a.kind === 'static' ? 'static' : (d.scaler?.state.entries.get(scalerName)?.type ?? 'unknown');
+      this.agents.inc({ scaler: scalerName, backend, state: d.registry.stateOf(a) });
+    }
     this.agentsConnected.set({ kind: 'static' }, kinds.static);
     this.agentsConnected.set({ kind: 'scaler' }, kinds.scaler);
     const scaler = d.scaler;
@@ -199,8 +212,9 @@ export class Metrics {
     this.memoryUsed.reset();
     for (const s of scaler.config.scalers) {
       const u = book.usage(s.name);
-      this.cpusUsed.set({ scaler: s.name, backend: s.type }, u.cpus);
-      this.memoryUsed.set({ scaler: s.name, backend: s.type }, u.memBytes);
+      const at = { scaler: s.name, backend: s.type, scalerType: s.type, machinePool: s.machinePool ?? '' };
+      this.cpusUsed.set(at, u.cpus);
+      this.memoryUsed.set(at, u.memBytes);
     }
     const g = book.usage();
     this.agentsGlobal.set(book.count());

@@ -27,6 +27,7 @@ import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js'
 import { loadInstanceId } from './instance.js';
 import { defaultAdminTokenFile, ensureBootstrapToken } from '../access/bootstrap-token.js';
 import { Metrics, STATIC_RUNNER } from './metrics.js';
+import { registerScalerMetrics } from './scaler-metrics.js';
 import { StoreProbe } from './readiness.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
 import type { EventProvisionReaper } from '../scaler/event-reaper.js';
@@ -221,6 +222,7 @@ export class Orchestrator {
         log,
       );
       orch.scaleEvents = scaleEvents;
+      registerScalerMetrics(metrics.registry, { scaler: () => orch.scaler, reaper: () => orch.reaper });
       orch.reaper = wireEventScaling({
         router: scaleEvents,
         dispatcher,
@@ -250,7 +252,13 @@ export class Orchestrator {
           onSpawnFailed: (jobId, err) => {
             // The entry is still tracked while its failure is reported: it names the backend type.
             const backend = scaler.entries().find((e) => e.boundJobId === jobId)?.type ?? 'unknown';
-            metrics.spawnFailures.inc({ backend, bound: 'true', kind: err.kind });
+            const entry = scaler.entries().find((e) => e.boundJobId === jobId);
+            metrics.spawnFailures.inc({
+              scaler: entry?.scalerName ?? '',
+              backend,
+              bound: 'true',
+              kind: err.kind,
+            });
             const message = `${err.kind}: ${err.message}`;
             const q = dispatcher.queue.get(jobId);
             if (q) q.waiting = message;
@@ -261,7 +269,6 @@ export class Orchestrator {
           },
           // The manager has logged it already; this feeds kici_orch_swallowed_errors_total{site}.
           onSwallowedError: (site) => countSwallowed(site),
-          onCapLockFailure: (reason) => metrics.capLockFailures.inc({ reason }),
           onAgentRegistered: (name, backend, ms) => metrics.spawnRegistered({ scaler: name, backend }, ms),
         },
         dispatcher.registryView(),
@@ -434,6 +441,7 @@ export class Orchestrator {
     this.sweepTimer = setInterval(() => {
       this.scaler?.sweepStale();
       void this.scaler?.withdrawEnded();
+      if (this.scaler) this.scaler.state.tally.redispatch.sweep++;
       void this.dispatcher.requestPump();
     }, opts.sweepIntervalMs ?? 10_000);
     this.sweepTimer.unref();

@@ -18,6 +18,14 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'GET /metrics': { access: 'metrics', action: 'metrics.scrape' },
   // Agents redeem claim codes here; the code itself is the credential.
   'POST /scaler/claim': { access: 'public', action: 'claim.redeem' },
+  // The dashboard's page and assets hold no data; everything it shows comes from the API below.
+  'GET /': { access: 'public', action: 'dashboard.page' },
+  'GET /login': { access: 'public', action: 'dashboard.login-page' },
+  'POST /login': { access: 'public', action: 'dashboard.login' },
+  'POST /logout': { access: 'public', action: 'dashboard.logout' },
+  'GET /ui/:file': { access: 'public', action: 'dashboard.asset' },
+  'GET /ui/vendor/:file': { access: 'public', action: 'dashboard.vendor' },
+  'GET /api/v1/stream': { access: 'viewer', action: 'dashboard.stream' },
 
   'POST /api/v1/runs': { access: 'operator', action: 'run.submit' },
   'GET /api/v1/runs/:id': { access: 'viewer', action: 'run.get' },

@@ -127,7 +127,7 @@ describe('a refused scaler- id', () => {
 
 describe('agent output', () => {
   it("reaches the bound job's log as system lines and the orchestrator's log at info", async () => {
-    const lines: { level: number; msg: string; agentId?: string; line?: string }[] = [];
+    const lines: { level: number; msg: string; agentId?: string; line?: string; agentMsg?: string }[] = [];
     const sink = new Writable({
       write(chunk, _enc, done) {
         for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
@@ -147,5 +147,9 @@ describe('agent output', () => {
     const info = lines.filter((l) => l.msg === 'agent output' && l.agentId === job.agentId);
     expect(info.length).toBeGreaterThan(0);
     expect(info.every((l) => l.level === 30)).toBe(true);
+    // The agent's own JSON record arrives as fields of ours, not as a string holding JSON.
+    expect(info.some((l) => l.agentMsg === `registered as ${job.agentId}` && l.line === undefined)).toBe(
+      true,
+    );
   });
 });

@@ -117,7 +117,7 @@ describe('kici-admin diagnose', () => {
       'a spawn failure in /metrics',
     );
     expect(metrics).toMatch(
-      /kici_orch_scaler_spawn_failures_total\{backend="bare-metal",bound="true",kind="binary-missing"\} [1-9]/,
+      /kici_orch_scaler_spawn_failures_total\{scaler="bm",backend="bare-metal",bound="true",kind="binary-missing"\} [1-9]/,
     );
     expect(metrics).not.toMatch(/spawn_failures_total\{backend="scaler"/);
   });

@@ -93,7 +93,7 @@ describe('/metrics after a burst of jobs', () => {
     expect(family('kici_orch_agents_global').type).toBe('gauge');
     expect(family('kici_orch_global_cpus_used').type).toBe('gauge');
     expect(family('kici_orch_scaler_cpus_used').samples.map((s) => s.labels)).toEqual([
-      { scaler: 'bm', backend: 'bare-metal' },
+      { scaler: 'bm', backend: 'bare-metal', scalerType: 'bare-metal', machinePool: '' },
     ]);
   });
 
@@ -101,7 +101,7 @@ describe('/metrics after a burst of jobs', () => {
     const doc = await readFile(join(ROOT, 'docs/metrics.md'), 'utf8');
     for (const f of families.values()) {
       if (f.type === 'counter') expect(f.name).toMatch(/_total$/);
-      if (f.name.startsWith('kici_orch_') && !f.name.startsWith('kici_orch_process_'))
+      if (f.name.startsWith('kici_orch_') && !/^kici_orch_(process|nodejs)_/.test(f.name))
         expect(doc, `${f.name} missing from docs/metrics.md`).toContain(`\`${f.name}\``);
     }
   });

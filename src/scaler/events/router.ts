@@ -28,6 +28,8 @@ export interface ScaleEventObserver {
   scaleDownEmitted(scaler: string, reason: string): void;
   provisionTimedOut(scaler: string): void;
   deliveryGivenUp(scaler: string, problem: DeliveryProblem): void;
+  /** An event that reached no receiver: no target configured, or a target of no known kind. */
+  eventUnmatched?(eventName: string, reason: 'no-targets' | 'unknown-target'): void;
 }
 
 export interface ScaleEventRouterOptions {
@@ -102,7 +104,10 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
     targets: string[],
     reason: string | null,
   ): Promise<string> {
-    if (!targets.length) throw new Error(`scaler "${payload.scalerName}" has no provisioning targets`);
+    if (!targets.length) {
+      this.observer?.eventUnmatched?.(name, 'no-targets');
+      throw new Error(`scaler "${payload.scalerName}" has no provisioning targets`);
+    }
     const eventId = randomUUID();
     const now = new Date(this.now());
     // The claim code is a credential: the record keeps only its first characters.
@@ -127,7 +132,10 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
       try {
         if (target.startsWith('job:')) await this.runJob(eventId, name, target, payload);
         else if (target.startsWith('webhook:')) this.track(this.sendWebhook(eventId, name, target, payload));
-        else throw new Error(`"${target}" is not a provisioning target (job:<file> or webhook:<url>)`);
+        else {
+          this.observer?.eventUnmatched?.(name, 'unknown-target');
+          throw new Error(`"${target}" is not a provisioning target (job:<file> or webhook:<url>)`);
+        }
       } catch (err) {
         failures.push(err);
       }

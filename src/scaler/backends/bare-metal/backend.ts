@@ -1,4 +1,5 @@
 import { logCaptureOf } from '../log-capture.js';
+import { logAgentLine } from '../../../util/agent-output.js';
 import type { ChildProcess } from 'node:child_process';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
@@ -231,7 +232,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       onLines(stream, (line) => {
         t.tail.push(line);
         if (t.tail.length > TAIL_LINES) t.tail.shift();
-        log.info({ stream: name, line }, 'agent output');
+        logAgentLine(log, { stream: name }, line);
         onEvent('agent.output', `[${name}] ${line}`);
       });
     }

@@ -95,6 +95,8 @@ export function buildAgentEnv(
     KICI_SCALER_MANAGED: '1',
     KICI_EXECUTION_MODE: 'bare-metal',
     KICI_PORT: '0',
+    // We parse its lines into fields: it must write JSON whatever the host's own setting.
+    KICI_LOG_FORMAT: 'json',
   });
   if (labelSet.image) env.KICI_RUNTIME_IMAGE = labelSet.image;
   if (labelSet.backpressureMode) env.KICI_BACKPRESSURE_MODE = labelSet.backpressureMode;

@@ -1,4 +1,5 @@
 import { logCaptureOf } from '../log-capture.js';
+import { logAgentLine } from '../../../util/agent-output.js';
 import type Docker from 'dockerode';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import type { AgentIsolation } from '../../../net/isolation.js';
@@ -87,7 +88,7 @@ export class JobImageAgents {
       applyRules: (req, ls, ip) => this.applyRules(req, ls, ip),
       removeRules: (ip) => this.removeRules(ip),
       onOutput: (agentId, stream, line) =>
-        this.log.info({ agentId, stream, line, logsSource: 'bare-metal' }, 'agent output'),
+        logAgentLine(this.log, { agentId, stream, logsSource: 'bare-metal' }, line),
       warn: (agentId, msg) => this.log.warn({ agentId }, msg),
     };
   }

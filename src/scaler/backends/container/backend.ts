@@ -1,5 +1,6 @@
 import { errorMessage } from '../../../util/errors.js';
 import { logCaptureOf } from '../log-capture.js';
+import { logAgentLine } from '../../../util/agent-output.js';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { IsolationError } from '../../../net/isolation.js';
 import { warnIsolationOff } from '../../../net/nft-preflight.js';
@@ -109,7 +110,7 @@ export class ContainerScalerBackend implements ScalerBackend {
       applyRules: (req, ls, ip) => this.applyRules(req, ls, ip),
       removeRules: (ip) => this.removeRules(ip),
       onOutput: (agentId, stream, line) =>
-        this.log.info({ agentId, stream, line, logsSource: this.logsSource }, 'agent output'),
+        logAgentLine(this.log, { agentId, stream, logsSource: this.logsSource }, line),
       warn: (agentId, msg) => this.log.warn({ agentId }, msg),
     };
   }
