@@ -30,6 +30,30 @@ export default tseslint.config(
     },
   },
   {
+    // The dashboard's page scripts run in the browser (no build step, no bundler).
+    files: ['ui/**/*.js'],
+    languageOptions: {
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'location',
+          'addEventListener',
+          'removeEventListener',
+          'EventSource',
+          'URLSearchParams',
+          'FormData',
+          'fetch',
+          'setTimeout',
+          'clearTimeout',
+          'setInterval',
+          'clearInterval',
+          'console',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
+  {
     // Type-aware rules: a promise nobody awaits turns a failed write into an unhandled rejection that
     // ends the process, and a non-exhaustive switch over a union hides a new member.
     files: ['**/*.ts'],

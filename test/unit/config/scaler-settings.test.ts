@@ -22,7 +22,9 @@ describe('scaler settings', () => {
     const fromEnv = spec.defaultValue + 7_000;
     expect(readScalerSettings({ [spec.env]: String(fromEnv) })[spec.key]).toBe(fromEnv);
     const flag = { [flagProperty(spec.flag)]: String(spec.defaultValue + 9_000) };
-    expect(readScalerSettings({ [spec.env]: String(fromEnv) }, flag)[spec.key]).toBe(spec.defaultValue + 9_000);
+    expect(readScalerSettings({ [spec.env]: String(fromEnv) }, flag)[spec.key]).toBe(
+      spec.defaultValue + 9_000,
+    );
     // The minimum itself is accepted (backoff max must also stay at or above the base).
     if (spec.key !== 'scalerProvisionBackoffMaxMs')
       expect(readScalerSettings({ [spec.env]: String(spec.min) })[spec.key]).toBe(spec.min);
