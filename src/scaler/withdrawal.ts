@@ -53,12 +53,13 @@ export async function withdrawEndedProvisions(mgr: WithdrawalHost): Promise<stri
   for (const m of candidates) {
     // Still the same entry and still unregistered after the read: it may have registered meanwhile.
     if (!ended.has(m.boundJobId!) || !stillWaiting(mgr, m)) continue;
-    mgr.log.info(
-      { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId },
-      'withdrawing a provision whose job ended before its agent registered',
-    );
     const adopter = adopters.get(m.agentId);
     if (adopter && adopter !== mgr.instanceId) {
+      // The same words as the reaper's, which would have found it later: one line for one outcome.
+      mgr.log.info(
+        { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId, adoptedBy: adopter },
+        'provision adopted by a peer; forgotten here',
+      );
       (mgr.state.backends.get(m.scalerName) as { forget?(id: string): void } | undefined)?.forget?.(
         m.agentId,
       );
@@ -66,6 +67,10 @@ export async function withdrawEndedProvisions(mgr: WithdrawalHost): Promise<stri
       mgr.notifyCapacityFreed();
       continue;
     }
+    mgr.log.info(
+      { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId },
+      'withdrawing a provision whose job ended before its agent registered',
+    );
     m.abort.abort(new Error('bound job ended'));
     withdrawn.push(m.agentId);
     await mgr.teardown(m, 'job-complete');

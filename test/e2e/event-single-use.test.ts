@@ -62,7 +62,9 @@ describe('event instance started without KICI_SCALER_MANAGED', () => {
       10_000,
       'spawn records deleted (the provisioning agents leave too)',
     );
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).toMatch(
       /kici_orch_scaler_scale_down_emitted_total\{scaler="cloud",reason="job-complete"\} 1/,
     );

@@ -78,7 +78,9 @@ beforeAll(async () => {
     20_000,
     'spawn failure recorded',
   );
-  text = await (await fetch(`${t.orch.url}/metrics`)).text();
+  text = await (
+    await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+  ).text();
   families = parsePromText(text);
 }, 120_000);
 

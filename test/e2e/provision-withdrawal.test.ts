@@ -99,7 +99,9 @@ describe('withdrawal of a provision whose job ended before its agent registered'
       10_000,
       'the claim code voided',
     );
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).not.toMatch(/kici_orch_scaler_external_provision_timeout_total\{[^}]*\} [1-9]/);
   }, 90_000);
 });

@@ -124,7 +124,9 @@ describe('retention in seconds', () => {
     const dry = await admin(['prune', '--dry-run', '--json']);
     expect(dry.code).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, tables: { jobs: 0 } });
-    const metrics = await (await fetch(`${t.orch.url}/metrics`)).text();
+    const metrics = await (
+      await fetch(`${t.orch.url}/metrics`, { headers: { authorization: `Bearer ${t.orch.adminToken}` } })
+    ).text();
     expect(metrics).toMatch(
       new RegExp(`^kici_orch_retention_pruned_rows_total\\{table="jobs"\\} ${JOBS}$`, 'm'),
     );

@@ -31,7 +31,9 @@ afterAll(async () => {
 });
 
 const prunedJobs = async (o: OrchProcess) => {
-  const text = await (await fetch(`${o.url}/metrics`)).text();
+  const text = await (
+    await fetch(`${o.url}/metrics`, { headers: { authorization: `Bearer ${o.adminToken}` } })
+  ).text();
   return Number(/^kici_orch_retention_pruned_rows_total\{table="jobs"\} (\d+)$/m.exec(text)?.[1] ?? 0);
 };
 

@@ -49,7 +49,8 @@ describe('data dir running out of space', () => {
       KICI_LOG_LEVEL: 'info',
     });
     await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, 30_000, 'ready');
-    const token = (await readFile(join(dataDir, 'admin-token'), 'utf8')).trim();
+    // The bootstrap token lives outside the data dir, in the file the tests' global set-up names.
+    const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = async (method: string, path: string, body?: unknown) => {
       const res = await fetch(`${url}${path}`, {
         method,
