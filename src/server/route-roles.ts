@@ -47,6 +47,12 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'GET /api/v1/scaler/diagnose': { access: 'viewer', action: 'scaler.diagnose' },
   'GET /api/v1/scaler/explain/:jobId': { access: 'viewer', action: 'scaler.explain' },
   'GET /api/v1/scaler/vms': { access: 'viewer', action: 'scaler.vms' },
+  'POST /api/v1/scaler/reset-backoff': { access: 'operator', action: 'scaler.reset-backoff' },
+
+  // Pruning deletes history and a backup holds every row: both are an admin's.
+  'POST /api/v1/prune': { access: 'admin', action: 'retention.prune' },
+  'GET /api/v1/database': { access: 'viewer', action: 'retention.database' },
+  'GET /api/v1/backup': { access: 'admin', action: 'backup.take' },
   'POST /api/v1/scaler/reload': { access: 'operator', action: 'scaler.reload' },
   'POST /api/v1/scaler/reap-orphans': { access: 'admin', action: 'scaler.reap-orphans' },
 

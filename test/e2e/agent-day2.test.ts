@@ -253,7 +253,7 @@ describe('kici-admin agent token list / revoke', () => {
     expect(json.map((x) => x.id).sort()).toEqual([a.tokenId, spare.tokenId].sort());
     expect(json.find((x) => x.id === a.tokenId)).toMatchObject({
       agentId: 'day2-tok-a',
-      labels: ['day2', 'linux'],
+      labels: ['linux', 'day2'],
       kind: 'static',
       state: 'active',
       lastUsedAt: expect.any(String),

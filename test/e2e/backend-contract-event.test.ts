@@ -29,6 +29,7 @@ import {
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
 import { pidsWithEnv } from '../helpers/processes.js';
+import { stringify } from 'yaml';
 
 const LABELS = ['contract-ev'];
 
@@ -43,8 +44,11 @@ beforeAll(async () => {
   );
   // Claims yield ephemeral tokens, which only an orchestrator with a scaler accepts. Its own event
   // scaler serves other labels, so it never provisions for the contract's jobs.
-  t = await startTestOrchestrator({
-    config: {
+  // A job: target lies inside the config's directory, so the config is written beside it.
+  const configPath = join(templateDir, 'scalers.yaml');
+  await writeFile(
+    configPath,
+    stringify({
       version: 1,
       scalers: [
         {
@@ -52,11 +56,12 @@ beforeAll(async () => {
           type: 'event',
           maxAgents: 1,
           labelSets: [{ labels: ['contract-ev-unrouted'] }],
-          provisioningTargets: [`job:${join(templateDir, 'unused.yaml')}`],
+          provisioningTargets: ['job:unused.yaml'],
         },
       ],
-    },
-  });
+    }),
+  );
+  t = await startTestOrchestrator({ scalerConfigPath: configPath });
 });
 afterAll(async () => {
   await t?.stop();

@@ -113,7 +113,7 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     });
     const job = await t.waitForJob(body.jobs[0]!.id);
     expect(job.state).toBe('no-backend');
-    expect(job.reason).toMatch(/no scaler label set matches \[gpu,linux\]/);
+    expect(job.reason).toMatch(/no scaler label set matches \[linux,gpu\]/);
     expect(job.reason).toMatch(/bm\[linux,small\]/);
     expect(t.orch.scaler!.entries()).toHaveLength(0);
   });

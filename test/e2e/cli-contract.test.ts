@@ -43,6 +43,13 @@ const badValue = (): Record<string, string[]> => ({
   'cluster status': [...BAD_URL, 'cluster', 'status'],
   'firecracker list': [...BAD_URL, 'firecracker', 'list'],
   completion: ['completion', 'tcsh'],
+  'agent token rotate': ['agent', 'token', 'rotate', 'bad id'],
+  'access token create': ['access', 'token', 'create', '--name', 'ops', '--role', 'superuser'],
+  'access token list': [...BAD_URL, 'access', 'token', 'list'],
+  'access token revoke': ['access', 'token', 'revoke', 'bad id'],
+  'audit list': ['audit', 'list', '--since', 'soon'],
+  prune: [...BAD_URL, 'prune'],
+  backup: ['backup'],
 });
 
 function leaves(cmd: Command, path: string[] = []): string[] {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ROLES } from '../../access/roles.js';
 import { parseDurationMs } from '../../util/duration.js';
-import { UserError } from '../../util/errors.js';
+import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 
@@ -42,12 +42,12 @@ export function registerAccessCommands(program: Command, client: (c: Command) =>
     .option('--json', 'machine-readable output')
     .action(async (o: { name: string; role: string; expiresIn?: string; json?: boolean }, cmd: Command) => {
       if (!(ROLES as readonly string[]).includes(o.role))
-        throw new UserError(`--role: one of ${ROLES.join(', ')}, got "${o.role}"`);
+        throw new UsageError(`--role: one of ${ROLES.join(', ')}, got "${o.role}"`);
       let expiresInSeconds: number | undefined;
       if (o.expiresIn !== undefined) {
         const ms = parseDurationMs(o.expiresIn);
         if (ms === undefined)
-          throw new UserError(`--expires-in: a duration such as 90m, 12h or 30d, got "${o.expiresIn}"`);
+          throw new UsageError(`--expires-in: a duration such as 90m, 12h or 30d, got "${o.expiresIn}"`);
         expiresInSeconds = Math.ceil(ms / 1000);
       }
       const res = await (

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { parseDurationMs } from '../../util/duration.js';
-import { UserError } from '../../util/errors.js';
+import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 
@@ -61,7 +61,7 @@ export function registerTokenAdminCommands(
       if (o.grace !== undefined) {
         const ms = o.grace === '0' ? 0 : parseDurationMs(o.grace);
         if (ms === undefined)
-          throw new UserError(`--grace: a duration such as 90m, 12h or 7d; got "${o.grace}"`);
+          throw new UsageError(`--grace: a duration such as 90m, 12h or 7d; got "${o.grace}"`);
         graceSeconds = Math.ceil(ms / 1000);
       }
       const res = await (

@@ -26,8 +26,11 @@ export async function readJobTarget(
   try {
     [real, realDir] = await Promise.all([realpath(path), realpath(dir)]);
   } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
     throw new UserError(
-      `job:${file}: cannot open ${path}: ${(err as NodeJS.ErrnoException).code ?? 'error'}`,
+      code === 'ENOENT'
+        ? `job:${file}: ${path}: file not found`
+        : `job:${file}: cannot open ${path}: ${code ?? 'error'}`,
     );
   }
   const rel = relative(realDir, real);

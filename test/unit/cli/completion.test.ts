@@ -24,7 +24,12 @@ describe('kici-admin completion', () => {
   it('bash completes commands at every level, from the program tree', () => {
     expect(bashComplete(['kici-admin', 'sc'])).toEqual(['scaler']);
     expect(bashComplete(['kici-admin', 'job', 'l'])).toEqual(['list', 'logs']);
-    expect(bashComplete(['kici-admin', 'agent', 'token', ''])).toEqual(['create', 'list', 'revoke']);
+    expect(bashComplete(['kici-admin', 'agent', 'token', ''])).toEqual([
+      'create',
+      'list',
+      'revoke',
+      'rotate',
+    ]);
     // Global options and their values do not lose the place.
     expect(bashComplete(['kici-admin', '--server', 'http://x', 'agent', 'dr'])).toEqual(['drain']);
   });

@@ -75,6 +75,6 @@ describe('job: targets', () => {
     await writeFile(join(dir, 'edge.yaml'), 'x'.repeat(JOB_TARGET_MAX_BYTES));
     expect((await readJobTarget(config, 'edge.yaml')).text).toHaveLength(JOB_TARGET_MAX_BYTES);
     await expect(readJobTarget(config, 'jobs')).rejects.toThrow(/not a regular file/);
-    await expect(readJobTarget(config, 'missing.yaml')).rejects.toThrow(/cannot open .*ENOENT/);
+    await expect(readJobTarget(config, 'missing.yaml')).rejects.toThrow(/missing\.yaml: file not found/);
   });
 });

@@ -5,7 +5,11 @@
  */
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
+import { Metrics } from '../../../src/server/metrics.js';
+import { systemClock } from '../../../src/util/clock.js';
+import { freshStore } from '../../helpers/data-dir.js';
 import {
   decideLow,
   DiskSpaceWatcher,
@@ -79,23 +83,26 @@ describe('DiskSpaceWatcher', () => {
 describe('the HTTP surface while the disk is low', () => {
   it('/readyz answers 503 with the reason, new runs are refused, /healthz still answers', async () => {
     const problem = 'data dir /data has 10 MiB free, below the 256 MiB floor';
+    const s = await freshStore();
+    onTestFinished(() => s.close());
+    const { token } = await s.store.accessTokens.create({ name: 'ops', role: 'operator', now: new Date() });
     const app = createHttpApi({
-      adminToken: 'tok',
       isReady: () => true,
       diskSpace: { verdict: () => ({ ok: false, freeBytes: 10 * MiB, problem }) },
-      store: {},
-      dispatcher: {},
-      metrics: {},
-      clock: {},
+      store: s.store,
+      dispatcher: new Dispatcher({ store: s.store, clock: systemClock, logger: log }),
+      metrics: new Metrics(),
+      clock: systemClock,
       logger: log,
-    } as never);
+      reloadScaler: async () => ({ result: 'not-configured' }),
+    });
     const ready = await app.request('/readyz');
     expect(ready.status).toBe(503);
     expect(await ready.json()).toEqual({ status: 'disk-low', problem });
     expect((await app.request('/healthz')).status).toBe(200);
     const run = await app.request('/api/v1/runs', {
       method: 'POST',
-      headers: { authorization: 'Bearer tok', 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ jobs: { a: { runsOn: ['x'], steps: [{ run: 'true' }] } } }),
     });
     expect(run.status).toBe(503);

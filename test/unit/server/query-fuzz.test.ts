@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { createHttpApi } from '../../../src/server/http-api.js';
 import { Metrics } from '../../../src/server/metrics.js';
+import { RetentionService } from '../../../src/server/retention.js';
+import { retentionFromSettings } from '../../../src/store/retention/policy.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
@@ -22,11 +24,20 @@ beforeAll(async () => {
   ({ token } = await s.store.accessTokens.create({ name: 'fuzz', role: 'admin', now: new Date() }));
   const logger = pino({ level: 'silent' });
   const dispatcher = new Dispatcher({ store: s.store, clock: systemClock, logger });
+  const metrics = new Metrics();
   app = createHttpApi({
+    retention: new RetentionService(
+      s.db.db,
+      s.db.engine,
+      retentionFromSettings({}),
+      () => Date.now(),
+      metrics,
+      logger,
+    ),
     store: s.store,
     dispatcher,
     clock: systemClock,
-    metrics: new Metrics(),
+    metrics,
     isReady: () => true,
     logger,
     reloadScaler: async () => ({ result: 'not-configured' }),
