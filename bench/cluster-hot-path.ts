@@ -1,6 +1,6 @@
 /**
- * Issue #12 hot-path and cluster figures (run inside the system tier's network namespace for
- * PostgreSQL): `node bench/cluster-hot-path.ts` after `npm run build`.
+ * Hot-path and cluster figures (run inside the system tier's network namespace for PostgreSQL):
+ * `node bench/cluster-hot-path.ts` after `npm run build`.
  *
  * - orchestrator CPU per job: a 1,000-job burst on 4 static agents, user+system time of the
  *   server process from /proc/<pid>/stat, on PGlite and on PostgreSQL;

@@ -1,7 +1,7 @@
 /**
- * `npm run bench -- hot-path`: issue #12's hot-path figures, through bench/cluster-hot-path.ts in a
- * child process (it starts and kills servers and agents of its own). PGlite always; PostgreSQL and
- * three instances when KICI_TEST_DATABASE_URL names a server (the system tier's set-up gives one).
+ * `npm run bench -- hot-path`: the hot-path figures, through bench/cluster-hot-path.ts in a child
+ * process (it starts and kills servers and agents of its own). PGlite always; PostgreSQL and three
+ * instances when KICI_TEST_DATABASE_URL names a server (the system tier's set-up gives one).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';

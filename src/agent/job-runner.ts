@@ -36,7 +36,7 @@ export interface JobRunnerOptions {
   reapGraceMs?: number;
   /** True while sent messages pile up unsent; output is then not read, so a flood cannot fill memory. */
   congested?: () => boolean;
-  /** The agent was injected into the job's own image (C.14): a container job's steps run right here. */
+  /** The agent was injected into the job's own image: a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
 }
 

@@ -122,10 +122,10 @@ export class ClusterNode {
   }
 
   /**
-   * Leader only: notice instances whose heartbeat stopped, drop their stale leader flag, and
-   * settle the jobs they left once their agents had time to come back. Partition safety (F.3):
-   * while this leader has met peers in its term but reaches none of them now, it may be the one
-   * cut off, so it does nothing.
+   * Leader only: notice instances whose heartbeat stopped, drop their stale leader flag, and settle
+   * the jobs they left once their agents had time to come back. Partition safety: while this leader
+   * has met peers in its term but reaches none of them now, it may be the one cut off, so it does
+   * nothing.
    */
   private staleInstanceSweep(log: Logger): LeaderTask {
     let seen = new Set<string>();

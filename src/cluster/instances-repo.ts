@@ -33,7 +33,7 @@ export interface InstanceStatus {
   stoppedAt: string | null;
 }
 
-/** Missed beats before an instance counts as dead (spec F.3's grace period). */
+/** Missed beats before an instance counts as dead: the grace before the leader settles its jobs. */
 export const DEAD_AFTER_BEATS = 3;
 
 /** The `kici_instances` table: presence rows, written with the database's `now()`. */

@@ -1,4 +1,4 @@
-/** Defaults of the scaler configuration (B.8), named so code and docs quote one source. */
+/** Defaults of the scaler configuration, named so code and docs quote one source. */
 
 /**
  * Default per-backend `maxConcurrentSpawns`. Bounds the provisioning rate (image

@@ -1,7 +1,7 @@
 /**
- * Cross-field rules of one scaler entry (B.3 rules 1–6). They run on the partly parsed
- * entry even when some fields already failed, so an operator sees every problem at once;
- * hence the defensive reads of `unknown` values.
+ * Cross-field rules of one scaler entry (what one field allows depends on another). They run on the
+ * partly parsed entry even when some fields already failed, so an operator sees every problem at
+ * once; hence the defensive reads of `unknown` values.
  */
 import { isExtraHostEntry } from './addresses.js';
 import { foldLabel, isPlatformLabelWord, platformToTaints, type ScalerPlatform } from './labels.js';

@@ -1,4 +1,4 @@
-/** One item of `scalers[]` (B.3), for all four backend types. */
+/** One item of `scalers[]` (strict: unknown keys rejected), for all four backend types. */
 import { z } from 'zod';
 import {
   DEFAULT_AGENT_TOKEN_TTL_SECONDS,

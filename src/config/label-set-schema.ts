@@ -1,4 +1,4 @@
-/** Label sets (B.4) and their network policy (B.5). */
+/** Label sets and their network policy. */
 import { z } from 'zod';
 import { isAddressOrCidr, parseHostAccessEntry } from './addresses.js';
 import { canonicalizeLabels, foldLabel, hasReservedPrefix, RESERVED_LABEL_PREFIX } from './labels.js';

@@ -1,5 +1,5 @@
 /**
- * Reading `scalers.yaml` and `scalers.d/`, merging, validating (B.1).
+ * Reading `scalers.yaml` and `scalers.d/`, merging, validating.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';

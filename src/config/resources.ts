@@ -45,7 +45,7 @@ function flatResourcesMessage(iss: { code?: string; keys?: string[] }): string |
   return `${keys} cannot sit directly under resources; nest ${them} under limits (resources: { limits: { cpus: 2, memory: 4g } }) — a limit alone also sets the request`;
 }
 
-/** The request/limit block as written; the exported schema adds the C.6 mirror. */
+/** The request/limit block as written; the exported schema adds the mirror below. */
 const resourceRequestObjectSchema = z.strictObject(
   {
     requests: resourceSpecSchema.optional().meta({ description: 'What caps bill. Alone, also the limit.' }),
@@ -60,8 +60,8 @@ export type ResourceSpec = z.output<typeof resourceSpecSchema>;
 export type ResourceRequest = z.output<typeof resourceRequestObjectSchema>;
 
 /**
- * C.6 mirror: a side given alone stands for both, so consumers always see requests (what
- * caps bill) and limits (what backends enforce). Neither side -> undefined.
+ * Mirror: a side given alone stands for both, so consumers always see requests (what caps bill) and
+ * limits (what backends enforce). Neither side -> undefined.
  */
 export function mirrorResources(r: ResourceRequest | undefined): ResourceRequest | undefined {
   if (!r || (r.requests === undefined && r.limits === undefined)) return undefined;

@@ -1,6 +1,6 @@
 /**
- * The scaler configuration file (B.2) and its Firecracker network block (B.6); the
- * label-set and entry schemas live next door. Types are derived from the schemas.
+ * The scaler configuration file and its Firecracker network block; the label-set and entry schemas
+ * live next door. Types are derived from the schemas.
  */
 import { z } from 'zod';
 import { ipv4ToNumber, parseIpv4Cidr, prefixToMask } from './addresses.js';

@@ -80,12 +80,12 @@ export interface DepartedAgent {
 
 export type AgentState = 'idle' | 'busy' | 'draining' | 'disconnected';
 
-/** Reported by an agent that finds a Docker socket on its own host (D.3). */
+/** Reported by an agent that finds a Docker socket on its own host. */
 export const KICI_RUNTIME_DOCKER_LABEL = 'kici:runtime:docker';
 /** Reported by an agent that finds a Podman socket on its own host. */
 export const KICI_RUNTIME_PODMAN_LABEL = 'kici:runtime:podman';
 export const RUNTIME_LABELS = [KICI_RUNTIME_DOCKER_LABEL, KICI_RUNTIME_PODMAN_LABEL];
-/** Reported by an agent injected into a job's own image (C.14). */
+/** Reported by an agent injected into a job's own image. */
 export const JOB_IMAGE_LABEL = 'kici:runtime:job-image';
 /** Our agents report their runtimes from this version on; an older or unversioned one is not gated. */
 export const RUNTIME_FACTS_SINCE = '0.1.0';
@@ -101,11 +101,12 @@ function versionAtLeast(version: string | undefined, min: string): boolean {
 }
 
 /**
- * Spec C.13's container rules. An agent started for this very job takes it (it runs inside the job's
- * container, or was made for it). An agent inside another job's image takes nothing else. A
- * `container:` job needs a runtime label, but only where its absence proves something: the agent is
- * scaler-managed or a versioned agent of ours that reports runtimes. An older operator agent is not
- * gated; it fails such a job with a message naming the runtime it lacks.
+ * Which agent may take a container job, or any job at all. An agent started for this very job takes
+ * it (it runs inside the job's container, or was made for it). An agent inside another job's image
+ * takes nothing else. A `container:` job needs a runtime label, but only where its absence proves
+ * something: the agent is scaler-managed or a versioned agent of ours that reports runtimes. An
+ * older operator agent is not gated; it fails such a job with a message naming the runtime it
+ * lacks.
  */
 function containerFit(
   agent: Pick<ConnectedAgent, 'labels'> & Partial<Pick<ConnectedAgent, 'kind' | 'version' | 'boundJobId'>>,

@@ -18,7 +18,7 @@ import { StaticScopes } from './static-scopes.js';
 
 export type { ActiveJob, JobObserver } from './active-jobs.js';
 
-/** Said when a `container:` job finds no agent: which runtime it lacks (spec C.13). */
+/** Said when a `container:` job finds no agent: which runtime it lacks. */
 const CONTAINER_JOB_HINT =
   'a container: job needs an agent that reports kici:runtime:docker or kici:runtime:podman (a Docker or Podman socket on its host) or a container scaler';
 

@@ -80,7 +80,7 @@ function accessRule(e: HostAccessEntry): unknown[] {
 
 /** The entries an agent may reach on the host: the policy's list, or the default set; always the orchestrator. */
 export function resolveHostAccess(req: AgentRuleRequest, spec: NftTableSpec): HostAccessEntry[] {
-  // Default set (spec B.5): DNS on the gateway, the orchestrator's port on any host address, host services.
+  // Default set: DNS on the gateway, the orchestrator's port on any host address, host services.
   const declared = req.policy?.hostAccess ?? [
     `${spec.gateway}:53`,
     `*:${req.orchestrator.port}`,

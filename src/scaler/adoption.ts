@@ -40,10 +40,10 @@ interface EventBackendView extends ScalerBackend {
 }
 
 /**
- * Cross-instance adoption (spec C.11 step 3, F.3): an event agent may register with any orchestrator
- * on the shared store. The spawn row decides who answers for it; the adopter gates it with the row's
- * mandatory labels and, when it leaves, sends the scale-down to the targets recorded at spawn, even
- * without a scaler of that name here. The spawner is never told: its stale prune reads the adopter.
+ * Cross-instance adoption: an event agent may register with any orchestrator on the shared store.
+ * The spawn row decides who answers for it; the adopter gates it with the row's mandatory labels
+ * and, when it leaves, sends the scale-down to the targets recorded at spawn, even without a scaler
+ * of that name here. The spawner is never told: its stale prune reads the adopter.
  */
 export class Adoptions {
   /** Adopted agents of scalers not configured here (configured ones live in the manager's index). */

@@ -5,9 +5,9 @@ import { backoffKey } from './core/backoff.js';
 import type { AgentLifecycle } from './lifecycle-port.js';
 
 /**
- * A spawned agent says who it is (spec C.11): the manager's record gives its gate, labels and bound
- * job, and the first registration ends the spawn (backoff cleared, latency reported). An event
- * agent is adopted through its spawn row first, so exactly one orchestrator answers for it.
+ * A spawned agent says who it is: the manager's record gives its gate, labels and bound job, and
+ * the first registration ends the spawn (backoff cleared, latency reported). An event agent is
+ * adopted through its spawn row first, so exactly one orchestrator answers for it.
  */
 
 /** What registration may touch of the manager. */
@@ -76,10 +76,10 @@ export function completeRegistration(host: RegistrationHost, agentId: string): R
 }
 
 /**
- * Registration with the shared store's say (spec C.11): a local-backend agent this instance spawned
- * completes at once; an event agent (ours or a peer's) is first adopted through its spawn row, so
- * exactly one orchestrator answers for it; an unknown or another host's `scaler-` id is refused.
- * Throws ScalerAdoptionLookupError when the store cannot answer (refuse, reclaim nothing).
+ * Registration with the shared store's say: a local-backend agent this instance spawned completes
+ * at once; an event agent (ours or a peer's) is first adopted through its spawn row, so exactly one
+ * orchestrator answers for it; an unknown or another host's `scaler-` id is refused. Throws
+ * ScalerAdoptionLookupError when the store cannot answer (refuse, reclaim nothing).
  */
 export async function registerThroughStore(
   host: RegistrationHost,

@@ -1,4 +1,4 @@
-/** Cluster routes (issue #12); registered by createHttpApi. */
+/** Cluster routes (instances on one database); registered by createHttpApi. */
 import type { Hono } from 'hono';
 
 export interface ClusterRouteDeps {

@@ -2,7 +2,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ScaleEventObserver } from '../scaler/events/router.js';
 import type { ScalerBackend } from '../scaler/types.js';
 
-/** Event-scaler metrics (spec H.3), registered on the orchestrator's registry. */
+/** Event-scaler metrics, registered on the orchestrator's registry. */
 export class EventMetrics implements ScaleEventObserver {
   private readonly scaleUp: Counter;
   private readonly scaleDown: Counter;

@@ -381,7 +381,7 @@ export class Orchestrator {
     this.wss = wss;
   }
 
-  /** Heartbeat this instance into kici_instances (clustering, issue #12). */
+  /** Heartbeat this instance into kici_instances (clustering). */
   private async startCluster(
     database: OpenedDatabase,
     timing: { heartbeatMs: number; lockTimeoutMs: number },

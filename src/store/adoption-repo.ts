@@ -24,10 +24,10 @@ export interface SpawnRowFacts {
 }
 
 /**
- * Cross-instance adoption of event provisions (spec F.2/F.3). The row decides who answers for an
- * agent: one conditional update, so of any number of instances racing, exactly one wins, and the
- * winner may adopt again (its agent reconnecting). Local-backend rows never match: their compute is
- * pinned to the host that spawned it.
+ * Cross-instance adoption of event provisions. The row decides who answers for an agent: one
+ * conditional update, so of any number of instances racing, exactly one wins, and the winner may
+ * adopt again (its agent reconnecting). Local-backend rows never match: their compute is pinned to
+ * the host that spawned it.
  */
 export class AdoptionRepo {
   constructor(private readonly db: Kysely<Database>) {}

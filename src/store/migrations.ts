@@ -179,8 +179,8 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * Clustering (issue #12): every orchestrator on one database heartbeats a row here. Times are the
-   * database's own clock, so hosts with skewed clocks still agree on who is late.
+   * Clustering: every orchestrator on one database heartbeats a row here. Times are the database's
+   * own clock, so hosts with skewed clocks still agree on who is late.
    */
   '006_cluster_instances': {
     async up(db: Kysely<unknown>) {
@@ -200,9 +200,9 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * Shared queue (issue #12): a statement that leaves a job queued (a submit, a requeue) wakes
-   * every instance listening on `kici_jobs_queued`; identical notifications in one transaction
-   * fold into one. `scale_owner` is the instance that claimed the job for scaling: only it spawns.
+   * Shared queue: a statement that leaves a job queued (a submit, a requeue) wakes every instance
+   * listening on `kici_jobs_queued`; identical notifications in one transaction fold into one.
+   * `scale_owner` is the instance that claimed the job for scaling: only it spawns.
    */
   '007_cluster_queue': {
     async up(db: Kysely<unknown>) {
@@ -231,7 +231,7 @@ const migrations: Record<string, Migration> = {
           .execute(db);
     },
   },
-  /** Reload fan-out (issue #12): one request row per `scaler reload`, one result row per instance. */
+  /** Reload fan-out: one request row per `scaler reload`, one result row per instance. */
   '008_cluster_reload': {
     async up(db: Kysely<unknown>) {
       await sql`
@@ -266,8 +266,8 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * Cross-instance adoption of event provisions (issue #12): the spawn row carries the targets its
-   * scale-down goes to, and an outcome row remembers who adopted a provision after its row is gone.
+   * Cross-instance adoption of event provisions: the spawn row carries the targets its scale-down
+   * goes to, and an outcome row remembers who adopted a provision after its row is gone.
    */
   '010_event_adoption': {
     async up(db: Kysely<unknown>) {
@@ -289,9 +289,9 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * Cluster reconnects and cancels (issue #12): each agents row names the instance its socket is
-   * on, so a starting instance marks only its own agents gone; a cancel sent to an instance that
-   * does not hold the job is left on the row for its owner (woken by NOTIFY `kici_job_cancel`).
+   * Cluster reconnects and cancels: each agents row names the instance its socket is on, so a
+   * starting instance marks only its own agents gone; a cancel sent to an instance that does not
+   * hold the job is left on the row for its owner (woken by NOTIFY `kici_job_cancel`).
    */
   '011_cluster_reconnect_cancel': {
     async up(db: Kysely<unknown>) {
@@ -301,10 +301,10 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * Hot path (issue #12): the statement trigger on job updates ran PL/pgSQL over a transition table
-   * for every claim and result, to find the rare row left queued. A row trigger whose WHEN clause
-   * is checked by the executor itself costs nothing for the rows that leave the queue, and still
-   * raises the wake-up for every update that leaves a row queued (a requeue, a released scale claim).
+   * Hot path: the statement trigger on job updates ran PL/pgSQL over a transition table for every
+   * claim and result, to find the rare row left queued. A row trigger whose WHEN clause is checked
+   * by the executor itself costs nothing for the rows that leave the queue, and still raises the
+   * wake-up for every update that leaves a row queued (a requeue, a released scale claim).
    */
   '012_hot_path_notify': {
     async up(db: Kysely<unknown>) {
@@ -321,10 +321,10 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * Hot path (issue #12): the step rows' foreign key ran a row lock on the job for every step row,
-   * and the job's own result update in the same statement then had to record two lockers of one
-   * row (a multixact, written to its own files). Step rows are written only for a job the writing
-   * agent holds, and jobs are never deleted, so the key guarded nothing the code does not.
+   * Hot path: the step rows' foreign key ran a row lock on the job for every step row, and the
+   * job's own result update in the same statement then had to record two lockers of one row (a
+   * multixact, written to its own files). Step rows are written only for a job the writing agent
+   * holds, and jobs are never deleted, so the key guarded nothing the code does not.
    */
   '013_step_rows_unkeyed': {
     async up(db: Kysely<unknown>) {

@@ -251,7 +251,7 @@ export interface ScalerEventDeliveriesTable {
   updated_at: Generated<Date>;
 }
 
-/** A micro-VM's address lease on its scaler's bridge (spec D.5). */
+/** A micro-VM's address lease on its scaler's bridge. */
 export interface IpAllocationsTable {
   ip: string;
   vm_id: string;

@@ -11,7 +11,7 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #14, day-2 commands for static agents: `agent list` with its STATE column, `agent drain` and
+ * Day-2 commands for static agents: `agent list` with its STATE column, `agent drain` and
  * `agent resume`, `agent token list` and `agent token revoke`, each driven through the real
  * kici-admin against a real orchestrator and real static agent processes.
  */

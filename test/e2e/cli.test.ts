@@ -160,7 +160,7 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
     const res = await serve.exited;
     expect(res.code).toBe(0);
     expect(res.stdout).toMatch(/kici-orchestrator stopped/);
-    // Issue #7 defect 14: the drain let the job finish instead of failing it.
+    // The drain lets the job finish (it used to fail it).
     expect(res.stdout).toMatch(new RegExp(`"jobId":"${jobId}".*"state":"succeeded".*job finished`));
     await eventually(
       async () => (await pidsWithEnv(`KICI_ORCHESTRATOR_URL=${wsUrl}`)).length === 0,

@@ -18,9 +18,9 @@ import { bareMetalConfig, eventually, writeConfig } from '../helpers/orchestrato
 import { pidsWithEnv } from '../helpers/processes.js';
 
 /**
- * Issue #4, acceptance: kill -9 the orchestrator (real `serve` process, embedded PGlite, bare-metal
- * agents) in the middle of a 50-job burst, restart it on the same port and data dir, and check that
- * every job reaches a final state, none is lost or run twice, and no agent process is left over.
+ * Kill -9 the orchestrator (real `serve` process, embedded PGlite, bare-metal agents) in the middle
+ * of a 50-job burst, restart it on the same port and data dir, and check that every job reaches a
+ * final state, none is lost or run twice, and no agent process is left over.
  */
 
 const JOBS = 50;

@@ -12,7 +12,7 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #14, Jobs: `job retry`, `job get` with steps and a reason, `job logs` with step frames and
+ * Jobs: `job retry`, `job get` with steps and a reason, `job logs` with step frames and
  * --timestamps, `job submit --wait --timeout/--follow`. The real kici-admin against a real
  * orchestrator whose bare-metal scaler spawns real agents.
  */

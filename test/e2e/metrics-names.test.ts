@@ -1,7 +1,7 @@
 /**
- * Every scaler metric name and label the spec lists shows in a live scrape, after a burst on real
- * bare-metal agents that also fills a warm pool and fails a spawn: the queue by label set, agents
- * by scaler, backend and state, caps in use against their maximum, spawn failures with their
+ * Every scaler metric name and label docs/metrics.md lists shows in a live scrape, after a burst on
+ * real bare-metal agents that also fills a warm pool and fails a spawn: the queue by label set,
+ * agents by scaler, backend and state, caps in use against their maximum, spawn failures with their
  * scaler, and the runtime metrics under one `kici_orch_` prefix (never `process_process_`).
  */
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
@@ -88,7 +88,7 @@ afterAll(async () => {
   await t?.stop();
 });
 
-describe('spec metric names in a live scrape', () => {
+describe('documented metric names in a live scrape', () => {
   it.each(Object.entries(SPEC_METRICS))('%s is exposed with its labels', (name, labels) => {
     const f = families.get(name);
     expect(f, `${name} missing from the scrape`).toBeDefined();

@@ -1,6 +1,6 @@
 /**
- * Issue #14, metrics people build dashboards and alerts from: after a small burst of jobs on real
- * bare-metal agents, /metrics parses as strict Prometheus text, carries the queue-wait, duration and
+ * Metrics people build dashboards and alerts from: after a small burst of jobs on real bare-metal
+ * agents, /metrics parses as strict Prometheus text, carries the queue-wait, duration and
  * spawn-latency histograms with sane buckets and counts equal to the burst, counts finished jobs by
  * result, names the build, and never mixes a `__global__` label value into per-scaler series.
  */

@@ -16,9 +16,9 @@ import {
 import { pidsWithEnv } from '../helpers/processes.js';
 
 /**
- * Issue #14: the README's "Running a real orchestrator" section, followed as an operator would, on a
- * fresh data dir. The commands are read out of the README's code blocks (only host, port, paths and
- * the minted secrets are substituted), so this test breaks when the README drifts from the product.
+ * The README's "Running a real orchestrator" section, followed as an operator would, on a fresh
+ * data dir. The commands are read out of the README's code blocks (only host, port, paths and the
+ * minted secrets are substituted), so this test breaks when the README drifts from the product.
  */
 
 /** The shell commands of one README section: continuation lines joined, comments dropped. */

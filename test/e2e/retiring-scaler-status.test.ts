@@ -1,7 +1,7 @@
 /**
- * Issue #8, retiring scalers: a reload that removes a scaler while its agent runs a job keeps the
- * scaler in `GET /api/v1/scaler/status` and in `kici-admin scaler status`, marked retiring, with
- * that agent, until the agent has gone; then the scaler disappears from both.
+ * Retiring scalers: a reload that removes a scaler while its agent runs a job keeps the scaler in
+ * `GET /api/v1/scaler/status` and in `kici-admin scaler status`, marked retiring, with that agent,
+ * until the agent has gone; then the scaler disappears from both.
  */
 import { readFile, writeFile } from 'node:fs/promises';
 import { parse, stringify } from 'yaml';

@@ -18,9 +18,9 @@ import { bareMetalConfig, eventually, writeConfig } from '../helpers/orchestrato
 import { pidsWithEnv } from '../helpers/processes.js';
 
 /**
- * Issue #7 defect 14: SIGTERM on `kici-orchestrator serve` drains (running jobs finish, nothing new
- * starts, /readyz says draining); a second signal or the drain timeout stops at once and leaves the
- * running agents to the next start, which re-adopts them. No job is lost, run twice or failed.
+ * SIGTERM on `kici-orchestrator serve` drains (running jobs finish, nothing new starts, /readyz
+ * says draining); a second signal or the drain timeout stops at once and leaves the running agents
+ * to the next start, which re-adopts them. No job is lost, run twice or failed.
  */
 
 interface Job {

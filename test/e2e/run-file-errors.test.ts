@@ -11,8 +11,8 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #14, Run files: `kici-admin job validate` checks a run file offline, and `job submit` refuses
- * a bad one, both with the file, the YAML path, the line, "did you mean" and the expected form.
+ * Run files: `kici-admin job validate` checks a run file offline, and `job submit` refuses a bad
+ * one, both with the file, the YAML path, the line, "did you mean" and the expected form.
  */
 
 let files: string;

@@ -1,7 +1,7 @@
 /**
- * Spec C.13 with real agents: a `container:` job reaches only an agent that reports a runtime or
- * was started for it; an old agent that reports no version is registered and not gated; a job no
- * agent can run says which runtime it lacks.
+ * Container-job routing with real agents: a `container:` job reaches only an agent that reports a
+ * runtime or was started for it; an old agent that reports no version is registered and not gated;
+ * a job no agent can run says which runtime it lacks.
  */
 import { createServer, type Server } from 'node:net';
 import { mkdtemp } from 'node:fs/promises';
@@ -73,7 +73,7 @@ async function job(runsOn: string[], image?: string): Promise<string> {
 type JobView = { state: string; agentId: string | null; reason: string | null; waiting: string | null };
 const get = async (id: string) => (await t!.api<JobView>('GET', `/api/v1/jobs/${id}`)).body;
 
-describe('container job routing (C.13)', () => {
+describe('container job routing', () => {
   it('goes to the agent that reports a runtime, never to one of ours without; names the runtime when none can', async () => {
     t = await startTestOrchestrator();
     const sock = await fakeEngineSocket();

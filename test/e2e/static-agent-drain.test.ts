@@ -9,8 +9,8 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #7, defect 14 (static agents): the first SIGTERM lets the current job finish and report
- * before the agent exits; a second SIGTERM cancels the job. A restart of a build host loses nothing.
+ * Static agents: the first SIGTERM lets the current job finish and report before the agent exits; a
+ * second SIGTERM cancels the job. A restart of a build host loses nothing.
  */
 
 let t: TestOrchestrator | undefined;

@@ -1,8 +1,8 @@
 /**
- * Issue #14 acceptance: with maxAgents 2, a warm pool of 2 on label set A, and a job for label
- * set B, the B job starts within a few seconds by retiring a warm A agent (destroy reason `idle`).
- * Before, the two idle warm agents held both slots and the B job waited "at maxAgents" for good.
- * `scaler status` names each pool's label set, in table and JSON form.
+ * With maxAgents 2, a warm pool of 2 on label set A, and a job for label set B, the B job starts
+ * within a few seconds by retiring a warm A agent (destroy reason `idle`). Before, the two idle
+ * warm agents held both slots and the B job waited "at maxAgents" for good. `scaler status` names
+ * each pool's label set, in table and JSON form.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { DestroyContext } from '../../src/scaler/types.js';

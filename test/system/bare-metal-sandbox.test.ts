@@ -11,10 +11,10 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #10, sandbox (KICI_SANDBOX=true, bwrap from apt): a step cannot read the orchestrator's data
- * dir, cannot write anywhere on the host but its own work dir, sees no other agent's home, and runs
- * in its own PID namespace. The data dir lives outside /tmp here, so it is hidden explicitly and
- * not only by the private /tmp.
+ * Sandbox (KICI_SANDBOX=true, bwrap from apt): a step cannot read the orchestrator's data dir,
+ * cannot write anywhere on the host but its own work dir, sees no other agent's home, and runs in
+ * its own PID namespace. The data dir lives outside /tmp here, so it is hidden explicitly and not
+ * only by the private /tmp.
  */
 
 let t: TestOrchestrator | undefined;

@@ -11,7 +11,7 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #10 with `enforceCgroups: true` (root, v1 hybrid here: freezer + the v2 `unified` group's
+ * Teardown with `enforceCgroups: true` (root, v1 hybrid here: freezer + the v2 `unified` group's
  * cgroup.kill): a step's setsid daemon, double-forked grandchild, own-group child and a daemon that
  * wiped its whole environment are all gone after the job, checked in /proc; and a step over its
  * memory limit fails with a reason that says it ran out of memory.

@@ -19,10 +19,10 @@ import {
 } from '../helpers/orchestrator.js';
 
 /**
- * Issue #10, per-agent users (`runAsUser: dynamic`, our extension; needs root): each agent runs as
- * its own uid from the pool with a 0700 home, two concurrent agents cannot read each other's files,
- * and the uid is released on destroy and reclaimed after a restart (no leak). Uids come from a range
- * without passwd entries, so no user is created on the host.
+ * Per-agent users (`runAsUser: dynamic`, our extension; needs root): each agent runs as its own uid
+ * from the pool with a 0700 home, two concurrent agents cannot read each other's files, and the uid
+ * is released on destroy and reclaimed after a restart (no leak). Uids come from a range without
+ * passwd entries, so no user is created on the host.
  */
 
 let t: TestOrchestrator | undefined;

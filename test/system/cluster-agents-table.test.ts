@@ -9,9 +9,9 @@ import {
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12: the `agents` table is shared by every instance. A starting instance used to mark
- * every row gone (its own start-up rule, "no socket survives", applied to the peers' agents too).
- * Two processes; A restarts; B's connected agent still shows connected, A's own stale row is gone.
+ * The `agents` table is shared by every instance. A starting instance used to mark every row gone
+ * (its own start-up rule, "no socket survives", applied to the peers' agents too). Two processes; A
+ * restarts; B's connected agent still shows connected, A's own stale row is gone.
  */
 
 const tag = randomBytes(3).toString('hex');

@@ -12,11 +12,11 @@ import {
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12, cross-instance cancel: two orchestrator processes on one PostgreSQL. A job runs on
- * an agent connected to A; `POST /api/v1/jobs/:id/cancel` is sent to B, which does not have the
- * agent's socket. The request reaches A through the row and NOTIFY (the poll backstop is 5 s, the
- * answer must come well before), A cancels the job on its agent, and the job ends cancelled. A
- * queued job submitted to A is cancelled through B as well.
+ * Cross-instance cancel: two orchestrator processes on one PostgreSQL. A job runs on an agent
+ * connected to A; `POST /api/v1/jobs/:id/cancel` is sent to B, which does not have the agent's
+ * socket. The request reaches A through the row and NOTIFY (the poll backstop is 5 s, the answer
+ * must come well before), A cancels the job on its agent, and the job ends cancelled. A queued job
+ * submitted to A is cancelled through B as well.
  */
 
 const tag = randomBytes(3).toString('hex');

@@ -15,9 +15,9 @@ import {
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12, dead instances: a starting instance leaves the running jobs of its live peers alone
- * (before, its recovery orphaned and then failed them), and the leader settles the jobs of a dead
- * instance only after its grace.
+ * Dead instances: a starting instance leaves the running jobs of its live peers alone (before, its
+ * recovery orphaned and then failed them), and the leader settles the jobs of a dead instance only
+ * after its grace.
  */
 
 const tag = randomBytes(3).toString('hex');

@@ -16,9 +16,9 @@ import {
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12, leader lease: a session advisory lock on a dedicated connection. One leader at a
- * time; losing the connection deposes at once and aborts leader-only work; a dead leader is
- * replaced within 2 × heartbeat + lock time.
+ * Leader lease: a session advisory lock on a dedicated connection. One leader at a time; losing the
+ * connection deposes at once and aborts leader-only work; a dead leader is replaced within 2 ×
+ * heartbeat + lock time.
  */
 
 const INTERVAL_MS = 400;

@@ -9,9 +9,9 @@ import {
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12, instance identity and presence: two orchestrator processes on one PostgreSQL each
- * heartbeat their row; `kici-admin cluster status` lists both with address, liveness, agents and
- * running jobs; a killed instance turns dead after its grace, a stopped one says so.
+ * Instance identity and presence: two orchestrator processes on one PostgreSQL each heartbeat their
+ * row; `kici-admin cluster status` lists both with address, liveness, agents and running jobs; a
+ * killed instance turns dead after its grace, a stopped one says so.
  */
 
 const HEARTBEAT_MS = 300;

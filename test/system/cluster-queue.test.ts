@@ -12,10 +12,10 @@ import {
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12, shared queue: three orchestrators on one PostgreSQL. Jobs are submitted round-robin;
- * static agents connect only to B and C, and only A has a (bare-metal) scaler. So jobs submitted
- * to A must run on B's and C's agents, and bare-metal jobs submitted to B and C must be scaled
- * for by A. Every step appends a unique mark to one shared file: each appears exactly once.
+ * Shared queue: three orchestrators on one PostgreSQL. Jobs are submitted round-robin; static
+ * agents connect only to B and C, and only A has a (bare-metal) scaler. So jobs submitted to A must
+ * run on B's and C's agents, and bare-metal jobs submitted to B and C must be scaled for by A.
+ * Every step appends a unique mark to one shared file: each appears exactly once.
  */
 
 const tag = randomBytes(3).toString('hex');

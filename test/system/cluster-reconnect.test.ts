@@ -20,7 +20,7 @@ import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { createStore, openDatabase } from '../../src/store/index.js';
 
 /**
- * Issue #12, "kept if their agents reconnect to another instance": instance A (a real process) is
+ * Jobs are kept if their agents reconnect to another instance: instance A (a real process) is
  * killed -9 while its static agent runs a step. The agent dials one URL, a TCP relay the test
  * re-points from A to B, so its reconnect lands on B. B takes the job over, the step finishes, and
  * the job succeeds exactly once, with no cancel; the leader's dead-instance settlement (a short

@@ -7,9 +7,9 @@ import { startOrchestratorProcess, type OrchProcess } from '../helpers/orch-proc
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
 
 /**
- * Issue #12, reload fan-out: `kici-admin scaler reload` through one instance reloads all three
- * (each its own file) and reports each instance's result; one whose file is broken refuses and
- * keeps its old config.
+ * Reload fan-out: `kici-admin scaler reload` through one instance reloads all three (each its own
+ * file) and reports each instance's result; one whose file is broken refuses and keeps its old
+ * config.
  */
 
 const tag = randomBytes(3).toString('hex');

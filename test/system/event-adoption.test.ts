@@ -1,9 +1,9 @@
 /**
- * Cross-instance adoption of event agents (spec F.3) with two orchestrator processes on one
- * PostgreSQL. A configures the event scaler (webhook target: a test HTTP server); B only has an
- * empty scaler file. A real agent provisioned by A registers with B: B adopts it, runs its job and
- * sends the scale-down; A's stale prune forgets the provision without a failure. Then the same
- * agents race to register with both instances: exactly one adopts each.
+ * Cross-instance adoption of event agents with two orchestrator processes on one PostgreSQL. A
+ * configures the event scaler (webhook target: a test HTTP server); B only has an empty scaler
+ * file. A real agent provisioned by A registers with B: B adopts it, runs its job and sends the
+ * scale-down; A's stale prune forgets the provision without a failure. Then the same agents race to
+ * register with both instances: exactly one adopts each.
  */
 import { spawn as spawnChild } from 'node:child_process';
 import { randomBytes } from 'node:crypto';

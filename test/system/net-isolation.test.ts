@@ -60,7 +60,7 @@ describe('nftables agent isolation (real nft, test-made namespaces)', () => {
     // Other ports on the host's own addresses (its RFC1918 one included): the input hook drops them.
     expect(await canConnect(a0, '10.77.0.1', OTHER)).toBe(false);
     expect(await canConnect(a0, '172.30.0.1', OTHER)).toBe(false);
-    // The default host set admits the orchestrator's port on any host address (spec B.5).
+    // The default host set admits the orchestrator's port on any host address.
     expect(await canConnect(a0, '10.77.0.1', ORCH)).toBe(true);
     // An address of the agents' subnet without rules of its own reaches nothing, the orchestrator
     // included: the table refuses it until its rules are in force.

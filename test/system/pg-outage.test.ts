@@ -12,7 +12,7 @@ import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js'
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 
 /**
- * Issue #12, database outage: PostgreSQL ending the orchestrator's connections (a restart,
+ * Database outage: PostgreSQL ending the orchestrator's connections (a restart,
  * `pg_terminate_backend`) or vanishing altogether must not kill it. /readyz says not-ready while
  * the store is away, the pool reconnects, and every job still runs exactly once.
  *

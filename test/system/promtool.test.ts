@@ -1,8 +1,8 @@
 /**
- * Issue #14: the /metrics exposition passes `promtool check metrics` (Prometheus's own linter:
- * naming, `_total` on counters, units, HELP text), after a small burst of real jobs so the
- * histograms and labelled counters have series. promtool comes from Debian's prometheus package,
- * installed by scripts/system/setup.sh; no Prometheus server runs.
+ * The /metrics exposition passes `promtool check metrics` (Prometheus's own linter: naming,
+ * `_total` on counters, units, HELP text), after a small burst of real jobs so the histograms and
+ * labelled counters have series. promtool comes from Debian's prometheus package, installed by
+ * scripts/system/setup.sh; no Prometheus server runs.
  */
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -18,9 +18,9 @@ import {
 import { deleteLink, qemuPidsUnder, tapsOn, vmConfig } from '../helpers/vm.js';
 
 /**
- * Issue #11 acceptance: kill -9 of the orchestrator (a real `serve` process) while a VM runs a job.
- * After the restart the VM is adopted (its agent reconnects and the job ends) or reaped, and its
- * lease, TAP and overlay are gone once it is: nothing leaks.
+ * Kill -9 of the orchestrator (a real `serve` process) while a VM runs a job. After the restart the
+ * VM is adopted (its agent reconnects and the job ends) or reaped, and its lease, TAP and overlay
+ * are gone once it is: nothing leaks.
  */
 const exec = promisify(execFile);
 const BRIDGE = 'vmk-br0';

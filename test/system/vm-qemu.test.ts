@@ -11,8 +11,8 @@ import { promisify } from 'node:util';
 const exec = promisify(execFile);
 
 /**
- * Issue #11 acceptance, system tier (netns kici-sys, real QEMU microvm under TCG): a job runs in a
- * VM whose agent registered over the bridge, and the VM leaves nothing behind.
+ * System tier (netns kici-sys, real QEMU microvm under TCG): a job runs in a VM whose agent
+ * registered over the bridge, and the VM leaves nothing behind.
  */
 const BRIDGE = 'vmq-br0';
 const SUBNET = '10.231.7';

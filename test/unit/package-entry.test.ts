@@ -23,7 +23,7 @@ describe('package main entry', () => {
   });
 });
 
-describe('package main entry: container backend (issue 9)', () => {
+describe('package main entry: container backend', () => {
   it('exports the container backend names with their declared values', () => {
     expect(pkg.ISOLATED_NETWORK_NAME).toBe('kici-agent-net');
     expect(pkg.ISOLATED_NETWORK_GATEWAY).toBe('172.30.0.1');

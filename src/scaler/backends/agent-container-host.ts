@@ -1,8 +1,8 @@
 /**
- * The HostConfig every agent container is created with (spec D.2). Both spawners of agent
- * containers (the container backend and bare-metal job-image mode) call this one builder, so their
- * limits and posture cannot drift apart. It sits at the top of backends/ because backend folders
- * may not import each other; container/host-config.ts re-exports it under the issue's name.
+ * The HostConfig every agent container is created with. Both spawners of agent containers (the
+ * container backend and bare-metal job-image mode) call this one builder, so their limits and
+ * posture cannot drift apart. It sits at the top of backends/ because backend folders may not
+ * import each other; container/host-config.ts re-exports it for the container backend.
  */
 import type Docker from 'dockerode';
 import type { EffectiveLimits } from '../types.js';

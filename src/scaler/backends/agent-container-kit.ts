@@ -1,7 +1,7 @@
 /**
  * The agent-container spawn path as a shared kit: the container backend and bare-metal job-image
- * mode both start agent containers, and spec D.4 wants job-image mode "exactly like the container
- * backend" (HostConfig builder, kici-agent-net, runtime injection, labels, per-IP firewall rules).
+ * mode both start agent containers, and job-image mode must behave exactly like the container
+ * backend (HostConfig builder, kici-agent-net, runtime injection, labels, per-IP firewall rules).
  * Backend folders may not import each other, so the one implementation (in container/) is named
  * here, at the top of backends/, for both. Moving the files themselves up is a later tidy-up.
  */

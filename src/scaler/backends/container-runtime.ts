@@ -1,6 +1,6 @@
 /**
- * Which container engine this host has (spec D.1 `detectRuntime`). Shared by the container backend
- * and bare-metal job-image mode, hence at the top of backends/.
+ * Which container engine this host has: the Docker socket, then Podman's, then the rootless one.
+ * Shared by the container backend and bare-metal job-image mode, hence at the top of backends/.
  */
 import { access, constants } from 'node:fs/promises';
 
@@ -63,7 +63,7 @@ export interface EngineConnection extends DetectedRuntime {
 }
 
 /**
- * Where a container scaler's engine is, by the spec's precedence: a remote `host`, an explicit
+ * Where a container scaler's engine is, in this precedence: a remote `host`, an explicit
  * `socketPath`, else the first local socket in probe order. Only locates; the caller builds the
  * client (dockerode) from the answer.
  */

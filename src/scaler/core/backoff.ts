@@ -1,10 +1,10 @@
 /**
- * Provision backoff (spec C.9, narrowed by our issue to scaler + label set): failed launches that
- * will fail the same way again (deterministic ones) defer further launches of that label set of
- * that scaler from 30 s doubling to 900 s. A transient failure is counted but does not defer: the
- * next launch is retried at once, until the streak reaches `maxConsecutiveFailures` (the retry
- * budget), after which every failure defers too. Any success resets it. Pure state: time is
- * always passed in, nothing here schedules work.
+ * Provision backoff, per scaler and label set: failed launches that will fail the same way again
+ * (deterministic ones) defer further launches of that label set of that scaler from 30 s doubling
+ * to 900 s. A transient failure is counted but does not defer: the next launch is retried at once,
+ * until the streak reaches `maxConsecutiveFailures` (the retry budget), after which every failure
+ * defers too. Any success resets it. Pure state: time is always passed in, nothing here schedules
+ * work.
  */
 
 export interface ProvisionBackoffOptions {

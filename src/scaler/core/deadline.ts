@@ -12,7 +12,7 @@ export class SpawnTimeoutError extends Error {
 }
 
 /**
- * Run `run` with a deadline of `ms` on the injected clock (spec C.10).
+ * Run `run` with a deadline of `ms` on the injected clock.
  *
  * On expiry the signal handed to `run` is aborted AND the returned promise rejects with
  * `SpawnTimeoutError` at once, without waiting for `run`: a backend stuck in a non-abortable

@@ -1,6 +1,6 @@
 /**
- * Recent spawn failures for status output and diagnostics (spec C.9): a fixed-size ring, so a
- * failure storm costs bounded memory and old records fall out on their own. Pure: no clock.
+ * Recent spawn failures for status output and diagnostics: a fixed-size ring, so a failure storm
+ * costs bounded memory and old records fall out on their own. Pure: no clock.
  */
 
 export interface FailureRecord {

@@ -1,5 +1,5 @@
 /**
- * FIFO counting semaphore that throttles concurrent spawns of one scaler (spec C.10).
+ * FIFO counting semaphore that throttles concurrent spawns of one scaler (`maxConcurrentSpawns`).
  *
  * A released slot goes straight to the oldest waiter while the slot is still counted as in use,
  * so an `acquire` that arrives between the release and the waiter's resumption queues behind it

@@ -141,9 +141,9 @@ function fromCode(err: Error & NodeErrorFields): ClassifiedSpawnError | undefine
 }
 
 /**
- * Whether this failure defers further launches of its label set (spec C.9). Deterministic failures
- * do; so does compute that started and died before registering (C.9 (c)): the identical launch
- * dies the same way. Everything else (timeouts, an unreachable engine, a busy host) is retried.
+ * Whether this failure defers further launches of its label set. Deterministic failures do; so does
+ * compute that started and died before registering: the identical launch dies the same way.
+ * Everything else (timeouts, an unreachable engine, a busy host) is retried.
  */
 export function armsBackoff(e: ClassifiedSpawnError): boolean {
   return e.deterministic || e.kind === 'exited-before-register';

@@ -1,4 +1,4 @@
-/** The reserved scale events an event scaler emits, and what they carry (spec D.6). */
+/** The reserved scale events an event scaler emits, and what they carry. */
 
 export const SCALE_UP_EVENT = 'kici.scaler.scale-up';
 export const SCALE_DOWN_EVENT = 'kici.scaler.scale-down';

@@ -22,7 +22,7 @@ import { DEFAULT_WEBHOOK_RETRY, deliverWebhook, type WebhookRetryPolicy } from '
 /** Where the env of the orchestrator names the webhook signing secret. */
 export const WEBHOOK_SECRET_ENV = 'KICI_SCALER_WEBHOOK_SECRET';
 
-/** Counts the router reports (metrics H.3); optional so tests and tools can leave it out. */
+/** Counts the router reports as metrics; optional so tests and tools can leave it out. */
 export interface ScaleEventObserver {
   scaleUpEmitted(scaler: string): void;
   scaleDownEmitted(scaler: string, reason: string): void;

@@ -5,8 +5,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../util/logger.js';
 
 /**
- * Cross-process mutual exclusion for one ledger file (spec C.8): `mkdir` is atomic on every
- * local filesystem, so whoever creates `<dir>/<name>.lock` holds the lock.
+ * Cross-process mutual exclusion for one ledger file: `mkdir` is atomic on every local filesystem,
+ * so whoever creates `<dir>/<name>.lock` holds the lock.
  *
  * Lock ages compare the directory's mtime with the wall clock (`Date.now()`), not an injected
  * clock: mtimes are written by the kernel in wall-clock time.

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { errorMessage } from '../../util/errors.js';
 
 /**
- * Where the machine-pool ledger lives (spec C.8). Every orchestrator on a host must land on the
- * same directory for pools to be shared, so the fallback order is fixed and predictable.
+ * Where the machine-pool ledger lives. Every orchestrator on a host must land on the same directory
+ * for pools to be shared, so the fallback order is fixed and predictable.
  */
 
 export interface LedgerDirOptions {

@@ -4,9 +4,9 @@ import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 
 /**
- * On-disk format of one machine pool (spec C.8): `<dir>/<pool>.json` =
- * `{version: 1, cap: {maxCpu, maxMemoryBytes}, reservations: [...]}`. An unlimited cap dimension
- * is written as `null`; a missing or `null` dimension reads back as unlimited.
+ * On-disk format of one machine pool: `<dir>/<pool>.json` =
+ * `{version: 1, cap: {maxCpu, maxMemoryBytes}, reservations: [...]}`. An unlimited cap dimension is
+ * written as `null`; a missing or `null` dimension reads back as unlimited.
  */
 
 export interface PoolCap {

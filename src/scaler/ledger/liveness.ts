@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import type { LedgerReservation } from './ledger-file.js';
 
 /**
- * Facts used to decide whether a ledger row's owner is still running (spec C.8).
+ * Facts used to decide whether a ledger row's owner is still running.
  */
 
 const BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id';

@@ -19,8 +19,8 @@ import { isProcessAlive, isRowDead, readBootId, type RowOwnerContext } from './l
 import { poolFit } from './pool-fit.js';
 
 /**
- * Machine-pool ledger (spec C.8): orchestrator processes on one host share a resource budget
- * through one JSON file per pool, each read-modify-write done under a `mkdir` file lock.
+ * Machine-pool ledger: orchestrator processes on one host share a resource budget through one JSON
+ * file per pool, each read-modify-write done under a `mkdir` file lock.
  */
 
 export interface MachineLedgerOptions {
@@ -32,10 +32,10 @@ export interface MachineLedgerOptions {
   isAlive?: (pid: number) => boolean;
   bootId?: string;
   /**
-   * Also drop same-boot rows of OTHER instances whose pid no longer exists (default true). The
-   * spec keeps them because a pid from another PID namespace cannot be probed; our orchestrators
-   * share one namespace, and keeping them would leak capacity until the next reboot whenever a
-   * peer is killed. Turn off if instances run in separate PID namespaces (containers).
+   * Also drop same-boot rows of OTHER instances whose pid no longer exists (default true). A
+   * stricter rule keeps them because a pid from another PID namespace cannot be probed; our
+   * orchestrators share one namespace, and keeping them would leak capacity until the next reboot
+   * whenever a peer is killed. Turn off if instances run in separate PID namespaces (containers).
    */
   probeOtherInstances?: boolean;
   lock?: FileLockOptions;

@@ -1,7 +1,7 @@
 /**
- * Issue #7, "validate every protocol message in both directions": the real agent process checks
- * what it is sent. The orchestrator never sends a bad message, so this side is driven by a
- * hand-made orchestrator endpoint on 127.0.0.1 that sends them on purpose.
+ * Every protocol message is validated in both directions: the real agent process checks what it is
+ * sent. The orchestrator never sends a bad message, so this side is driven by a hand-made
+ * orchestrator endpoint on 127.0.0.1 that sends them on purpose.
  */
 import type { AddressInfo } from 'node:net';
 import { afterEach, expect, it } from 'vitest';

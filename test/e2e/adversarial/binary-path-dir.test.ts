@@ -14,7 +14,7 @@ import {
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
 
-/** Issue #7, defect 12: a directory given as binaryPath passed the start-up check (X_OK holds for it). */
+/** A directory given as binaryPath passed the start-up check (X_OK holds for it). */
 
 let t: TestOrchestrator | undefined;
 afterEach(async () => {
@@ -23,7 +23,7 @@ afterEach(async () => {
 });
 
 describe('adversarial: binaryPath names a directory', () => {
-  it('stops start-up (issue #10: the agent binary is a fatal required tool), naming the path', async () => {
+  it('stops start-up (the agent binary is a fatal required tool), naming the path', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'kici-agent-dir-'));
     const err = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: dir }]),

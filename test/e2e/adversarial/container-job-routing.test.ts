@@ -9,10 +9,10 @@ import {
 } from '../../helpers/orchestrator.js';
 
 /**
- * Issue #7 defect 4: a job with `container:` that reaches a bare-metal scaler in process mode
- * (binaryPath) must not make it spawn agents that cannot take the job. It ends `no-backend` with a
- * reason naming what is missing (or waits, when some other agent could take it), and the other
- * jobs of the scaler are not held up.
+ * A job with `container:` that reaches a bare-metal scaler in process mode (binaryPath) must not
+ * make it spawn agents that cannot take the job. It ends `no-backend` with a reason naming what is
+ * missing (or waits, when some other agent could take it), and the other jobs of the scaler are not
+ * held up.
  */
 
 const REASON =

@@ -16,8 +16,8 @@ import {
 } from '../../helpers/orchestrator.js';
 
 /**
- * The data dir (issue #7, defects 10-13): private modes, a clear error when it is read-only,
- * readiness that notices a store that cannot write, and one server per dir.
+ * The data dir: private modes, a clear error when it is read-only, readiness that notices a store
+ * that cannot write, and one server per dir.
  */
 
 const NOBODY = 65534;
@@ -114,7 +114,7 @@ async function loosePaths(dir: string): Promise<string[]> {
   return out;
 }
 
-describe('defect 11: the data dir is private', () => {
+describe('the data dir is private', () => {
   it('a new data dir is 0700 and nothing in it is group or world accessible; steps keep umask 022', async () => {
     const parent = await mkdtemp(join(tmpdir(), 'kici-mode-'));
     dirs.push(parent);
@@ -151,7 +151,7 @@ describe('defect 11: the data dir is private', () => {
   });
 });
 
-describe('defect 12: a read-only data dir is named, with the permission', () => {
+describe('a read-only data dir is named, with the permission', () => {
   it('serve as an unprivileged user on a read-only existing data dir exits 1 naming the path', async () => {
     const dataDir = await freshDataDir();
     dirs.push(dataDir);
@@ -168,7 +168,7 @@ describe('defect 12: a read-only data dir is named, with the permission', () => 
   });
 });
 
-describe('defect 10: /readyz reflects a store that cannot write', () => {
+describe('/readyz reflects a store that cannot write', () => {
   it('a data dir made read-only under a running server turns /readyz to 503 store-unwritable, and back', async () => {
     const dataDir = await freshDataDir();
     dirs.push(dataDir);
@@ -198,7 +198,7 @@ describe('defect 10: /readyz reflects a store that cannot write', () => {
   });
 });
 
-describe('defect 13: one server per data dir', () => {
+describe('one server per data dir', () => {
   it('a second serve on the same data dir exits 1 naming the holder; the first keeps its jobs', async () => {
     const dataDir = await freshDataDir();
     dirs.push(dataDir);

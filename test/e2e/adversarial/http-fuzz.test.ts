@@ -5,8 +5,8 @@ import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '.
 import { makeCase, rng, type Case } from './http-fuzz-cases.js';
 
 /**
- * Fuzz of the HTTP API (issue #7): random and mutated bodies, paths, query strings and methods.
- * No answer may be a 5xx, the server stays up, and a finished job nobody asked about is unchanged.
+ * Fuzz of the HTTP API: random and mutated bodies, paths, query strings and methods. No answer may
+ * be a 5xx, the server stays up, and a finished job nobody asked about is unchanged.
  *
  * KICI_FUZZ_CASES sets the number of requests (default 2000); KICI_FUZZ_SEED replays a run.
  */

@@ -4,8 +4,8 @@ import { bystanderJob, expectHealthy } from '../../helpers/adversarial.js';
 import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
 
 /**
- * Hostile and careless input to the admin API (issue #7, defects 6, 9, 10 and 12): each one is a
- * 400 (or 413) that names the field, never a 500, and touches no other job.
+ * Hostile and careless input to the admin API: each one is a 400 (or 413) that names the field,
+ * never a 500, and touches no other job.
  */
 
 let t: TestOrchestrator;
@@ -38,7 +38,7 @@ async function call(method: string, path: string, body?: unknown) {
   return t.api<{ error?: string; problems?: string[] }>(method, path, body);
 }
 
-// The 21 inputs that answered 500 before (issue #7, defect 10), each with the field it must name.
+// The 21 inputs that answered 500 before, each with the field it must name.
 const cases: [string, string, string, unknown, string][] = [
   [
     'NUL in an env value',
@@ -129,7 +129,7 @@ const cases: [string, string, string, unknown, string][] = [
   ],
 ];
 
-describe('defect 10: bad input is a 400 naming the field', () => {
+describe('bad input is a 400 naming the field', () => {
   it.each(cases)('%s', async (_what, method, path, body, field) => {
     const res = await call(method, path.replace('JOB', jobId), body);
     expect(res.status).toBe(400);
@@ -154,7 +154,7 @@ describe('defect 10: bad input is a 400 naming the field', () => {
   });
 });
 
-describe('defect 6: timeouts accept at most 30 days', () => {
+describe('timeouts accept at most 30 days', () => {
   it('a job timeout over 2592000 s is a 400 naming the field', async () => {
     const res = await call(
       'POST',
@@ -176,7 +176,8 @@ describe('defect 6: timeouts accept at most 30 days', () => {
   });
 
   it('exactly 30 days is accepted', async () => {
-    // Firing such a timer correctly (past Node's 24.8-day limit) is the dispatcher's part of defect 6.
+    // Firing such a timer correctly (past Node's 24.8-day limit) is tested with the dispatcher's
+    // timers (long-timeouts.test.ts).
     const res = await t.api<{ jobs: { id: string }[] }>(
       'POST',
       '/api/v1/runs',
@@ -192,7 +193,7 @@ describe('defect 6: timeouts accept at most 30 days', () => {
   });
 });
 
-describe('defect 12: token labels and echoed names', () => {
+describe('token labels and echoed names', () => {
   it.each([['a,b'], [''], [' '], ['a b'], ['tab\there']])(
     'label %j is refused naming labels[0]',
     async (label) => {
@@ -286,7 +287,7 @@ function sendBig(
   });
 }
 
-describe('defect 9: the request body is capped while it streams', () => {
+describe('the request body is capped while it streams', () => {
   it.each([
     ['with a content-length', false],
     ['chunked', true],

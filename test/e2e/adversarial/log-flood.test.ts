@@ -4,9 +4,9 @@ import { submit } from '../../helpers/jobs.js';
 import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
 
 /**
- * Defect 2 of issue #7: 60 MB of control characters on stdout. JSON escapes each as `\u0001`, six
- * bytes, so a naive log batch became a frame of hundreds of MB and the server died. The agent now
- * cuts batches by their serialized size (docs/step-runner.md, "Output").
+ * 60 MB of control characters on stdout. JSON escapes each as `\u0001`, six bytes, so a naive log
+ * batch became a frame of hundreds of MB and the server died. The agent now cuts batches by their
+ * serialized size (docs/step-runner.md, "Output").
  */
 
 let t: TestOrchestrator | undefined;

@@ -3,8 +3,8 @@ import { bystanderJob, expectHealthy } from '../../helpers/adversarial.js';
 import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
 
 /**
- * Job output that used to cost other jobs their logs or fill the disk (issue #7, defects 5 and 9):
- * a NUL byte, and far more output than the per-job cap.
+ * Job output that used to cost other jobs their logs or fill the disk: a NUL byte, and far more
+ * output than the per-job cap.
  */
 
 const CAP = 64 * 1024;
@@ -46,7 +46,7 @@ async function logsOf(jobId: string) {
   return res.body;
 }
 
-describe('defect 5: a NUL byte in one job never loses another job its lines', () => {
+describe('a NUL byte in one job never loses another job its lines', () => {
   it('two concurrent jobs, one prints a NUL mid-stream: every line of both arrives', async () => {
     const ids = await submit({
       dirty: `for i in $(seq 1 300); do if [ $i = 150 ]; then printf 'nul\\000here\\n'; fi; echo "dirty $i"; sleep 0.005; done`,
@@ -70,7 +70,7 @@ describe('defect 5: a NUL byte in one job never loses another job its lines', ()
   });
 });
 
-describe('defect 9: a job log over the cap keeps its head and its tail', () => {
+describe('a job log over the cap keeps its head and its tail', () => {
   it(`a job printing ~1.2 MB stores at most the ${CAP}-byte cap, marked truncated`, async () => {
     const total = 40_000;
     const ids = await submit({

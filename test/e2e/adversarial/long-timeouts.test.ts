@@ -4,9 +4,9 @@ import { submit } from '../../helpers/jobs.js';
 import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
 
 /**
- * Issue #7, defect 6: Node clamps a timer delay above 2^31-1 ms to 1 ms, so a job timeout of
- * 2,147,454 s or more (with the server's 30 s backstop) or a step timeout of 2,147,484 s or more
- * fired at once. 2,200,000 s (about 25 days) is over both limits and under any sane maximum.
+ * Node clamps a timer delay above 2^31-1 ms to 1 ms, so a job timeout of 2,147,454 s or more (with
+ * the server's 30 s backstop) or a step timeout of 2,147,484 s or more fired at once. 2,200,000 s
+ * (about 25 days) is over both limits and under any sane maximum.
  */
 
 let t: TestOrchestrator | undefined;

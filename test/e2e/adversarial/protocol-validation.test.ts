@@ -1,7 +1,7 @@
 /**
- * Issue #7, defect 7: every agent message is checked before it touches state, and a job result is
- * dropped from memory only once the row that replaces it is written. Driven by a hand-made agent
- * (raw WebSocket frames) holding a real static token.
+ * Every agent message is checked before it touches state, and a job result is dropped from memory
+ * only once the row that replaces it is written. Driven by a hand-made agent (raw WebSocket frames)
+ * holding a real static token.
  */
 import { Writable } from 'node:stream';
 import { sql } from 'kysely';

@@ -1,8 +1,8 @@
 /**
- * Issue #10, recovery: after a restart the bare-metal backend only has the pid it recorded. That pid
- * may have been recycled by an unrelated process; our recovery proves identity through
- * /proc/<pid>/environ (KICI_AGENT_ID, our extension to spec D.4), so such a process is never adopted
- * and never killed, whether it leads its own process group or not.
+ * Recovery: after a restart the bare-metal backend only has the pid it recorded. That pid may have
+ * been recycled by an unrelated process; our recovery proves identity through /proc/<pid>/environ
+ * (KICI_AGENT_ID, our extension), so such a process is never adopted and never killed, whether it
+ * leads its own process group or not.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { pino } from 'pino';

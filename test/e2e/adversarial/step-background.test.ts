@@ -11,10 +11,10 @@ import {
 import { pidsWithEnv } from '../../helpers/processes.js';
 
 /**
- * Defect 3 of issue #7: background processes must not hold a step open, must not outlive their job,
- * and a cancel or timeout must always free the agent. docs/step-runner.md states the rules.
- * Every job here carries a TEST_TAG of its own in its env, so the test finds what it started
- * without relying on the agent's own marker.
+ * Background processes must not hold a step open, must not outlive their job, and a cancel or
+ * timeout must always free the agent. docs/step-runner.md states the rules. Every job here carries
+ * a TEST_TAG of its own in its env, so the test finds what it started without relying on the
+ * agent's own marker.
  */
 
 let t: TestOrchestrator | undefined;

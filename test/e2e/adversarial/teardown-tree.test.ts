@@ -10,9 +10,9 @@ import {
 } from '../../helpers/orchestrator.js';
 
 /**
- * Defect 8 of issue #7: with the default `enforceCgroups: false`, a daemon a job started with setsid
- * left the agent's process group and outlived the job, the agent and the server. Process-mode
- * teardown now also finds the agent's processes by the KICI_AGENT_ID in their environment.
+ * With the default `enforceCgroups: false`, a daemon a job started with setsid left the agent's
+ * process group and outlived the job, the agent and the server. Process-mode teardown now also
+ * finds the agent's processes by the KICI_AGENT_ID in their environment.
  */
 
 let t: TestOrchestrator | undefined;
@@ -61,7 +61,7 @@ describe('adversarial: daemons started by a job do not outlive it (process mode)
     await eventually(async () => (await tagged.alive(tag)) === 0, 15_000, 'daemons removed at teardown');
   });
 
-  it('issue #10, no cgroups: a setsid daemon, a double-forked grandchild and an own-group child are gone after the job (checked in /proc)', async () => {
+  it('no cgroups: a setsid daemon, a double-forked grandchild and an own-group child are gone after the job (checked in /proc)', async () => {
     t = await startTestOrchestrator({ config: config() });
     const d = daemonScript(false);
     markers.push(d.marker);

@@ -1,6 +1,6 @@
 /**
- * Issue #7, defects 1 and 9 (frames before authentication): malformed WebSocket frames, sent by hand
- * after a real upgrade, close that one connection with the documented code and never the server.
+ * Frames before authentication: malformed WebSocket frames, sent by hand after a real upgrade,
+ * close that one connection with the documented code and never the server.
  */
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
@@ -150,7 +150,7 @@ describe('malformed frames after authentication', () => {
   });
 });
 
-describe('defect 2, server half: an oversized log frame from a running job', () => {
+describe('the server half of a log flood: an oversized log frame from a running job', () => {
   it('closes that agent with 1009; the job survives its reconnect and finishes', async () => {
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { chatty: { runsOn: ['frames'], steps: [{ run: 'true' }] } },

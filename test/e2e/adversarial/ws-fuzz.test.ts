@@ -1,6 +1,6 @@
 /**
- * Issue #7: a fuzz test of the agent WebSocket endpoint. Random and mutated frames and messages are
- * sent before and after authentication (with a real token); the server must survive every case.
+ * A fuzz test of the agent WebSocket endpoint. Random and mutated frames and messages are sent
+ * before and after authentication (with a real token); the server must survive every case.
  *
  * KICI_FUZZ_CASES sets the number of cases (default 2000); KICI_FUZZ_SEED replays a run.
  */

@@ -1,10 +1,10 @@
 /**
- * Issue #10, bare-metal job-image mode on a real engine (Docker or Podman, per KICI_TEST_ENGINE): a
- * label set with `image` and no `binaryPath` runs a `container.image` job inside that image with our
- * runtime injected, through the container backend's own spawn path. The engine's inspect shows the
- * shared HostConfig (PidsLimit 4096, limits, kici-agent-net, labels); the firewall got a rule set for
- * the container's address and lost it on destroy. After a restart, reapUnowned finds the container
- * by its labels. Construction refuses an unusable nft and a rootless engine, naming both fixes.
+ * Bare-metal job-image mode on a real engine (Docker or Podman, per KICI_TEST_ENGINE): a label set
+ * with `image` and no `binaryPath` runs a `container.image` job inside that image with our runtime
+ * injected, through the container backend's own spawn path. The engine's inspect shows the shared
+ * HostConfig (PidsLimit 4096, limits, kici-agent-net, labels); the firewall got a rule set for the
+ * container's address and lost it on destroy. After a restart, reapUnowned finds the container by
+ * its labels. Construction refuses an unusable nft and a rootless engine, naming both fixes.
  */
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';

@@ -1,6 +1,6 @@
 /**
- * The agent reports the container runtimes it can reach (spec C.13/D.3): the engine named by
- * DOCKER_HOST / CONTAINER_HOST, and the default sockets, each only when the socket is usable.
+ * The agent reports the container runtimes it can reach: the engine named by DOCKER_HOST /
+ * CONTAINER_HOST, and the default sockets, each only when the socket is usable.
  */
 import { createServer, type Server } from 'node:net';
 import { mkdtemp } from 'node:fs/promises';

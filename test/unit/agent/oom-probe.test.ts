@@ -1,7 +1,8 @@
 /**
- * Issue #10, OOM reason: the agent reads the OOM-kill counter and the limit of its own memory cgroup
- * (v1 memory.oom_control / memory.limit_in_bytes, v2 memory.events / memory.max), at the path
- * /proc/self/cgroup names or, inside a container, at the controller's root. Real files in a temp dir.
+ * OOM reason: the agent reads the OOM-kill counter and the limit of its own memory cgroup (v1
+ * memory.oom_control / memory.limit_in_bytes, v2 memory.events / memory.max), at the path
+ * /proc/self/cgroup names or, inside a container, at the controller's root. Real files in a temp
+ * dir.
  */
 import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

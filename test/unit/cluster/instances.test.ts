@@ -1,6 +1,6 @@
 /**
- * Issue #12, instance identity and presence: rows in kici_instances on the real PGlite store, the
- * instance-id rules, and the `kici-admin cluster status` table.
+ * Instance identity and presence: rows in kici_instances on the real PGlite store, the instance-id
+ * rules, and the `kici-admin cluster status` table.
  */
 import { sql } from 'kysely';
 import { pino } from 'pino';

@@ -1,6 +1,6 @@
 /**
- * Issue #12: in a cluster, "no backend" must count agent tokens issued through another instance.
- * A real Dispatcher on the real PGlite store; the token is written to the shared store after the
+ * In a cluster, "no backend" must count agent tokens issued through another instance. A real
+ * Dispatcher on the real PGlite store; the token is written to the shared store after the
  * dispatcher read its tokens, as when a peer issues it.
  */
 import { pino } from 'pino';

@@ -1,9 +1,9 @@
 /**
- * Issue #12, a job outlives its instance: dispatchers of several instances over one real database
- * (PGlite). An agent that was running a job for instance A reconnects to B: B takes the job over
- * with one conditional update (exactly one winner among instances that try), A can no longer
- * settle it, and B stores the result. A cancel sent to an instance that does not hold the job is
- * carried out by its owner. A starting instance marks only its own agents gone.
+ * A job outlives its instance: dispatchers of several instances over one real database (PGlite). An
+ * agent that was running a job for instance A reconnects to B: B takes the job over with one
+ * conditional update (exactly one winner among instances that try), A can no longer settle it, and
+ * B stores the result. A cancel sent to an instance that does not hold the job is carried out by
+ * its owner. A starting instance marks only its own agents gone.
  */
 import fc from 'fast-check';
 import { sql } from 'kysely';

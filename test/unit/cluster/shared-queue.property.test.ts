@@ -1,10 +1,10 @@
 /**
- * Issue #12, shared queue: two dispatchers (two orchestrator instances) over one real database
- * (PGlite, one process). fast-check drives random interleavings of submits to either instance,
- * concurrent dispatch passes, queue re-reads (what NOTIFY triggers), agents connecting to either
- * instance, starting, finishing and disconnecting, and instance deaths (the leader's settle of a
- * dead instance's jobs). Checked: a job is never held by two agents at once, a started job is
- * never handed out again, and in the end nothing is lost: every job is final, succeeded at most once.
+ * Shared queue: two dispatchers (two orchestrator instances) over one real database (PGlite, one
+ * process). fast-check drives random interleavings of submits to either instance, concurrent
+ * dispatch passes, queue re-reads (what NOTIFY triggers), agents connecting to either instance,
+ * starting, finishing and disconnecting, and instance deaths (the leader's settle of a dead
+ * instance's jobs). Checked: a job is never held by two agents at once, a started job is never
+ * handed out again, and in the end nothing is lost: every job is final, succeeded at most once.
  */
 import fc from 'fast-check';
 import { sql } from 'kysely';

@@ -6,7 +6,7 @@ import {
   SCALER_PARSE_PARAMS,
 } from '../../../src/config/index.js';
 
-describe('mirrorResources (C.6)', () => {
+describe('mirrorResources (a side given alone stands for both)', () => {
   const a = { cpus: 1, memory: '1g' };
   const b = { cpus: 2 };
   it.each([

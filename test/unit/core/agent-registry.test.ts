@@ -65,14 +65,14 @@ describe('canAgentRunJob', () => {
     expect(canAgentRunJob(agent('v', ['linux'], { version: '1.4.0-dev.3' }), job)).toBe(false);
   });
 
-  it('C.13: an unversioned or older operator agent is not gated (it fails the job naming the runtime)', () => {
+  it('container jobs: an unversioned or older operator agent is not gated (it fails the job naming the runtime)', () => {
     const job = jobOn(['linux'], { image: 'node:24' });
     expect(canAgentRunJob(agent('old', ['linux']), job)).toBe(true);
     expect(canAgentRunJob(agent('old', ['linux'], { version: '0.0.9' }), job)).toBe(true);
     expect(canAgentRunJob(agent('odd', ['linux'], { version: 'nightly' }), job)).toBe(true);
   });
 
-  it('C.13: the agent started for this very job takes it; an agent inside a job image takes no other', () => {
+  it('container jobs: the agent started for this very job takes it; an agent inside a job image takes no other', () => {
     const job = { ...jobOn(['linux'], { image: 'node:24' }), id: 'job-1' };
     const bound = agent('b', ['linux'], { kind: 'scaler', boundJobId: 'job-1' });
     expect(canAgentRunJob(bound, job)).toBe(true);

@@ -1,6 +1,6 @@
 /**
- * Issue #7 defect 4: a bare-metal label set in process mode (binaryPath) runs steps on the host and
- * cannot honour a job's `container:` image. Routing must skip it for such jobs, and say why.
+ * A bare-metal label set in process mode (binaryPath) runs steps on the host and cannot honour a
+ * job's `container:` image. Routing must skip it for such jobs, and say why.
  */
 import { describe, expect, it } from 'vitest';
 import { scalerFileSchema } from '../../../src/config/index.js';

@@ -1,6 +1,6 @@
 /**
- * The one scaling decision (issue #8), as a pure function: each gate in order, the action and
- * reason it stops at, and a trace that names every gate checked.
+ * The one scaling decision, as a pure function: each gate in order, the action and reason it stops
+ * at, and a trace that names every gate checked.
  */
 import { describe, expect, it } from 'vitest';
 import { scalerFileSchema } from '../../../src/config/index.js';

@@ -125,7 +125,7 @@ describe('resolveResources properties', () => {
   });
   const bytes: Record<string, number> = { '256m': 256 * MiB, '1g': GiB, '1536k': 1536 * KiB, '2G': 2 * GiB };
 
-  /** The cascade written out from the spec text, one field and side at a time. */
+  /** The cascade written out from its rule, one field and side at a time. */
   function expected(
     chain: (ResourceRequest | undefined)[],
     side: 'requests' | 'limits',

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentRegistry, newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
 
-/** Issue #14: the registry facts behind `agent drain/resume` and the STATE column. */
+/** The registry facts behind `agent drain/resume` and the STATE column. */
 
 function staticAgent(id: string) {
   return newConnectedAgent({

@@ -1,7 +1,7 @@
 /**
- * Issue #8 "dispatcher timers ignore the clock": the job-timeout backstop and the orphan expiry run
- * on the injected Clock, so a ManualClock drives them to the millisecond. A real Dispatcher on the
- * real PGlite store, with a hand-driven static agent.
+ * Dispatcher timers on the clock: the job-timeout backstop and the orphan expiry run on the
+ * injected Clock, so a ManualClock drives them to the millisecond. A real Dispatcher on the real
+ * PGlite store, with a hand-driven static agent.
  */
 import { sql } from 'kysely';
 import { pino } from 'pino';

@@ -1,8 +1,8 @@
 /**
- * Issue #12 hot path, through the real message routing and Dispatcher on the real PGlite store:
- * a result is acknowledged to its agent only once its group commit is stored, an outage means no
- * ack and a retry, and one dispatch pass claims several idle agents' jobs in one statement without
- * ever giving a job to two agents. Failures are injected in front of the database (a Kysely plugin).
+ * Hot path, through the real message routing and Dispatcher on the real PGlite store: a result is
+ * acknowledged to its agent only once its group commit is stored, an outage means no ack and a
+ * retry, and one dispatch pass claims several idle agents' jobs in one statement without ever
+ * giving a job to two agents. Failures are injected in front of the database (a Kysely plugin).
  */
 import type { KyselyPlugin } from 'kysely';
 import { pino } from 'pino';

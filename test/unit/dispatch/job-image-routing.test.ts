@@ -1,4 +1,4 @@
-/** C.13 rules added with the container backend: the agent started for a job, and job-image agents. */
+/** Agent-fit rules added with the container backend: the agent started for a job, and job-image agents. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canAgentRunJob, type ConnectedAgent } from '../../../src/dispatch/agent-registry.js';

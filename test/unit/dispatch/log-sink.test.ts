@@ -34,7 +34,7 @@ const line = (jobId: string, text: string, stepIdx: number | null = 0): LogLine 
 });
 const stored = async (jobId: string) => (await store.logs.list(jobId)).map((l) => l.line);
 
-describe('LogSink: one bad line never costs another job its output (defect 5)', () => {
+describe('LogSink: one bad line never costs another job its output', () => {
   it('a row the database refuses fails alone; the rest of the batch is stored', async () => {
     const good = await newJob();
     const bad = await newJob();
@@ -55,7 +55,7 @@ describe('LogSink: one bad line never costs another job its output (defect 5)', 
   });
 });
 
-describe('LogSink: the per-job cap keeps head and tail (defect 9)', () => {
+describe('LogSink: the per-job cap keeps head and tail', () => {
   it('stores at most the cap, first and last lines, and a line about the gap', async () => {
     const job = await newJob();
     const other = await newJob();

@@ -1,7 +1,7 @@
 /**
- * Issue #12, database outage: writes whose answer was lost must not strand or double a job.
- * A real Dispatcher on the real PGlite store; only the failure is injected, after or instead of
- * the real statement, as a connection broken around a commit would look.
+ * Database outage: writes whose answer was lost must not strand or double a job. A real Dispatcher
+ * on the real PGlite store; only the failure is injected, after or instead of the real statement,
+ * as a connection broken around a commit would look.
  */
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';

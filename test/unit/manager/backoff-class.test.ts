@@ -1,10 +1,10 @@
 /**
- * Issue #8: the backoff is keyed by the failure class (spec C.9). A deterministic failure (the
- * same launch will fail the same way) defers the label set 30 s, 60 s, 120 s …; a transient one is
- * retried at once and never blocks the label set, its reason still shown on the waiting job. Past
- * `maxConsecutiveFailures` failures in a row the label set is "failing consistently": logged once
- * per streak, and from then on transient failures defer too (the retry budget is spent).
- * Everything runs on a ManualClock, so every retry time is exact.
+ * The backoff is keyed by the failure class. A deterministic failure (the same launch will fail the
+ * same way) defers the label set 30 s, 60 s, 120 s …; a transient one is retried at once and never
+ * blocks the label set, its reason still shown on the waiting job. Past `maxConsecutiveFailures`
+ * failures in a row the label set is "failing consistently": logged once per streak, and from then
+ * on transient failures defer too (the retry budget is spent). Everything runs on a ManualClock, so
+ * every retry time is exact.
  */
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Spec C.9 (narrowed to scaler + label set): consecutive failed launches defer further launches of
+ * Provision backoff per scaler and label set: consecutive failed launches defer further launches of
  * that label set 30 s, 60 s, 120 s … capped at 900 s; a registration clears it; other label sets
  * are not held; the classified error reaches the waiting job and the backoff snapshot.
  */

@@ -1,6 +1,6 @@
 /**
- * Spec C.5/C.6 through the manager: count caps over max(live, reservations), resource caps billed
- * on requests, limits handed to the backend, and the resolution cascade.
+ * Caps and resources through the manager: count caps over max(live, reservations), resource caps
+ * billed on requests, limits handed to the backend, and the resolution cascade.
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';

@@ -1,7 +1,7 @@
 /**
- * Issue #7 defect 14 at the manager: a draining orchestrator spawns nothing, and a stop that leaves
- * running agents alive keeps exactly what the next start needs to re-adopt them (spawn record,
- * token, compute) while everything else is torn down.
+ * Drain at the manager: a draining orchestrator spawns nothing, and a stop that leaves running
+ * agents alive keeps exactly what the next start needs to re-adopt them (spawn record, token,
+ * compute) while everything else is torn down.
  */
 import { describe, expect, it } from 'vitest';
 import { bareMetal, scalerConfig, spawnToken, useManagerHarnesses } from '../../helpers/manager-harness.js';

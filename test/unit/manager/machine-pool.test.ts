@@ -1,6 +1,6 @@
 /**
- * Spec C.8 through the manager: two orchestrator instances on one host share a machine pool
- * through a real MachineLedger directory and never exceed the pool cap together.
+ * The machine-pool ledger through the manager: two orchestrator instances on one host share a
+ * machine pool through a real MachineLedger directory and never exceed the pool cap together.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

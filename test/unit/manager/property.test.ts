@@ -100,7 +100,7 @@ const modelArb: fc.Arbitrary<Model> = fc.record({
   betaPresent: fc.boolean(),
   warm: fc.integer({ min: 0, max: 2 }),
 });
-/** Warm-pool ticks (issue #8; the rest of that block is further down). */
+/** Warm-pool ticks (the rest of that block is further down). */
 const warmTickArb: fc.Arbitrary<WarmTickCmd> = fc.record({
   t: fc.constant('warmTick' as const),
   ticks: fc.integer({ min: 1, max: 3 }),
@@ -141,9 +141,9 @@ const cmdArb: fc.Arbitrary<Cmd> = fc.oneof(
 );
 
 // ---------------------------------------------------------------------------------------------
-// Warm-pool ticks (issue #8). Ticks run among the other commands, awaited or left running while
-// the next commands go on (so ticks overlap each other and everything else). Every warm spawn is
-// checked at the moment it is asked for: the pool it fills must be below its size in force.
+// Warm-pool ticks. Ticks run among the other commands, awaited or left running while the next
+// commands go on (so ticks overlap each other and everything else). Every warm spawn is checked at
+// the moment it is asked for: the pool it fills must be below its size in force.
 
 type WarmTickCmd = { t: 'warmTick'; ticks: number; awaited: boolean };
 
@@ -261,7 +261,7 @@ class Run {
     };
   }
 
-  // ---- (e) explain vs the manager (issue #8: one decision) -----------------------------------
+  // ---- (e) explain vs the manager (one decision) -----------------------------------
 
   /** What `scaler explain` says for a queued job, from a row built off the dispatcher's queue. */
   private explainAction(jobId: string): string | undefined {
@@ -464,8 +464,8 @@ class Run {
         await runWarmTicks(this, c);
         return;
       case 'redrive':
-        // Spec C.2 retryPendingScaleRequests: ask the scaler for the oldest waiting jobs directly,
-        // so the manager's own cap checks are exercised (not only the dispatcher's planner).
+        // The pending-scale re-drive: ask the scaler for the oldest waiting jobs directly, so the
+        // manager's own cap checks are exercised (not only the dispatcher's planner).
         for (const j of d.queue.all().slice(0, 10)) await h.manager.requestScale(d.scaleJob(j));
         break;
     }

@@ -1,6 +1,6 @@
 /**
- * Spec C.11 and C.16: registration of spawned agents, single use (disconnect destroys the compute
- * and releases everything), and the capacity-freed re-drive of waiting jobs.
+ * Registration of spawned agents, single use (disconnect destroys the compute and releases
+ * everything), and the capacity-freed re-drive of waiting jobs.
  */
 import { describe, expect, it } from 'vitest';
 import { RegistrationRefused } from '../../../src/scaler/manager.js';
@@ -17,7 +17,7 @@ async function spawned(h: ManagerHarness, runsOn = ['linux']): Promise<{ jobId: 
   return { jobId: ids[0]!, agentId: req.agentId };
 }
 
-describe('registration (C.11)', () => {
+describe('registration', () => {
   it('refuses an unknown scaler- id and returns null for a static id', async () => {
     const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
     expect(() => h.manager.onAgentRegistered('scaler-bare-metal-deadbeef')).toThrow(RegistrationRefused);
@@ -71,7 +71,7 @@ describe('registration (C.11)', () => {
   });
 });
 
-describe('single use (C.16)', () => {
+describe('single use', () => {
   it('disconnect after the job: compute destroyed, reservation released, spawn row and token gone', async () => {
     const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
     const { jobId, agentId } = await spawned(h);

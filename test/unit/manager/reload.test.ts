@@ -1,7 +1,7 @@
 /**
- * Spec B.10 through `ScalerManager.reload`: the plan, all-or-nothing validation (type change,
- * backend refusal, factory failure), retirement of removed scalers, and settings that apply to
- * new spawns only.
+ * Live reload through `ScalerManager.reload`: the plan, all-or-nothing validation (type change,
+ * backend refusal, factory failure), retirement of removed scalers, and settings that apply to new
+ * spawns only.
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
@@ -136,7 +136,7 @@ describe('reload plan', () => {
     expect((await h.manager.requestScale(job(['a']))).action).toBe('at-capacity');
   });
 
-  it('the rollback also restores the entry a backend was given (B.10: labelSets/maxAgents/entry snapshotted)', async () => {
+  it('the rollback also restores the entry a backend was given (labelSets/maxAgents/entry snapshotted)', async () => {
     const h = await hs.make({ dispatcher: false, config: base() });
     const alpha = h.backend('alpha');
     const oldEntry = alpha.entry;
@@ -153,7 +153,7 @@ describe('reload plan', () => {
     expect(alpha.entry).toEqual(oldEntry);
   });
 
-  it('refuses a config where two scalers declare the same label set (B.10 stage 2) and changes nothing', async () => {
+  it('refuses a config where two scalers declare the same label set and changes nothing', async () => {
     const h = await hs.make({ dispatcher: false, config: base() });
     const before = h.manager.config;
     const next = scalerConfig({

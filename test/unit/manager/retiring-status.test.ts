@@ -1,7 +1,7 @@
 /**
- * Issue #8, retiring scalers were invisible: a scaler removed by a reload vanished from
- * `scaler status` while its agents still ran. It now stays listed, marked retiring, with its
- * agents, until the last one is gone; then it disappears.
+ * Retiring scalers were invisible: a scaler removed by a reload vanished from `scaler status` while
+ * its agents still ran. It now stays listed, marked retiring, with its agents, until the last one
+ * is gone; then it disappears.
  */
 import { describe, expect, it } from 'vitest';
 import { describeScalerStatus } from '../../../src/server/scaler-views.js';

@@ -1,5 +1,5 @@
 /**
- * Spec C.4 through the manager: which label set a job lands on, and which labels the spawned
+ * Label matching through the manager: which label set a job lands on, and which labels the spawned
  * agent (and its token) carries. Every test goes through `requestScale` or the dispatcher, so the
  * routing table the manager builds from the config is what is under test.
  */
@@ -29,7 +29,7 @@ async function where(h: ManagerHarness, j: ScaleJob): Promise<string> {
   return `${r.scalerName}[${req?.labelSet.join(',')}]`;
 }
 
-describe('label matching (C.4)', () => {
+describe('label matching', () => {
   it('picks the most specific label set; a tie goes to the first in config order', async () => {
     const h = await hs.make({
       dispatcher: false,
@@ -74,7 +74,7 @@ describe('label matching (C.4)', () => {
     expect(h.backend('alpha').spawns.map((s) => s.labelSet)).toEqual([['linux', 'docker']]);
   });
 
-  it('requestScale itself folds the job labels (spec C.4: target = lowercased job labels)', async () => {
+  it('requestScale itself folds the job labels (target = lowercased job labels)', async () => {
     const h = await hs.make({
       dispatcher: false,
       config: { version: 1, scalers: [bareMetal('alpha', [['linux', 'docker']])] },
@@ -243,7 +243,7 @@ describe('no-backend verdicts are per job', () => {
   });
 });
 
-describe('agent identity and token (D.0)', () => {
+describe('agent identity and token', () => {
   it('fullLabels = declared + kici:agent + kici:scaler + roles + taints, and the token is bound to exactly those', async () => {
     const h = await hs.make({
       agentTokenTtlMs: 120_000,

@@ -1,8 +1,8 @@
 /**
- * Issue #8 "no silent catches" in the scaler: cleanup the manager carries on from (token
- * revocation, machine-pool release, the re-reservation after a restart) is logged with its
- * context, counted per site, and handed to `onSwallowedError` for the metric. The re-reservation
- * also reports a refusal (`ok: false`), not only a thrown error.
+ * No silent catches in the scaler: cleanup the manager carries on from (token revocation,
+ * machine-pool release, the re-reservation after a restart) is logged with its context, counted per
+ * site, and handed to `onSwallowedError` for the metric. The re-reservation also reports a refusal
+ * (`ok: false`), not only a thrown error.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

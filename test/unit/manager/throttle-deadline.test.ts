@@ -1,7 +1,7 @@
 /**
- * Spec C.10: at most `maxConcurrentSpawns` backend.spawn calls in flight per backend, and a spawn
- * deadline (counted from semaphore admission) that aborts the backend's signal and frees the slot
- * and the reservation.
+ * Spawn throttle and deadline: at most `maxConcurrentSpawns` backend.spawn calls in flight per
+ * backend, and a spawn deadline (counted from semaphore admission) that aborts the backend's signal
+ * and frees the slot and the reservation.
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';

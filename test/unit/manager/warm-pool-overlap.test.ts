@@ -1,8 +1,8 @@
 /**
- * Issue #8, warm-pool over-spawn: a tick computed its deficit once and then awaited each spawn, so
- * a second tick that started meanwhile saw the first one's in-flight agent, computed its own
- * deficit, and both spawned: 3 agents for a pool of size 2. A tick now runs single-flight; calls
- * made while it runs coalesce into one re-run after it.
+ * Warm-pool over-spawn: a tick computed its deficit once and then awaited each spawn, so a second
+ * tick that started meanwhile saw the first one's in-flight agent, computed its own deficit, and
+ * both spawned: 3 agents for a pool of size 2. A tick now runs single-flight; calls made while it
+ * runs coalesce into one re-run after it.
  */
 import { describe, expect, it } from 'vitest';
 import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';

@@ -1,5 +1,5 @@
 /**
- * Spec C.7 through the manager and a real dispatcher: warm agents are spawned unbound, count
+ * Warm pools through the manager and a real dispatcher: warm agents are spawned unbound, count
  * against caps, take a job without a spawn for it, are replenished when consumed, are reaped when
  * idle past the timeout beyond the pool size, and only take jobs of their own shape.
  */
@@ -204,7 +204,7 @@ describe('warm pools', () => {
     expect(own[0]!.limits).toEqual({ cpus: 2, memBytes: 512 * MiB });
   });
 
-  it('a job of another shape queued behind a fitting one is still not given a warm agent (C.13 rule 4)', async () => {
+  it('a job of another shape queued behind a fitting one is still not given a warm agent (a warm agent must fit the shape)', async () => {
     const h = await hs.make({ config: warmConfig() });
     const warm = await warmUp(h);
     // Same runsOn, so the two jobs share one queue group; the first fits the warm shape, the second does not.

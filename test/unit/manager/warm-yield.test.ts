@@ -1,8 +1,8 @@
 /**
- * Issue #14, warm pools: an idle warm agent must not starve real work. With maxAgents 2 and both
- * slots held by idle warm agents of label set A, a job for label set B waited forever
- * ("at maxAgents"). Now one warm A agent is retired (destroy reason `idle`) and B spawns.
- * Also: the pool skips exactly the label sets `scaler validate` warns about (one predicate).
+ * Warm pools: an idle warm agent must not starve real work. With maxAgents 2 and both slots held by
+ * idle warm agents of label set A, a job for label set B waited forever ("at maxAgents"). Now one
+ * warm A agent is retired (destroy reason `idle`) and B spawns. Also: the pool skips exactly the
+ * label sets `scaler validate` warns about (one predicate).
  */
 import { describe, expect, it } from 'vitest';
 import { mkdtemp, writeFile } from 'node:fs/promises';

@@ -1,8 +1,8 @@
 /**
- * Issue #8 "no silent catches": when the bare-metal backend cannot remove an agent's cgroup after a
- * failed start, that is logged with the agent id and counted under its site (it used to vanish in
- * an empty `.catch`). The cgroup driver is the injected host-tool slot; nothing is launched because
- * creating the group already fails.
+ * No silent catches: when the bare-metal backend cannot remove an agent's cgroup after a failed
+ * start, that is logged with the agent id and counted under its site (it used to vanish in an empty
+ * `.catch`). The cgroup driver is the injected host-tool slot; nothing is launched because creating
+ * the group already fails.
  */
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 /**
- * Cross-instance adoption of event agents (spec F.3, C.11 step 3) on the real embedded store: two or
- * more ScalerManagers with their own instance ids share one PGlite database, as orchestrators share
- * PostgreSQL (test/system/event-adoption.test.ts runs the same across processes).
+ * Cross-instance adoption of event agents on the real embedded store: two or more ScalerManagers
+ * with their own instance ids share one PGlite database, as orchestrators share PostgreSQL
+ * (test/system/event-adoption.test.ts runs the same across processes).
  */
 import fc from 'fast-check';
 import { sql } from 'kysely';

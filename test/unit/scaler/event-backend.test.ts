@@ -33,7 +33,7 @@ describe('package entry', () => {
 });
 
 describe('EventScalerBackend: scale-up', () => {
-  it('emits the D.6 payload, with exactly its field names, to the provisioning targets', async () => {
+  it('emits the scale-up payload, with exactly its field names, to the provisioning targets', async () => {
     const { backend, emitter, claims } = make();
     const agent = await backend.spawn(
       spawnCtx('scaler-event-aaaa0001', {

@@ -109,7 +109,7 @@ describe('MachineLedger across processes', () => {
     process.kill(child.proc.pid!, 'SIGKILL');
     await child.exited; // reaped by Node, so the pid is really gone (no zombie)
 
-    expect(await strict.reapDead()).toBe(0); // spec rule: other instances on this boot are kept
+    expect(await strict.reapDead()).toBe(0); // strict rule: other instances on this boot are kept
     expect(await rows()).toHaveLength(1);
     expect(await probing.reapDead()).toBe(1);
     expect(await rows()).toEqual([]);

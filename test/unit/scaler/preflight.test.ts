@@ -1,7 +1,7 @@
 /**
  * Preflight: a backend's required host tools are checked before it is built. A missing fatal tool
- * stops start-up (UserError naming scaler, tool and fix); since issue #10 that includes a missing
- * bare-metal agent binary. A binary that vanishes later still fails each spawn with a classified reason.
+ * stops start-up (UserError naming scaler, tool and fix); that includes a missing bare-metal agent
+ * binary. A binary that vanishes later still fails each spawn with a classified reason.
  */
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -106,7 +106,7 @@ describe('preflight', () => {
     await expect(buildBackend(needs('sh'), entry, deps())).resolves.toBeInstanceOf(RecordingBackend);
   });
 
-  it('a missing agent binary stops start-up (issue #10): the error names the scaler, the path and the fix', async () => {
+  it('a missing agent binary stops start-up: the error names the scaler, the path and the fix', async () => {
     const entry = entryOf(bareMetal('bm', [{ labels: ['linux'], binaryPath: '/nonexistent/kici-agent' }]));
     const err = await createScalerBackend(entry, deps()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UserError);

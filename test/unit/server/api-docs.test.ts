@@ -1,5 +1,5 @@
 /**
- * Issue #14: docs/api.md cannot drift from the server. Every route the Hono app registers has a
+ * docs/api.md cannot drift from the server. Every route the Hono app registers has a
  * `### METHOD /path` heading and every heading is a registered route; every field of the request
  * schemas (run spec, token body) and of the job view is named in the doc. A heading marked
  * "(pending merge" documents a route another branch adds: it must not exist yet, so the marker is

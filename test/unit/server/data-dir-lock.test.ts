@@ -17,7 +17,7 @@ async function dir(): Promise<string> {
 const owner = (pid: number, startTime: string | null) =>
   JSON.stringify({ pid, startTime, hostname: hostname(), startedAt: '2026-01-01T00:00:00.000Z' });
 
-describe('data dir lock (defect 13)', () => {
+describe('data dir lock', () => {
   it('refuses a dir held by a live process, naming its pid and what to do', async () => {
     const d = await dir();
     // pid 1 is always alive; with its real start time the lock is genuinely held.

@@ -9,7 +9,7 @@ import { systemClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
 /** A store that fails under the API: every 500 is logged, the client gets a generic message. */
-describe('HTTP API when the store fails (defect 10)', () => {
+describe('HTTP API when the store fails', () => {
   it('answers a generic 500, logs it, and /readyz says store-unwritable', async () => {
     const { store, db, close } = await freshStore();
     const records: { msg: string; err?: string; level: number }[] = [];

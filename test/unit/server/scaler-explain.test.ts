@@ -1,5 +1,5 @@
 /**
- * Issue #8 "explain decides on its own": `scaler explain` is now a view over the scaler's one
+ * Explain no longer decides on its own: `scaler explain` is now a view over the scaler's one
  * decision, so it honours excludeLabels and the machine-pool ledger exactly as requestScale does,
  * and lists each gate it checked. Each case compares explain with what requestScale then does.
  */

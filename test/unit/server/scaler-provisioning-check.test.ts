@@ -1,6 +1,6 @@
 /**
- * The diagnose rows of each scaler over the spec's cases: no backends, warm-pool failures only,
- * bound failures, a retiring scaler, and failures outside the five-minute window.
+ * The diagnose rows of each scaler over the cases it tells apart: no backends, warm-pool failures
+ * only, bound failures, a retiring scaler, and failures outside the five-minute window.
  */
 import { describe, expect, it } from 'vitest';
 import type { FailureRecord } from '../../../src/scaler/core/failure-tracker.js';

@@ -1,6 +1,6 @@
 /**
- * Issue #12 hot path: the group commit of per-job writes, on the real PGlite store. Failures are
- * injected with a Kysely plugin that throws before a statement reaches the database.
+ * Hot path: the group commit of per-job writes, on the real PGlite store. Failures are injected
+ * with a Kysely plugin that throws before a statement reaches the database.
  */
 import fc from 'fast-check';
 import type { Kysely, KyselyPlugin } from 'kysely';

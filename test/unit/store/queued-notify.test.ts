@@ -1,7 +1,7 @@
 /**
- * Issue #12 hot path: the wake-up trigger on job updates (migration 010) fires for every update that
- * leaves a row queued (a requeue, a released scale claim), and not for claims and results, which
- * no longer pay for it. Real PGlite on a migrated data dir, listening on the channel.
+ * Hot path: the wake-up trigger on job updates (migration 010) fires for every update that leaves a
+ * row queued (a requeue, a released scale claim), and not for claims and results, which no longer
+ * pay for it. Real PGlite on a migrated data dir, listening on the channel.
  */
 import { PGlite } from '@electric-sql/pglite';
 import { rm } from 'node:fs/promises';

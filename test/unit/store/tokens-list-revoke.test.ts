@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../../src/store/index.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
-/** Issue #14: what `agent token list` and `agent token revoke` read and write. */
+/** What `agent token list` and `agent token revoke` read and write. */
 
 let store: Store;
 let close: () => Promise<void>;

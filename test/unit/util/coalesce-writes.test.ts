@@ -1,7 +1,7 @@
 /**
- * Frames written in one turn of the event loop leave as one socket write (issue #12 hot path: a
- * result's ack and the next job's assignment share a write). Real loopback TCP and real WebSocket
- * framing; the count is taken where the socket hands data to the operating system.
+ * Frames written in one turn of the event loop leave as one socket write (hot path: a result's ack
+ * and the next job's assignment share a write). Real loopback TCP and real WebSocket framing; the
+ * count is taken where the socket hands data to the operating system.
  */
 import { once } from 'node:events';
 import { createServer } from 'node:http';

@@ -1,7 +1,7 @@
 /**
  * The /proc scan that finds a job's escaped processes by their marker variable: with a start-time
- * cut-off (issue #12: a job's end used to read every process's environment on the host) it still
- * finds every marked process started at or after the cut-off, and reads none older.
+ * cut-off (a job's end used to read every process's environment on the host) it still finds every
+ * marked process started at or after the cut-off, and reads none older.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';

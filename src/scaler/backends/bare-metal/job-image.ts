@@ -19,7 +19,7 @@ import {
   type SpawnHost,
 } from '../agent-container-kit.js';
 
-/** Job-image mode: a label set with `image` and no `binaryPath` (spec D.4). */
+/** Job-image mode: a label set with `image` and no `binaryPath`. */
 export function isJobImageSet(ls: LabelSetConfig): boolean {
   return ls.image !== undefined && ls.binaryPath === undefined;
 }

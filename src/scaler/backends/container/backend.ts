@@ -42,7 +42,7 @@ import { contextFromPositional, isPositional, type PositionalSpawnArgs } from '.
 
 export type { ContainerScalerBackendOptions } from './tracked.js';
 
-/** Agents as containers on Docker or Podman (spec D.1). */
+/** Agents as containers on Docker or Podman. */
 export class ContainerScalerBackend implements ScalerBackend {
   readonly type = 'container' as const;
   readonly capabilities: BackendCapabilities = {

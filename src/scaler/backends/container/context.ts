@@ -2,7 +2,7 @@ import { normalizeLabelSet, type ScalerEntry } from '../../../config/index.js';
 import type { ContainerRuntime } from '../container-runtime.js';
 import type { Tracked } from './tracked.js';
 
-/** What `diagnose` and the job timeline show about an agent container (spec D.1 getScalerContext). */
+/** What `diagnose` and the job timeline show about an agent container. */
 export function scalerContext(
   entry: ScalerEntry,
   t: Tracked,

@@ -1,7 +1,7 @@
 /**
- * Running a job in its own image (C.14): the image has no agent of ours, so the agent image's
- * runtime (Node, its libraries, dist/ and node_modules under /opt/kici) is copied once into a named
- * volume and mounted read-only into the job's container, whose command then runs the agent.
+ * Running a job in its own image: the image has no agent of ours, so the agent image's runtime
+ * (Node, its libraries, dist/ and node_modules under /opt/kici) is copied once into a named volume
+ * and mounted read-only into the job's container, whose command then runs the agent.
  */
 import type Docker from 'dockerode';
 import { statusOf } from './engine-errors.js';

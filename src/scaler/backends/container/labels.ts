@@ -41,14 +41,14 @@ export interface AgentEnvInput {
   token: string;
   labelSet: LabelSetConfig;
   hostEnv: NodeJS.ProcessEnv;
-  /** The job's own image runs the agent (C.14). */
+  /** The job's own image runs the agent. */
   jobImage: boolean;
 }
 
 /**
- * The container's environment, in the order of spec D.1 step 4: identity, forwarded
- * `KICI_AGENT_ENV_<X>` variables, then the label set's own env, which wins. Nothing else of the
- * orchestrator's environment crosses over.
+ * The container's environment, in this order: identity, forwarded `KICI_AGENT_ENV_<X>` variables,
+ * then the label set's own env, which wins. Nothing else of the orchestrator's environment crosses
+ * over.
  */
 export function containerEnv(i: AgentEnvInput): string[] {
   const env: Record<string, string> = {

@@ -1,7 +1,8 @@
 /**
- * Orphan sweeps (spec D.1). An earlier version removed every kici-managed container on the host:
- * two orchestrators on one engine then destroyed each other's live agents at every start, and
- * adding a scaler killed the existing one's agents mid-job. Hence every filter below.
+ * Orphan sweeps: containers of this scaler whose agent is neither tracked nor registered. An
+ * earlier version removed every kici-managed container on the host: two orchestrators on one engine
+ * then destroyed each other's live agents at every start, and adding a scaler killed the existing
+ * one's agents mid-job. Hence every filter below.
  */
 import type Docker from 'dockerode';
 import type { AgentIsolation } from '../../../net/isolation.js';

@@ -1,7 +1,8 @@
 /**
- * One container spawn, in the order of spec D.1. The container id becomes the backendRef as soon as
- * it exists; after every await the spawn checks it is still wanted (a destroy or the deadline may
- * have come), and the failure path removes whatever was created with a fresh, unsignalled request.
+ * One container spawn, in order: pull, create, start, address, firewall rules. The container id
+ * becomes the backendRef as soon as it exists; after every await the spawn checks it is still
+ * wanted (a destroy or the deadline may have come), and the failure path removes whatever was
+ * created with a fresh, unsignalled request.
  */
 import type Docker from 'dockerode';
 import { parseMemoryString, type LabelSetConfig } from '../../../config/index.js';

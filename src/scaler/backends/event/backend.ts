@@ -66,7 +66,7 @@ export class EventScalerBackend implements ScalerBackend {
     return this.entry;
   }
 
-  /** D.0 reads these off the backend; they follow the entry a reload installs. */
+  /** The manager reads these off the backend; they follow the entry a reload installs. */
   get maxAgents(): number {
     return this.entry.maxAgents;
   }

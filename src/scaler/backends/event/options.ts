@@ -64,7 +64,7 @@ export function scaleDownReason(reason: EventDestroyContext['reason']): ScaleDow
   }
 }
 
-/** The D.6 scale-up payload: mandatory labels from the spawn, else the entry; size from the limits. */
+/** The scale-up payload: mandatory labels from the spawn, else the entry; size from the limits. */
 export function scaleUpPayload(
   scalerName: string,
   entry: ScalerEntry,

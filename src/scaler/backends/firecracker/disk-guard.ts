@@ -68,9 +68,9 @@ export function guardedConfig(opts: Pick<DiskGuardOpts, 'scalerConfig' | 'config
 }
 
 /**
- * Start-up check (spec E): a VM host whose disk is full would crash-loop before any in-process
- * cleanup runs. The guard never exits; the caller decides (refuse to start, after its backoff).
- * No VM scaler: a no-op.
+ * Start-up check: a VM host whose disk is full would crash-loop before any in-process cleanup runs.
+ * The guard never exits; the caller decides (refuse to start, after its backoff). No VM scaler: a
+ * no-op.
  */
 export async function runDiskGuard(opts: DiskGuardOpts): Promise<DiskGuardResult> {
   const config = guardedConfig(opts);

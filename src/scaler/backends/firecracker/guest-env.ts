@@ -34,8 +34,8 @@ const quote = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;
 
 /**
  * The guest agent's environment as `KEY='value'` lines: identity first, then forwarded
- * `KICI_AGENT_ENV_*` overlaid by the label set's `env` (spec D.5.3: valid keys only, within the
- * budget; an offending entry is skipped with a warning).
+ * `KICI_AGENT_ENV_*` overlaid by the label set's `env` (valid keys only, within the budget; an
+ * offending entry is skipped with a warning).
  */
 export function buildGuestEnv(
   id: GuestIdentity,

@@ -15,7 +15,7 @@ import { killAndWait, pidAlive } from './vm-process.js';
  */
 export class VmOrphans {
   private sweeping: Promise<number> | undefined;
-  /** The 15-minute sweep (spec D.5), started by the backend once its start-up sweep is done. */
+  /** The 15-minute sweep, started by the backend once its start-up sweep is done. */
   readonly periodic: PeriodicSweep;
 
   constructor(

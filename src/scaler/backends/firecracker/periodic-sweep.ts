@@ -2,7 +2,7 @@ import type { Clock, TimerHandle } from '../../../util/clock.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { Logger } from '../../../util/logger.js';
 
-/** Spec D.5: the VM orphan sweep also runs every 15 minutes. */
+/** Besides the start-up sweep, the VM orphan sweep also runs every 15 minutes. */
 export const VM_ORPHAN_SWEEP_INTERVAL_MS = 15 * 60_000;
 
 /**

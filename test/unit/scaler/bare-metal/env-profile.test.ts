@@ -1,6 +1,6 @@
 /**
- * Issue #10, env profiles (spec D.4 step 3): the default allowlist, the trusted profile (host env
- * minus the scrub list), forwarded KICI_AGENT_ENV_*, then our variables, then the label set's env.
+ * Env profiles: the default allowlist, the trusted profile (host env minus the scrub list),
+ * forwarded KICI_AGENT_ENV_*, then our variables, then the label set's env.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -51,7 +51,7 @@ describe('bare-metal env profiles', () => {
     expect(env.KICI_AGENT_TOKEN_FD).toBe('3');
   });
 
-  it('the allowlist is exactly the spec list (POSIX and Windows names)', () => {
+  it('the allowlist is exactly the documented list (POSIX and Windows names)', () => {
     expect([...ENV_ALLOWLIST].sort()).toEqual(
       [
         'PATH',

@@ -1,7 +1,7 @@
 /**
- * Issue #10: getRequiredTools (every binaryPath executable, node on PATH, bwrap when the sandbox is
- * requested, all fatal), the warnings a bare-metal scaler gives when it is built, and how one agent's
- * command line is composed (cgroup join → bwrap → setpriv → binary).
+ * getRequiredTools (every binaryPath executable, node on PATH, bwrap when the sandbox is requested,
+ * all fatal), the warnings a bare-metal scaler gives when it is built, and how one agent's command
+ * line is composed (cgroup join → bwrap → setpriv → binary).
  */
 import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,6 +1,6 @@
 /**
- * The shared agent-container HostConfig (D.2): limits from EffectiveLimits, the fixed PidsLimit,
- * no capability drops, AutoRemove off, binds and extra hosts, and the engine socket only on request.
+ * The shared agent-container HostConfig: limits from EffectiveLimits, the fixed PidsLimit, no
+ * capability drops, AutoRemove off, binds and extra hosts, and the engine socket only on request.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

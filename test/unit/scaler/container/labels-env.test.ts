@@ -1,4 +1,4 @@
-/** Container labels and environment (D.1 steps 4 and 9). */
+/** Container labels and environment. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { labelSetConfigSchema } from '../../../../src/config/label-set-schema.js';

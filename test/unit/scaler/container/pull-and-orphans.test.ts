@@ -1,4 +1,4 @@
-/** Pull policies (D.1 step 7) and the orphan filter (D.1 cleanupOrphans), as pure decisions. */
+/** Pull policies and the orphan filter, as pure decisions. */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isOrphan } from '../../../../src/scaler/backends/container/orphans.js';

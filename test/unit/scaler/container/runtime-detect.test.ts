@@ -1,4 +1,4 @@
-/** Runtime detection (D.1): docker socket, then podman's, then the rootless one; hints narrow it. */
+/** Runtime detection: docker socket, then podman's, then the rootless one; hints narrow it. */
 import { mkdtemp, rm, writeFile, chmod } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

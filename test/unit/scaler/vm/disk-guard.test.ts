@@ -35,7 +35,7 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
-describe('runDiskGuard (spec E)', () => {
+describe('runDiskGuard', () => {
   it('is a no-op without a VM scaler: nothing measured, nothing reaped', async () => {
     const statfs = vi.fn();
     const reapFn = vi.fn();

@@ -29,7 +29,7 @@ function sourced(text: string): Record<string, string> {
   );
 }
 
-describe('the guest agent environment (D.5.3)', () => {
+describe('the guest agent environment', () => {
   it('any value survives the shell quoting the guest sources it with', () => {
     fc.assert(
       fc.property(

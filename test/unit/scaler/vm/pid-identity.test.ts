@@ -14,9 +14,9 @@ import { vmDirFor, vmFiles, writePid } from '../../../../src/scaler/backends/fir
 import { pidAlive, procStartTime, waitGone } from '../../../../src/scaler/backends/firecracker/vm-process.js';
 
 /**
- * Spec D.5.4: a recorded VMM pid is ours only while the process under it started when ours did.
- * The stand-in VMMs are real processes: /bin/sh run through a link named `firecracker` (so the
- * kernel's comm is `firecracker`) with the VM directory on its command line, as a real one has.
+ * A recorded VMM pid is ours only while the process under it started when ours did. The stand-in
+ * VMMs are real processes: /bin/sh run through a link named `firecracker` (so the kernel's comm is
+ * `firecracker`) with the VM directory on its command line, as a real one has.
  */
 let work: string;
 let shAsFirecracker: string;
