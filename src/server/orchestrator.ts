@@ -327,7 +327,8 @@ export class Orchestrator {
       metricsPublic: this.opts.metricsPublic ?? false,
       metrics: this.metrics,
       isReady: () => this.ready && !this.stopping,
-      isDraining: () => this.draining,
+      // A stop drains too: /readyz turns away traffic and the dashboard's event streams end.
+      isDraining: () => this.draining || this.stopping,
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: () => this.reloadEverywhere(),
@@ -581,7 +582,10 @@ export class Orchestrator {
       a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
     await this.scaleEvents?.close();
     this.wss?.close();
-    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+    const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+    // Kept-alive sockets with no request in flight would otherwise hold the close open.
+    this.server?.closeIdleConnections();
+    await closed;
     this.server?.closeAllConnections();
     await this.cluster?.stop();
     await this.database.close();
