@@ -153,7 +153,7 @@ describe('access tokens on a real server', () => {
 
   it('names the field or flag on bad input', async () => {
     const badRole = await admin(['access', 'token', 'create', '--name', 'x', '--role', 'root']);
-    expect(badRole.code).toBe(1);
+    expect(badRole.code).toBe(2); // a bad value is a usage error
     expect(badRole.stderr).toMatch(/--role: one of viewer, operator, admin/);
     const badTtl = await admin([
       'access',
