@@ -40,7 +40,7 @@ export class Metrics {
   readonly jobsQueued = new Gauge({
     name: 'kici_orch_jobs_queued',
     help: 'Jobs waiting for an agent, by their runs-on label set',
-    labelNames: ['labelSet'],
+    labelNames: ['label_set'],
     registers: [this.registry],
   });
   readonly jobsActive = new Gauge({
@@ -101,13 +101,13 @@ export class Metrics {
   readonly cpusUsed = new Gauge({
     name: 'kici_orch_scaler_cpus_used',
     help: "Summed CPU requests of one scaler's reservations",
-    labelNames: ['scaler', 'backend', 'scalerType', 'machinePool'],
+    labelNames: ['scaler', 'backend', 'scaler_type', 'machine_pool'],
     registers: [this.registry],
   });
   readonly memoryUsed = new Gauge({
     name: 'kici_orch_scaler_memory_bytes_used',
     help: "Summed memory requests of one scaler's reservations",
-    labelNames: ['scaler', 'backend', 'scalerType', 'machinePool'],
+    labelNames: ['scaler', 'backend', 'scaler_type', 'machine_pool'],
     registers: [this.registry],
   });
   readonly agentsGlobal = new Gauge({
@@ -186,7 +186,7 @@ export class Metrics {
   refresh(d: Dispatcher): void {
     this.jobsQueued.reset();
     for (const g of d.queue.orderedGroups())
-      this.jobsQueued.inc({ labelSet: normalizeLabelSet(g.labels) }, g.size);
+      this.jobsQueued.inc({ label_set: normalizeLabelSet(g.labels) }, g.size);
     this.jobsActive.set(d.active.size);
     const kinds = { static: 0, scaler: 0 };
     this.agents.reset();
@@ -212,7 +212,7 @@ export class Metrics {
     this.memoryUsed.reset();
     for (const s of scaler.config.scalers) {
       const u = book.usage(s.name);
-      const at = { scaler: s.name, backend: s.type, scalerType: s.type, machinePool: s.machinePool ?? '' };
+      const at = { scaler: s.name, backend: s.type, scaler_type: s.type, machine_pool: s.machinePool ?? '' };
       this.cpusUsed.set(at, u.cpus);
       this.memoryUsed.set(at, u.memBytes);
     }

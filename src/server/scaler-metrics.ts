@@ -74,13 +74,13 @@ export function registerScalerMetrics(registry: Registry, src: ScalerSources): v
     new Gauge({
       name: `kici_orch_scaler_warm_pool_${name}`,
       help,
-      labelNames: ['scaler', 'labelSet'],
+      labelNames: ['scaler', 'label_set'],
       registers,
       collect() {
         this.reset();
         const m = src.scaler();
         for (const s of m?.warm.specs() ?? [])
-          this.set({ scaler: s.scalerName, labelSet: s.labelSetKey }, value(m!, s.key));
+          this.set({ scaler: s.scalerName, label_set: s.labelSetKey }, value(m!, s.key));
       },
     });
   const spec = (m: ScalerManager, key: string) => m.warm.specs().find((s) => s.key === key)!;

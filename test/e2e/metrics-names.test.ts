@@ -20,16 +20,16 @@ import { parsePromText, type MetricFamily } from '../helpers/prom-text.js';
 /** Name → the label names its series carry (empty: an unlabelled series). */
 export const SPEC_METRICS: Record<string, string[]> = {
   kici_orch_scaler_config_reloads_total: ['result'],
-  kici_orch_scaler_cpus_used: ['scaler', 'scalerType', 'machinePool'],
-  kici_orch_scaler_memory_bytes_used: ['scaler', 'scalerType', 'machinePool'],
+  kici_orch_scaler_cpus_used: ['scaler', 'scaler_type', 'machine_pool'],
+  kici_orch_scaler_memory_bytes_used: ['scaler', 'scaler_type', 'machine_pool'],
   kici_orch_scaler_spawn_refusals_total: [],
   kici_orch_scaler_cap_lock_failures_total: ['reason'],
   kici_orch_scaler_spawn_failures_total: ['backend', 'bound'],
   kici_orch_scaler_adoption_lookup_failures_total: [],
   kici_orch_scaler_redispatch_total: ['trigger'],
-  kici_orch_scaler_warm_pool_target: ['scaler', 'labelSet'],
-  kici_orch_scaler_warm_pool_ready: ['scaler', 'labelSet'],
-  kici_orch_scaler_warm_pool_in_flight: ['scaler', 'labelSet'],
+  kici_orch_scaler_warm_pool_target: ['scaler', 'label_set'],
+  kici_orch_scaler_warm_pool_ready: ['scaler', 'label_set'],
+  kici_orch_scaler_warm_pool_in_flight: ['scaler', 'label_set'],
   kici_orch_scaler_warm_pool_spawns_total: ['scaler'],
   kici_orch_scaler_warm_pool_reaped_total: ['scaler'],
   kici_orch_scaler_scale_up_emitted_total: ['scaler'],
@@ -103,12 +103,12 @@ describe('documented metric names in a live scrape', () => {
       }),
     );
     expect(samples('kici_orch_scaler_warm_pool_target')).toEqual([
-      expect.objectContaining({ labels: { scaler: 'bm', labelSet: 'linux,warm' }, value: 1 }),
+      expect.objectContaining({ labels: { scaler: 'bm', label_set: 'linux,warm' }, value: 1 }),
     ]);
     expect(samples('kici_orch_scaler_warm_pool_spawns_total')[0]!.value).toBeGreaterThanOrEqual(1);
     expect(samples('kici_orch_scaler_cpus_used')).toEqual([
       expect.objectContaining({
-        labels: { scaler: 'bm', backend: 'bare-metal', scalerType: 'bare-metal', machinePool: '' },
+        labels: { scaler: 'bm', backend: 'bare-metal', scaler_type: 'bare-metal', machine_pool: '' },
       }),
     ]);
   });
@@ -116,7 +116,7 @@ describe('documented metric names in a live scrape', () => {
   it('counts queued jobs by label set', () => {
     // The broken job waits in the queue: its spawn keeps failing.
     expect(families.get('kici_orch_jobs_queued')!.samples).toEqual([
-      { name: 'kici_orch_jobs_queued', labels: { labelSet: 'broken,linux' }, value: 1 },
+      { name: 'kici_orch_jobs_queued', labels: { label_set: 'broken,linux' }, value: 1 },
     ]);
   });
 

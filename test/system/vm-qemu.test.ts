@@ -138,8 +138,12 @@ describe('VM backend with the qemu driver (real boots)', () => {
     // The VM's firewall rules went with it.
     const ruleset = (await exec('nft', ['list', 'table', 'inet', TABLE])).stdout;
     expect(ruleset).not.toContain(`${SUBNET}.2`);
-    const leases = await t.orch.store.db.selectFrom('ip_allocations').selectAll().execute();
-    expect(leases).toEqual([]);
+    // The lease is released last, after the TAP and the rules: wait for it rather than race it.
+    await eventually(
+      async () => (await t!.orch.store.db.selectFrom('ip_allocations').selectAll().execute()).length === 0,
+      10_000,
+      'the IP lease released',
+    );
     await expect(access(join(base, 'firecracker', job.agentId!))).rejects.toThrow();
   });
 });
