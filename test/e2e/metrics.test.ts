@@ -93,7 +93,7 @@ describe('/metrics after a burst of jobs', () => {
     expect(family('kici_orch_agents_global').type).toBe('gauge');
     expect(family('kici_orch_global_cpus_used').type).toBe('gauge');
     expect(family('kici_orch_scaler_cpus_used').samples.map((s) => s.labels)).toEqual([
-      { scaler: 'bm', backend: 'bare-metal', scalerType: 'bare-metal', machinePool: '' },
+      { scaler: 'bm', backend: 'bare-metal', scaler_type: 'bare-metal', machine_pool: '' },
     ]);
   });
 
