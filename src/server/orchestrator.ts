@@ -447,6 +447,17 @@ export class Orchestrator {
       if (this.scaler) this.scaler.state.tally.redispatch.sweep++;
       void this.dispatcher.requestPump();
     });
+    // A job that ends while its provision is still starting frees that provision at once; the
+    // sweep above is only the backstop for ends this instance does not hear (a peer's cancel).
+    this.emitter.on('job.settled', ({ jobId }) => {
+      const starting = this.scaler?.entries().some((m) => m.boundJobId === jobId && m.phase === 'starting');
+      if (starting)
+        this.scaler
+          ?.withdrawEnded()
+          .catch((err: unknown) =>
+            this.log.warn({ err: errorMessage(err) }, 'could not withdraw a provision'),
+          );
+    });
     const hb = opts.heartbeatIntervalMs ?? 10_000;
     this.heartbeatTimer = every(clock, hb, () =>
       closeSilentAgents(this.dispatcher.registry.list(), clock, hb),
