@@ -7,7 +7,8 @@ const sharedModules = sharedModuleUnitFiles(import.meta.dirname);
 /**
  * `npm test` runs the first four projects. The first three run side by side, two files at a time
  * (vitest requires one worker count per group; two keeps a 2-core host busy while most e2e files
- * wait on their agents); `e2e-serial` runs after them, one file at a time, alone on the host.
+ * wait on their agents). `e2e-serial` runs one file at a time, in a second vitest process beside
+ * them (scripts/test-lanes.ts): its files restart servers and count their own processes.
  * Timeouts are sized for a 2-core machine under load: a hook that opens a store or starts a server
  * can take several times as long as on an idle one.
  */

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import type { Database, StoreEngine } from '../store/index.js';
 import { AgentsRepo } from '../store/agents-repo.js';
+import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
 import { InstancesRepo, type InstanceStatus } from './instances-repo.js';
 import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
@@ -31,6 +32,8 @@ export interface ClusterNodeOptions {
   /** More leader-only work (retention, say), run beside the stale-instance sweep. */
   leaderTasks?: LeaderTask[];
   log: Logger;
+  /** Paces the heartbeat, the lease, the leader's work and the queue poll (system clock by default). */
+  clock?: Clock;
 }
 
 /**
@@ -57,6 +60,7 @@ export class ClusterNode {
             intervalMs: opts.heartbeatMs,
             lockTimeoutMs: opts.lockTimeoutMs,
             log,
+            clock: opts.clock,
           })
         : new SoleLeader();
     this.presence = new InstancePresence(
@@ -66,10 +70,16 @@ export class ClusterNode {
       opts.heartbeatMs,
       { ...opts.facts, isLeader: () => this.lease.isLeader() },
       log,
+      opts.clock,
     );
     // Status shows a change of leader at once, not on the next beat.
     this.lease.onChange(() => void this.presence.beat());
-    this.work = new LeaderWork(this.lease, [this.staleInstanceSweep(log), ...(opts.leaderTasks ?? [])], log);
+    this.work = new LeaderWork(
+      this.lease,
+      [this.staleInstanceSweep(log), ...(opts.leaderTasks ?? [])],
+      log,
+      opts.clock,
+    );
     this.reloads =
       opts.engine === 'postgres' && opts.reloadLocal
         ? new ReloadFanout(
@@ -94,6 +104,7 @@ export class ClusterNode {
             alsoListen: [RELOAD_CHANNEL, CANCEL_CHANNEL],
             pollMs: opts.heartbeatMs,
             log,
+            clock: opts.clock,
           })
         : undefined;
   }

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
+import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 
 /** Who does the leader-only work; `onChange` hears every gain and loss, at once. */
 export interface LeaderLease {
@@ -42,6 +43,8 @@ export interface PgLeaderLeaseOptions {
   /** Connect and query budget on the lease connection ("lock time" in the failover bound). */
   lockTimeoutMs: number;
   log: Logger;
+  /** Paces the ticks (the system clock unless a test drives it). */
+  clock?: Clock;
 }
 
 /**
@@ -57,7 +60,7 @@ export interface PgLeaderLeaseOptions {
 export class PgLeaderLease implements LeaderLease {
   private client: pg.Client | undefined;
   private leader = false;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
   private stopped = false;
   private ticking: Promise<void> | undefined;
   private readonly listeners: ((leader: boolean) => void)[] = [];
@@ -74,13 +77,12 @@ export class PgLeaderLease implements LeaderLease {
 
   start(): void {
     void this.tick();
-    this.timer = setInterval(() => void this.tick(), this.opts.intervalMs);
-    this.timer.unref();
+    this.timer = every(this.opts.clock ?? systemClock, this.opts.intervalMs, () => void this.tick());
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.timer);
+    this.timer?.cancel();
     // A tick in flight could otherwise connect and take the lock after we let go of it.
     await this.ticking;
     const client = this.client;

@@ -1,5 +1,6 @@
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
+import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 import type { LeaderLease } from './leader-lease.js';
 
 /** One piece of leader-only work, run on its own interval while this instance leads. */
@@ -16,13 +17,14 @@ export interface LeaderTask {
  * as absence clocks, carries over from an earlier term).
  */
 export class LeaderWork {
-  private term: { controller: AbortController; timers: NodeJS.Timeout[] } | undefined;
+  private term: { controller: AbortController; timers: TimerHandle[] } | undefined;
   private readonly running = new Map<string, Promise<void>>();
 
   constructor(
     lease: LeaderLease,
     private readonly tasks: LeaderTask[],
     private readonly log: Logger,
+    private readonly clock: Clock = systemClock,
   ) {
     lease.onChange((leader) => (leader ? this.begin() : this.end()));
   }
@@ -35,11 +37,9 @@ export class LeaderWork {
   private begin(): void {
     this.end();
     const controller = new AbortController();
-    const timers = this.tasks.map((t) => {
-      const timer = setInterval(() => this.runOnce(t, controller.signal), t.intervalMs);
-      timer.unref();
-      return timer;
-    });
+    const timers = this.tasks.map((t) =>
+      every(this.clock, t.intervalMs, () => this.runOnce(t, controller.signal)),
+    );
     this.term = { controller, timers };
     for (const t of this.tasks) this.runOnce(t, controller.signal);
   }
@@ -47,7 +47,7 @@ export class LeaderWork {
   private end(): void {
     if (!this.term) return;
     this.term.controller.abort(new Error('leadership lost'));
-    for (const t of this.term.timers) clearInterval(t);
+    for (const t of this.term.timers) t.cancel();
     this.term = undefined;
   }
 

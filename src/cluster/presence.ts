@@ -1,4 +1,5 @@
 import type { Logger } from '../util/logger.js';
+import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { InstanceBeat, InstancesRepo } from './instances-repo.js';
 
@@ -16,7 +17,7 @@ export interface PresenceFacts {
  * logged once per outage and retried on the next tick: presence is advisory, never fatal.
  */
 export class InstancePresence {
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle | undefined;
   private failing = false;
   private running: Promise<void> | undefined;
 
@@ -27,6 +28,7 @@ export class InstancePresence {
     readonly intervalMs: number,
     private readonly facts: PresenceFacts,
     private readonly log: Logger,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   private beatOf(): InstanceBeat {
@@ -45,8 +47,7 @@ export class InstancePresence {
   /** First beat (a new life for the row), then one every interval. */
   async start(): Promise<void> {
     await this.repo.beat(this.beatOf(), true);
-    this.timer = setInterval(() => void this.beat(), this.intervalMs);
-    this.timer.unref();
+    this.timer = every(this.clock, this.intervalMs, () => void this.beat());
   }
 
   /** One beat now (also used when leadership changes, so status shows it at once). */
@@ -69,7 +70,7 @@ export class InstancePresence {
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     await this.running;
     await this.repo

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../store/index.js';
 import { errorMessage } from '../util/errors.js';
+import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
 
 export const QUEUED_CHANNEL = 'kici_jobs_queued';
@@ -16,6 +17,8 @@ export interface QueueSyncOptions {
   /** Backstop: a full re-read this often even when no notification came. */
   pollMs: number;
   log: Logger;
+  /** Paces the poll and the reconnect (the system clock unless a test drives it). */
+  clock?: Clock;
 }
 
 /**
@@ -27,17 +30,20 @@ export interface QueueSyncOptions {
  */
 export class QueueSync {
   private client: pg.Client | undefined;
-  private poll: NodeJS.Timeout | undefined;
-  private reconnect: NodeJS.Timeout | undefined;
+  private poll: TimerHandle | undefined;
+  private reconnect: TimerHandle | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
 
   constructor(private readonly opts: QueueSyncOptions) {}
 
+  private get clock(): Clock {
+    return this.opts.clock ?? systemClock;
+  }
+
   start(): void {
-    this.poll = setInterval(() => this.wake(), this.opts.pollMs);
-    this.poll.unref();
+    this.poll = every(this.clock, this.opts.pollMs, () => this.wake());
     if (this.opts.url) void this.listen();
   }
 
@@ -72,11 +78,10 @@ export class QueueSync {
       // Ending a connection that already broke: it is dropped either way.
       void client.end().catch(() => undefined);
       if (this.stopped || this.reconnect) return;
-      this.reconnect = setTimeout(() => {
+      this.reconnect = this.clock.setTimer(1_000, () => {
         this.reconnect = undefined;
         void this.listen();
-      }, 1_000);
-      this.reconnect.unref();
+      });
     };
     // A broken LISTEN connection must never be thrown (it would kill the process): reconnect.
     client.on('error', retry);
@@ -97,8 +102,8 @@ export class QueueSync {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearInterval(this.poll);
-    clearTimeout(this.reconnect);
+    this.poll?.cancel();
+    this.reconnect?.cancel();
     const client = this.client;
     this.client = undefined;
     // Ending a connection that already broke: it is dropped either way.

@@ -15,7 +15,7 @@ import { startupDiskGuard } from './startup-disk-guard.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import { throttledConnectionLog } from '../store/pg-pool.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
-import { systemClock } from '../util/clock.js';
+import { every, systemClock, type TimerHandle } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { countSwallowed, swallow } from '../util/swallowed-errors.js';
@@ -73,8 +73,8 @@ export class Orchestrator {
   /** Graceful stop under way: /readyz answers 503 "draining" and no new work is started. */
   private draining = false;
   private ready = false;
-  private sweepTimer: NodeJS.Timeout | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: TimerHandle | undefined;
+  private heartbeatTimer: TimerHandle | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private probe: StoreProbe | undefined;
   /** Delivers event scalers' scale-up / scale-down to their provisioning targets. */
@@ -407,6 +407,7 @@ export class Orchestrator {
       reloadLocal: () => this.reload(),
       leaderTasks: this.retention ? [this.retention.leaderTask()] : [],
       log: this.log,
+      clock: this.opts.clock,
     });
     this.cluster.lease.onChange((leader) => this.emitter.emit('leader.changed', { leader }));
     await this.cluster.start();
@@ -439,19 +440,28 @@ export class Orchestrator {
 
   private startTimers(opts: OrchestratorOptions): void {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
-    this.sweepTimer = setInterval(() => {
+    const clock = opts.clock ?? systemClock;
+    this.sweepTimer = every(clock, opts.sweepIntervalMs ?? 10_000, () => {
       this.scaler?.sweepStale();
       void this.scaler?.withdrawEnded();
       if (this.scaler) this.scaler.state.tally.redispatch.sweep++;
       void this.dispatcher.requestPump();
-    }, opts.sweepIntervalMs ?? 10_000);
-    this.sweepTimer.unref();
+    });
+    // A job that ends while its provision is still starting frees that provision at once; the
+    // sweep above is only the backstop for ends this instance does not hear (a peer's cancel).
+    this.emitter.on('job.settled', ({ jobId }) => {
+      const starting = this.scaler?.entries().some((m) => m.boundJobId === jobId && m.phase === 'starting');
+      if (starting)
+        this.scaler
+          ?.withdrawEnded()
+          .catch((err: unknown) =>
+            this.log.warn({ err: errorMessage(err) }, 'could not withdraw a provision'),
+          );
+    });
     const hb = opts.heartbeatIntervalMs ?? 10_000;
-    this.heartbeatTimer = setInterval(
-      () => closeSilentAgents(this.dispatcher.registry.list(), opts.clock ?? systemClock, hb),
-      hb,
+    this.heartbeatTimer = every(clock, hb, () =>
+      closeSilentAgents(this.dispatcher.registry.list(), clock, hb),
     );
-    this.heartbeatTimer.unref();
   }
 
   /**
@@ -544,8 +554,8 @@ export class Orchestrator {
   private async shutdown(agents: 'teardown' | 'leave'): Promise<void> {
     this.stopping = true;
     this.draining = true;
-    clearInterval(this.sweepTimer);
-    clearInterval(this.heartbeatTimer);
+    this.sweepTimer?.cancel();
+    this.heartbeatTimer?.cancel();
     this.disk?.stop();
     await this.reaper?.stop();
     await this.dispatcher.stop();

@@ -18,6 +18,29 @@ export interface Clock {
   setTimer(ms: number, fn: () => void): TimerHandle;
 }
 
+/**
+ * `fn` every `ms` on `clock` until cancelled. The next run is armed before `fn` runs, so a
+ * throwing `fn` does not stop the series; on a manual clock, `advance` fires each due run in order.
+ */
+export function every(clock: Clock, ms: number, fn: () => void): TimerHandle {
+  let current: TimerHandle | undefined;
+  let cancelled = false;
+  const arm = (): void => {
+    current = clock.setTimer(ms, () => {
+      if (cancelled) return;
+      arm();
+      fn();
+    });
+  };
+  arm();
+  return {
+    cancel() {
+      cancelled = true;
+      current?.cancel();
+    },
+  };
+}
+
 /** Elapsed-time reading of `clock`: its monotonic clock when it has one. */
 export function monoNow(clock: Clock): number {
   return clock.monotonic ? clock.monotonic() : clock.now();

@@ -1,7 +1,8 @@
 /**
- * A provision whose job was cancelled before its agent registered is withdrawn by the periodic
- * sweep (default interval), well inside 30 s, not at the 5-minute spawn deadline: a bare-metal
- * agent process that never dials in is killed, an event instance gets its scale-down job-complete.
+ * A provision whose job was cancelled before its agent registered is withdrawn well inside 30 s (at
+ * once, when the instance hears the cancel; the periodic sweep is the backstop), not at the
+ * 5-minute spawn deadline: a bare-metal agent process that never dials in is killed, an event
+ * instance gets its scale-down job-complete.
  */
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

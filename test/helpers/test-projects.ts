@@ -23,7 +23,10 @@ const NEEDS_ISOLATION = new RegExp(
   ].join('|'),
 );
 
-/** End-to-end files that look at or change host-wide process state: run alone, after the rest. */
+/**
+ * End-to-end files that restart servers, install the tarball or fuzz: one at a time, in their own
+ * lane (scripts/test-lanes.ts runs it beside the other tiers).
+ */
 export const SERIAL_E2E = [
   // Kill or restart a server and expect its agents to be found again (or reaped) as orphans.
   'test/e2e/crash-recovery.test.ts',
@@ -35,7 +38,7 @@ export const SERIAL_E2E = [
   'test/e2e/cli.test.ts',
   'test/e2e/readme-walkthrough.test.ts',
   'test/e2e/install-from-tarball.test.ts',
-  // Fuzzers: CPU-bound, and their throughput budgets assume the machine to themselves.
+  // Fuzzers: CPU-bound; one at a time is enough.
   'test/e2e/adversarial/http-fuzz.test.ts',
   'test/e2e/adversarial/ws-fuzz.test.ts',
 ];
