@@ -82,24 +82,8 @@ export class Dispatcher {
     this.log = opts.logger.child({ component: 'dispatcher' });
     this.logs = new LogSink(opts.store, this.log);
     this.writes = new GroupCommit(opts.store.db, opts.store, opts.groupCommitMs);
-    const observer = opts.observer;
-    this.opts = {
-      ...opts,
-      observer: {
-        jobStarted: (...a) => observer?.jobStarted(...a),
-        jobFinished: (jobId, result, nowMs) => {
-          this.sealed.forget(jobId);
-          observer?.jobFinished(jobId, result, nowMs);
-        },
-        ...(observer?.jobRunningStored
-          ? {
-              jobRunningStored: (jobId: string, agentId: string) =>
-                observer.jobRunningStored?.(jobId, agentId),
-            }
-          : {}),
-      },
-    };
-    opts = this.opts;
+    // A job's sealed values go once it is final, whoever settles it.
+    this.opts = opts = { ...opts, observer: this.sealed.forgetOnFinish(opts.observer) };
     this.active = new ActiveJobs({
       store: opts.store,
       clock: opts.clock,

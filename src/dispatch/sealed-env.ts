@@ -1,4 +1,5 @@
 import type { JobSpec } from '../jobs/run-spec.js';
+import type { JobObserver } from './active-jobs.js';
 
 /**
  * Environment values a job gets only when it is handed to its agent, never stored: a provisioning
@@ -40,5 +41,17 @@ export class SealedEnv {
   /** The job reached its final state: the values are never needed again. */
   forget(jobId: string): void {
     this.held.delete(jobId);
+  }
+
+  /** `inner`, and a job's values forgotten as soon as it is told the job is final. */
+  forgetOnFinish(inner: JobObserver | undefined): JobObserver {
+    return {
+      jobStarted: (...a) => inner?.jobStarted(...a),
+      jobFinished: (jobId, result, nowMs) => {
+        this.forget(jobId);
+        inner?.jobFinished(jobId, result, nowMs);
+      },
+      ...(inner?.jobRunningStored && { jobRunningStored: inner.jobRunningStored.bind(inner) }),
+    };
   }
 }
