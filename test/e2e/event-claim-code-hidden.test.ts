@@ -1,7 +1,8 @@
 /**
  * A claim code lives in the clear only on its way to the provisioning job: after an event round
  * trip it is in no stored job spec or environment, no table, no API answer, no orchestrator log
- * line, no job log and no file under /tmp. Only its hash is kept.
+ * line, no job log (even one whose template prints the payload) and no file under /tmp. Only its
+ * hash is kept.
  */
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -43,7 +44,7 @@ describe('claim codes after an event round trip', () => {
         },
       }),
     );
-    cloud = await makeEventCloud({ mode: 'ws' });
+    cloud = await makeEventCloud({ mode: 'ws', printPayload: true });
     t = await startTestOrchestrator({ scalerConfigPath: cloud.configPath, logger });
     const { body } = await t.api<{ runId: string; jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { work: { runsOn: ['cloud'], steps: [{ run: 'echo ran' }] } },
@@ -90,6 +91,9 @@ describe('claim codes after an event round trip', () => {
     expect(spec.sealedEnv).toEqual(['KICI_EVENT_PAYLOAD']);
     expect(spec.env?.KICI_EVENT_PAYLOAD).toBeUndefined();
 
+    // The template printed the payload: its log shows the mask in its place.
+    const printed = await t.api<{ lines: { line: string }[] }>('GET', `/api/v1/jobs/${upJob}/logs`);
+    expect(printed.body.lines.map((l) => l.line).join('\n')).toMatch(/\*\*\*/);
     // The tables did hold the run (the scan looked at real rows), and the payload files are gone.
     expect(places.tables).toContain(upJob);
     const left = (await readdir('/tmp')).filter((f) =>

@@ -65,6 +65,8 @@ export async function makeEventCloud(opts: {
   templateRunsOn?: string[];
   /** false: boot instances without KICI_SCALER_MANAGED, as a careless provisioner would. */
   scalerManagedEnv?: boolean;
+  /** A first step prints the payload (claim code and all) to the job log, as a careless template would. */
+  printPayload?: boolean;
 }): Promise<EventCloud> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-event-'));
   const stateDir = join(dir, 'state');
@@ -76,6 +78,7 @@ export async function makeEventCloud(opts: {
       provision: {
         runsOn: opts.templateRunsOn ?? ['provisioner'],
         steps: [
+          ...(opts.printPayload ? [{ name: 'show the payload', run: 'cat "$KICI_EVENT_PATH"; echo' }] : []),
           {
             run: `${NODE} ${join(dir, 'instance.mjs')} ${stateDir} ${opts.mode ?? 'ws'} ${opts.scalerManagedEnv === false ? 'unmanaged' : 'managed'}`,
           },
