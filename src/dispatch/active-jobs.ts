@@ -1,5 +1,6 @@
 import type { JobSpec } from '../jobs/run-spec.js';
 import { failureReason } from '../jobs/failure-reason.js';
+import { secretValues } from '../jobs/secret-mask.js';
 import type { JobState, Store } from '../store/index.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
@@ -255,6 +256,7 @@ export class ActiveJobs extends Map<string, ActiveJob> {
       const a: ActiveJob = { job: toQueued(row), spec: row.spec as JobSpec, agentId, state: 'running' };
       this.deps.queue.remove(jobId);
       this.set(jobId, a);
+      this.deps.logs.protect(jobId, secretValues(a.spec));
       this.armTimeout(a);
     }
     this.deps.log.info({ jobId, agentId }, 'took over a job whose agent reconnected here');

@@ -11,6 +11,9 @@ import { canAgentRunJob, type AgentRegistry, type ConnectedAgent } from './agent
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
 import type { JobQueue, QueuedJob } from './job-queue.js';
 import { toAssigned } from './job-rows.js';
+import type { LogSink } from './log-sink.js';
+import type { SealedEnv } from './sealed-env.js';
+import { secretValues } from '../jobs/secret-mask.js';
 
 /** A queued job taken for an agent, its claim not yet stored. */
 export interface Taken {
@@ -34,6 +37,10 @@ export interface ClaimsDeps {
   /** Stopping or draining: no new work is handed out. */
   halted: () => boolean;
   stopped: () => boolean;
+  /** Values handed out with a job but never stored (sealed-env.ts). */
+  sealed: SealedEnv;
+  /** Masks each dispatched job's secrets in its log. */
+  logs: LogSink;
 }
 
 /**
@@ -209,7 +216,10 @@ export class Claims {
     }
     if (agent.kind === 'scaler') this.deps.scaler?.onJobAssigned(agent.id);
     this.deps.active.armTimeout(active);
-    agent.send({ type: 'job.assign', job: toAssigned(job, spec) });
+    const sealed = this.deps.sealed.get(job.id);
+    // Masked before the agent can send a line of output.
+    this.deps.logs.protect(job.id, [...secretValues(spec), ...(sealed?.mask ?? [])]);
+    agent.send({ type: 'job.assign', job: toAssigned(job, spec, sealed?.env) });
     this.deps.log.info({ jobId: job.id, agentId: agent.id }, 'job dispatched');
     return true;
   }

@@ -1,5 +1,6 @@
 import { canonicalizeLabels, mirrorResources } from '../config/index.js';
 import type { RunSpec, JobSpec } from '../jobs/run-spec.js';
+import { secretValues } from '../jobs/secret-mask.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, Store } from '../store/index.js';
@@ -14,6 +15,7 @@ import { planDispatch, toScaleJob } from './dispatch-plan.js';
 import { JobQueue, type QueuedJob } from './job-queue.js';
 import { newId, toQueued } from './job-rows.js';
 import { LogSink } from './log-sink.js';
+import { SealedEnv, type Sealed } from './sealed-env.js';
 import { StaticScopes } from './static-scopes.js';
 
 export type { ActiveJob, JobObserver } from './active-jobs.js';
@@ -73,11 +75,15 @@ export class Dispatcher {
   private readonly claims: Claims;
   /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
   private readonly staticScopes = new StaticScopes();
+  /** Values some jobs get at dispatch and the store never holds (sealed-env.ts). */
+  private readonly sealed = new SealedEnv();
 
   constructor(private readonly opts: DispatcherOptions) {
     this.log = opts.logger.child({ component: 'dispatcher' });
     this.logs = new LogSink(opts.store, this.log);
     this.writes = new GroupCommit(opts.store.db, opts.store, opts.groupCommitMs);
+    // A job's sealed values go once it is final, whoever settles it.
+    this.opts = opts = { ...opts, observer: this.sealed.forgetOnFinish(opts.observer) };
     this.active = new ActiveJobs({
       store: opts.store,
       clock: opts.clock,
@@ -106,6 +112,8 @@ export class Dispatcher {
       pump: () => void this.requestPump(),
       halted: () => this.stopped || this.draining,
       stopped: () => this.stopped,
+      sealed: this.sealed,
+      logs: this.logs,
     });
     this.writes.rideOnResults((finished) => this.claims.rideOnResults(finished));
     this.startedAtMs = opts.clock.now();
@@ -157,14 +165,27 @@ export class Dispatcher {
     return new Date(this.opts.clock.now());
   }
 
-  async submit(spec: RunSpec): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
+  /**
+   * Store a run and queue its jobs. `sealed` values are given to every job of the run at dispatch
+   * and never stored: the stored spec names the variables only.
+   */
+  async submit(
+    spec: RunSpec,
+    sealed?: Sealed,
+  ): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
     const runId = newId('r');
+    const sealedEnv = sealed ? Object.keys(sealed.env) : [];
     const jobs = Object.entries(spec.jobs).map(([name, js]) => ({
       id: newId('j'),
       name,
       runsOn: canonicalizeLabels(js.runsOn),
-      spec: { ...js, resources: mirrorResources(js.resources) } as JobSpec,
+      spec: {
+        ...js,
+        resources: mirrorResources(js.resources),
+        ...(sealedEnv.length ? { sealedEnv } : {}),
+      } as JobSpec,
     }));
+    if (sealed) for (const j of jobs) this.sealed.hold(j.id, sealed);
     const rows = await this.opts.store.jobs.insertRun(
       { id: runId, name: spec.name ?? null },
       jobs,
@@ -305,6 +326,8 @@ export class Dispatcher {
     let added = 0;
     for (const row of await this.opts.store.jobs.listQueued()) {
       if (this.queue.get(row.id) || this.active.has(row.id)) continue;
+      // Its sealed values are in the memory of the instance that submitted it: that one dispatches it.
+      if (!this.sealed.canDispatch(row.id, row.spec)) continue;
       if (this.claims.isUncertain(row.id)) continue;
       this.queue.add(toQueued(row));
       added++;
@@ -360,6 +383,10 @@ export class Dispatcher {
     let awaiting = 0;
     for (const row of await this.opts.store.jobs.listOpen()) {
       const job = toQueued(row);
+      if (row.state === 'queued' && !this.sealed.canDispatch(row.id, row.spec)) {
+        if (!this.opts.instanceId) await this.settleUnsealable(row.id);
+        continue;
+      }
       if (row.state === 'queued') {
         this.queue.add(job);
         queued++;
@@ -371,12 +398,26 @@ export class Dispatcher {
           state: row.state === 'running' ? 'running' : 'dispatched',
         };
         this.active.set(job.id, a);
+        this.logs.protect(job.id, secretValues(a.spec));
         this.active.armTimeout(a);
         this.active.orphan(a, 'orchestrator restarted');
         awaiting++;
       }
     }
     return { queued, awaiting };
+  }
+
+  /**
+   * A queued job whose sealed values died with the process that held them can never be handed out
+   * whole. Alone on its store, this instance knows no one else holds them: the job fails, and the
+   * scaler provisions again if the work is still wanted.
+   */
+  private async settleUnsealable(jobId: string): Promise<void> {
+    const reason =
+      'its claim code was held only in the memory of an orchestrator that stopped before dispatching it; the scaler provisions again if still needed';
+    if (await this.opts.store.jobs.finish(jobId, 'failed', { reason, fromState: 'queued' }, this.now()))
+      this.opts.observer?.jobFinished(jobId, 'failed', this.opts.clock.now());
+    this.log.warn({ jobId }, 'a provisioning job lost its sealed values in a restart; failed');
   }
 
   /** In a cluster, an active job is this instance's only if it dispatched it (or no one is named). */

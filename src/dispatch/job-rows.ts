@@ -22,7 +22,7 @@ export function toQueued(row: JobRow): QueuedJob {
 }
 
 /** What an agent is sent for a claimed job: the steps named, and only the fields that are set. */
-export function toAssigned(job: QueuedJob, spec: JobSpec): AssignedJob {
+export function toAssigned(job: QueuedJob, spec: JobSpec, sealedEnv?: Record<string, string>): AssignedJob {
   return {
     id: job.id,
     runId: job.runId,
@@ -33,7 +33,7 @@ export function toAssigned(job: QueuedJob, spec: JobSpec): AssignedJob {
       ...(s.env ? { env: s.env } : {}),
       ...(s.timeoutSeconds ? { timeoutSeconds: s.timeoutSeconds } : {}),
     })),
-    env: spec.env ?? {},
+    env: { ...spec.env, ...sealedEnv },
     ...(spec.timeoutSeconds ? { timeoutSeconds: spec.timeoutSeconds } : {}),
     ...(spec.container ? { container: spec.container } : {}),
   };

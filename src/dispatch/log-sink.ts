@@ -2,6 +2,7 @@ import type { LogLine } from '../store/logs-repo.js';
 import type { Store } from '../store/index.js';
 import type { Logger } from '../util/logger.js';
 import { errorMessage } from '../util/errors.js';
+import { maskLine, maskPatterns } from '../jobs/secret-mask.js';
 import { JobLogBudget, MAX_TAIL_BYTES, jobLogMaxBytesFromEnv } from './log-cap.js';
 
 /** After this many rows in a row fail on their own, the store is down: stop retrying that batch. */
@@ -18,6 +19,8 @@ export class LogSink {
   private timer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> = Promise.resolve();
   private readonly budgets = new Map<string, JobLogBudget>();
+  /** Per job, what to mask in its lines (the values its run marks secret), longest first. */
+  private readonly masks = new Map<string, string[]>();
   readonly maxBytes: number;
   private readonly tailMax: number;
 
@@ -34,9 +37,20 @@ export class LogSink {
   /** Lines pushed so far: a cheap change marker for live views. */
   pushed = 0;
 
+  /**
+   * Mask these values in the job's lines from now on. Every line passes here before it is stored or
+   * shown live, so neither the store nor any reader ever holds them.
+   */
+  protect(jobId: string, values: readonly string[]): void {
+    const patterns = maskPatterns(values);
+    if (patterns.length) this.masks.set(jobId, patterns);
+  }
+
   push(lines: LogLine[]): void {
     this.pushed += lines.length;
-    for (const line of lines) {
+    for (const raw of lines) {
+      const mask = this.masks.get(raw.jobId);
+      const line = mask ? { ...raw, line: maskLine(raw.line, mask) } : raw;
       let budget = this.budgets.get(line.jobId);
       // Our own few system lines (e.g. spawn events for a queued job) need no budget: one made
       // for a job that never runs would never be released.
@@ -64,6 +78,7 @@ export class LogSink {
 
   /** The job settled: its held tail (and a line about any gap) joins the next write. */
   jobEnded(jobId: string): void {
+    this.masks.delete(jobId);
     const budget = this.budgets.get(jobId);
     if (!budget) return;
     this.budgets.delete(jobId);

@@ -23,10 +23,10 @@ export const MAX_PROBLEMS = 50;
  * The run file (`kici-admin job submit run.yaml`) and the body of `POST /api/v1/runs`:
  * one schema, so the CLI and the API refuse the same things with the same words.
  */
-const envSchema = z.record(
-  z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name (letters, digits, _)'),
-  z.string(),
-);
+const envNameSchema = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name (letters, digits, _)');
+const envSchema = z.record(envNameSchema, z.string());
 
 const MEMORY_PATTERN = /^\d+(\.\d+)?\s?[kmgKMG]$/;
 const MEMORY_MESSAGE = 'a memory size like "512m", "2g" or "1024k" (binary units)';
@@ -81,8 +81,30 @@ export const jobSpecSchema = z
     role: z.enum(JOB_ROLES).default('execution'),
     /** Never run on an agent (or scaler label set) carrying any of these labels. */
     excludeLabels: z.array(z.string().min(1)).optional(),
+    /** Names of `env` variables (the job's or a step's) whose values are masked wherever output is shown. */
+    secrets: z.array(envNameSchema).max(100, 'at most 100 secrets in one job').optional(),
   })
-  .superRefine(checkJobSizes);
+  .superRefine(checkJobSizes)
+  .superRefine(checkSecretNames);
+
+/** A name under `secrets` must be set somewhere in the job, or nothing would be masked for it. */
+function checkSecretNames(
+  job: {
+    secrets?: string[] | undefined;
+    env?: Record<string, string> | undefined;
+    steps: { env?: Record<string, string> | undefined }[];
+  },
+  ctx: z.RefinementCtx,
+): void {
+  for (const [i, name] of (job.secrets ?? []).entries()) {
+    if (job.env?.[name] !== undefined || job.steps.some((s) => s.env?.[name] !== undefined)) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['secrets', i],
+      message: `"${clip(name)}" is not set in the job's env or any step's env; set it there or remove it from secrets`,
+    });
+  }
+}
 
 const jobNameSchema = z
   .string()

@@ -31,7 +31,7 @@ export function wireEventScaling(deps: {
     () => scaler?.backendList() ?? [],
     () => scaler?.adoptionLookupFailures ?? 0,
   );
-  deps.router.bind((spec) => deps.dispatcher.submit(spec), {
+  deps.router.bind((spec, sealed) => deps.dispatcher.submit(spec, sealed), {
     scaleUpEmitted: (s) => counts.scaleUpEmitted(s),
     scaleDownEmitted: (s, reason) => counts.scaleDownEmitted(s, reason),
     provisionTimedOut: (s) => counts.provisionTimedOut(s),

@@ -20,6 +20,16 @@ export function registerJobRoutes(app: Hono, deps: JobRouteDeps): void {
     const res = await retryJob(deps.store, deps.dispatcher, id, new Date(deps.clock.now()));
     if (res.kind === 'not-found')
       return c.json({ error: 'not found', problems: [`job ${id} does not exist`] }, 404);
+    if (res.kind === 'sealed')
+      return c.json(
+        {
+          error: 'conflict',
+          problems: [
+            `job ${id} is a provisioning job: its claim code was delivered once and not kept, so it cannot run again; the scaler provisions again when an agent is still needed`,
+          ],
+        },
+        409,
+      );
     if (res.kind === 'open') {
       const problem =
         res.open.id === id

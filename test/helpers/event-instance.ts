@@ -10,7 +10,8 @@ import { MARKER } from './leftover-processes.js';
  * script. On scale-up it boots an "instance" — a detached kici-agent in its own process group,
  * configured only from the payload at KICI_EVENT_PATH. On scale-down it kills that group by the
  * pid it recorded, and notes the reason. `mode: http` redeems the claim over HTTP itself and hands
- * the agent a token (and keeps the token in a file, so a test can look for it elsewhere).
+ * the agent a token (and keeps the token in a file, so a test can look for it elsewhere). Each claim
+ * code received is noted in claim-codes.log in the state dir, for the same reason.
  */
 const SCRIPT = `
 import { spawn } from 'node:child_process';
@@ -21,6 +22,8 @@ const p = JSON.parse(readFileSync(process.env.KICI_EVENT_PATH, 'utf8'));
 const pidFile = stateDir + '/' + p.agentId + '.pid';
 appendFileSync(stateDir + '/events.log', JSON.stringify({ name, agentId: p.agentId, reason: p.reason ?? null, keys: Object.keys(p).sort() }) + '\\n');
 if (name === 'kici.scaler.scale-up') {
+  // The test's own record of the code, so it can look for the code everywhere else.
+  appendFileSync(stateDir + '/claim-codes.log', p.claimCode + '\\n');
   const env = { PATH: process.env.PATH, HOME: process.env.HOME, KICI_AGENT_ID: p.agentId,
     KICI_LABELS: p.labels.join(','), KICI_ORCHESTRATOR_URL: p.orchestratorUrl };
   if (managed !== 'unmanaged') env.KICI_SCALER_MANAGED = '1';
@@ -62,6 +65,8 @@ export async function makeEventCloud(opts: {
   templateRunsOn?: string[];
   /** false: boot instances without KICI_SCALER_MANAGED, as a careless provisioner would. */
   scalerManagedEnv?: boolean;
+  /** A first step prints the payload (claim code and all) to the job log, as a careless template would. */
+  printPayload?: boolean;
 }): Promise<EventCloud> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-event-'));
   const stateDir = join(dir, 'state');
@@ -73,6 +78,7 @@ export async function makeEventCloud(opts: {
       provision: {
         runsOn: opts.templateRunsOn ?? ['provisioner'],
         steps: [
+          ...(opts.printPayload ? [{ name: 'show the payload', run: 'cat "$KICI_EVENT_PATH"; echo' }] : []),
           {
             run: `${NODE} ${join(dir, 'instance.mjs')} ${stateDir} ${opts.mode ?? 'ws'} ${opts.scalerManagedEnv === false ? 'unmanaged' : 'managed'}`,
           },

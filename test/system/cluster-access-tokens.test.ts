@@ -103,6 +103,10 @@ describe('access tokens in a cluster', () => {
     expect(count(`dash-${tag}`, 'job.cancel', 'denied')).toBe(3);
     expect(count(`ci-${tag}`, 'access-token.create', 'denied')).toBe(3);
     expect(count(`dash-${tag}`, 'job.list', 'denied')).toBe(3);
+    // The calls that were allowed are recorded too, under the token that made them: A's bootstrap
+    // token created both tokens, B's revoked one.
+    expect(count(`bootstrap@acc-a-${tag}`, 'access-token.create', 'ok')).toBe(2);
+    expect(count(`bootstrap@acc-b-${tag}`, 'access-token.revoke', 'ok')).toBe(1);
     expect(
       rows.some(
         (r) => r.action === 'access-token.revoke' && r.result === 'ok' && r.tokenName?.includes('acc-b'),

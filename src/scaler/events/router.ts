@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { dirname, resolve } from 'node:path';
 import type { Kysely } from 'kysely';
 import { readRunFile } from '../../jobs/run-file.js';
+import type { Sealed } from '../../dispatch/sealed-env.js';
 import type { RunSpec } from '../../jobs/run-spec.js';
 import type { Database } from '../../store/schema.js';
 import { errorMessage, UserError } from '../../util/errors.js';
@@ -42,7 +43,10 @@ export interface ScaleEventRouterOptions {
   now?: () => number;
 }
 
-type Submit = (spec: RunSpec) => Promise<{ runId: string; jobs: { id: string; name: string }[] }>;
+type Submit = (
+  spec: RunSpec,
+  sealed?: Sealed,
+) => Promise<{ runId: string; jobs: { id: string; name: string }[] }>;
 
 /**
  * Delivers scale events to provisioning targets. `job:<file>` submits the template to our own
@@ -174,8 +178,8 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
       const read = await readJobTarget(this.opts.configPath, file);
       path = read.path;
       const template = await readRunFile(read.path, read.text);
-      const spec = provisioningRun(template, name, eventId, payload);
-      const res = await this.submit(spec);
+      const { spec, sealed } = sealClaimCode(provisioningRun(template, name, eventId, payload), payload);
+      const res = await this.submit(spec, sealed);
       await this.repo.update(
         eventId,
         target,
@@ -288,6 +292,29 @@ export class ScaleEventRouter implements ScalerEventEmitterLike {
   private now(): number {
     return (this.opts.now ?? Date.now)();
   }
+}
+
+/**
+ * A scale-up payload carries a claim code, which must never be stored in the clear: the run to store
+ * loses KICI_EVENT_PAYLOAD, which the job gets only when it is dispatched; the code and the payload
+ * are masked in its log. Other payloads hold nothing secret and are stored as they are.
+ */
+export function sealClaimCode(
+  run: RunSpec,
+  payload: ScalerScaleUpPayload | ScalerScaleDownPayload,
+): { spec: RunSpec; sealed?: Sealed } {
+  if (!('claimCode' in payload)) return { spec: run };
+  const json = JSON.stringify(payload);
+  const jobs: RunSpec['jobs'] = {};
+  for (const [jobName, job] of Object.entries(run.jobs)) {
+    const env = { ...job.env };
+    delete env.KICI_EVENT_PAYLOAD;
+    jobs[jobName] = { ...job, env };
+  }
+  return {
+    spec: { ...run, jobs },
+    sealed: { env: { KICI_EVENT_PAYLOAD: json }, mask: [payload.claimCode, json] },
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Kysely } from 'kysely';
 import { pino } from 'pino';
 import { jobLogMaxBytesFromEnv } from '../../../src/dispatch/log-cap.js';
 import { LogSink } from '../../../src/dispatch/log-sink.js';
@@ -6,6 +7,7 @@ import type { Store } from '../../../src/store/index.js';
 import type { LogLine } from '../../../src/store/logs-repo.js';
 import { UserError } from '../../../src/util/errors.js';
 import { freshStore } from '../../helpers/data-dir.js';
+import { databaseText } from '../../helpers/db-text.js';
 
 let store: Store;
 let close: () => Promise<void>;
@@ -82,5 +84,22 @@ describe('LogSink: the per-job cap keeps head and tail', () => {
     expect(jobLogMaxBytesFromEnv({ KICI_JOB_LOG_MAX_BYTES: '65536' })).toBe(65536);
     for (const bad of ['12', '1e6', '-5', 'lots', '99999999999999999999'])
       expect(() => jobLogMaxBytesFromEnv({ KICI_JOB_LOG_MAX_BYTES: bad })).toThrow(UserError);
+  });
+});
+
+describe('LogSink: secrets', () => {
+  it("a protected job's values are masked before the store sees its lines; other jobs are untouched", async () => {
+    const job = await newJob();
+    const other = await newJob();
+    const sink = new LogSink(store, log, 5);
+    sink.protect(job, ['s3cret-value', '']);
+    sink.push([line(job, 'key=s3cret-value!'), line(other, 'key=s3cret-value!')]);
+    await sink.flush();
+    expect(await stored(job)).toEqual(['key=***!']);
+    expect(await stored(other)).toEqual(['key=s3cret-value!']);
+    // Read from the tables themselves, not through the reader that serves the API.
+    const text = await databaseText(store.db as unknown as Kysely<unknown>);
+    expect(text).toContain('key=***!');
+    expect(text.split('s3cret-value').length - 1).toBe(1); // the other job's line only
   });
 });
