@@ -243,6 +243,7 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       scalerConfigPath: cloud.configPath,
       spawnTimeoutMs: 1_500,
       reapIntervalMs: 200,
+      reapWindows: { flapGraceMs: 0 },
     });
     // The template boots nothing when the "cloud" is broken: remove its script.
     await rm(join(cloud.dir, 'instance.mjs'));
@@ -286,6 +287,7 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       scalerConfigPath: cloud.configPath,
       spawnTimeoutMs: 1_500,
       reapIntervalMs: 200,
+      reapWindows: { flapGraceMs: 0 },
     });
     await rm(join(cloud.dir, 'instance.mjs'));
     const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {

@@ -51,7 +51,9 @@ interface Step {
   blocked: boolean;
 }
 
-function simulate(s: fc.RecordValue<fc.RecordValue<typeof scenarioArb>>): Step[] {
+type Scenario = typeof scenarioArb extends fc.Arbitrary<infer T> ? T : never;
+
+function simulate(s: Scenario): Step[] {
   let rows = [...s.rows];
   const born = 0;
   let now = 0;
