@@ -1,21 +1,31 @@
-import { sql, type Kysely } from 'kysely';
-import { TERMINAL_JOB_STATES, type Database } from '../store/schema.js';
+import type { Kysely } from 'kysely';
+import type { LeaderTask } from '../cluster/leader-work.js';
+import { AdoptionRepo } from '../store/adoption-repo.js';
+import type { Database } from '../store/schema.js';
 import { ClaimsRepo } from '../store/claims-repo.js';
-import type { Clock } from '../util/clock.js';
+import { monoNow, type Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { isPending } from './agent-lifecycle.js';
 import type { ScalerManager } from './manager.js';
-import type { ScalerBackend } from './types.js';
+import {
+  decideReap,
+  emptyReapMemory,
+  type ReapAction,
+  type ReapMemory,
+  type ReapWindows,
+} from './reap-decide.js';
+import { tearDownReaped, type EventBackendView } from './reap-teardown.js';
+import { readReapSnapshot, type ReapRowFull } from './reap-view.js';
 
 export const DEFAULT_CLAIM_RETENTION_MS = 3_600_000;
-const LEASE_KEY = 'kici:scaler:event-reaper';
-
-/** The event backend's extras the reaper uses (it cannot import the backend folder). */
-interface EventBackendView extends ScalerBackend {
-  forget(agentId: string): void;
-  destroy(agentId: string, ctx: { reason: 'spawn-timeout' | 'job-complete' }): Promise<void>;
-}
+/** The windows' defaults: the serve command's settings replace them. */
+export const DEFAULT_REAP_WINDOWS: Omit<ReapWindows, 'spawnTimeoutMs'> = {
+  strandedTimeoutMs: 1_800_000,
+  flapGraceMs: 120_000,
+  reattemptIntervalMs: 600_000,
+};
+/** A signal that never aborts: a reaper driven by hand (tests) leads for its whole life. */
+const FOREVER = new AbortController().signal;
 
 export interface EventReaperOptions {
   db: Kysely<Database>;
@@ -27,158 +37,208 @@ export interface EventReaperOptions {
   spawnTimeoutMs: number;
   intervalMs: number;
   claimRetentionMs?: number;
+  /** Flap grace, stranded timeout and re-attempt throttle (defaults: DEFAULT_REAP_WINDOWS). */
+  windows?: Partial<Omit<ReapWindows, 'spawnTimeoutMs'>>;
+  /** Is this agent's socket on this instance? (the dispatcher's registry) */
+  connectedHere?: (agentId: string) => boolean;
+  /** Peers configured up front, known before any of them was seen. */
+  staticPeers?: number;
 }
 
 /**
- * Tears down event provisions whose agent never registered within the spawn deadline (reason
- * `spawn-timeout`) and purges expired claim codes. Only the holder of the reaper lease acts: on
- * PostgreSQL a session advisory lock held on one pinned connection, so exactly one orchestrator of
- * those sharing the store reaps; the embedded store has one orchestrator, which always holds it.
+ * The backstop for event provisions nobody else will end: those whose holder (the instance that
+ * provisioned or adopted them) died or lost them, and those whose agent never registered. The
+ * leader decides (reap-decide.ts) on each pass of its leader task: a provision must stay unseen
+ * anywhere this instance can see for the whole flap grace, nothing is reaped while this instance
+ * sees none of its peers, and a failed teardown waits out the re-attempt throttle. Every instance
+ * also runs `start()`'s timer: its own provisions that a peer adopted or the leader reaped are
+ * dropped from its books. Expired claim codes and old outcomes are purged by the leader too.
  */
 export class EventProvisionReaper {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-  private leader = false;
-  private leaseTask: Promise<void> | undefined;
-  private releaseLease: (() => void) | undefined;
   private ticking: Promise<void> | undefined;
-  /** Event provisions past their spawn deadline with no registered agent, at the last pass. */
+  private reaping: Promise<void> | undefined;
+  private term: AbortSignal | undefined;
+  private memory: ReapMemory = emptyReapMemory();
+  /** Peers ever seen alive by this process: the partition guard's "known" peers. */
+  private readonly met = new Set<string>();
+  /** Gauge: provisions unseen anywhere for at least the flap grace (as of the last leader pass). */
   unseenProvisions = 0;
-  /** The last pass could not finish its reaping (a failed pass, or a provision it could not reap). */
+  /** Gauge: the partition guard holds (this leader sees none of the peers it knows). */
   blocked = false;
   /** Provisions this instance tore down as the reaper (tests and status read it). */
   reaped = 0;
   private readonly log: Logger;
   private readonly claims: ClaimsRepo;
+  private readonly outcomes: AdoptionRepo;
+  private readonly windows: ReapWindows;
 
   constructor(private readonly opts: EventReaperOptions) {
-    this.log = opts.logger.child({ component: 'event-reaper', instanceId: opts.instanceId });
+    this.log = opts.logger.child({ component: 'event-provision-reaper', instanceId: opts.instanceId });
     this.claims = new ClaimsRepo(opts.db);
+    this.outcomes = new AdoptionRepo(opts.db);
+    this.windows = { ...DEFAULT_REAP_WINDOWS, ...opts.windows, spawnTimeoutMs: opts.spawnTimeoutMs };
   }
 
   get isLeader(): boolean {
-    return this.leader;
+    return this.term !== undefined && !this.term.aborted;
   }
 
+  /** The leader-only part, for the cluster's leader work loop. */
+  leaderTask(): LeaderTask {
+    return {
+      name: 'event-provision-reaper',
+      intervalMs: this.opts.intervalMs,
+      run: (signal) => (this.stopped ? Promise.resolve() : this.leaderPass(signal)),
+    };
+  }
+
+  /** Every instance: drop own provisions a peer adopted or the leader reaped. */
   start(): void {
-    this.timer = setInterval(() => void this.tick(), this.opts.intervalMs);
+    this.timer = setInterval(() => void this.tick(FOREVER, false), this.opts.intervalMs);
     this.timer.unref();
-    void this.tick();
+    void this.tick(FOREVER, false);
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     await this.ticking;
-    this.releaseLease?.();
-    await this.leaseTask;
+    await this.reaping;
   }
 
-  /** One pass; never throws. Overlapping ticks are skipped. */
-  tick(): Promise<void> {
+  /**
+   * One pass by hand; never throws; overlapping ticks are skipped. With `lead` (the default) it
+   * also makes a leader pass, as if this instance led for as long as `signal` is not aborted.
+   */
+  tick(signal: AbortSignal = FOREVER, lead = true): Promise<void> {
     if (this.ticking || this.stopped) return this.ticking ?? Promise.resolve();
-    this.ticking = this.pass()
-      .catch((err: unknown) => {
-        this.blocked = true;
-        this.log.error({ err: errorMessage(err) }, 'event reaper pass failed');
-      })
+    this.ticking = this.withdrawReapedByPeer()
+      .then(() => (lead ? this.leaderPass(signal) : undefined))
+      .catch((err: unknown) => this.log.error({ err: errorMessage(err) }, 'event reaper pass failed'))
       .finally(() => (this.ticking = undefined));
     return this.ticking;
   }
 
-  private async pass(): Promise<void> {
-    await this.withdrawReapedByPeer();
-    if (!this.leader) await this.tryLease();
-    if (!this.leader || this.stopped) return;
+  private leaderPass(signal: AbortSignal): Promise<void> {
+    if (this.reaping) return this.reaping;
+    this.reaping = this.reapPass(signal).finally(() => (this.reaping = undefined));
+    return this.reaping;
+  }
+
+  /** A new term starts from nothing: no clocks, no attempts; losing it publishes zeros. */
+  private beginTerm(signal: AbortSignal): void {
+    this.term = signal;
+    this.memory = emptyReapMemory();
+    this.log.info('this orchestrator holds the event reaper lease');
+    signal.addEventListener('abort', () => {
+      if (this.term !== signal) return;
+      this.memory = emptyReapMemory();
+      this.blocked = false;
+      this.unseenProvisions = 0;
+    });
+  }
+
+  private async reapPass(signal: AbortSignal): Promise<void> {
+    if (this.term !== signal) this.beginTerm(signal);
     const now = this.opts.clock.now();
-    const rows = await this.opts.db
-      .selectFrom('scaler_spawning_agents')
-      .selectAll()
-      .where('backend_type', '=', 'event')
-      .where('registered_at', 'is', null)
-      .where('spawned_at', '<', new Date(now - this.opts.spawnTimeoutMs))
-      .execute();
-    this.unseenProvisions = rows.length;
-    let blocked = false;
-    for (const row of rows) {
-      if (!this.leader || this.stopped) return;
-      try {
-        await this.reap(
-          row.agent_id,
-          row.scaler_name,
-          row.owner_instance_id,
-          row.label_set,
-          row.bound_job_id,
-        );
-      } catch (err) {
-        // One row's failure does not stop the sweep; the next pass tries it again.
-        this.log.warn({ agentId: row.agent_id, err: errorMessage(err) }, 'could not reap a provision');
-        blocked = true;
-      }
+    const snap = await readReapSnapshot(
+      this.opts.db,
+      this.opts.instanceId,
+      now,
+      this.opts.connectedHere ?? (() => false),
+    );
+    if (signal.aborted || this.stopped) return;
+    for (const [id, p] of snap.peers) if (p.alive) this.met.add(id);
+    const decision = decideReap(
+      {
+        nowMono: monoNow(this.opts.clock),
+        selfId: this.opts.instanceId,
+        rows: snap.rows,
+        seen: snap.seen,
+        peers: snap.peers,
+        knownPeers: this.met.size + (this.opts.staticPeers ?? 0),
+        windows: this.windows,
+      },
+      this.memory,
+    );
+    this.memory = decision.memory;
+    this.blocked = decision.blocked;
+    this.unseenProvisions = decision.unseen;
+    const rows = new Map(snap.rows.map((r) => [r.agentId, r]));
+    for (const action of decision.actions) {
+      if (signal.aborted || this.stopped) return;
+      await this.act(action, rows, now);
     }
-    this.blocked = blocked;
+    await this.purge(now);
+  }
+
+  private async act(a: ReapAction, rows: Map<string, ReapRowFull>, now: number): Promise<void> {
+    switch (a.kind) {
+      case 'blocked':
+        if (a.blocked)
+          this.log.warn(
+            { knownPeers: a.knownPeers },
+            'reaching none of the known peers: no event provision is reaped until one answers',
+          );
+        else this.log.info('peers reachable again: event provisions may be reaped');
+        return;
+      case 'clock-started':
+        this.log.info({ agentId: a.agentId }, 'starting absence clock');
+        return;
+      case 'clock-cleared':
+        this.log.info({ agentId: a.agentId, unseenMs: a.unseenMs }, 'absence clock cleared');
+        return;
+      case 'unowned':
+        this.log.warn({ agentId: a.agentId }, 'event provision with no recorded owner; left alone');
+        return;
+      case 'reap':
+        return this.reap(a, rows.get(a.agentId)!, now);
+    }
+  }
+
+  private async reap(a: Extract<ReapAction, { kind: 'reap' }>, row: ReapRowFull, now: number) {
+    const at = { agentId: a.agentId, scaler: a.scalerName, reason: a.reason, holder: a.holder };
+    try {
+      const won = await this.outcomes.condemn(
+        a.agentId,
+        a.scalerName,
+        a.reason,
+        this.opts.instanceId,
+        new Date(now),
+        new Date(now - this.windows.reattemptIntervalMs),
+      );
+      if (!won) {
+        this.log.info(at, 'another reaper condemned this provision recently; left to it');
+        return;
+      }
+      this.log.warn({ ...at, unseenMs: a.unseenMs }, 'Reaping stranded event-scaler provision');
+      await tearDownReaped(
+        this.opts.manager,
+        this.opts.instanceId,
+        row,
+        a.reason,
+        this.opts.spawnTimeoutMs,
+        this.log,
+      );
+      this.reaped++;
+    } catch (err) {
+      // One row's failure does not stop the sweep; the throttle says when it is tried again.
+      this.log.warn({ ...at, err: errorMessage(err) }, 'could not reap a provision; will try again later');
+    }
+  }
+
+  private async purge(now: number): Promise<void> {
     const purged = await this.claims.purgeExpired(
       new Date(now - (this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS)),
     );
     if (purged) this.log.info({ purged }, 'expired claim codes purged');
     // An outcome answers "was it adopted?" for a spawner's stale prune, which runs a spawn deadline
-    // after the provision; kept for twice that, and at least the claim retention.
-    const keep = Math.max(
-      this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS,
-      2 * this.opts.spawnTimeoutMs,
-    );
+    // after the provision, and records how it ended: kept a day, or twice the spawn deadline.
+    const keep = Math.max(24 * 3_600_000, 2 * this.opts.spawnTimeoutMs);
     const outcomes = await this.opts.manager.adoption.purgeOutcomes(new Date(now - keep));
     if (outcomes) this.log.info({ purged: outcomes }, 'old provision outcomes purged');
-  }
-
-  private async reap(
-    agentId: string,
-    scaler: string,
-    owner: string | null,
-    labelSet: string[],
-    boundJobId: string | null,
-  ) {
-    const m = this.opts.manager.state.agents.get(agentId);
-    const seconds = Math.round(this.opts.spawnTimeoutMs / 1000);
-    // A provision whose job already ended (cancelled, say) is simply no longer needed: no failure.
-    const job = boundJobId
-      ? await this.opts.db.selectFrom('jobs').select('state').where('id', '=', boundJobId).executeTakeFirst()
-      : undefined;
-    const ended = job !== undefined && TERMINAL_JOB_STATES.includes(job.state);
-    const reason = ended ? 'job-complete' : 'spawn-timeout';
-    this.log.warn(
-      { agentId, scaler, owner, reason },
-      ended
-        ? `event provision for ended job ${boundJobId} never registered; tearing it down`
-        : `event provision did not register within ${seconds}s; reaping`,
-    );
-    this.reaped++;
-    if (owner === this.opts.instanceId && m && isPending(m.phase) && ended) {
-      m.abort.abort(new Error('bound job ended'));
-      await this.opts.manager.teardown(m, 'job-complete');
-      return;
-    }
-    if (owner === this.opts.instanceId && m && isPending(m.phase)) {
-      // Ours: the manager's failure path emits the scale-down, frees the cap and leaves the job queued.
-      await this.opts.manager.failSpawn(m, {
-        kind: 'spawn-timeout',
-        message: `the provisioned instance's agent ${agentId} did not register within ${seconds}s`,
-        deterministic: false,
-      });
-      return;
-    }
-    const backend = this.opts.manager.state.backends.get(scaler) as EventBackendView | undefined;
-    if (backend?.type !== 'event' || !backend.adopt) {
-      this.log.error({ agentId, scaler }, 'no event scaler of that name here; every orchestrator needs it');
-      return;
-    }
-    // A peer's (or a gone process's) provision: adopt it so destroy emits, then drop its record.
-    await backend.adopt(agentId, labelSet, agentId);
-    await backend.destroy(agentId, { reason });
-    await this.opts.db.transaction().execute(async (trx) => {
-      await trx.deleteFrom('scaler_spawning_agents').where('agent_id', '=', agentId).execute();
-      await trx.deleteFrom('scaler_reservations').where('agent_id', '=', agentId).execute();
-    });
   }
 
   /**
@@ -225,44 +285,5 @@ export class EventProvisionReaper {
         deterministic: false,
       });
     }
-  }
-
-  private async tryLease(): Promise<void> {
-    if (this.opts.engine === 'pglite') {
-      this.leader = true;
-      return;
-    }
-    if (this.leaseTask) return;
-    let acquired!: (ok: boolean) => void;
-    const got = new Promise<boolean>((r) => (acquired = r));
-    this.leaseTask = this.opts.db
-      .connection()
-      .execute(async (conn) => {
-        const res = await sql<{
-          ok: boolean;
-        }>`select pg_try_advisory_lock(hashtext(${LEASE_KEY})) as ok`.execute(conn);
-        if (!res.rows[0]?.ok) return acquired(false);
-        this.leader = true;
-        acquired(true);
-        this.log.info('this orchestrator holds the event reaper lease');
-        // Hold the connection (and so the lock) until stop; a failing ping means the lease is gone.
-        while (!this.stopped) {
-          await new Promise<void>((r) => {
-            const t = setTimeout(r, this.opts.intervalMs);
-            this.releaseLease = () => (clearTimeout(t), r());
-          });
-          if (!this.stopped) await sql`select 1`.execute(conn);
-        }
-        await sql`select pg_advisory_unlock(hashtext(${LEASE_KEY}))`.execute(conn);
-      })
-      .catch((err: unknown) => {
-        acquired(false);
-        this.log.warn({ err: errorMessage(err) }, 'event reaper lease lost');
-      })
-      .finally(() => {
-        this.leader = false;
-        this.leaseTask = undefined;
-      });
-    await got;
   }
 }

@@ -1,6 +1,7 @@
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { EventProvisionReaper } from '../scaler/event-reaper.js';
 import type { ScaleEventRouter } from '../scaler/events/router.js';
+import type { ReapWindows } from '../scaler/reap-decide.js';
 import { DEFAULT_SPAWN_TIMEOUT_MS, type ScalerManager } from '../scaler/manager.js';
 import type { OpenedDatabase } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
@@ -11,7 +12,8 @@ import type { Metrics } from './metrics.js';
 /**
  * Connect the scale-event router to the queue (job: targets), the metrics and the backends (a
  * given-up delivery shows in status and diagnose), and build the provision reaper. The reaper is
- * built whenever there is a scaler: a reload may add an event scaler later.
+ * built whenever there is a scaler: a reload may add an event scaler later. Its leader-only part
+ * runs as one of the cluster's leader tasks.
  */
 export function wireEventScaling(deps: {
   router: ScaleEventRouter;
@@ -24,6 +26,7 @@ export function wireEventScaling(deps: {
   logger: Logger;
   spawnTimeoutMs: number | undefined;
   reapIntervalMs: number | undefined;
+  reapWindows?: Partial<Omit<ReapWindows, 'spawnTimeoutMs'>> | undefined;
 }): EventProvisionReaper | undefined {
   const { scaler } = deps;
   const counts = new EventMetrics(
@@ -54,5 +57,7 @@ export function wireEventScaling(deps: {
     logger: deps.logger,
     spawnTimeoutMs: deps.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS,
     intervalMs: deps.reapIntervalMs ?? 30_000,
+    ...(deps.reapWindows ? { windows: deps.reapWindows } : {}),
+    connectedHere: (agentId) => deps.dispatcher.registry.get(agentId) !== undefined,
   });
 }

@@ -2,6 +2,7 @@ import type { ScalerSettings } from '../config/scaler-settings.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import type { ProvisionBackoffOptions } from '../scaler/core/backoff.js';
 import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
+import type { ReapWindows } from '../scaler/reap-decide.js';
 import type { AgentIsolation } from '../net/isolation.js';
 import type { Clock } from '../util/clock.js';
 import { UserError } from '../util/errors.js';
@@ -55,6 +56,8 @@ export interface OrchestratorOptions {
   webhookRetry?: Partial<WebhookRetryPolicy>;
   /** Event scalers: how often the provision reaper runs (default 30 s). */
   reapIntervalMs?: number;
+  /** Event scalers: the reaper's flap grace, stranded timeout and re-attempt throttle. */
+  reapWindows?: Partial<Omit<ReapWindows, 'spawnTimeoutMs'>>;
   /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
   instanceId?: string | undefined;
   /** How often this instance heartbeats its row in kici_instances (default 5 s). */
@@ -83,6 +86,13 @@ export function withScalerSettings(opts: OrchestratorOptions): OrchestratorOptio
     spawnTimeoutMs: opts.spawnTimeoutMs ?? s.scalerSpawnTimeoutMs,
     sweepIntervalMs: opts.sweepIntervalMs ?? s.scalerPendingSweepIntervalMs,
     reapIntervalMs: opts.reapIntervalMs ?? s.scalerReapIntervalMs,
+    reapWindows: {
+      // A provision must be missed for longer than a peer takes to count as gone, twice over.
+      flapGraceMs: Math.max(s.rerouteFlapGraceMs, 2 * s.clusterPeerStaleTimeoutMs),
+      strandedTimeoutMs: s.scalerReapStrandedTimeoutMs,
+      reattemptIntervalMs: s.scalerReapReattemptIntervalMs,
+      ...opts.reapWindows,
+    },
     agentTokenTtlMs: opts.agentTokenTtlMs ?? s.agentTokenTtlMs,
     provisionBackoff: opts.provisionBackoff ?? {
       baseMs: s.scalerProvisionBackoffBaseMs,

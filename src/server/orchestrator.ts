@@ -234,6 +234,7 @@ export class Orchestrator {
         logger: log,
         spawnTimeoutMs: opts.spawnTimeoutMs,
         reapIntervalMs: opts.reapIntervalMs,
+        reapWindows: opts.reapWindows,
       });
       probe.onRecovered = () => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued'));
       scaler?.setHooks(
@@ -405,7 +406,10 @@ export class Orchestrator {
       applyCancels: () => applyCancelRequests(this.remoteCancelDeps()),
       reconnectGraceMs: this.dispatcher.reconnectGraceMs,
       reloadLocal: () => this.reload(),
-      leaderTasks: this.retention ? [this.retention.leaderTask()] : [],
+      leaderTasks: [
+        ...(this.retention ? [this.retention.leaderTask()] : []),
+        ...(this.reaper ? [this.reaper.leaderTask()] : []),
+      ],
       log: this.log,
       clock: this.opts.clock,
     });

@@ -134,7 +134,7 @@ export function registerScalerMetrics(registry: Registry, src: ScalerSources): v
   });
   new Gauge({
     name: 'kici_orch_scaler_reap_unseen_provisions',
-    help: 'Event provisions past their spawn deadline whose agent never registered, at the last reaper pass',
+    help: 'Event provisions the leader has not seen registered anywhere for at least the flap grace, at its last reaper pass',
     registers,
     collect() {
       this.set(src.reaper()?.unseenProvisions ?? 0);
@@ -142,7 +142,7 @@ export function registerScalerMetrics(registry: Registry, src: ScalerSources): v
   });
   new Gauge({
     name: 'kici_orch_scaler_reap_blocked',
-    help: '1 when the last event reaper pass could not finish its reaping, else 0',
+    help: '1 while the leader reaches none of the peers it knows and so reaps no event provision, else 0',
     registers,
     collect() {
       this.set(src.reaper()?.blocked ? 1 : 0);

@@ -126,6 +126,64 @@ export class AdoptionRepo {
     return out;
   }
 
+  /**
+   * Record the reaper's verdict on a provision before its scale-down is sent. One conditional
+   * upsert: it wins when nobody condemned the provision yet, when this instance did (its own
+   * re-attempt), or when the last verdict is older than `retryBefore` (a reaper that died before
+   * it could finish). So two leaders in a row do not both send a scale-down for it.
+   */
+  async condemn(
+    agentId: string,
+    scalerName: string,
+    reason: string,
+    by: string,
+    now: Date,
+    retryBefore: Date,
+  ): Promise<boolean> {
+    const row = await this.db
+      .insertInto('scaler_provision_outcomes')
+      .values({
+        agent_id: agentId,
+        scaler_name: scalerName,
+        condemned_reason: reason,
+        condemned_at: now,
+        condemned_by: by,
+        reap_attempts: 1,
+        recorded_at: now,
+        updated_at: now,
+      })
+      .onConflict((oc) =>
+        oc
+          .column('agent_id')
+          .doUpdateSet({
+            condemned_reason: reason,
+            condemned_at: now,
+            condemned_by: by,
+            reap_attempts: sql<number>`scaler_provision_outcomes.reap_attempts + 1`,
+            updated_at: now,
+          })
+          .where((eb) =>
+            eb.or([
+              eb('scaler_provision_outcomes.condemned_at', 'is', null),
+              eb('scaler_provision_outcomes.condemned_by', '=', by),
+              eb('scaler_provision_outcomes.condemned_at', '<', retryBefore),
+            ]),
+          ),
+      )
+      .returning('agent_id')
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** A provision's recorded end, if any (status and tests read it). */
+  async outcome(agentId: string) {
+    return this.db
+      .selectFrom('scaler_provision_outcomes')
+      .selectAll()
+      .where('agent_id', '=', agentId)
+      .executeTakeFirst();
+  }
+
   /** Drop outcomes nobody can ask about any more: older than `cutoff` and without a spawn row. */
   async purgeOutcomes(cutoff: Date): Promise<number> {
     const res = await this.db

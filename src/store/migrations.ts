@@ -386,6 +386,18 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
+   * A provision's end as the leader's reaper decided it: who condemned it (so a new leader does
+   * not send a second scale-down while the first attempt is recent) and how often it was tried.
+   */
+  '016_provision_outcomes': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table scaler_provision_outcomes add column condemned_by text`.execute(db);
+      await sql`alter table scaler_provision_outcomes add column reap_attempts integer not null default 0`.execute(
+        db,
+      );
+    },
+  },
+  /**
    * Retention: a pruned job leaves a tombstone (so asking for it answers "pruned", not "not
    * found"); its log rows are deleted in batches after it, and `logs_pruned` marks when that is
    * done. Indexes serve the pruner's age scans. Job output is stored in chunks from here on.

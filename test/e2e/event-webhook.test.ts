@@ -136,7 +136,11 @@ describe('webhook provisioning target', () => {
     // Scale-ups always fail; scale-downs are accepted.
     const rx = await receiver((r) => (r.body.event === 'kici.scaler.scale-up' ? 503 : 200));
     closers.push(rx.close);
-    await start(eventConfig([`webhook:${rx.url}`]), { spawnTimeoutMs: 1_200, reapIntervalMs: 200 });
+    await start(eventConfig([`webhook:${rx.url}`]), {
+      spawnTimeoutMs: 1_200,
+      reapIntervalMs: 200,
+      reapWindows: { flapGraceMs: 0 },
+    });
     const jobId = await submit('hooked');
     const upId = await eventually(() => rx.got[0]?.body.eventId, 10_000, 'the scale-up');
     await eventually(

@@ -1,6 +1,6 @@
 /**
  * Event scalers on one PostgreSQL shared by two orchestrator processes: the cluster-wide cap holds
- * at every instant, and only the holder of the reaper lease reaps. Also the cap lock itself, taken
+ * at every instant, and only the leader's reaper reaps. Also the cap lock itself, taken
  * by concurrent callers in two processes.
  */
 import { spawn as spawnChild } from 'node:child_process';
@@ -107,6 +107,8 @@ process.on('SIGTERM', () => void orch.stop().then(() => process.exit(0)));
     scalerConfigPath: configPath,
     sweepIntervalMs: 200,
     reapIntervalMs: 300,
+    // The orphan below is reaped two passes after the leader first misses it.
+    reapWindows: { flapGraceMs: 0 },
     spawnTimeoutMs: 30_000,
   };
   const child = runNode([script], {

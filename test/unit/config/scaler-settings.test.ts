@@ -65,6 +65,26 @@ describe('scaler settings', () => {
     });
     expect(withScalerSettings({})).toEqual({});
   });
+
+  it("the reaper's flap grace is the larger of the reroute grace and twice the peer stale timeout", () => {
+    const defaults = withScalerSettings({ scalerSettings: readScalerSettings({}) });
+    expect(defaults.reapWindows).toEqual({
+      flapGraceMs: 120_000,
+      strandedTimeoutMs: 1_800_000,
+      reattemptIntervalMs: 600_000,
+    });
+    const stale = readScalerSettings({
+      KICI_CLUSTER_PEER_STALE_TIMEOUT_MS: '90000',
+      KICI_SCALER_REAP_REATTEMPT_INTERVAL_MS: '120000',
+    });
+    expect(withScalerSettings({ scalerSettings: stale }).reapWindows).toMatchObject({
+      flapGraceMs: 180_000,
+      reattemptIntervalMs: 120_000,
+    });
+    expect(
+      withScalerSettings({ scalerSettings: stale, reapWindows: { flapGraceMs: 5 } }).reapWindows?.flapGraceMs,
+    ).toBe(5);
+  });
 });
 
 describe('backoff settings on a manual clock', () => {

@@ -318,6 +318,7 @@ describe("the spawner's stale prune", () => {
       logger: silent,
       spawnTimeoutMs: 10_000,
       intervalMs: 60_000,
+      windows: { flapGraceMs: 0 },
     });
     return { a, agentId, reaper };
   }
@@ -346,6 +347,9 @@ describe("the spawner's stale prune", () => {
     const clock = new ManualClock(1_000_000);
     const { a, agentId, reaper } = await spawnOnA(open.store, clock);
     clock.advance(11_000);
+    // The first pass starts its absence clock; the next one, past the (zero) flap grace, reaps it.
+    await reaper.tick();
+    expect(a.emitter.downs(agentId)).toHaveLength(0);
     await reaper.tick();
     expect(a.m.state.agents.has(agentId)).toBe(false);
     expect(a.m.failures.records()).toHaveLength(1);
