@@ -386,18 +386,6 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
-   * A provision's end as the leader's reaper decided it: who condemned it (so a new leader does
-   * not send a second scale-down while the first attempt is recent) and how often it was tried.
-   */
-  '016_provision_outcomes': {
-    async up(db: Kysely<unknown>) {
-      await sql`alter table scaler_provision_outcomes add column condemned_by text`.execute(db);
-      await sql`alter table scaler_provision_outcomes add column reap_attempts integer not null default 0`.execute(
-        db,
-      );
-    },
-  },
-  /**
    * Retention: a pruned job leaves a tombstone (so asking for it answers "pruned", not "not
    * found"); its log rows are deleted in batches after it, and `logs_pruned` marks when that is
    * done. Indexes serve the pruner's age scans. Job output is stored in chunks from here on.
@@ -430,6 +418,18 @@ const migrations: Record<string, Migration> = {
           data bytea not null
         )`.execute(db);
       await sql`create index job_log_chunks_job on job_log_chunks (job_id, id)`.execute(db);
+    },
+  },
+  /**
+   * A provision's end as the leader's reaper decided it: who condemned it (so a new leader does
+   * not send a second scale-down while the first attempt is recent) and how often it was tried.
+   */
+  '018_provision_outcomes': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table scaler_provision_outcomes add column condemned_by text`.execute(db);
+      await sql`alter table scaler_provision_outcomes add column reap_attempts integer not null default 0`.execute(
+        db,
+      );
     },
   },
 };

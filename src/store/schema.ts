@@ -129,7 +129,7 @@ export interface ScalerProvisionOutcomesTable {
   adopted_at: NullableTimestamp;
   condemned_reason: string | null;
   condemned_at: NullableTimestamp;
-  /** The instance whose reaper condemned it (migration 016_provision_outcomes). */
+  /** The instance whose reaper condemned it (migration 018_provision_outcomes). */
   condemned_by: string | null;
   reap_attempts: Generated<number>;
   recorded_at: Timestamp;
