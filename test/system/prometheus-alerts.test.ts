@@ -8,10 +8,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../helpers/crash.js';
 import {
   bareMetalConfig,
   ROOT,
@@ -27,18 +27,6 @@ let dir: string;
 let prom: ChildProcess | undefined;
 let promUrl: string;
 let promLog = '';
-
-/** A free loopback port (Prometheus cannot report one it chose itself). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Read `url` until `ok` says yes, or fail at the deadline with the last answer and Prometheus' log. */
 async function pollJson<T>(url: string, ok: (body: T) => boolean, what: string, ms = 90_000): Promise<T> {
