@@ -7,23 +7,29 @@ import { Agents, Cluster, Events, Job, Jobs, Overview, Scalers } from '/ui/views
 const html = htm.bind(h);
 
 let leaving = false;
+// Whether this page was ever let in: a 401 after that means the session ended, not that nobody logged in.
+let admitted = false;
 
-/** Fetch JSON from the API with the login cookie; a 401 sends the person to the login form. */
+/** Fetch JSON from the API with the login cookie; a 401 sends the person to the login form, saying why. */
 export async function api(path, init) {
   const res = await fetch(path, { credentials: 'same-origin', ...init });
   if (res.status === 401) {
     // Several loads can fail at once; one navigation is enough.
-    if (!leaving) location.replace('/login');
+    if (!leaving) location.replace(admitted ? '/login?expired' : '/login');
     leaving = true;
     throw new Error('not logged in');
   }
+  if (res.ok) admitted = true;
   const body = await res.json().catch(() => ({}));
   if (!res.ok) throw new Error((body.problems ?? [body.error ?? res.statusText]).join('; '));
   return body;
 }
 
-// One EventSource for the page; views re-read their data on every `change`. EventSource reconnects
-// on its own after an orchestrator restart; `hello` on the new stream triggers a reload too.
+// One EventSource for the page; views re-read their data on every `change`. EventSource retries by
+// itself while the orchestrator is unreachable (a restart); `hello` on the new stream reloads every
+// view. It gives up for good when an answer is not a stream (a 401 once the token is gone, a 503
+// while the server starts): then one API call decides, a 401 sending the person to the login form,
+// anything else opening a new stream a little later.
 const listeners = new Set();
 let live = 'connecting';
 const liveListeners = new Set();
@@ -31,15 +37,26 @@ function setLive(s) {
   live = s;
   for (const f of liveListeners) f(s);
 }
-const source = new EventSource('/api/v1/stream');
-source.addEventListener('hello', () => {
-  setLive('up');
-  for (const f of listeners) f();
-});
-source.addEventListener('change', () => {
-  for (const f of listeners) f();
-});
-source.onerror = () => setLive('down');
+function connect() {
+  const source = new EventSource('/api/v1/stream');
+  source.addEventListener('hello', () => {
+    setLive('up');
+    for (const f of listeners) f();
+  });
+  source.addEventListener('change', () => {
+    for (const f of listeners) f();
+  });
+  source.onerror = () => {
+    setLive('down');
+    if (source.readyState !== EventSource.CLOSED) return;
+    setTimeout(() => {
+      api('/api/v1/jobs?limit=1').then(connect, () => {
+        if (!leaving) setTimeout(connect, 1000);
+      });
+    }, 1000);
+  };
+}
+connect();
 
 /** Load `loader()` now and again on every change; the last good value stays shown during a reload. */
 export function useLive(loader, deps = []) {

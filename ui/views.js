@@ -442,23 +442,42 @@ export function Scalers({ job }) {
         >${(d) =>
           !d.configured
             ? html`<p class="muted">No scaler is configured.</p>`
-            : html`<table id="diagnose">
-                <tr>
-                  <th>Scaler</th>
-                  <th>Finding</th>
-                  <th>Fix</th>
-                </tr>
-                ${d.scalers.flatMap((s) =>
-                  (s.findings.length ? s.findings : [{ problem: 'no problem found', fix: '' }]).map(
-                    (f) =>
-                      html`<tr>
-                        <td>${s.name}</td>
-                        <td>${f.problem}</td>
-                        <td>${f.fix}</td>
+            : html`<table id="checks">
+                  <tr>
+                    <th>Check</th>
+                    <th>Status</th>
+                    <th>Message</th>
+                  </tr>
+                  ${(d.checks ?? []).map(
+                    (c) =>
+                      html`<tr data-check=${c.name}>
+                        <td><code>${c.name}</code></td>
+                        <td>
+                          <span class="state ${c.status.toLowerCase()}" data-status=${c.status}
+                            >${c.status}</span
+                          >
+                        </td>
+                        <td>${c.message}</td>
                       </tr>`,
-                  ),
-                )}
-              </table>`}<//
+                  )}
+                </table>
+                <table id="diagnose">
+                  <tr>
+                    <th>Scaler</th>
+                    <th>Finding</th>
+                    <th>Fix</th>
+                  </tr>
+                  ${d.scalers.flatMap((s) =>
+                    (s.findings.length ? s.findings : [{ problem: 'no problem found', fix: '' }]).map(
+                      (f) =>
+                        html`<tr>
+                          <td>${s.name}</td>
+                          <td>${f.problem}</td>
+                          <td>${f.fix}</td>
+                        </tr>`,
+                    ),
+                  )}
+                </table>`}<//
       >
     </section>`;
 }

@@ -15,9 +15,10 @@ need=()
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v ip >/dev/null || need+=(iproute2)
 command -v nsenter >/dev/null || need+=(util-linux)
-# promtool (test/system/promtool.test.ts) ships in Debian's prometheus package: 19 MB download,
-# ~96 MB installed, about 10 s. Only the tool is wanted: the package's server must not start.
-command -v promtool >/dev/null || need+=(prometheus)
+# promtool (test/system/promtool.test.ts) and the server test/system/prometheus-alerts.test.ts
+# starts on loopback ship in Debian's prometheus package: 19 MB download, ~96 MB installed, about
+# 10 s. The tests start their own server: the package's service must not run.
+{ command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 # Container engines (both driven through the Docker-compatible API), their firewall tooling, a
 # registry-free base image (busybox-static), bubblewrap for the bare-metal sandbox and QEMU for the
 # micro-VM backend. --no-install-recommends keeps needrestart and friends out.

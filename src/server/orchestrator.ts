@@ -597,9 +597,13 @@ export class Orchestrator {
     await this.scaleEvents?.close();
     this.wss?.close();
     const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
-    // Kept-alive sockets with no request in flight would otherwise hold the close open.
+    // Kept-alive sockets with no request in flight would otherwise hold the close open, and so
+    // would one whose request was still being answered now and idles after it (an open dashboard
+    // reloads its data at every change): close those as they idle.
     this.server?.closeIdleConnections();
+    const idler = setInterval(() => this.server?.closeIdleConnections(), 100);
     await closed;
+    clearInterval(idler);
     this.server?.closeAllConnections();
     await this.cluster?.stop();
     await this.database.close();

@@ -68,6 +68,11 @@ export class GroupCommit {
   private inFlight = 0;
   /** Statements sent for batches (not the one-by-one fallback): a cost figure for tests and benches. */
   statements = 0;
+  /**
+   * Batches settled so far. A reader of the store (the dashboard) watches it: a change held in a
+   * batch is visible in memory before it is in the store, and only this says it now is.
+   */
+  settled = 0;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -216,7 +221,10 @@ export class GroupCommit {
 
   private enqueue(write: () => Promise<void>): void {
     this.inFlight++;
-    this.writing = this.writing.then(write).finally(() => this.inFlight--);
+    this.writing = this.writing.then(write).finally(() => {
+      this.inFlight--;
+      this.settled++;
+    });
   }
 
   private step(jobId: string, idx: number, w: Waiter<void>): Step {

@@ -39,7 +39,11 @@ export function registerDashboard(app: Hono, check: TokenCheck): void {
   const page = (file: string) => readFile(join(UI_DIR, file), 'utf8');
   app.get('/', async (c) => c.html(await page('index.html'), 200, SECURITY_HEADERS));
   app.get('/login', async (c) =>
-    c.html(loginPage(c.req.query('failed') !== undefined), 200, SECURITY_HEADERS),
+    c.html(
+      loginPage(c.req.query('failed') !== undefined, c.req.query('expired') !== undefined),
+      200,
+      SECURITY_HEADERS,
+    ),
   );
   app.get('/ui/vendor/:file', async (c) => {
     const at = VENDOR[c.req.param('file')];
@@ -82,7 +86,8 @@ export function registerDashboard(app: Hono, check: TokenCheck): void {
   });
 }
 
-function loginPage(failed: boolean): string {
+/** `failed`: the token just pasted was refused. `expired`: an open page lost its session. */
+function loginPage(failed: boolean, expired: boolean): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kici — log in</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -92,6 +97,7 @@ function loginPage(failed: boolean): string {
 <label for="token">Access token</label>
 <input id="token" name="token" type="password" autocomplete="off" autofocus required>
 ${failed ? '<p class="error" role="alert">That token is not valid here.</p>' : ''}
+${expired && !failed ? '<p class="error" role="alert" id="expired">Your session ended: the token was revoked or has expired. Log in again.</p>' : ''}
 <button type="submit">Log in</button>
 <p class="hint">Any access token works: <code>kici-admin access token create --role viewer</code> makes one.</p>
 </form></body></html>`;

@@ -5,12 +5,22 @@ import type { Dispatcher } from '../../dispatch/dispatcher.js';
 /** How often a connected page is checked for a change; a change is sent at once, nothing else is. */
 const CHECK_MS = 500;
 
-/** A short fingerprint of what the dashboard shows: queue, running jobs, agents, log volume. */
+/**
+ * A short fingerprint of what the dashboard shows: queue, running jobs, agents, log volume, and the
+ * batches of job writes stored (a job's new state is in memory before the page can read it).
+ */
 export function liveDigest(d: Dispatcher): string {
   const agents = d.registry.list().map((a) => `${a.id}:${d.registry.stateOf(a)}`);
   const active = [...d.active.values()].map((a) => `${a.job.id}:${a.state}`);
   const scaler = d.scaler?.entries().map((e) => `${e.agentId}:${e.phase}`) ?? [];
-  return [d.queue.all().map((j) => `${j.id}:${j.waiting ?? ''}`), active, agents, scaler, d.logs.pushed]
+  return [
+    d.queue.all().map((j) => `${j.id}:${j.waiting ?? ''}`),
+    active,
+    agents,
+    scaler,
+    d.logs.pushed,
+    d.writes.settled,
+  ]
     .flat()
     .join('|');
 }

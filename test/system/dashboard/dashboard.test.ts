@@ -122,7 +122,7 @@ describe.runIf(avail.run)('the dashboard in chromium', () => {
     expect(await page.evaluate('window.notReloaded')).toBe(true);
   });
 
-  it('shows a spawn failure with its reason on the overview, and explains the waiting job', async () => {
+  it('shows a spawn failure with its reason on the overview, explains the waiting job and diagnoses its scaler', async () => {
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { deploy: { runsOn: ['linux', 'broken'], steps: [{ run: 'true' }] } },
     });
@@ -133,6 +133,12 @@ describe.runIf(avail.run)('the dashboard in chromium', () => {
     await goto(`#/scalers?job=${run.body.jobs[0]!.id}`);
     await page.waitForSelector('#explain');
     await page.waitForSelector('#diagnose');
+    // The waiting job's spawns keep failing: its scaler's check is a FAIL row naming the kind.
+    await page
+      .locator('#checks tr[data-check="scaler:bm"]')
+      .filter({ has: page.locator('[data-status=FAIL]') })
+      .filter({ hasText: 'exited-before-register' })
+      .waitFor();
     await shot('scalers');
     await page.click('a[href="#/events"]');
     await page.waitForSelector('section h2');

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { logAgentLine } from '../../../src/util/agent-output.js';
+import { agentLineForJob, logAgentLine } from '../../../src/util/agent-output.js';
 import { formatText, jsonLineToText, logRecord, parseLogFormat } from '../../../src/util/log-format.js';
 import { createLogger } from '../../../src/util/logger.js';
 
@@ -48,6 +48,12 @@ describe('one log shape for the orchestrator and its agents', () => {
     });
     expect(out[0]).not.toContain('\\"');
     expect(raw).toMatchObject({ level: 30, msg: 'agent output', line: 'Segmentation fault {oops' });
+  });
+
+  it("puts an agent's record in its job's log as readable text, not as JSON in a string", () => {
+    const line = JSON.stringify(logRecord('kici-agent', 'warn', 'connection lost', { code: 1006 }, 5));
+    expect(agentLineForJob('stderr', line)).toBe('[stderr] WARN  kici-agent: connection lost code=1006');
+    expect(agentLineForJob('stdout', 'plain {text')).toBe('[stdout] plain {text');
   });
 
   it('renders text for people: time, level, service, message, then fields', async () => {

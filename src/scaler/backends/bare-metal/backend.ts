@@ -1,5 +1,5 @@
 import { logCaptureOf } from '../log-capture.js';
-import { logAgentLine } from '../../../util/agent-output.js';
+import { agentLineForJob, logAgentLine } from '../../../util/agent-output.js';
 import type { ChildProcess } from 'node:child_process';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
@@ -233,7 +233,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
         t.tail.push(line);
         if (t.tail.length > TAIL_LINES) t.tail.shift();
         logAgentLine(log, { stream: name }, line);
-        onEvent('agent.output', `[${name}] ${line}`);
+        onEvent('agent.output', agentLineForJob(name, line));
       });
     }
   }

@@ -8,6 +8,7 @@ import type Docker from 'dockerode';
 import { parseMemoryString, type LabelSetConfig } from '../../../config/index.js';
 import { SpawnError } from '../../core/spawn-errors.js';
 import { errorMessage } from '../../../util/errors.js';
+import { agentLineForJob } from '../../../util/agent-output.js';
 import type { EffectiveLimits, SpawnContext } from '../../types.js';
 import { buildAgentHostConfig } from '../agent-container-host.js';
 import { classifyEngineError, statusOf } from './engine-errors.js';
@@ -128,7 +129,7 @@ export async function runSpawn(
     created.id,
     (stream, line) => {
       host.onOutput(req.agentId, stream, line);
-      req.onEvent('agent.output', `[${stream}] ${line}`);
+      req.onEvent('agent.output', agentLineForJob(stream, line));
     },
     t.tail,
   ).then(
