@@ -6,6 +6,8 @@ import { JobLogBudget, MAX_TAIL_BYTES, jobLogMaxBytesFromEnv } from './log-cap.j
 
 /** After this many rows in a row fail on their own, the store is down: stop retrying that batch. */
 const MAX_ROW_FAILURES = 10;
+/** Output kept in memory while writes are held; past it, lines are dropped and counted. */
+export const HELD_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
  * Job output is written in batches: one insert per burst instead of one per line, so a chatty
@@ -33,6 +35,15 @@ export class LogSink {
 
   /** Lines pushed so far: a cheap change marker for live views. */
   pushed = 0;
+  /**
+   * While this answers true (the data dir is nearly full) nothing is written: lines wait in
+   * memory, up to HELD_MAX_BYTES, and are written once it answers false again. Lines past the
+   * bound are dropped, and a line in the job's log says how many.
+   */
+  holdWrites: () => boolean = () => false;
+  heldMaxBytes = HELD_MAX_BYTES;
+  private bufferBytes = 0;
+  private readonly droppedWhileHeld = new Map<string, number>();
 
   push(lines: LogLine[]): void {
     this.pushed += lines.length;
@@ -49,7 +60,12 @@ export class LogSink {
         this.budgets.set(line.jobId, budget);
       }
       const { store, firstDrop } = budget.admit(line);
-      if (store) this.buffer.push(line);
+      if (store && this.bufferBytes > this.heldMaxBytes && this.holdWrites())
+        this.droppedWhileHeld.set(line.jobId, (this.droppedWhileHeld.get(line.jobId) ?? 0) + 1);
+      else if (store) {
+        this.buffer.push(line);
+        this.bufferBytes += line.line.length;
+      }
       if (firstDrop)
         this.store.jobs.markLogTruncated(line.jobId).catch((err: unknown) => {
           this.log.error({ err: errorMessage(err), jobId: line.jobId }, 'could not mark a job log truncated');
@@ -74,12 +90,33 @@ export class LogSink {
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.holdWrites()) {
+      // Look again later; a stop while held leaves the held lines unwritten (logged at stop).
+      this.timer = setTimeout(() => void this.flush(), Math.max(this.intervalMs, 500));
+      this.timer.unref();
+      return this.flushing;
+    }
+    this.noteDropped();
     const batch = this.buffer;
     this.buffer = [];
+    this.bufferBytes = 0;
     this.flushing = this.flushing.then(async () => {
       if (batch.length) await this.write(batch);
     });
     return this.flushing;
+  }
+
+  /** One system line per job whose output was dropped while writes were held. */
+  private noteDropped(): void {
+    for (const [jobId, n] of this.droppedWhileHeld)
+      this.buffer.push({
+        jobId,
+        stepIdx: null,
+        stream: 'system',
+        line: `${n} lines of output were dropped while the data dir was nearly full`,
+        ts: new Date(),
+      });
+    this.droppedWhileHeld.clear();
   }
 
   private async write(batch: LogLine[]): Promise<void> {

@@ -17,14 +17,23 @@ export function dataSyncFromEnv(env: NodeJS.ProcessEnv = process.env): DataSync 
 }
 
 /**
+ * The embedded database runs without a background checkpointer, so it checkpoints only when its
+ * log reaches max_wal_size: at the stock 1 GB the log alone would outgrow a small data dir. A
+ * small bound checkpoints often (a few MiB of data each time) and keeps two recycled segments,
+ * so the log seldom needs a new 16 MiB file.
+ */
+const WAL_BOUNDS = ['-c', 'max_wal_size=64MB', '-c', 'min_wal_size=32MB'];
+
+/**
  * The embedded database's start-up flags for a sync mode. Its defaults include `-F` (no sync at
  * all); `on` drops it and has the log flushed with fsync(), the one sync call that reaches the
  * file layer's hook (the other, fdatasync(), ends in a stub that does nothing).
  */
 export function startParamsFor(defaults: readonly string[], mode: DataSync): string[] {
-  if (mode === 'off') return [...defaults];
+  if (mode === 'off') return [...defaults, ...WAL_BOUNDS];
   return [
     ...defaults.filter((p) => p !== '-F'),
+    ...WAL_BOUNDS,
     '-c',
     'fsync=on',
     '-c',
