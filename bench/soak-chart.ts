@@ -2,7 +2,10 @@
 
 export interface SoakSample {
   jobs: number;
+  /** What the database reports as its size (tables and indexes). */
   dbBytes: number;
+  /** The embedded database's files on disk, the write-ahead log included. */
+  diskBytes: number;
   rssBytes: number;
   p50Ms: number;
   p99Ms: number;
@@ -51,8 +54,9 @@ export function soakSvg(samples: readonly SoakSample[]): string {
   const xs = samples.map((s) => s.jobs);
   const mib = (b: number) => b / 2 ** 20;
   const panels = [
-    panel(0, 0, 'database on disk (MiB)', xs, [
-      { values: samples.map((s) => mib(s.dbBytes)), color: '#1f77b4', label: 'db' },
+    panel(0, 0, 'database size (MiB)', xs, [
+      { values: samples.map((s) => mib(s.dbBytes)), color: '#1f77b4', label: 'database' },
+      { values: samples.map((s) => mib(s.diskBytes)), color: '#17becf', label: 'files with log' },
     ]),
     panel(W, 0, 'server RSS (MiB)', xs, [
       { values: samples.map((s) => mib(s.rssBytes)), color: '#2ca02c', label: 'rss' },

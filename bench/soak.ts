@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- soak [--jobs N] [--every N]`: a long run of short jobs through a real server
  * (embedded store on disk) and 4 real agents, with retention set to minutes, sampled every
- * `--every` jobs: database bytes, RSS, dispatch latency p50/p99 and CPU per job. The samples are
+ * `--every` jobs: database bytes (and the data dir on disk), RSS, dispatch latency p50/p99 and CPU per job. The samples are
  * printed as they come and drawn into docs/soak.svg; each figure at the end should be within 1.2x
  * of its value after the first 10,000 jobs (the first fifth of a shorter run).
  */
@@ -161,7 +161,7 @@ export async function benchSoak(): Promise<BenchResult[]> {
     let submitted = 0;
     let cpu0 = await cpuMs(server.pid!);
     process.stdout.write(
-      `  soak: ${total} jobs, a sample every ${every}\n  jobs      db MiB   RSS MiB   p50 ms   p99 ms   CPU ms/job   min\n`,
+      `  soak: ${total} jobs, a sample every ${every}\n  jobs      db MiB   disk MiB   RSS MiB   p50 ms   p99 ms   CPU ms/job   min\n`,
     );
     while (submitted < total) {
       const windowEnd = Math.min(total, submitted + every);
@@ -185,7 +185,8 @@ export async function benchSoak(): Promise<BenchResult[]> {
       cpu0 = await cpuMs(server.pid!);
       const s: SoakSample = {
         jobs: submitted,
-        dbBytes: await dirBytes(join(dir, 'data', 'pg')),
+        dbBytes: Number((await api<{ bytes: number }>('GET', '/api/v1/database')).bytes),
+        diskBytes: await dirBytes(join(dir, 'data', 'pg')),
         rssBytes: await rssBytes(server.pid!),
         p50Ms: pct(lat, 0.5),
         p99Ms: pct(lat, 0.99),
@@ -193,7 +194,7 @@ export async function benchSoak(): Promise<BenchResult[]> {
       };
       samples.push(s);
       process.stdout.write(
-        `  ${String(s.jobs).padStart(6)}  ${(s.dbBytes / 2 ** 20).toFixed(1).padStart(7)}  ${(s.rssBytes / 2 ** 20).toFixed(1).padStart(8)}  ${String(s.p50Ms).padStart(7)}  ${String(s.p99Ms).padStart(7)}  ${s.cpuMsPerJob.toFixed(2).padStart(11)}  ${((performance.now() - t0) / 60_000).toFixed(1).padStart(5)}\n`,
+        `  ${String(s.jobs).padStart(6)}  ${(s.dbBytes / 2 ** 20).toFixed(1).padStart(7)}  ${(s.diskBytes / 2 ** 20).toFixed(1).padStart(9)}  ${(s.rssBytes / 2 ** 20).toFixed(1).padStart(8)}  ${String(s.p50Ms).padStart(7)}  ${String(s.p99Ms).padStart(7)}  ${s.cpuMsPerJob.toFixed(2).padStart(11)}  ${((performance.now() - t0) / 60_000).toFixed(1).padStart(5)}\n`,
       );
     }
     await writeFile(join(ROOT, 'docs', 'soak.svg'), soakSvg(samples));
@@ -202,6 +203,7 @@ export async function benchSoak(): Promise<BenchResult[]> {
     const end = samples.at(-1)!;
     const figures: [string, keyof SoakSample, string][] = [
       ['database bytes', 'dbBytes', 'bytes'],
+      ['data dir bytes on disk (with the write-ahead log)', 'diskBytes', 'bytes'],
       ['RSS', 'rssBytes', 'bytes'],
       ['dispatch latency p50', 'p50Ms', 'ms'],
       ['dispatch latency p99', 'p99Ms', 'ms'],

@@ -31,6 +31,10 @@ beforeAll(async () => {
   sh('mount', ['-o', 'loop', join(dir, 'fs.img'), mnt]);
 });
 afterAll(async () => {
+  if (orch)
+    process.stderr.write(
+      `orchestrator output (last 4000 characters):\n${orch.output().stderr.slice(-4000)}${orch.output().stdout.slice(-4000)}\n`,
+    );
   for (const a of agents) if (a.child.pid && alive(a.child.pid)) a.child.kill('SIGKILL');
   if (orch?.child.pid && alive(orch.child.pid)) orch.child.kill('SIGKILL');
   await orch?.exited;
@@ -110,8 +114,10 @@ describe('data dir full during a burst, down to the last MiB', () => {
 
     const low = await eventually(
       async () => {
+        // A store busy with the log can answer slowly first (store-unwritable): wait for the disk.
         const r = await fetch(`${url}/readyz`);
-        return r.status === 503 ? ((await r.json()) as { status: string; problem: string }) : undefined;
+        const body = r.status === 503 ? ((await r.json()) as { status: string; problem: string }) : undefined;
+        return body?.status === 'disk-low' ? body : undefined;
       },
       180_000,
       'readyz 503 as the log fills the disk',
@@ -149,8 +155,14 @@ describe('data dir full during a burst, down to the last MiB', () => {
         180_000,
         `job ${id} succeeded`,
       );
-    const logs = await api('GET', `/api/v1/jobs/${ids.big}/logs`);
-    const lines = logs.body.lines as { line: string }[];
+    // The log comes in pages of lines after a given id.
+    const lines: { id: number; line: string }[] = [];
+    for (;;) {
+      const after = lines.length ? `?after=${lines.at(-1)!.id}` : '';
+      const page = (await api('GET', `/api/v1/jobs/${ids.big}/logs${after}`)).body.lines as typeof lines;
+      if (!page.length) break;
+      lines.push(...page);
+    }
     expect(lines.at(-1)?.line).toBe('END-OF-LOG');
     expect(lines.filter((l) => l.line.length === 100).length).toBeGreaterThan(300_000);
     expect(lines.some((l) => /dropped while the data dir/.test(l.line))).toBe(false);
