@@ -8,6 +8,17 @@ import { JobLogBudget, MAX_TAIL_BYTES, jobLogMaxBytesFromEnv } from './log-cap.j
 const MAX_ROW_FAILURES = 10;
 /** Output kept in memory while writes are held; past it, lines are dropped and counted. */
 export const HELD_MAX_BYTES = 64 * 1024 * 1024;
+/** The most output one write takes. */
+const SLICE_BYTES = 1024 * 1024;
+
+/** Where the slice that starts at `from` ends: after `maxBytes` of text, at least one line. */
+function sliceEnd(lines: readonly LogLine[], from: number, maxBytes: number): number {
+  let bytes = 0;
+  let i = from;
+  while (i < lines.length && (i === from || bytes + lines[i]!.line.length <= maxBytes))
+    bytes += lines[i++]!.line.length;
+  return i;
+}
 
 /**
  * Job output is written in batches: one insert per burst instead of one per line, so a chatty
@@ -101,7 +112,14 @@ export class LogSink {
     this.buffer = [];
     this.bufferBytes = 0;
     this.flushing = this.flushing.then(async () => {
-      if (batch.length) await this.write(batch);
+      // A large backlog (output held while the disk was full) goes in slices, with a turn of the
+      // event loop between them, so health checks and signals are answered meanwhile.
+      for (let i = 0; i < batch.length;) {
+        const end = sliceEnd(batch, i, SLICE_BYTES);
+        await this.write(i === 0 && end === batch.length ? batch : batch.slice(i, end));
+        i = end;
+        if (i < batch.length) await new Promise<void>((r) => setImmediate(r));
+      }
     });
     return this.flushing;
   }

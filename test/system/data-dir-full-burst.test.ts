@@ -82,6 +82,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
 
     // /healthz is asked every 200 ms for the whole test: every answer must be a quick 200.
     const health = { asked: 0, bad: [] as string[] };
+    let phase = 'start';
     let watching = true;
     const watcher = (async () => {
       while (watching) {
@@ -92,7 +93,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
         );
         health.asked++;
         if (status !== 200 || Date.now() - t0 > 5_000)
-          health.bad.push(`${status} after ${Date.now() - t0} ms`);
+          health.bad.push(`${status} after ${Date.now() - t0} ms (${phase})`);
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
@@ -112,6 +113,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
       (run.body.jobs as { id: string; name: string }[]).map((j) => [j.name, j.id]),
     );
 
+    phase = 'the big log fills the disk';
     const low = await eventually(
       async () => {
         // A store busy with the log can answer slowly first (store-unwritable): wait for the disk.
@@ -124,6 +126,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
     );
     expect(low.status).toBe('disk-low');
     expect(low.problem).toMatch(/below the 32 MiB floor/);
+    phase = 'disk at its last MiB';
     // Now all but the last MiB.
     sh('fallocate', ['-l', String(Math.max(freeBytes() - MiB, MiB)), join(mnt, 'filler-2')]);
     expect(freeBytes()).toBeLessThan(2 * MiB);
@@ -142,6 +145,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
     const refused = await api('POST', '/api/v1/runs', { jobs: { x: small } });
     expect(refused.status).toBe(503);
 
+    phase = 'space returned';
     await rm(join(mnt, 'filler-2'));
     await rm(join(mnt, 'filler-1'));
     await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, 60_000, 'ready again');
@@ -155,6 +159,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
         180_000,
         `job ${id} succeeded`,
       );
+    phase = 'reading the big log';
     // The log comes in pages of lines after a given id.
     const lines: { id: number; line: string }[] = [];
     for (;;) {
