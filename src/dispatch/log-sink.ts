@@ -112,13 +112,14 @@ export class LogSink {
     this.buffer = [];
     this.bufferBytes = 0;
     this.flushing = this.flushing.then(async () => {
-      // A large backlog (output held while the disk was full) goes in slices, with a turn of the
-      // event loop between them, so health checks and signals are answered meanwhile.
+      // A large backlog (output held while the disk was full) goes in slices, each after a turn
+      // of the event loop: the embedded database answers within the same turn, so back-to-back
+      // writes would otherwise keep health checks and signals waiting on a busy server.
       for (let i = 0; i < batch.length;) {
         const end = sliceEnd(batch, i, SLICE_BYTES);
+        await new Promise<void>((r) => setImmediate(r));
         await this.write(i === 0 && end === batch.length ? batch : batch.slice(i, end));
         i = end;
-        if (i < batch.length) await new Promise<void>((r) => setImmediate(r));
       }
     });
     return this.flushing;
