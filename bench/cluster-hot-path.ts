@@ -62,6 +62,9 @@ async function startServer(dbUrl: string | undefined, id: string): Promise<Serve
     `127.0.0.1:${port}`,
     '--data-dir',
     dir,
+    // The bootstrap token is written outside the data dir.
+    '--admin-token-file',
+    `${dir}.admin-token`,
   ];
   if (dbUrl) args.push('--database-url', dbUrl, '--instance-id', id);
   // KICI_BENCH_PROFILE=dir: the server writes a V8 CPU profile there when it stops (see stopProfiled).
@@ -79,7 +82,7 @@ async function startServer(dbUrl: string | undefined, id: string): Promise<Serve
   children.push(child);
   servers.push(child);
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i++) {
+  for (let i = 0; i < 1200; i++) {
     if (
       await fetch(`${url}/readyz`).then(
         (r) => r.ok,
@@ -89,7 +92,7 @@ async function startServer(dbUrl: string | undefined, id: string): Promise<Serve
       break;
     await new Promise((r) => setTimeout(r, 100));
   }
-  const token = (await readFile(join(dir, 'admin-token'), 'utf8')).trim();
+  const token = (await readFile(`${dir}.admin-token`, 'utf8')).trim();
   return { url, ws: `ws://127.0.0.1:${port}/ws`, pid: child.pid!, token, dir, child };
 }
 

@@ -9,6 +9,7 @@ import { benchContainerStart } from './container-start.ts';
 import { benchHotPath } from './hot-path.ts';
 import { benchLogs } from './logs.ts';
 import { benchReconcile } from './reconcile.ts';
+import { benchSoak } from './soak.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
@@ -27,6 +28,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
 ];
 // Needs root, a namespace of its own and the guest: only when the guest is named (see vm-start.ts).
 if (process.env.KICI_TEST_VM_KERNEL) benches.push(['vm-start', () => benchVmStart(3)]);
+// Long (50,000 jobs by default; --jobs N, --every N): only when named.
+if (only.includes('soak')) benches.push(['soak', benchSoak]);
 
 const results: BenchResult[] = [];
 for (const [key, run] of benches) {

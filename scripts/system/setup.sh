@@ -32,6 +32,8 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
 # Debian's Chromium for the dashboard's browser tests (driven by playwright-core; no browser download).
 command -v chromium >/dev/null || need+=(chromium)
+# strace for the durability test (the WAL synced before a result is acknowledged).
+command -v strace >/dev/null || need+=(strace)
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # Deny service starts during the install (unless the image already has its own policy).

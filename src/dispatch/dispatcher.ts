@@ -72,6 +72,11 @@ export class Dispatcher {
   private stopped = false;
   /** A graceful stop is under way: no new assignments or spawns; active jobs run on and report. */
   private draining = false;
+  /**
+   * While this answers true (the data dir is nearly full) no queued job is handed out, so no new
+   * output starts to pour in; running jobs go on and their results are stored.
+   */
+  holdNewWork: () => boolean = () => false;
   private readonly claims: Claims;
   /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
   private readonly staticScopes = new StaticScopes();
@@ -110,7 +115,7 @@ export class Dispatcher {
       log: this.log,
       instanceId: opts.instanceId,
       pump: () => void this.requestPump(),
-      halted: () => this.stopped || this.draining,
+      halted: () => this.stopped || this.draining || this.holdNewWork(),
       stopped: () => this.stopped,
       sealed: this.sealed,
       logs: this.logs,
@@ -199,7 +204,7 @@ export class Dispatcher {
 
   /** Coalescing: a request during a pass makes the pass run once more, never twice at once. */
   requestPump(): Promise<void> {
-    if (this.stopped || this.draining) return this.idle;
+    if (this.stopped || this.draining || this.holdNewWork()) return this.idle;
     if (this.pumping) {
       this.dirty = true;
       return this.idle;

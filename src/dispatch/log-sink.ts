@@ -7,6 +7,19 @@ import { JobLogBudget, MAX_TAIL_BYTES, jobLogMaxBytesFromEnv } from './log-cap.j
 
 /** After this many rows in a row fail on their own, the store is down: stop retrying that batch. */
 const MAX_ROW_FAILURES = 10;
+/** Output kept in memory while writes are held; past it, lines are dropped and counted. */
+export const HELD_MAX_BYTES = 64 * 1024 * 1024;
+/** The most output one write takes. */
+const SLICE_BYTES = 1024 * 1024;
+
+/** Where the slice that starts at `from` ends: after `maxBytes` of text, at least one line. */
+function sliceEnd(lines: readonly LogLine[], from: number, maxBytes: number): number {
+  let bytes = 0;
+  let i = from;
+  while (i < lines.length && (i === from || bytes + lines[i]!.line.length <= maxBytes))
+    bytes += lines[i++]!.line.length;
+  return i;
+}
 
 /**
  * Job output is written in batches: one insert per burst instead of one per line, so a chatty
@@ -36,6 +49,15 @@ export class LogSink {
 
   /** Lines pushed so far: a cheap change marker for live views. */
   pushed = 0;
+  /**
+   * While this answers true (the data dir is nearly full) nothing is written: lines wait in
+   * memory, up to HELD_MAX_BYTES, and are written once it answers false again. Lines past the
+   * bound are dropped, and a line in the job's log says how many.
+   */
+  holdWrites: () => boolean = () => false;
+  heldMaxBytes = HELD_MAX_BYTES;
+  private bufferBytes = 0;
+  private readonly droppedWhileHeld = new Map<string, number>();
 
   /**
    * Mask these values in the job's lines from now on. Every line passes here before it is stored or
@@ -63,7 +85,12 @@ export class LogSink {
         this.budgets.set(line.jobId, budget);
       }
       const { store, firstDrop } = budget.admit(line);
-      if (store) this.buffer.push(line);
+      if (store && this.bufferBytes > this.heldMaxBytes && this.holdWrites())
+        this.droppedWhileHeld.set(line.jobId, (this.droppedWhileHeld.get(line.jobId) ?? 0) + 1);
+      else if (store) {
+        this.buffer.push(line);
+        this.bufferBytes += line.line.length;
+      }
       if (firstDrop)
         this.store.jobs.markLogTruncated(line.jobId).catch((err: unknown) => {
           this.log.error({ err: errorMessage(err), jobId: line.jobId }, 'could not mark a job log truncated');
@@ -89,12 +116,41 @@ export class LogSink {
   flush(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    if (this.holdWrites()) {
+      // Look again later; a stop while held leaves the held lines unwritten (logged at stop).
+      this.timer = setTimeout(() => void this.flush(), Math.max(this.intervalMs, 500));
+      this.timer.unref();
+      return this.flushing;
+    }
+    this.noteDropped();
     const batch = this.buffer;
     this.buffer = [];
+    this.bufferBytes = 0;
     this.flushing = this.flushing.then(async () => {
-      if (batch.length) await this.write(batch);
+      // A large backlog (output held while the disk was full) goes in slices, each after a turn
+      // of the event loop: the embedded database answers within the same turn, so back-to-back
+      // writes would otherwise keep health checks and signals waiting on a busy server.
+      for (let i = 0; i < batch.length;) {
+        const end = sliceEnd(batch, i, SLICE_BYTES);
+        await new Promise<void>((r) => setImmediate(r));
+        await this.write(i === 0 && end === batch.length ? batch : batch.slice(i, end));
+        i = end;
+      }
     });
     return this.flushing;
+  }
+
+  /** One system line per job whose output was dropped while writes were held. */
+  private noteDropped(): void {
+    for (const [jobId, n] of this.droppedWhileHeld)
+      this.buffer.push({
+        jobId,
+        stepIdx: null,
+        stream: 'system',
+        line: `${n} lines of output were dropped while the data dir was nearly full`,
+        ts: new Date(),
+      });
+    this.droppedWhileHeld.clear();
   }
 
   private async write(batch: LogLine[]): Promise<void> {

@@ -53,14 +53,28 @@ export class DiskSpaceWatcher {
 
   start(): void {
     if (this.minFreeBytes === 0) return;
-    void this.check();
-    this.timer = setInterval(() => void this.check(), this.intervalMs);
-    this.timer.unref();
+    this.running = true;
+    void this.tick();
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.running = false;
+    clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  private running = false;
+
+  /**
+   * Close to the floor a burst of output can eat the rest within one interval: there the
+   * figure is read ten times as often.
+   */
+  private async tick(): Promise<void> {
+    await this.check();
+    if (!this.running) return;
+    const near = this.free < 2 * this.minFreeBytes + RESUME_MARGIN_BYTES;
+    this.timer = setTimeout(() => void this.tick(), near ? Math.ceil(this.intervalMs / 10) : this.intervalMs);
+    this.timer.unref();
   }
 
   get low(): boolean {

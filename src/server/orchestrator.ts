@@ -212,6 +212,10 @@ export class Orchestrator {
       if (opened.engine === 'pglite') {
         orch.disk = new DiskSpaceWatcher(dataDir, log, opts.dataMinFreeBytes);
         orch.disk.onChange = (low) => void (low || dispatcher.requestPump());
+        // Near the floor, no new job starts and output waits in memory; results are still stored.
+        const disk = orch.disk;
+        dispatcher.holdNewWork = () => disk.low;
+        dispatcher.logs.holdWrites = () => disk.low;
       }
       orch.retention = new RetentionService(
         database.db,

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Hono } from 'hono';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { Counter, Gauge } from 'prom-client';
 import type { LeaderTask } from '../cluster/leader-work.js';
 import type { Database } from '../store/index.js';
@@ -69,6 +69,9 @@ export class RetentionService {
   async prune(dryRun: boolean, signal?: AbortSignal): Promise<PruneReport> {
     const report = await this.pruner.run({ dryRun, ...(signal ? { signal } : {}) });
     if (!dryRun) {
+      // PostgreSQL's autovacuum makes deleted rows' space reusable; the embedded database has no
+      // background workers, so without this its files would grow for ever despite retention.
+      if (this.engine === 'pglite') await this.vacuum(report);
       this.last = report;
       this.events.emit('report', report);
       if (report.total > 0)
@@ -78,6 +81,17 @@ export class RetentionService {
         );
     }
     return report;
+  }
+
+  private async vacuum(report: PruneReport): Promise<void> {
+    for (const [table, n] of Object.entries(report.tables)) {
+      if (n === 0 || !/^[a-z_]+$/.test(table)) continue;
+      await sql`vacuum ${sql.table(table)}`
+        .execute(this.db)
+        .catch((err: unknown) =>
+          this.log.warn({ err: errorMessage(err), table }, 'vacuum after a prune failed'),
+        );
+    }
   }
 
   async view(): Promise<DatabaseView> {

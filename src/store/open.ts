@@ -7,6 +7,13 @@ import { PGliteDialect } from './pglite-dialect.js';
 import { migrateToLatest } from './migrations.js';
 import { createPgPool, type ConnectionErrorSink } from './pg-pool.js';
 import type { Database } from './schema.js';
+import {
+  dataSyncFromEnv,
+  installFileSync,
+  startParamsFor,
+  type DataSync,
+  type NodeFileLayer,
+} from './durability.js';
 
 export type StoreEngine = 'pglite' | 'postgres';
 
@@ -37,6 +44,8 @@ export interface OpenDatabaseOptions {
    * tests and tools; the product always keeps its database on disk.
    */
   memoryFrom?: Blob | undefined;
+  /** Sync each commit to stable storage (`KICI_DATA_SYNC`, default `on`); the embedded store only. */
+  dataSync?: DataSync | undefined;
 }
 
 /** Open the store and bring its schema up to date. */
@@ -51,10 +60,12 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   const dataDir = opts.dataDir ?? defaultDataDir();
   const pgDir = `${dataDir}/pg`;
   await prepareDataDir(dataDir);
+  const sync = opts.dataSync ?? dataSyncFromEnv();
   let pglite: PGlite;
   try {
-    pglite = new PGlite(pgDir);
+    pglite = new PGlite(pgDir, { startParams: startParamsFor(PGlite.defaultStartParams, sync) });
     await pglite.waitReady;
+    if (sync === 'on') installFileSync(pglite.Module as unknown as NodeFileLayer);
   } catch (err) {
     // PGlite's own message ("failed to initialize properly") names neither the path nor the cause.
     throw new UserError(

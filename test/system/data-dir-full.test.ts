@@ -48,7 +48,7 @@ describe('data dir running out of space', () => {
       KICI_DATA_MIN_FREE_MB: '128',
       KICI_LOG_LEVEL: 'info',
     });
-    await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, 30_000, 'ready');
+    await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, 90_000, 'ready');
     // The bootstrap token lives outside the data dir, in the file the tests' global set-up names.
     const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
     const api = async (method: string, path: string, body?: unknown) => {

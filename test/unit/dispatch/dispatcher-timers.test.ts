@@ -206,3 +206,21 @@ describe('dispatcher timers on the injected clock', () => {
     expect(clock.pendingTimers()).toBe(0);
   });
 });
+
+describe('dispatcher holding new work (data dir nearly full)', () => {
+  it('hands out no queued job while held, and the job goes out on the first pump after', async () => {
+    const { d, clock } = setup();
+    let held = true;
+    d.holdNewWork = () => held;
+    const { messages } = connect(d, clock);
+    const id = await submit(d);
+    await settle();
+    expect(await stateOf(id)).toBe('queued');
+    expect(messages.filter((m) => m.type === 'job.assign')).toEqual([]);
+    held = false;
+    await d.requestPump();
+    await settle();
+    expect(await stateOf(id)).toBe('dispatched');
+    expect(messages.some((m) => m.type === 'job.assign' && m.job.id === id)).toBe(true);
+  });
+});

@@ -103,3 +103,24 @@ describe('LogSink: secrets', () => {
     expect(text.split('s3cret-value').length - 1).toBe(1); // the other job's line only
   });
 });
+
+describe('LogSink: writes held while the data dir is nearly full', () => {
+  it('writes nothing while held, everything once released, and names what it had to drop', async () => {
+    const job = await newJob();
+    const sink = new LogSink(store, log, 10);
+    let held = true;
+    sink.holdWrites = () => held;
+    // Past the bound in memory (10 bytes here), lines are dropped and counted.
+    sink.heldMaxBytes = 10;
+    const big = 'x'.repeat(12);
+    sink.push([line(job, 'first'), line(job, big), line(job, big), line(job, 'last')]);
+    await sink.flush();
+    expect(await stored(job)).toEqual([]);
+    held = false;
+    await sink.flush();
+    const lines = await stored(job);
+    expect(lines[0]).toBe('first');
+    expect(lines).toContain('2 lines of output were dropped while the data dir was nearly full');
+    expect(lines.filter((l) => l === big)).toHaveLength(1);
+  });
+});

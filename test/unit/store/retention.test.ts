@@ -15,6 +15,9 @@ import {
   retentionFromSettings,
 } from '../../../src/store/retention/policy.js';
 import { Pruner } from '../../../src/store/retention/pruner.js';
+import { pino } from 'pino';
+import { Metrics } from '../../../src/server/metrics.js';
+import { RetentionService } from '../../../src/server/retention.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
 let open: Awaited<ReturnType<typeof freshStore>>;
@@ -179,6 +182,29 @@ describe('job pruning', () => {
     });
     expect((await later.run()).tables.job_tombstones).toBe(1);
     expect(await pruner.tombstone('j-prop000000')).toBeUndefined();
+  });
+});
+
+describe('retention on the embedded store', () => {
+  it('vacuums the tables it pruned, which nothing else does there', async () => {
+    await seed([{ state: 'succeeded', agoMs: 2 * RETAIN, lines: 2 }]);
+    const vacuums = async () =>
+      Number(
+        (await sql<{ n: string }>`select pg_stat_get_vacuum_count('jobs'::regclass) as n`.execute(open.db.db))
+          .rows[0]!.n,
+      );
+    const before = await vacuums();
+    const service = new RetentionService(
+      open.db.db,
+      open.db.engine,
+      { ...DEFAULT_RETENTION, jobsMs: RETAIN },
+      () => NOW,
+      new Metrics(),
+      pino({ level: 'silent' }),
+    );
+    const r = await service.prune(false);
+    expect(r.tables.jobs).toBe(1);
+    expect(await vacuums()).toBeGreaterThan(before);
   });
 });
 
