@@ -39,6 +39,7 @@ const ENTRY_FIELD_TYPES: Record<string, ScalerType[]> = {
 const LABEL_SET_FIELD_TYPES: Record<string, ScalerType[]> = {
   binaryPath: ['bare-metal'],
   runAsUser: ['bare-metal'],
+  trust: ['bare-metal'],
   volumes: ['container', 'bare-metal'],
   containerSocket: ['container', 'bare-metal'],
   rootfsPath: ['firecracker'],
