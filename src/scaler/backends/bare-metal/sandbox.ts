@@ -44,13 +44,19 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
     args.push('--ro-bind', dir, dir);
   }
   for (const dir of spec.hide) args.push('--tmpfs', dir);
-  for (const file of spec.hideFiles ?? []) args.push('--ro-bind', '/dev/null', file);
+  // Only where the file still shows: bwrap would make the path (and its dirs) on a covering tmpfs.
+  const shown = (f: string) =>
+    !spec.hide.some((d) => under(f, d)) &&
+    (!covers.some((c) => under(f, c)) || (spec.keep ?? []).some((k) => under(f, k)));
+  for (const file of (spec.hideFiles ?? []).filter(shown)) args.push('--ro-bind', '/dev/null', file);
   // After the tmpfs mounts, so the own dir shows through whatever hides its parent. The agent
   // changes into it itself (KICI_WORK_DIR): bwrap could not, when the dir belongs to the agent's uid.
   args.push('--bind', spec.workDir, spec.workDir, '--chdir', '/', '--unshare-pid');
   if (spec.dropCaps) args.push('--cap-drop', 'ALL');
   return args;
 }
+
+const under = (path: string, dir: string) => path.startsWith(`${dir}/`);
 
 /** `/tmp/a/b/c` → [`/tmp/a`, `/tmp/a/b`]: the dirs between the covering tmpfs and a kept dir. */
 function parentsBelowCover(dir: string, covers: string[]): string[] {

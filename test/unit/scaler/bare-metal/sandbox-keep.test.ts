@@ -69,6 +69,15 @@ describe('sandbox: installs kept visible', () => {
     expect(at('--ro-bind', '/dev/null', '/etc/kici/orchestrator/admin-token')).toBeGreaterThan(
       at('--ro-bind', '/home/kici/opt/kici'),
     );
+    // A file already under a covered or hidden dir needs no blanking (bwrap would make its path).
+    const inHome = bwrapArgs({
+      workDir: '/h/a',
+      hide: ['/data'],
+      cover: [home],
+      hideFiles: [`${home}/.config/kici/admin-token`, '/data/x', '/etc/tls.key'],
+      dropCaps: true,
+    });
+    expect(inHome.filter((a, i) => inHome[i - 1] === '/dev/null')).toEqual(['/etc/tls.key']);
   });
 
   it('keeps an install inside a covered home, not one inside a hidden dir', () => {
