@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
-import { accessSync, constants, readFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { accessSync, constants, readFileSync, realpathSync, statSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
 import type { HostFacts } from './confinement.js';
 
 /** Capability numbers (linux/capability.h) of the ones confinement cares about. */
@@ -66,4 +66,27 @@ export function probeHostFacts(hostEnv: NodeJS.ProcessEnv = process.env): HostFa
     setpriv: onPath('setpriv', hostEnv.PATH) !== undefined,
     userNamespaces,
   };
+}
+
+/**
+ * Why a process of another, unprivileged uid could not run `file` (a dir on the way it may not
+ * enter, or the file it may not read and execute), or undefined when it can. Per-agent users run
+ * the agent binary and node under their own uids, so an install in a private home cannot serve them.
+ */
+export function othersCannotRun(file: string): string | undefined {
+  let real: string;
+  try {
+    real = realpathSync(file);
+  } catch {
+    return undefined; // a missing file is reported by the required-tools check, with its own fix
+  }
+  for (let dir = dirname(real); ; dir = dirname(dir)) {
+    const mode = statSync(dir).mode;
+    if (!(mode & 0o001)) return `${dir} is mode ${(mode & 0o777).toString(8).padStart(4, '0')}`;
+    if (dir === dirname(dir)) break;
+  }
+  const mode = statSync(real).mode;
+  if ((mode & 0o005) !== 0o005)
+    return `${real} is mode ${(mode & 0o777).toString(8).padStart(4, '0')} (others need read and execute)`;
+  return undefined;
 }
