@@ -154,6 +154,14 @@ export function collectConfigWarnings(sources: ConfigSources, config: ScalerConf
           ),
         );
       }
+      if (entry.type === 'bare-metal' && set.trust === 'host' && set.binaryPath !== undefined) {
+        out.push(
+          warn(
+            at('trust'),
+            "jobs run unconfined, with the orchestrator user's access to its data dir, admin token and home; trusted builds only",
+          ),
+        );
+      }
       if (
         entry.type === 'bare-metal' &&
         set.binaryPath !== undefined &&
