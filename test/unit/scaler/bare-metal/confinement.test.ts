@@ -138,3 +138,26 @@ describe('capsFromStatus', () => {
     expect(capsFromStatus('')).toEqual(new Set());
   });
 });
+
+describe('othersCannotRun', () => {
+  it('names the first dir other uids cannot enter, or a file they cannot read and run', async () => {
+    const { chmod, mkdtemp, mkdir, rm, writeFile } = await import('node:fs/promises');
+    const { othersCannotRun } = await import('../../../../src/scaler/backends/bare-metal/host-probe.js');
+    const dir = await mkdtemp('/tmp/kici-reach-');
+    try {
+      await chmod(dir, 0o755);
+      await mkdir(`${dir}/private`, { mode: 0o700 });
+      await writeFile(`${dir}/private/agent`, '');
+      await writeFile(`${dir}/agent`, '');
+      await chmod(`${dir}/private/agent`, 0o755);
+      await chmod(`${dir}/agent`, 0o750);
+      expect(othersCannotRun(`${dir}/private/agent`)).toBe(`${dir}/private is mode 0700`);
+      expect(othersCannotRun(`${dir}/agent`)).toMatch(/agent is mode 0750 \(others need read and execute\)/);
+      await chmod(`${dir}/agent`, 0o755);
+      expect(othersCannotRun(`${dir}/agent`)).toBeUndefined();
+      expect(othersCannotRun(`${dir}/missing`)).toBeUndefined();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
