@@ -1,11 +1,14 @@
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import {
   chooseConfinement,
+  modeParts,
   type ConfinementChoice,
   type ConfinementMode,
   type HostFacts,
 } from './confinement.js';
 import { sandboxRequested } from './tools.js';
+import { onPath, othersCannotRun } from './host-probe.js';
+import { isAbsolute, resolve } from 'node:path';
 
 /** One process-mode label set's confinement, as chosen for the host. */
 export interface LabelSetConfinement {
@@ -70,4 +73,31 @@ export function describeConfinement(scaler: string, s: LabelSetConfinement): str
 /** The risk `scaler status` and diagnose show for an unconfined label set. */
 export function hostTrustRisk(scaler: string, s: LabelSetConfinement): string {
   return `scaler "${scaler}" label set [${s.labelSet}] runs jobs unconfined (trust: host): a job can read the orchestrator's data dir and admin token and act as the operator`;
+}
+
+/** Per-agent users run the agent binary and node under their own uids: both must be open to them. */
+export function agentsCannotRun(
+  entry: ScalerEntry,
+  plan: ConfinementPlan,
+  baseDir: string,
+  hostEnv: NodeJS.ProcessEnv,
+): string[] {
+  const out: string[] = [];
+  const node = onPath('node', hostEnv.PATH);
+  entry.labelSets.forEach((ls, i) => {
+    const set = plan.sets.find((s) => s.labelSet === normalizeLabelSet(ls.labels));
+    if (!ls.binaryPath || !set || !modeParts(set.mode).user) return;
+    const binary = isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(baseDir, ls.binaryPath);
+    for (const [what, file] of [
+      ['the agent binary', binary],
+      ['node', node],
+    ] as const) {
+      const why = file ? othersCannotRun(file) : undefined;
+      if (why)
+        out.push(
+          `scaler "${entry.name}" labelSets[${i}] [${set.labelSet}]: agents run as their own uids, which cannot run ${what} ${file}: ${why}; install it where every user can read it (e.g. under /usr/local or /opt)`,
+        );
+    }
+  });
+  return out;
 }

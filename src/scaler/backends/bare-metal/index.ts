@@ -1,15 +1,12 @@
 import { dirname } from 'node:path';
-import { normalizeLabelSet, type ScalerEntry } from '../../../config/index.js';
+import type { ScalerEntry } from '../../../config/index.js';
 import type { BackendDescriptor } from '../descriptor.js';
 import type { BackendDeps } from '../deps.js';
 import { UserError } from '../../../util/errors.js';
 import { BareMetalScalerBackend } from './backend.js';
 import { detectCgroups } from './cgroups.js';
-import { planConfinement } from './confinement-plan.js';
-import { onPath, othersCannotRun, probeHostFacts } from './host-probe.js';
-import { modeParts } from './confinement.js';
-import type { ConfinementPlan } from './confinement-plan.js';
-import { isAbsolute, resolve } from 'node:path';
+import { agentsCannotRun, planConfinement } from './confinement-plan.js';
+import { probeHostFacts } from './host-probe.js';
 import { bareMetalTools } from './tools.js';
 import { checkJobImageHost, isJobImageSet, JobImageAgents } from './job-image.js';
 
@@ -66,31 +63,4 @@ async function jobImageAgents(entry: ScalerEntry, deps: BackendDeps): Promise<Jo
     deps.hostEnv ?? process.env,
     () => entry.extraHosts,
   );
-}
-
-/** Per-agent users run the agent binary and node under their own uids: both must be open to them. */
-function agentsCannotRun(
-  entry: ScalerEntry,
-  plan: ConfinementPlan,
-  baseDir: string,
-  hostEnv: NodeJS.ProcessEnv,
-): string[] {
-  const out: string[] = [];
-  const node = onPath('node', hostEnv.PATH);
-  entry.labelSets.forEach((ls, i) => {
-    const set = plan.sets.find((s) => s.labelSet === normalizeLabelSet(ls.labels));
-    if (!ls.binaryPath || !set || !modeParts(set.mode).user) return;
-    const binary = isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(baseDir, ls.binaryPath);
-    for (const [what, file] of [
-      ['the agent binary', binary],
-      ['node', node],
-    ] as const) {
-      const why = file ? othersCannotRun(file) : undefined;
-      if (why)
-        out.push(
-          `scaler "${entry.name}" labelSets[${i}] [${set.labelSet}]: agents run as their own uids, which cannot run ${what} ${file}: ${why}; install it where every user can read it (e.g. under /usr/local or /opt)`,
-        );
-    }
-  });
-  return out;
 }
