@@ -111,10 +111,6 @@ export function registerScalerApiCommands(
       }
       for (const r of s.scalers) {
         for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${r.name}: risk: ${c.risk}\n`);
-            c.risk
-              ? `${r.name}: risk: ${c.risk}\n`
-              : `${r.name}: [${c.labelSet}] jobs confined by ${c.mode}\n`,
-          );
       }
       for (const r of s.scalers) {
         const g = r.deliveryGivenUp;
