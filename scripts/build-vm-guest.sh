@@ -137,6 +137,13 @@ fi
 chmod 600 "$ENVF"
 set -a; . "$ENVF"; set +a
 rm -f "$ENVF"
+# The token must not reach the agent's environment: /proc/<pid>/environ would show it to every step
+# for the agent's whole life. It goes into a file on the tmpfs, which the agent removes once read.
+if [ -n "$KICI_AGENT_TOKEN" ]; then
+  (umask 077; printf '%s\n' "$KICI_AGENT_TOKEN" >/tmp/.kici-agent-token)
+  export KICI_AGENT_TOKEN_FILE=/tmp/.kici-agent-token
+  unset KICI_AGENT_TOKEN
+fi
 # The scaler's extraHosts, as /etc/hosts lines (the root is an overlay, so this stays in this VM).
 [ -n "$KICI_GUEST_HOSTS" ] && printf '%s\n' "$KICI_GUEST_HOSTS" >>/etc/hosts
 unset KICI_GUEST_HOSTS

@@ -87,7 +87,11 @@ export const labelSetConfigSchema = z.strictObject({
   backpressureMode: z.enum(['pause', 'drop']).optional(),
   runAsUser: z.enum(['dynamic']).optional().meta({
     description:
-      'bare-metal (extension): run each agent as its own unprivileged uid with a 0700 home (needs root).',
+      'bare-metal (extension): run each agent as its own unprivileged uid with a 0700 home (root, or the uid-switch capabilities).',
+  }),
+  trust: z.enum(['host']).optional().meta({
+    description:
+      "bare-metal: `host` runs jobs unconfined, with the orchestrator user's access (its data dir, admin token, home). Trusted builds only; without it jobs are confined by per-agent users or the bubblewrap sandbox, whichever the host allows.",
   }),
   networkPolicy: networkPolicySchema,
   rootfsPath: nonEmptyString.optional().meta({ description: 'firecracker: rootfs ext4 image (required).' }),

@@ -39,6 +39,7 @@ const ENTRY_FIELD_TYPES: Record<string, ScalerType[]> = {
 const LABEL_SET_FIELD_TYPES: Record<string, ScalerType[]> = {
   binaryPath: ['bare-metal'],
   runAsUser: ['bare-metal'],
+  trust: ['bare-metal'],
   volumes: ['container', 'bare-metal'],
   containerSocket: ['container', 'bare-metal'],
   rootfsPath: ['firecracker'],
@@ -150,6 +151,14 @@ export function collectConfigWarnings(sources: ConfigSources, config: ScalerConf
           warn(
             at('containerSocket'),
             'mounting the runtime socket gives jobs root on the host; trusted workloads only',
+          ),
+        );
+      }
+      if (entry.type === 'bare-metal' && set.trust === 'host' && set.binaryPath !== undefined) {
+        out.push(
+          warn(
+            at('trust'),
+            "jobs run unconfined, with the orchestrator user's access to its data dir, admin token and home; trusted builds only",
           ),
         );
       }

@@ -232,6 +232,11 @@ export interface ScalerBackend {
   /** This orchestrator is stopping: destroy every agent when `lifetime` is `orchestrator`, none when `cluster`. */
   shutdownAll(): Promise<void>;
   getScalerContext?(agentId: string): Record<string, unknown> | undefined;
+  /**
+   * Backends that run jobs on the orchestrator's own host: how each label set's jobs are kept from
+   * the orchestrator's secrets, and the risk of one that is not (status and diagnose show it).
+   */
+  confinement?(): { labelSet: string; mode: string; chosen: string; risk: string | null }[];
   /** Event backends: a provisioning target gave up delivering a scale event (status and diagnose show it). */
   noteDeliveryGivenUp?(problem: DeliveryProblem): void;
   deliveryProblem?(): DeliveryProblem | undefined;

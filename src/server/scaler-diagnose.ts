@@ -102,10 +102,13 @@ export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: s
           fix: `make the provisioning target answer 2xx (or fix the template); \`kici-admin event show ${gaveUp.eventId}\` lists the attempts`,
         });
 
+      // Unconfined label sets were asked for (trust: host): a risk to show, not a fault to fix.
+      const risks = (backend?.confinement?.() ?? []).flatMap((c) => (c.risk ? [c.risk] : []));
       return {
         name: entry.name,
         type: entry.type,
         healthy: findings.length === 0,
+        risks,
         failures,
         backoff,
         caps: {

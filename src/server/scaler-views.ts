@@ -42,6 +42,7 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
         resourceCap: s.resourceCap ?? null,
         labelSets: s.labelSets.map((l) => l.labels),
         deliveryGivenUp: backend?.deliveryProblem?.() ?? null,
+        confinement: backend?.confinement?.() ?? [],
         agents: mine.map((e) => ({
           agentId: e.agentId,
           phase: e.phase,

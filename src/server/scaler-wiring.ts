@@ -13,6 +13,7 @@ import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import type { OrchestratorOptions } from './orchestrator-options.js';
+import { defaultAdminTokenFile } from '../access/bootstrap-token.js';
 
 /** What every backend is built with: the host drivers, the store, and the default nftables isolation. */
 export function backendContext(
@@ -32,6 +33,8 @@ export function backendContext(
     configPath: opts.scalerConfigPath!,
     ...(opts.hostEnv ? { hostEnv: opts.hostEnv } : {}),
     ...(opts.dataDir ? { dataDir: opts.dataDir } : {}),
+    // What a bare-metal job must never read, besides the data dir: hidden in its sandbox.
+    secretFiles: [opts.adminTokenFile ?? defaultAdminTokenFile(), ...(opts.tls ? [opts.tls.keyPath] : [])],
     connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
     // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
     isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),

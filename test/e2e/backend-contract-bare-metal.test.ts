@@ -42,7 +42,7 @@ const entry: ScalerEntry = scalerFileSchema.parse({
       name: 'bm-contract',
       type: 'bare-metal',
       maxAgents: 8,
-      labelSets: [{ labels: LABELS, binaryPath: AGENT_BIN }],
+      labelSets: [{ labels: LABELS, binaryPath: AGENT_BIN, trust: 'host' }],
     },
   ],
 }).scalers[0]!;

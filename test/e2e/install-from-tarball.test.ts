@@ -5,7 +5,7 @@
  * the installed kici-agent. The unit files are checked for the settings the docs explain.
  */
 import { spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
@@ -67,6 +67,9 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'kici-install-'));
+    // Installed as under /usr/local: open to every user, so agents confined to their own uids (the
+    // default when this runs as root) can run the installed agent.
+    await chmod(work, 0o755);
     version = (JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
     const pack = await run('npm', ['run', '--silent', 'pack', '--', work]).exited;
     expect(pack.code, pack.stderr).toBe(0);

@@ -33,7 +33,7 @@ describe('scaler status while a removed scaler drains', () => {
       name: 'old',
       type: 'bare-metal',
       maxAgents: 1,
-      labelSets: [{ labels: ['retire-me'], binaryPath: AGENT_BIN }],
+      labelSets: [{ labels: ['retire-me'], binaryPath: AGENT_BIN, trust: 'host' }],
     } as never);
     t = await startTestOrchestrator({ config });
     const run = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {

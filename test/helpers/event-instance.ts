@@ -95,7 +95,7 @@ export async function makeEventCloud(opts: {
         name: 'prov',
         type: 'bare-metal',
         maxAgents: 3,
-        labelSets: [{ labels: ['provisioner'], binaryPath: AGENT_BIN }],
+        labelSets: [{ labels: ['provisioner'], binaryPath: AGENT_BIN, trust: 'host' }],
       },
       {
         name: 'cloud',

@@ -36,6 +36,23 @@ export interface JobBody {
 
 const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
+/**
+ * A process-mode label set with no security key of its own gets `trust: host`: these tests are about
+ * scheduling, not confinement, and run on hosts where the confined default would differ (per-agent
+ * users as root, the sandbox otherwise). Tests of confinement set their own keys.
+ */
+export function trustedHost(ls: unknown): unknown {
+  if (typeof ls !== 'object' || ls === null || Array.isArray(ls)) return ls;
+  const set = ls as {
+    binaryPath?: unknown;
+    runAsUser?: unknown;
+    trust?: unknown;
+    env?: Record<string, string>;
+  };
+  if (!set.binaryPath || set.runAsUser || set.trust || set.env?.KICI_SANDBOX) return ls;
+  return { ...set, trust: 'host' };
+}
+
 /** A bare-metal scaler config pointing at the built agent. */
 export function bareMetalConfig(over: Record<string, unknown> = {}, labelSets?: unknown[]) {
   return {
@@ -46,10 +63,12 @@ export function bareMetalConfig(over: Record<string, unknown> = {}, labelSets?: 
         name: 'bm',
         type: 'bare-metal',
         maxAgents: 4,
-        labelSets: labelSets ?? [
-          { labels: ['linux', 'small'], binaryPath: AGENT_BIN },
-          { labels: ['linux', 'large'], binaryPath: AGENT_BIN },
-        ],
+        labelSets: (
+          labelSets ?? [
+            { labels: ['linux', 'small'], binaryPath: AGENT_BIN },
+            { labels: ['linux', 'large'], binaryPath: AGENT_BIN },
+          ]
+        ).map(trustedHost),
         ...over,
       },
     ],

@@ -29,6 +29,8 @@ interface Diagnosis {
     warmPool: { pools: { labelSet: string; target: number; ready: number; inFlight: number }[] } | null;
     missingTools: { tool: string; problem: string; severity: string; fix: string }[];
     findings: { problem: string; fix: string }[];
+    /** Unconfined label sets (trust: host) and what a job there can do. */
+    risks?: string[];
   }[];
   /** PASS / WARN / FAIL per scaler, on the spawn failures of the last five minutes. */
   checks?: { name: string; status: 'PASS' | 'WARN' | 'FAIL'; message: string }[];
@@ -68,6 +70,7 @@ function render(d: Diagnosis): string {
       out.push(
         `  missing tool: ${t.tool}: ${t.problem} (${t.severity === 'fatal' ? 'start-up fails' : 'spawns fail'})`,
       );
+    for (const r of s.risks ?? []) out.push(`  risk: ${r}`);
     for (const f of s.findings) {
       out.push(`  problem: ${f.problem}`);
       out.push(`    fix: ${f.fix}`);

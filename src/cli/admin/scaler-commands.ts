@@ -26,6 +26,8 @@ interface StatusView {
       retryInMs: number;
       lastError: { kind: string; message: string } | null;
     }[];
+    /** Bare-metal: how each label set's jobs are confined, and the risk of an unconfined one. */
+    confinement?: { labelSet: string; mode: string; risk: string | null }[];
     /** Event scalers: the last scale event a provisioning target gave up on. */
     deliveryGivenUp?: {
       eventId: string;
@@ -106,6 +108,9 @@ export function registerScalerApiCommands(
       for (const r of s.scalers) {
         for (const k of r.warmPool?.skipped ?? [])
           process.stdout.write(`${r.name}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
+      }
+      for (const r of s.scalers) {
+        for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${r.name}: risk: ${c.risk}\n`);
       }
       for (const r of s.scalers) {
         const g = r.deliveryGivenUp;

@@ -7,6 +7,7 @@ import type { Logger } from '../../util/logger.js';
 import type { FirecrackerNetwork } from '../../config/index.js';
 import type { EffectiveLimits } from '../types.js';
 import type { VmmDriver } from './firecracker/vmm.js';
+import type { HostFacts } from './bare-metal/confinement.js';
 import type { StatfsFn } from './firecracker/disk-guard.js';
 import type { NftRunner } from '../../net/nft-runner.js';
 import type { ScalerEventEmitterLike } from '../events/payloads.js';
@@ -50,6 +51,10 @@ export interface BackendDeps {
   cgroups?: CgroupDriver;
   /** The orchestrator's data dir (bare-metal hides it from sandboxed agents). */
   dataDir?: string;
+  /** Files no job may read (the bootstrap admin token, the TLS key): hidden from sandboxed agents. */
+  secretFiles?: string[];
+  /** What the host allows for confining bare-metal jobs; probed at start-up when absent. */
+  hostFacts?: HostFacts;
   /** Builds a container scaler's engine client (composition root); used when `docker` is not given. */
   connectEngine?: (entry: ScalerEntry) => Promise<{ docker: Docker; engine: EngineLocation }>;
   /** Where `docker` points (runtime, socket); with `docker` given, taken as a local socket of that runtime. */

@@ -20,7 +20,7 @@ const entry = scalerFileSchema.parse({
       name: 'bm-recycled',
       type: 'bare-metal',
       maxAgents: 2,
-      labelSets: [{ labels: ['linux'], binaryPath: AGENT_BIN }],
+      labelSets: [{ labels: ['linux'], binaryPath: AGENT_BIN, trust: 'host' }],
     },
   ],
 }).scalers[0]!;

@@ -25,7 +25,7 @@ describe('bare-metal cgroup cleanup', () => {
           type: 'bare-metal',
           maxAgents: 2,
           enforceCgroups: true,
-          labelSets: [{ labels: ['linux'], binaryPath: '/bin/true' }],
+          labelSets: [{ labels: ['linux'], binaryPath: '/bin/true', trust: 'host' }],
         },
       ],
     }).scalers[0]!;

@@ -63,7 +63,6 @@ describe('label order', () => {
       orchestratorUrl: 'http://o',
       agentId: 'a',
       fullLabels: ['zeta', 'alpha', 'zeta', 'kici:agent:container'],
-      token: 't',
       labelSet: { labels: ['zeta', 'alpha', 'zeta'] } as never,
       hostEnv: {},
       jobImage: false,

@@ -27,6 +27,16 @@ import { reloadErrors } from './reload-check.js';
 import { AgentUserPool } from './users.js';
 import { constructionWarnings } from './warnings.js';
 import { isJobImageSet, type JobImageAgents } from './job-image.js';
+import type { HostFacts } from './confinement.js';
+import {
+  describeConfinement,
+  hostTrustRisk,
+  modeIn,
+  planConfinement,
+  type ConfinementPlan,
+} from './confinement-plan.js';
+import { probeHostFacts } from './host-probe.js';
+import { homedir } from 'node:os';
 import { findOrphanAgents } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
@@ -46,6 +56,10 @@ export interface BareMetalBackendOptions {
   dataDir?: string | undefined;
   /** Agent containers of the job-image label sets; absent when the scaler has none. */
   jobImage?: JobImageAgents | undefined;
+  /** What the host allows for confining jobs (probed when absent). */
+  hostFacts?: HostFacts;
+  /** Files no job may read (admin token, TLS key): hidden in the sandbox. */
+  secretFiles?: readonly string[];
 }
 
 interface Tracked {
@@ -85,11 +99,36 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.entry = opts.entry;
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
     this.users = opts.users ?? new AgentUserPool();
-    for (const w of constructionWarnings(opts.entry, this.hostEnv, opts.cgroups !== undefined))
-      this.log.warn(w);
+    this.hostFacts = opts.hostFacts ?? probeHostFacts(this.hostEnv);
+    this.plan = this.confinementFor(opts.entry);
+    for (const w of constructionWarnings(opts.entry, opts.cgroups !== undefined, this.plan)) this.log.warn(w);
   }
 
   private readonly users: AgentUserPool;
+  private readonly hostFacts: HostFacts;
+  /** How each process-mode label set's jobs are confined; replaced with the entry on reload. */
+  private plan: ConfinementPlan;
+
+  /** The plan for `entry`, said in the log: which mechanism confines each set's jobs, and why. */
+  private confinementFor(entry: ScalerEntry): ConfinementPlan {
+    const plan = planConfinement(entry, this.hostFacts, this.hostEnv);
+    for (const s of plan.sets) {
+      if (s.mode === 'host')
+        this.log.warn({ labelSet: s.labelSet, confinement: s.mode }, hostTrustRisk(entry.name, s));
+      else this.log.info({ labelSet: s.labelSet, confinement: s.mode }, describeConfinement(entry.name, s));
+    }
+    return plan;
+  }
+
+  /** Read-only: each process-mode label set's confinement, and the risk of an unconfined one. */
+  confinement(): { labelSet: string; mode: string; chosen: string; risk: string | null }[] {
+    return this.plan.sets.map((s) => ({
+      labelSet: s.labelSet,
+      mode: s.mode,
+      chosen: s.chosen,
+      risk: s.mode === 'host' ? hostTrustRisk(this.name, s) : null,
+    }));
+  }
 
   private get hostEnv(): NodeJS.ProcessEnv {
     return this.opts.hostEnv ?? process.env;
@@ -214,7 +253,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
   private get launchDeps(): LaunchDeps {
     return {
       users: this.users,
-      dataDir: this.opts.dataDir,
+      secrets: {
+        dataDir: this.opts.dataDir,
+        files: this.opts.secretFiles ?? [],
+        home: this.hostEnv.HOME || homedir(),
+      },
+      modeOf: (ls) => modeIn(this.plan, ls),
       hostEnv: this.hostEnv,
       cgroups: this.enforcesLimits ? this.opts.cgroups : undefined,
       placeLeft: (id) => this.placeLeft(id),
@@ -362,13 +406,17 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   checkReload(entry: ScalerEntry): ValidationResult {
-    const errors = reloadErrors(entry, this.entry, this.opts.jobImage !== undefined);
+    const errors = [
+      ...reloadErrors(entry, this.entry, this.opts.jobImage !== undefined),
+      ...planConfinement(entry, this.hostFacts, this.hostEnv).errors,
+    ];
     return errors.length ? { valid: false, errors } : { valid: true };
   }
 
   applyReload(entry: ScalerEntry): void {
     this.entry = entry;
-    for (const w of constructionWarnings(entry, this.hostEnv, this.opts.cgroups !== undefined, false))
+    this.plan = this.confinementFor(entry);
+    for (const w of constructionWarnings(entry, this.opts.cgroups !== undefined, this.plan, false))
       this.log.warn(w);
   }
 

@@ -5,6 +5,8 @@ import type { BackendDeps } from '../deps.js';
 import { UserError } from '../../../util/errors.js';
 import { BareMetalScalerBackend } from './backend.js';
 import { detectCgroups } from './cgroups.js';
+import { agentsCannotRun, planConfinement } from './confinement-plan.js';
+import { probeHostFacts } from './host-probe.js';
 import { bareMetalTools } from './tools.js';
 import { checkJobImageHost, isJobImageSet, JobImageAgents } from './job-image.js';
 
@@ -14,13 +16,13 @@ export const bareMetalDescriptor: BackendDescriptor = {
   requiredTools: (entry, deps) => bareMetalTools(entry, dirname(deps.configPath), deps.hostEnv),
   async create(entry, deps) {
     const cgroups = entry.enforceCgroups ? (deps.cgroups ?? (await detectCgroups())) : undefined;
-    // Dropping to another uid and mounting the sandbox both need root; say so before any spawn.
-    const needsRoot = entry.labelSets.filter((ls) => ls.runAsUser === 'dynamic');
-    if (needsRoot.length && process.getuid?.() !== 0) {
-      throw new UserError(
-        `scaler "${entry.name}": labelSets[${entry.labelSets.indexOf(needsRoot[0]!)}].runAsUser: dynamic needs the orchestrator to run as root (it switches each agent to its own uid); run as root or remove runAsUser`,
-      );
-    }
+    // A job must not act as the operator: each set gets the confinement this host allows, or the
+    // scaler is refused before any spawn, naming the fix.
+    const hostFacts = deps.hostFacts ?? probeHostFacts(deps.hostEnv ?? process.env);
+    const plan = planConfinement(entry, hostFacts, deps.hostEnv ?? process.env);
+    if (plan.errors.length) throw new UserError(plan.errors.join('\n'));
+    const unreachable = agentsCannotRun(entry, plan, dirname(deps.configPath), deps.hostEnv ?? process.env);
+    if (unreachable.length) throw new UserError(unreachable.join('\n'));
     const jobImage = entry.labelSets.some(isJobImageSet) ? await jobImageAgents(entry, deps) : undefined;
     return new BareMetalScalerBackend({
       entry,
@@ -30,6 +32,8 @@ export const bareMetalDescriptor: BackendDescriptor = {
       baseDir: dirname(deps.configPath),
       ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
       ...(deps.dataDir ? { dataDir: deps.dataDir } : {}),
+      hostFacts,
+      secretFiles: deps.secretFiles ?? [],
     });
   },
 };

@@ -18,7 +18,19 @@ export function launchCommand(spec: LaunchSpec): { file: string; args: string[] 
   let cmd = [spec.binary];
   if (spec.user) {
     const { uid, gid } = spec.user;
-    cmd = ['setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups', '--no-new-privs', '--', ...cmd];
+    // A non-root orchestrator switches uid with ambient capabilities, which the kernel keeps across
+    // a switch between two non-root uids: clearing the inheritable set clears them, so the agent
+    // starts with none.
+    cmd = [
+      'setpriv',
+      `--reuid=${uid}`,
+      `--regid=${gid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+      '--no-new-privs',
+      '--',
+      ...cmd,
+    ];
   }
   if (spec.sandbox) cmd = ['bwrap', ...spec.sandbox, '--', ...cmd];
   if (spec.procsFiles?.length) {

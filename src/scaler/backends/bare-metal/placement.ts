@@ -2,8 +2,8 @@ import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { delimiter, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import type { LabelSetConfig } from '../../../config/index.js';
+import { modeParts, type ConfinementMode } from './confinement.js';
 import { bwrapArgs } from './sandbox.js';
-import { sandboxRequested } from './tools.js';
 import {
   AGENT_UID_COUNT,
   AGENT_UID_FIRST,
@@ -14,8 +14,8 @@ import {
 } from './users.js';
 
 /**
- * Where one agent lives on the host besides its process: its uid (runAsUser: dynamic), its own work
- * dir, and the sandbox around it. Plain process mode has none of these and behaves as before.
+ * Where one agent lives on the host besides its process: its uid (per-agent users), its own work
+ * dir, and the sandbox around it. Trusted host mode has none of these.
  */
 export interface Placement {
   user?: AgentUser | undefined;
@@ -23,18 +23,30 @@ export interface Placement {
   sandbox?: string[] | undefined;
 }
 
+/** What the orchestrator keeps that no job may read: hidden in the sandbox. */
+export interface SecretPaths {
+  /** The data dir (database, instance id). */
+  dataDir?: string | undefined;
+  /** Single files: the bootstrap admin token, the TLS key. Only existing ones are hidden. */
+  files?: readonly string[];
+  /** The orchestrator user's home (its config dir holds the default admin token file). */
+  home?: string | undefined;
+}
+
 export async function placeAgent(
   agentId: string,
+  mode: ConfinementMode,
   ls: LabelSetConfig,
   hostEnv: NodeJS.ProcessEnv,
   users: AgentUserPool,
-  dataDir: string | undefined,
+  secrets: SecretPaths,
 ): Promise<Placement> {
-  const sandboxed = sandboxRequested(ls, hostEnv);
-  if (ls.runAsUser !== 'dynamic' && !sandboxed) return {};
+  const parts = modeParts(mode);
+  const sandboxed = parts.sandbox;
+  if (!parts.user && !sandboxed) return {};
   let user: AgentUser | undefined;
   let workDir: string;
-  if (ls.runAsUser === 'dynamic') {
+  if (parts.user) {
     user = await users.acquire(agentId);
     workDir = user.home;
   } else {
@@ -42,23 +54,31 @@ export async function placeAgent(
     await ensureHomesRoot(users.root);
     await mkdir(workDir, { recursive: true, mode: 0o700 });
   }
+  if (!sandboxed) return { user, workDir };
   // Other agents' homes and the orchestrator's data (tokens, database) are hidden, not just unwritable.
-  const hide = [users.root, ...(dataDir ? [resolve(dataDir)] : [])];
-  const keep = sandboxed ? installsToKeep([ls.binaryPath, findOnPath('node', hostEnv.PATH)], hide) : [];
+  const hide = [users.root, ...(secrets.dataDir ? [resolve(secrets.dataDir)] : [])];
+  const cover = secrets.home && existsSync(secrets.home) ? [resolve(secrets.home)] : [];
+  const hideFiles = (secrets.files ?? []).map((f) => resolve(f)).filter((f) => existsSync(f));
+  const keep = installsToKeep([ls.binaryPath, findOnPath('node', hostEnv.PATH)], hide, cover);
   return {
     user,
     workDir,
-    sandbox: sandboxed ? bwrapArgs({ workDir, hide, keep, dropCaps: !user }) : undefined,
+    sandbox: bwrapArgs({ workDir, hide, cover, hideFiles, keep, dropCaps: !user }),
   };
 }
 
 /**
  * The install roots (nearest ancestor with a package.json, else the file's own dir) of the agent
- * binary and of node, when the sandbox's private /tmp would cover them: an agent installed under
- * /tmp (a CI checkout, say) must still start. A root inside a hidden dir stays hidden, and hidden
- * dirs inside a kept root are covered again after it (see bwrapArgs).
+ * binary and of node, when the sandbox's private /tmp or a covered dir (the orchestrator's home)
+ * would hide them: an agent installed under /tmp (a CI checkout, say) or in the orchestrator's home
+ * must still start. A root inside a hidden dir stays hidden, and hidden dirs inside a kept root are
+ * covered again after it (see bwrapArgs).
  */
-export function installsToKeep(files: (string | undefined)[], hide: string[]): string[] {
+export function installsToKeep(
+  files: (string | undefined)[],
+  hide: string[],
+  cover: readonly string[] = [],
+): string[] {
   const keep = new Set<string>();
   for (const f of files) {
     if (!f) continue;
@@ -68,7 +88,7 @@ export function installsToKeep(files: (string | undefined)[], hide: string[]): s
     } catch {
       continue; // a missing file fails the spawn elsewhere, with its own reason
     }
-    if (!isUnder(real, '/tmp')) continue;
+    if (!['/tmp', ...cover].some((c) => isUnder(real, c))) continue;
     const root = installRoot(real);
     if (hide.some((h) => isUnder(root, h))) continue;
     keep.add(root);

@@ -8,12 +8,15 @@ import type { Writable } from 'node:stream';
 import { TOKEN_FD } from './env.js';
 import { launchCommand } from './launch.js';
 import { launchError } from './launch-error.js';
-import { placeAgent, placementEnv, unplace, type Placement } from './placement.js';
+import type { ConfinementMode } from './confinement.js';
+import { placeAgent, placementEnv, unplace, type Placement, type SecretPaths } from './placement.js';
 import type { AgentUserPool } from './users.js';
 
 export interface LaunchDeps {
   users: AgentUserPool;
-  dataDir: string | undefined;
+  secrets: SecretPaths;
+  /** How each label set's agents are confined (chosen at start-up and on reload). */
+  modeOf(ls: LabelSetConfig): ConfinementMode;
   hostEnv: NodeJS.ProcessEnv;
   /** Set only when limits are enforced. */
   cgroups: CgroupDriver | undefined;
@@ -48,7 +51,7 @@ export async function launchAgentProcess(
     throw new DeterministicSpawnError('config', message, { cause: err });
   };
   try {
-    tracked.placement = await placeAgent(id, ls, deps.hostEnv, deps.users, deps.dataDir);
+    tracked.placement = await placeAgent(id, deps.modeOf(ls), ls, deps.hostEnv, deps.users, deps.secrets);
   } catch (err) {
     return fail(`cannot prepare the agent's user or work dir: ${(err as Error).message}`, err);
   }

@@ -12,6 +12,13 @@ export interface SandboxSpec {
   workDir: string;
   hide: string[];
   /**
+   * Host dirs replaced by an empty tmpfs in which kept installs show again (the orchestrator's home,
+   * where its own install may live). /tmp is always one.
+   */
+  cover?: string[];
+  /** Host files (the admin token, the TLS key) replaced by an empty file. */
+  hideFiles?: string[];
+  /**
    * Host dirs the agent needs to start (its own install, the node it runs on) that the private /tmp
    * or a hidden dir would otherwise cover: shown again, read-only.
    */
@@ -21,13 +28,15 @@ export interface SandboxSpec {
 }
 
 export function bwrapArgs(spec: SandboxSpec): string[] {
-  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  const covers = ['/tmp', ...(spec.cover ?? []).filter((c) => c !== '/' && c !== '/tmp')];
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc'];
+  for (const c of covers) args.push('--tmpfs', c);
   // Kept installs before the hidden dirs, so a hidden dir inside an install stays hidden. The dirs
   // bwrap makes on the private /tmp to mount them on would be 0700 root: a per-agent uid could not
   // walk through them, so they are made world-traversable first.
   const made = new Set<string>();
   for (const dir of spec.keep ?? []) {
-    for (const parent of parentsBelowTmp(dir)) {
+    for (const parent of parentsBelowCover(dir, covers)) {
       if (made.has(parent)) continue;
       made.add(parent);
       args.push('--perms', '0755', '--dir', parent);
@@ -35,6 +44,11 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
     args.push('--ro-bind', dir, dir);
   }
   for (const dir of spec.hide) args.push('--tmpfs', dir);
+  // Only where the file still shows: bwrap would make the path (and its dirs) on a covering tmpfs.
+  const shown = (f: string) =>
+    !spec.hide.some((d) => under(f, d)) &&
+    (!covers.some((c) => under(f, c)) || (spec.keep ?? []).some((k) => under(f, k)));
+  for (const file of (spec.hideFiles ?? []).filter(shown)) args.push('--ro-bind', '/dev/null', file);
   // After the tmpfs mounts, so the own dir shows through whatever hides its parent. The agent
   // changes into it itself (KICI_WORK_DIR): bwrap could not, when the dir belongs to the agent's uid.
   args.push('--bind', spec.workDir, spec.workDir, '--chdir', '/', '--unshare-pid');
@@ -42,9 +56,13 @@ export function bwrapArgs(spec: SandboxSpec): string[] {
   return args;
 }
 
-/** `/tmp/a/b/c` → [`/tmp/a`, `/tmp/a/b`]: the dirs between the private /tmp and a kept dir. */
-function parentsBelowTmp(dir: string): string[] {
+const under = (path: string, dir: string) => path.startsWith(`${dir}/`);
+
+/** `/tmp/a/b/c` → [`/tmp/a`, `/tmp/a/b`]: the dirs between the covering tmpfs and a kept dir. */
+function parentsBelowCover(dir: string, covers: string[]): string[] {
+  const cover = covers.filter((c) => dir.startsWith(`${c}/`)).sort((a, b) => b.length - a.length)[0];
+  if (!cover) return [];
   const out: string[] = [];
-  for (let p = dirname(dir); p !== '/tmp' && p !== dirname(p); p = dirname(p)) out.unshift(p);
+  for (let p = dirname(dir); p !== cover && p !== dirname(p); p = dirname(p)) out.unshift(p);
   return out;
 }

@@ -26,7 +26,7 @@ export class AgentUserPool {
   private chain: Promise<unknown> = Promise.resolve();
 
   constructor(
-    readonly root = join(tmpdir(), 'kici-agent-homes'),
+    readonly root = defaultHomesRoot(),
     private readonly first = AGENT_UID_FIRST,
     private readonly count = AGENT_UID_COUNT,
   ) {
@@ -115,6 +115,14 @@ export class AgentUserPool {
     }
     return freed;
   }
+}
+
+/**
+ * Root's pool is shared by every root orchestrator on the host (the uid claims must be); another
+ * user gets its own, which it can create and own even where root's already exists.
+ */
+export function defaultHomesRoot(uid: number | undefined = process.getuid?.()): string {
+  return join(tmpdir(), uid === undefined || uid === 0 ? 'kici-agent-homes' : `kici-agent-homes-${uid}`);
 }
 
 /** Others may traverse the root to reach their own home, but not list it (chmod: umask may be 077). */

@@ -1,5 +1,5 @@
 import { normalizeLabelSet, type ScalerEntry } from '../../../config/index.js';
-import { sandboxRequested } from './tools.js';
+import type { ConfinementPlan } from './confinement-plan.js';
 
 /**
  * What a bare-metal scaler cannot promise, said once when it is built (and again for a reload's
@@ -7,18 +7,18 @@ import { sandboxRequested } from './tools.js';
  */
 export function constructionWarnings(
   entry: ScalerEntry,
-  hostEnv: NodeJS.ProcessEnv,
   cgroupsUsable: boolean,
+  plan: ConfinementPlan,
   withTrust = true,
 ): string[] {
   const out: string[] = [];
   const processSets = entry.labelSets.filter((ls) => ls.binaryPath);
   if (withTrust && processSets.length) {
-    const open = processSets.filter((ls) => !sandboxRequested(ls, hostEnv) && ls.runAsUser !== 'dynamic');
+    const open = plan.sets.filter((s) => s.mode === 'host');
     out.push(
       open.length
-        ? `scaler "${entry.name}": bare-metal agents run as host processes with the orchestrator user's filesystem and network access (label sets ${open.map((ls) => `[${normalizeLabelSet(ls.labels)}]`).join(', ')}); use KICI_SANDBOX=true (bubblewrap), runAsUser: dynamic, containers or micro-VMs for untrusted builds`
-        : `scaler "${entry.name}": bare-metal agents share the host's network and kernel even when sandboxed; use containers or micro-VMs for untrusted builds`,
+        ? `scaler "${entry.name}": bare-metal agents run as host processes with the orchestrator user's filesystem and network access (label sets ${open.map((s) => `[${s.labelSet}]`).join(', ')}, trust: host); remove trust: host to confine them, or use containers or micro-VMs for untrusted builds`
+        : `scaler "${entry.name}": bare-metal agents share the host's network and kernel even when confined; use containers or micro-VMs for untrusted builds`,
     );
   }
   for (const ls of processSets) {

@@ -1,5 +1,6 @@
 /** What an agent container carries: engine labels (for orphan sweeps) and its environment. */
 import { normalizeLabelSet, type LabelSetConfig } from '../../../config/index.js';
+import { TOKEN_FILE } from './token-handoff.js';
 
 export const LABEL_MANAGED = 'kici-managed';
 export const LABEL_SCALER = 'kici-scaler-name';
@@ -38,7 +39,6 @@ export interface AgentEnvInput {
   orchestratorUrl: string;
   agentId: string;
   fullLabels: readonly string[];
-  token: string;
   labelSet: LabelSetConfig;
   hostEnv: NodeJS.ProcessEnv;
   /** The job's own image runs the agent. */
@@ -48,7 +48,8 @@ export interface AgentEnvInput {
 /**
  * The container's environment, in this order: identity, forwarded `KICI_AGENT_ENV_<X>` variables,
  * then the label set's own env, which wins. Nothing else of the orchestrator's environment crosses
- * over.
+ * over. The token is not in it: it is handed over as a file (token-handoff.ts), which the agent
+ * removes once read.
  */
 export function containerEnv(i: AgentEnvInput): string[] {
   const env: Record<string, string> = {
@@ -57,7 +58,6 @@ export function containerEnv(i: AgentEnvInput): string[] {
     KICI_LABELS: i.fullLabels.join(','),
     KICI_SCALER_MANAGED: '1',
     KICI_EXECUTION_MODE: 'bare-metal',
-    KICI_AGENT_TOKEN: i.token,
   };
   if (i.labelSet.image) env.KICI_RUNTIME_IMAGE = i.labelSet.image;
   if (i.labelSet.backpressureMode) env.KICI_BACKPRESSURE_MODE = i.labelSet.backpressureMode;
@@ -67,5 +67,9 @@ export function containerEnv(i: AgentEnvInput): string[] {
       env[k.slice(FORWARD_PREFIX.length)] = v;
   }
   Object.assign(env, i.labelSet.env ?? {});
+  // Not the label set's to move or to put back where every step could read it.
+  delete env.KICI_AGENT_TOKEN;
+  delete env.KICI_AGENT_TOKEN_FD;
+  env.KICI_AGENT_TOKEN_FILE = TOKEN_FILE;
   return Object.entries(env).map(([k, v]) => `${k}=${v}`);
 }

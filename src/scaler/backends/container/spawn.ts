@@ -17,6 +17,7 @@ import { containerEnv, containerLabels } from './labels.js';
 import { fetchTail, followLogs, LineTail } from './logs.js';
 import { containerAddress, ISOLATED_NETWORK_NAME } from './network.js';
 import { ensureImage } from './pull.js';
+import { handTokenOver } from './token-handoff.js';
 import type { SpawnHost, Tracked } from './tracked.js';
 
 export class Superseded extends Error {}
@@ -73,7 +74,6 @@ export async function runSpawn(
     orchestratorUrl: host.agentUrl(req.orchestratorUrl),
     agentId: req.agentId,
     fullLabels: req.fullLabels,
-    token: req.auth.kind === 'token' ? req.auth.token : '',
     labelSet: ls,
     hostEnv: host.hostEnv,
     jobImage,
@@ -115,6 +115,9 @@ export async function runSpawn(
   }
   t.containerId = created.id;
   t.agent.backendRef = created.id;
+  alive();
+  if (req.auth.kind === 'token')
+    await engine('handing the agent its token', handTokenOver(created, req.auth.token));
   alive();
   if (isolated)
     req.onEvent(

@@ -46,4 +46,42 @@ describe('sandbox: installs kept visible', () => {
     ]);
     expect(args.indexOf('/tmp/ci/x')).toBeLessThan(args.indexOf('/tmp/ci/x/main'));
   });
+
+  it("covers the orchestrator's home, shows an install inside it again, and blanks secret files last", () => {
+    const home = '/home/kici';
+    const args = bwrapArgs({
+      workDir: '/h/a',
+      hide: ['/h', '/home/kici/.local/state/kici'],
+      cover: [home, '/'],
+      hideFiles: ['/etc/kici/orchestrator/admin-token'],
+      keep: ['/home/kici/opt/kici'],
+      dropCaps: true,
+    });
+    const at = (...xs: string[]) => args.findIndex((_, i) => xs.every((x, j) => args[i + j] === x));
+    expect(at('--tmpfs', home)).toBeGreaterThan(0);
+    // '/' is never covered: the read-only root is what the sandbox runs on.
+    expect(at('--tmpfs', '/')).toBe(-1);
+    expect(at('--perms', '0755', '--dir', '/home/kici/opt')).toBeGreaterThan(at('--tmpfs', home));
+    expect(at('--ro-bind', '/home/kici/opt/kici')).toBeGreaterThan(at('--tmpfs', home));
+    expect(at('--tmpfs', '/home/kici/.local/state/kici')).toBeGreaterThan(
+      at('--ro-bind', '/home/kici/opt/kici'),
+    );
+    expect(at('--ro-bind', '/dev/null', '/etc/kici/orchestrator/admin-token')).toBeGreaterThan(
+      at('--ro-bind', '/home/kici/opt/kici'),
+    );
+    // A file already under a covered or hidden dir needs no blanking (bwrap would make its path).
+    const inHome = bwrapArgs({
+      workDir: '/h/a',
+      hide: ['/data'],
+      cover: [home],
+      hideFiles: [`${home}/.config/kici/admin-token`, '/data/x', '/etc/tls.key'],
+      dropCaps: true,
+    });
+    expect(inHome.filter((a, i) => inHome[i - 1] === '/dev/null')).toEqual(['/etc/tls.key']);
+  });
+
+  it('keeps an install inside a covered home, not one inside a hidden dir', () => {
+    expect(installsToKeep([agent], [], [root])).toEqual([root]);
+    expect(installsToKeep([agent], [root], [root])).toEqual([]);
+  });
 });

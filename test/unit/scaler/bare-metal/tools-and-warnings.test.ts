@@ -100,6 +100,7 @@ describe('bare-metal construction warnings', () => {
       logger,
       baseDir: '/',
       hostEnv,
+      hostFacts: { root: true, caps: new Set(), bwrap: true, setpriv: true, userNamespaces: true },
       ...(cgroups
         ? { cgroups: { version: 1, create: () => Promise.resolve([]), remove: () => Promise.resolve() } }
         : {}),
@@ -107,10 +108,17 @@ describe('bare-metal construction warnings', () => {
     return msgs;
   }
 
-  it('always warns about trust; names the open label sets and the remedies', () => {
-    const w = warningsOf(bareMetal('bm', [['linux']]));
-    expect(w).toHaveLength(1);
-    expect(w[0]).toMatch(/host processes .*\[linux\].*KICI_SANDBOX=true \(bubblewrap\), runAsUser: dynamic/);
+  it('always warns about trust; names the unconfined (trust: host) label sets and the remedies', () => {
+    const w = warningsOf(bareMetal('bm', [{ labels: ['linux'], trust: 'host' }, ['confined']]));
+    expect(w).toContainEqual(
+      expect.stringMatching(/host processes .*\[linux\], trust: host\); remove trust: host to confine them/),
+    );
+    expect(w).toContainEqual(expect.stringMatching(/\[linux\] runs jobs unconfined \(trust: host\)/));
+    expect(w.join('\n')).not.toContain('[confined]');
+    const confined = warningsOf(bareMetal('bm', [['linux']]));
+    expect(confined).toEqual([
+      expect.stringMatching(/share the host's network and kernel even when confined/),
+    ]);
   });
 
   it('warns that a networkPolicy on a process-mode set cannot be enforced', () => {
@@ -140,8 +148,8 @@ describe('bare-metal trusted spawns are logged', () => {
     const logger = pino({ level: 'warn' }, { write: (s: string) => void msgs.push(JSON.parse(s)) });
     const entry = entryOf(
       bareMetal('bm', [
-        { labels: ['trusted'], binaryPath: '/bin/true', env: { KICI_TRUSTED_ENV: 'true' } },
-        { labels: ['plain'], binaryPath: '/bin/true' },
+        { labels: ['trusted'], binaryPath: '/bin/true', env: { KICI_TRUSTED_ENV: 'true' }, trust: 'host' },
+        { labels: ['plain'], binaryPath: '/bin/true', trust: 'host' },
       ]),
     );
     const backend = new BareMetalScalerBackend({ entry, logger, baseDir: '/', hostEnv: {} });
@@ -188,6 +196,7 @@ describe('bare-metal launch command', () => {
       '--reuid=61001',
       '--regid=61001',
       '--clear-groups',
+      '--inh-caps=-all',
       '--no-new-privs',
       '--',
       '/opt/agent',

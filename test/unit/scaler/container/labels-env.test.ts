@@ -29,7 +29,6 @@ describe('containerEnv', () => {
     orchestratorUrl: 'ws://172.30.0.1:1/ws',
     agentId: 'a1',
     fullLabels: ['big', 'linux', 'kici:scaler:s1'],
-    token: 'tok',
     hostEnv: {},
     jobImage: false,
   };
@@ -43,9 +42,19 @@ describe('containerEnv', () => {
       KICI_SCALER_MANAGED: '1',
       KICI_EXECUTION_MODE: 'bare-metal',
       KICI_RUNTIME_IMAGE: 'kici-agent:1',
-      KICI_AGENT_TOKEN: 'tok',
+      KICI_AGENT_TOKEN_FILE: '/tmp/.kici-handoff/agent-token',
       KICI_BACKPRESSURE_MODE: 'drop',
     });
+    // The token is handed over as a file: never in what `docker inspect` and /proc show.
+    expect(env).not.toHaveProperty('KICI_AGENT_TOKEN');
+    const moved = envOf(
+      containerEnv({
+        ...base,
+        labelSet: ls({ env: { KICI_AGENT_TOKEN: 'x', KICI_AGENT_TOKEN_FILE: '/etc/passwd' } }),
+      }),
+    );
+    expect(moved.KICI_AGENT_TOKEN).toBeUndefined();
+    expect(moved.KICI_AGENT_TOKEN_FILE).toBe('/tmp/.kici-handoff/agent-token');
     expect(env).not.toHaveProperty('KICI_JOB_IMAGE_AGENT');
     expect(envOf(containerEnv({ ...base, labelSet: ls(), jobImage: true })).KICI_JOB_IMAGE_AGENT).toBe('1');
   });
