@@ -55,6 +55,8 @@ export interface OrchestratorOptions {
   webhookRetry?: Partial<WebhookRetryPolicy>;
   /** Event scalers: how often the provision reaper runs (default 30 s). */
   reapIntervalMs?: number;
+  /** How often the scaler audit refreshes its drift gauge (default 5 min; 0 turns the timer off). */
+  scalerAuditIntervalMs?: number;
   /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
   instanceId?: string | undefined;
   /** How often this instance heartbeats its row in kici_instances (default 5 s). */
