@@ -46,3 +46,46 @@ export async function clockOffset(initial = '+0'): Promise<ClockOffset> {
     close: () => rm(dir, { recursive: true, force: true }),
   };
 }
+
+export interface AgentBeatView {
+  id: string;
+  state: string;
+  connectedAt: string;
+  lastSeenAt: string;
+  uptimeMs: number | null;
+}
+
+/**
+ * Where on the agent's own (monotonic) timeline the server last heard from it: lastSeenAt minus
+ * connectedAt, both placed back from the same "now", so the wall clock cancels out.
+ */
+const seenMark = (a: AgentBeatView) => Date.parse(a.lastSeenAt) - Date.parse(a.connectedAt);
+
+/**
+ * Wait until every one of `ids` has sent two heartbeats from now on, so at least one liveness check
+ * ran between them. Throws when one of them is disconnected or shows a negative uptime meanwhile.
+ */
+export async function twoBeats(
+  list: () => Promise<AgentBeatView[]>,
+  ids: readonly string[],
+  timeoutMs = 60_000,
+): Promise<void> {
+  const start = new Map((await list()).map((a) => [a.id, seenMark(a)]));
+  const seen = new Map<string, number>();
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    for (const a of await list()) {
+      if (!ids.includes(a.id)) continue;
+      if (a.state === 'disconnected') throw new Error(`agent ${a.id} was disconnected after the clock step`);
+      if ((a.uptimeMs ?? 0) < 0) throw new Error(`agent ${a.id} shows a negative uptime (${a.uptimeMs})`);
+      const mark = seenMark(a);
+      if (!seen.has(a.id)) {
+        if (mark > (start.get(a.id) ?? 0)) seen.set(a.id, mark);
+      } else if (mark > seen.get(a.id)!) seen.set(a.id, Infinity);
+    }
+    if (ids.every((id) => seen.get(id) === Infinity)) return;
+    if (Date.now() > until)
+      throw new Error(`no two heartbeats from ${ids.join(', ')} within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}

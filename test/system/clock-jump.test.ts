@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { listAgentProcesses } from '../../src/scaler/backends/bare-metal/orphans.js';
-import { clockOffset, type ClockOffset } from '../helpers/faketime.js';
+import { clockOffset, twoBeats, type AgentBeatView, type ClockOffset } from '../helpers/faketime.js';
 import { jobGate } from '../helpers/jobs.js';
 import {
   startOrchestratorProcess,
@@ -23,15 +23,6 @@ import {
   type JobBody,
 } from '../helpers/orchestrator.js';
 
-interface AgentView {
-  id: string;
-  kind: string;
-  state: string;
-  connectedAt: string;
-  lastSeenAt: string;
-  uptimeMs: number | null;
-}
-
 const HOUR = 3_600_000;
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -44,35 +35,8 @@ async function serverNow(o: OrchProcess): Promise<number> {
   return Date.parse(res.headers.get('date')!);
 }
 
-async function agents(o: OrchProcess): Promise<AgentView[]> {
-  return (await o.api<{ agents: AgentView[] }>('GET', '/api/v1/agents')).body.agents;
-}
-
-/**
- * Where on the agent's own (monotonic) timeline the server last heard from it: lastSeenAt minus
- * connectedAt, both placed back from the same "now", so the wall clock cancels out.
- */
-const seenMark = (a: AgentView) => Date.parse(a.lastSeenAt) - Date.parse(a.connectedAt);
-
-/** Wait until every one of `ids` has sent two heartbeats since now: one full liveness check ran between them. */
-async function twoBeats(o: OrchProcess, ids: string[]): Promise<void> {
-  const start = new Map((await agents(o)).map((a) => [a.id, seenMark(a)]));
-  const seen = new Map<string, number>();
-  await eventually(
-    async () => {
-      for (const a of await agents(o)) {
-        if (!ids.includes(a.id)) continue;
-        expect(a.state, `agent ${a.id} after the clock step`).not.toBe('disconnected');
-        expect(a.uptimeMs, `uptime of ${a.id}`).toBeGreaterThanOrEqual(0);
-        const mark = seenMark(a);
-        if (mark > (start.get(a.id) ?? 0) && !seen.has(a.id)) seen.set(a.id, mark);
-        else if (seen.has(a.id) && mark > seen.get(a.id)!) seen.set(a.id, Infinity);
-      }
-      return ids.every((id) => seen.get(id) === Infinity);
-    },
-    60_000,
-    'two heartbeats from every agent after the clock step',
-  );
+async function agents(o: OrchProcess): Promise<AgentBeatView[]> {
+  return (await o.api<{ agents: AgentBeatView[] }>('GET', '/api/v1/agents')).body.agents;
 }
 
 async function waitRunning(o: OrchProcess, id: string): Promise<JobBody> {
@@ -140,7 +104,7 @@ describe('wall-clock step of the server', () => {
         10_000,
         `the server's clock at ${step}`,
       );
-      await twoBeats(o, agentIds);
+      await twoBeats(() => agents(o), agentIds);
     }
 
     await gate.open();
