@@ -193,6 +193,11 @@ export interface InventoryItem {
   agentId: string | null;
   /** What it is on the backend: a pid, a container id, a TAP name, an address. */
   ref: string;
+  /**
+   * Left over, not running (an exited container): never anyone's live work, so it is drift unless
+   * its agent is being torn down right now, and the periodic audit removes it.
+   */
+  stopped?: true;
 }
 
 export interface CleanupOrphansOptions {

@@ -31,7 +31,8 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
   const t = await startTestOrchestrator({
     host: '0.0.0.0',
     isolation: new RecordingIsolation(),
-    scalerAuditIntervalMs: 0,
+    // The periodic audit is part of what is under test: it removes stopped leftovers.
+    scalerAuditIntervalMs: 5_000,
     config: { version: 1, scalers: [containerScaler(name, { socketPath: proxy.path, maxAgents: JOBS })] },
   });
   try {

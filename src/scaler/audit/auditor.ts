@@ -56,7 +56,8 @@ export class ScalerAuditor {
   start(intervalMs = AUDIT_INTERVAL_MS): void {
     this.timer = setInterval(() => {
       this.audit().then(
-        (r) => {
+        async (r) => {
+          await this.removeStopped(r.drift);
           if (r.drift.length)
             this.log.warn({ drift: r.drift.length, items: r.drift.slice(0, 20) }, 'scaler audit found drift');
         },
@@ -68,6 +69,29 @@ export class ScalerAuditor {
 
   stop(): void {
     clearInterval(this.timer);
+  }
+
+  /**
+   * Leftovers that run nothing (a container whose removal failed while its engine was away) are
+   * removed on every periodic audit: no one's live work can be lost by it. Everything else waits
+   * for an operator's `--fix`.
+   */
+  async removeStopped(drift: readonly Drift[]): Promise<number> {
+    let removed = 0;
+    for (const d of drift) {
+      if (!d.stopped || d.agentId === null || !d.scaler) continue;
+      const b = this.scaler.state.backends.get(d.scaler);
+      const ok = await b?.reapUnowned?.(d.agentId, d.ref).catch((err: unknown) => {
+        this.log.warn(
+          { agentId: d.agentId, ref: d.ref, err: errorMessage(err) },
+          'could not remove a stopped leftover',
+        );
+        return false;
+      });
+      if (ok) removed++;
+    }
+    if (removed) this.log.info({ removed }, 'scaler audit removed stopped leftovers');
+    return removed;
   }
 
   /** Two snapshots one after the other; only drift present in both counts. */

@@ -47,6 +47,8 @@ export interface Drift {
   scaler: string | null;
   agentId: string | null;
   ref: string;
+  /** A leftover that runs nothing (an exited container): safe to remove without asking. */
+  stopped?: true;
 }
 
 export interface AuditResult {
@@ -68,6 +70,19 @@ export function diffAudit(input: AuditInput): AuditResult {
   const withCompute = new Set<string>();
   for (const [scaler, items] of answered) {
     for (const it of items) {
+      if (it.stopped) {
+        // Runs nothing: drift unless its agent is being torn down right now.
+        if (it.agentId === null || !input.tracked.has(it.agentId))
+          drift.push({
+            kind: 'unrecorded-compute',
+            resource: it.kind,
+            scaler,
+            agentId: it.agentId,
+            ref: it.ref,
+            stopped: true,
+          });
+        continue;
+      }
       if (it.agentId !== null) withCompute.add(it.agentId);
       // Another instance's record accounts for it too (a provision adopted from a peer).
       const owned =
@@ -86,7 +101,7 @@ export function diffAudit(input: AuditInput): AuditResult {
   for (const r of input.records) {
     const items = answered.get(r.scaler);
     if (!items || input.nowMs - r.spawnedAtMs < input.graceMs) continue;
-    if (!items.some((it) => it.agentId === r.agentId))
+    if (!items.some((it) => it.agentId === r.agentId && !it.stopped))
       drift.push({
         kind: 'missing-compute',
         resource: 'record',

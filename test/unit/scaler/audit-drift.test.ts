@@ -96,6 +96,41 @@ describe('diffAudit', () => {
     expect(r.drift).toEqual([]);
   });
 
+  it('reports a stopped leftover even with a record, unless its agent is being torn down', () => {
+    const stopped = (agentId: string): InventoryItem => ({
+      kind: 'container',
+      agentId,
+      ref: `c-${agentId}`,
+      stopped: true,
+    });
+    const r = diffAudit({
+      ...base,
+      records: [rec('rec', 'dk')],
+      inventories: [{ scaler: 'dk', items: [stopped('rec'), stopped('gone'), stopped('leaving')] }],
+      recordedAnywhere: new Set(['rec']),
+      tracked: new Set(['leaving']),
+    });
+    expect(r.drift).toEqual([
+      { kind: 'missing-compute', resource: 'record', scaler: 'dk', agentId: 'rec', ref: 'rec' },
+      {
+        kind: 'unrecorded-compute',
+        resource: 'container',
+        scaler: 'dk',
+        agentId: 'gone',
+        ref: 'c-gone',
+        stopped: true,
+      },
+      {
+        kind: 'unrecorded-compute',
+        resource: 'container',
+        scaler: 'dk',
+        agentId: 'rec',
+        ref: 'c-rec',
+        stopped: true,
+      },
+    ]);
+  });
+
   it('property: drift is empty exactly when records and inventory name the same agents', () => {
     const ids = fc.uniqueArray(fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), { maxLength: 6 });
     fc.assert(

@@ -9,7 +9,7 @@ import { listScalerContainers, liveAgentAddresses } from './orphans.js';
 const UP = new Set(['running', 'restarting', 'paused', 'created']);
 
 /**
- * Containers of `scalerName` that are up, then rule sets: one whose address is a container of this
+ * Containers of `scalerName` (those no longer up marked stopped), then rule sets: one whose address is a container of this
  * scaler belongs to its agent, one whose address no kici container holds belongs to no one (another
  * scaler's live address is left out: it is that scaler's to account for).
  */
@@ -22,8 +22,11 @@ export async function containerInventory(
   const items: InventoryItem[] = [];
   const byIp = new Map<string, string | null>();
   for (const c of mine) {
-    if (!UP.has(c.State)) continue;
     const agentId = c.Labels?.[LABEL_AGENT] ?? null;
+    if (!UP.has(c.State)) {
+      items.push({ kind: 'container', agentId, ref: c.Id, stopped: true });
+      continue;
+    }
     items.push({ kind: 'container', agentId, ref: c.Id });
     const ip = c.NetworkSettings?.Networks?.[ISOLATED_NETWORK_NAME]?.IPAddress;
     if (ip) byIp.set(ip, agentId);
