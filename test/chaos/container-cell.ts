@@ -4,6 +4,7 @@
  * engine outage); its agents' steps run inside their containers, so a step is held by a sleep long
  * enough to inject the fault while every job runs.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,17 +13,50 @@ import {
   docker,
   ENGINE_SOCKET,
   RecordingIsolation,
+  removeScalerContainers,
   scalerContainers,
 } from '../helpers/engine.js';
 import { submit } from '../helpers/jobs.js';
 import { eventually, startTestOrchestrator, type JobBody } from '../helpers/orchestrator.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
 import type { CellOutcome, Fault } from './matrix.js';
+import { runServeCell, type ServeCellSpec } from './serve-cell.js';
 
 const JOBS = 3;
 const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
 export const CONTAINER_FAULTS: readonly Fault[] = ['engine outage', 'agent killed mid-step'];
+/** Cells that need the orchestrator as its own process (killed, or its clock stepped). */
+export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator', 'wall clock ±1 h'];
+
+/**
+ * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
+ * scaler runs without isolation; a step is held by a sleep long enough for the fault (two clock
+ * steps of two heartbeats each need about 40 s).
+ */
+export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
+  const hold = fault === 'wall clock ±1 h' ? 75 : 15;
+  return {
+    config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
+    host: '0.0.0.0',
+    runsOn: [name],
+    step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
+    release: () => Promise.resolve(),
+    starts: (h, ids) =>
+      Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
+    hostLeft: async () => (await scalerContainers(name)).length,
+    async killAgent() {
+      const [victim] = await scalerContainers(name);
+      await docker.getContainer(victim!.Id).kill({ signal: 'SIGKILL' });
+    },
+    clockSteps: ['+1h', '-1h'],
+    cleanup: () => removeScalerContainers(name),
+  };
+}
+
+export async function runContainerServeCell(fault: Fault, name: string): Promise<CellOutcome> {
+  return runServeCell(fault, containerServeSpec(name, fault), randomBytes(4).toString('hex'));
+}
 
 export async function runContainerCell(fault: Fault, name: string): Promise<CellOutcome> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-chaos-engine-'));

@@ -6,7 +6,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
-import { BARE_METAL_FAULTS, runBareMetalCell } from '../chaos/bare-metal-cell.js';
+import { BARE_METAL_FAULTS, runBareMetalCell } from '../chaos/serve-cell.js';
 import { BACKENDS, ChaosTable, FAULTS, passed, type Backend, type Fault } from '../chaos/matrix.js';
 
 const table = new ChaosTable();

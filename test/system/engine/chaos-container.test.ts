@@ -4,7 +4,12 @@
  * and from the engine). Prints this engine's column of the chaos table.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { CONTAINER_FAULTS, runContainerCell } from '../../chaos/container-cell.js';
+import {
+  CONTAINER_FAULTS,
+  CONTAINER_SERVE_FAULTS,
+  runContainerCell,
+  runContainerServeCell,
+} from '../../chaos/container-cell.js';
 import { ChaosTable, passed } from '../../chaos/matrix.js';
 import { ENGINE, removeScalerContainers } from '../../helpers/engine.js';
 
@@ -19,13 +24,17 @@ afterAll(async () => {
 });
 
 describe(`chaos: container on ${ENGINE}`, () => {
-  for (const [i, fault] of CONTAINER_FAULTS.entries())
+  const cells = [
+    ...CONTAINER_FAULTS.map((f) => [f, runContainerCell] as const),
+    ...CONTAINER_SERVE_FAULTS.map((f) => [f, runContainerServeCell] as const),
+  ];
+  for (const [i, [fault, runCell]] of cells.entries())
     it(`${fault}: nothing lost, nothing run twice, nothing left`, async () => {
       const name = `chaos${i}-${ENGINE}`;
       names.push(name);
       await removeScalerContainers(name);
       try {
-        table.set(fault, ENGINE, { status: 'ran', outcome: await runContainerCell(fault, name) });
+        table.set(fault, ENGINE, { status: 'ran', outcome: await runCell(fault, name) });
       } catch (err) {
         table.set(fault, ENGINE, { status: 'error', error: (err as Error).message });
         throw err;
