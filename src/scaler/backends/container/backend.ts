@@ -322,7 +322,11 @@ export class ContainerScalerBackend implements ScalerBackend {
 
   /** This scaler's containers that are up, and (isolation on) the rule sets on this engine's network. */
   inventory(): Promise<InventoryItem[]> {
-    return containerInventory(this.opts.docker, this.name, this.host.isolation ? this.opts.isolation : undefined);
+    return containerInventory(
+      this.opts.docker,
+      this.name,
+      this.host.isolation ? this.opts.isolation : undefined,
+    );
   }
 
   /** Remove containers this scaler started for `agentId` (a registration the orchestrator refused). */
