@@ -31,6 +31,8 @@ const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 export interface ServeCellSpec {
   /** The scaler config (one scaler); its jobs run on `runsOn`. */
   config: unknown;
+  /** A config file already written (with what it refers to beside it), instead of `config`. */
+  configPath?: string;
   /** Listen address (container agents need one they can reach). */
   host?: string;
   runsOn: string[];
@@ -133,7 +135,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
   const ran = join(work, 'ran.log');
   await writeFile(ran, '');
   const clock = await clockOffset();
-  const config = await writeConfig(spec.config);
+  const config = spec.configPath ?? (await writeConfig(spec.config));
   let h = await start(config, port, dataDir, clock.env, spec.host);
   try {
     const jobs: Record<string, unknown> = {};

@@ -7,6 +7,7 @@
 import { writeFile } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BARE_METAL_FAULTS, runBareMetalCell } from '../chaos/serve-cell.js';
+import { EVENT_FAULTS, runEventCell } from '../chaos/event-cell.js';
 import { BACKENDS, ChaosTable, FAULTS, passed, type Backend, type Fault } from '../chaos/matrix.js';
 
 const table = new ChaosTable();
@@ -21,7 +22,6 @@ const NOT_APPLICABLE: Partial<Record<Backend, Partial<Record<Fault, string>>>> =
   event: {
     'engine outage': 'no container engine',
     'nft flush ruleset': 'no host firewall',
-    'agent killed mid-step': 'the instance is the provisioner’s',
   },
 };
 
@@ -48,6 +48,20 @@ describe('chaos: bare-metal', () => {
         throw err;
       }
       const cell = table.get(fault, 'bare-metal')!;
+      expect(passed(cell), JSON.stringify(cell)).toBe(true);
+    });
+});
+
+describe('chaos: event (a stand-in cloud booting instances on this host)', () => {
+  for (const fault of EVENT_FAULTS)
+    it(`${fault}: nothing lost, nothing run twice, nothing left`, async () => {
+      try {
+        table.set(fault, 'event', { status: 'ran', outcome: await runEventCell(fault) });
+      } catch (err) {
+        table.set(fault, 'event', { status: 'error', error: (err as Error).message });
+        throw err;
+      }
+      const cell = table.get(fault, 'event')!;
       expect(passed(cell), JSON.stringify(cell)).toBe(true);
     });
 });
