@@ -57,7 +57,7 @@ export async function runEventCell(fault: Fault): Promise<CellOutcome> {
       const [pid] = await alive(await instancePids(cloud.stateDir));
       process.kill(pid!, 'SIGKILL');
     },
-    clockSteps: ['+1h', '+0', '-1h', '+0'],
+    clockSteps: ['+1h', '-1h'],
     async cleanup() {
       await gate.open().catch(() => undefined);
       for (const pid of await alive(await instancePids(cloud.stateDir))) process.kill(-pid, 'SIGKILL');

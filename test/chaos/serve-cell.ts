@@ -78,7 +78,7 @@ export async function bareMetalSpec(tag: string): Promise<ServeCellSpec> {
       const [victim] = await listAgentProcesses(scaler);
       process.kill(victim!.pid, 'SIGKILL');
     },
-    clockSteps: ['+1h', '+0', '-1h', '+0'],
+    clockSteps: ['+1h', '-1h'],
     async cleanup() {
       await gate.open().catch(() => undefined);
       for (const p of await listAgentProcesses(scaler)) process.kill(p.pid, 'SIGKILL');
