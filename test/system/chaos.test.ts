@@ -1,9 +1,8 @@
 /**
- * The chaos suite (`npm run chaos`, also part of the system tier): for each backend, a burst of jobs
- * with one fault injected mid-step, then the count of jobs lost, jobs run twice and resources left
- * (by `scaler audit` and from the host), on bare-metal and on the event backend. Prints the fault ×
- * backend table; a cell without a runner
- * shows "not run". KICI_CHAOS_TABLE=<file> also writes the table there.
+ * The chaos suite (`npm run chaos`, also part of the system tier), on bare-metal and on the event
+ * backend: a burst of jobs with one fault injected mid-step, then the count of jobs lost, jobs run
+ * twice and resources left (by `scaler audit` and from the host). Prints the fault × backend
+ * table; a cell without a runner shows "not run". KICI_CHAOS_TABLE=<file> also writes it there.
  */
 import { writeFile } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
