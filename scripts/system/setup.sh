@@ -30,6 +30,8 @@ command -v iptables >/dev/null || need+=(iptables)
 [[ -x /bin/busybox ]] || need+=(busybox-static)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+# libfaketime: the wall-clock jump tests move the server's clock by an hour, the host's stays put.
+ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(faketime)
 # Debian's Chromium for the dashboard's browser tests (driven by playwright-core; no browser download).
 command -v chromium >/dev/null || need+=(chromium)
 # strace for the durability test (the WAL synced before a result is acknowledged).

@@ -183,6 +183,23 @@ export interface OrphanItem {
   reason: string;
 }
 
+/** What a backend's inventory lists: compute, host network pieces, or a provision sent out. */
+export type InventoryKind = 'process' | 'container' | 'vm' | 'tap' | 'rules' | 'provision';
+
+/** One thing a backend really has right now, for the scaler audit. */
+export interface InventoryItem {
+  kind: InventoryKind;
+  /** The agent it belongs to; null for things without one (a TAP or rule set with no lease). */
+  agentId: string | null;
+  /** What it is on the backend: a pid, a container id, a TAP name, an address. */
+  ref: string;
+  /**
+   * Left over, not running (an exited container): never anyone's live work, so it is drift unless
+   * its agent is being torn down right now, and the periodic audit removes it.
+   */
+  stopped?: true;
+}
+
 export interface CleanupOrphansOptions {
   /** Report, remove nothing. */
   dryRun?: boolean;
@@ -217,6 +234,11 @@ export interface ScalerBackend {
    * reported to `onItem` (the `reap-orphans` command lists them).
    */
   cleanupOrphans?(isRegistered: (agentId: string) => boolean, opts?: CleanupOrphansOptions): Promise<number>;
+  /**
+   * Everything of this scaler's that exists right now (live compute, TAPs, rule sets, provisions),
+   * from the backend's own evidence, never another orchestrator's. Rejects when it cannot tell.
+   */
+  inventory?(): Promise<InventoryItem[]>;
   /** Reclaim compute for an id this backend does not track, using its own evidence only; never foreign compute. */
   reapUnowned?(agentId: string, backendRef: string | null): Promise<boolean>;
   /**

@@ -33,6 +33,8 @@ import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
+import { registerScalerAuditRoutes } from './scaler-audit-routes.js';
+import type { ScalerAuditor } from '../scaler/audit/auditor.js';
 import { listVms } from './vm-views.js';
 import { registerRetentionRoutes, type RetentionService } from './retention.js';
 import { registerBackupRoute } from './backup-route.js';
@@ -65,6 +67,8 @@ export interface HttpApiDeps {
   snapshot?: (() => Promise<Uint8Array>) | undefined;
   /** The data dir's free space: below its floor, /readyz answers 503 and new runs are refused. */
   diskSpace?: { verdict(): DiskVerdict } | undefined;
+  /** The scaler audit (absent without scalers). */
+  auditor?: () => ScalerAuditor | undefined;
 }
 
 const JOB_STATES: JobState[] = [
@@ -312,6 +316,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     return c.json(await reapOrphans(dispatcher, dry === 'true', deps.logger));
   });
 
+  registerScalerAuditRoutes(app, deps);
   registerClusterRoutes(app, deps);
   registerAccessRoutes(app, deps);
   registerBackoffRoutes(app, deps);

@@ -58,6 +58,8 @@ export interface OrchestratorOptions {
   reapIntervalMs?: number;
   /** Event scalers: the reaper's flap grace, stranded timeout and re-attempt throttle. */
   reapWindows?: Partial<Omit<ReapWindows, 'spawnTimeoutMs'>>;
+  /** How often the scaler audit refreshes its drift gauge (default 5 min; 0 turns the timer off). */
+  scalerAuditIntervalMs?: number;
   /** `--instance-id`; else KICI_INSTANCE_ID, else the id kept in the data dir. */
   instanceId?: string | undefined;
   /** How often this instance heartbeats its row in kici_instances (default 5 s). */

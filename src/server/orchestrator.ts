@@ -1,3 +1,4 @@
+import { ScalerAuditor } from '../scaler/audit/auditor.js';
 import { defaultDataDir } from '../util/default-data-dir.js';
 import type { Server } from 'node:http';
 import { createListener } from './tls.js';
@@ -82,6 +83,8 @@ export class Orchestrator {
   reaper: EventProvisionReaper | undefined;
   private cluster: ClusterNode | undefined;
   retention: RetentionService | undefined;
+  /** Compares the store with what the backends have; runs on a timer for the drift gauge. */
+  auditor: ScalerAuditor | undefined;
   private disk: DiskSpaceWatcher | undefined;
   private emitter = new TypedEvents<OrchestratorEvents>();
 
@@ -226,7 +229,12 @@ export class Orchestrator {
         log,
       );
       orch.scaleEvents = scaleEvents;
-      registerScalerMetrics(metrics.registry, { scaler: () => orch.scaler, reaper: () => orch.reaper });
+      if (scaler) orch.auditor = new ScalerAuditor(scaler, store, clock, log);
+      registerScalerMetrics(metrics.registry, {
+        scaler: () => orch.scaler,
+        reaper: () => orch.reaper,
+        auditor: () => orch.auditor,
+      });
       orch.reaper = wireEventScaling({
         router: scaleEvents,
         dispatcher,
@@ -284,6 +292,7 @@ export class Orchestrator {
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       orch.startTimers(opts);
+      if (opts.scalerAuditIntervalMs !== 0) orch.auditor?.start(opts.scalerAuditIntervalMs);
       orch.reaper?.start();
       await orch.startCluster(database, clusterTiming);
       clusterRef.node = orch.cluster;
@@ -345,6 +354,7 @@ export class Orchestrator {
       ...(this.retention ? { retention: this.retention } : {}),
       snapshot: this.database.snapshot,
       diskSpace: this.disk,
+      auditor: () => this.auditor,
     });
     const listener = getRequestListener(app.fetch);
     // The listener answers its own errors (500), so nothing is left to await here.
@@ -564,6 +574,7 @@ export class Orchestrator {
     this.draining = true;
     this.sweepTimer?.cancel();
     this.heartbeatTimer?.cancel();
+    this.auditor?.stop();
     this.disk?.stop();
     await this.reaper?.stop();
     await this.dispatcher.stop();

@@ -55,6 +55,9 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'GET /api/v1/backup': { access: 'admin', action: 'backup.take' },
   'POST /api/v1/scaler/reload': { access: 'operator', action: 'scaler.reload' },
   'POST /api/v1/scaler/reap-orphans': { access: 'admin', action: 'scaler.reap-orphans' },
+  'GET /api/v1/scaler/audit': { access: 'viewer', action: 'scaler.audit' },
+  // Reconciling kills compute and revokes tokens, as reap-orphans does.
+  'POST /api/v1/scaler/audit/fix': { access: 'admin', action: 'scaler.audit-fix' },
 
   'GET /api/v1/events': { access: 'viewer', action: 'event.list' },
   'GET /api/v1/events/:id': { access: 'viewer', action: 'event.get' },

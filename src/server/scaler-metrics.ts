@@ -4,11 +4,13 @@ import { isPending } from '../scaler/agent-lifecycle.js';
 import type { EventProvisionReaper } from '../scaler/event-reaper.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import type { ScalerTally } from '../scaler/tally.js';
+import type { ScalerAuditor } from '../scaler/audit/auditor.js';
 
 /** Where the scaler figures are read from at scrape time; either may be absent. */
 export interface ScalerSources {
   scaler: () => ScalerManager | undefined;
   reaper: () => EventProvisionReaper | undefined;
+  auditor?: () => ScalerAuditor | undefined;
 }
 
 /**
@@ -18,6 +20,18 @@ export interface ScalerSources {
 export function registerScalerMetrics(registry: Registry, src: ScalerSources): void {
   const registers = [registry];
   const tally = (): ScalerTally | undefined => src.scaler()?.state.tally;
+  new Gauge({
+    name: 'kici_orch_scaler_audit_drift',
+    help: 'Drift the last scaler audit found, by kind: missing_compute (a record with nothing behind it), unrecorded_compute (compute, a TAP or rules no record accounts for), orphan_token',
+    labelNames: ['kind'],
+    registers,
+    collect() {
+      this.reset();
+      const counts = src.auditor?.()?.lastCounts();
+      if (!counts) return;
+      for (const [kind, n] of counts) this.set({ kind: kind.replace('-', '_') }, n);
+    },
+  });
   new Counter({
     name: 'kici_orch_scaler_spawn_refusals_total',
     help: 'Spawns a cap (count or resources, per scaler or global) turned away',

@@ -36,6 +36,7 @@ const badValue = (): Record<string, string[]> => ({
   'scaler explain': ['scaler', 'explain', 'bad id'],
   'scaler reload': [...BAD_URL, 'scaler', 'reload'],
   'scaler reap-orphans': [...BAD_URL, 'scaler', 'reap-orphans'],
+  'scaler audit': [...BAD_URL, 'scaler', 'audit'],
   'scaler reset-backoff': ['scaler', 'reset-backoff', 'bm', '--label-set', ''],
   diagnose: [...BAD_URL, 'diagnose'],
   'event list': ['event', 'list', '--name', 'bad name'],

@@ -27,9 +27,9 @@ export interface OrchProcess {
 
 const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
-/** `kici-orchestrator serve` as its own process, on an external PostgreSQL. */
+/** `kici-orchestrator serve` as its own process, on an external PostgreSQL (else the embedded store). */
 export async function startOrchestratorProcess(opts: {
-  databaseUrl: string;
+  databaseUrl?: string;
   env?: NodeJS.ProcessEnv;
   args?: string[];
   /** This instance's own bootstrap token file (as on its own host); default: the tests' shared one. */
@@ -45,8 +45,7 @@ export async function startOrchestratorProcess(opts: {
       `127.0.0.1:${port}`,
       '--data-dir',
       dataDir,
-      '--database-url',
-      opts.databaseUrl,
+      ...(opts.databaseUrl ? ['--database-url', opts.databaseUrl] : []),
       ...(opts.adminTokenFile ? ['--admin-token-file', opts.adminTokenFile] : []),
       ...(opts.args ?? []),
     ],

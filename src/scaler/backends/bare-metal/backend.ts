@@ -10,6 +10,7 @@ import type {
   BackendCapabilities,
   CleanupOrphansOptions,
   DestroyContext,
+  InventoryItem,
   LogCapture,
   ManagedAgent,
   RequiredTool,
@@ -37,7 +38,7 @@ import {
 } from './confinement-plan.js';
 import { probeHostFacts } from './host-probe.js';
 import { homedir } from 'node:os';
-import { findOrphanAgents } from './orphans.js';
+import { findOrphanAgents, listAgentProcesses } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 
 export interface BareMetalBackendOptions {
@@ -398,6 +399,17 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (opts.dryRun) return orphans.length;
     await Promise.all(orphans.map((o) => this.reapUnowned(o.agentId, o.ref)));
     return orphans.length;
+  }
+
+  /**
+   * This scaler's agent processes that this orchestrator launched or that no orchestrator owns any
+   * more (re-parented to init); one whose launcher is another live process is someone else's.
+   */
+  async inventory(): Promise<InventoryItem[]> {
+    const procs = await listAgentProcesses(this.name);
+    return procs
+      .filter((p) => p.ppid === process.pid || p.ppid === 1 || this.agents.get(p.agentId)?.pgid === p.pid)
+      .map((p) => ({ kind: 'process' as const, agentId: p.agentId, ref: String(p.pid) }));
   }
 
   /** A cgroup that could not be removed is left behind (empty or not): logged and counted. */

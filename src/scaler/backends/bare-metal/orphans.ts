@@ -31,24 +31,25 @@ async function statOf(pid: number): Promise<{ ppid: number; pgid: number } | und
   }
 }
 
+/** A running agent process of one scaler: a group leader with the scaler-managed environment. */
+export interface AgentProcess {
+  agentId: string;
+  pid: number;
+  ppid: number;
+}
+
 /**
- * Agent processes of `scalerName` (group leaders with `KICI_SCALER_MANAGED=1`, a `kici:scaler:<name>`
- * label and an agent id) that this backend does not track, that are not registered here, and whose
- * launcher has exited. A process whose parent is still alive belongs to a running orchestrator
- * (maybe another one on this host) and is always spared.
+ * Every agent process of `scalerName` on this host: group leaders with `KICI_SCALER_MANAGED=1`, a
+ * `kici:scaler:<name>` label and an agent id, whoever launched them.
  */
-export async function findOrphanAgents(
-  scalerName: string,
-  tracked: (agentId: string) => boolean,
-  isRegistered: (agentId: string) => boolean,
-): Promise<OrphanAgentProcess[]> {
+export async function listAgentProcesses(scalerName: string): Promise<AgentProcess[]> {
   let names: string[];
   try {
     names = await readdir('/proc');
   } catch {
     return [];
   }
-  const found: OrphanAgentProcess[] = [];
+  const found: AgentProcess[] = [];
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
     const pid = Number(name);
@@ -62,14 +63,28 @@ export async function findOrphanAgents(
     if (!agentId || env.get('KICI_SCALER_MANAGED') !== '1') continue;
     if (!(env.get('KICI_LABELS') ?? '').split(',').includes(`kici:scaler:${scalerName}`)) continue;
     const stat = await statOf(pid);
-    if (!stat || stat.pgid !== pid || stat.ppid !== 1) continue;
-    if (tracked(agentId) || isRegistered(agentId)) continue;
-    found.push({
-      agentId,
-      pid,
-      ref: String(pid),
-      reason: 'agent process whose orchestrator is gone (re-parented to init) and not registered here',
-    });
+    if (!stat || stat.pgid !== pid) continue;
+    found.push({ agentId, pid, ppid: stat.ppid });
   }
   return found;
+}
+
+/**
+ * Agent processes of `scalerName` that this backend does not track, that are not registered here,
+ * and whose launcher has exited. A process whose parent is still alive belongs to a running
+ * orchestrator (maybe another one on this host) and is always spared.
+ */
+export async function findOrphanAgents(
+  scalerName: string,
+  tracked: (agentId: string) => boolean,
+  isRegistered: (agentId: string) => boolean,
+): Promise<OrphanAgentProcess[]> {
+  return (await listAgentProcesses(scalerName))
+    .filter((p) => p.ppid === 1 && !tracked(p.agentId) && !isRegistered(p.agentId))
+    .map((p) => ({
+      agentId: p.agentId,
+      pid: p.pid,
+      ref: String(p.pid),
+      reason: 'agent process whose orchestrator is gone (re-parented to init) and not registered here',
+    }));
 }

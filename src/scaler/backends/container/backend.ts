@@ -4,7 +4,7 @@ import { logAgentLine } from '../../../util/agent-output.js';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import { IsolationError } from '../../../net/isolation.js';
 import { warnIsolationOff } from '../../../net/nft-preflight.js';
-import type { CleanupOrphansOptions } from '../../types.js';
+import type { CleanupOrphansOptions, InventoryItem } from '../../types.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type { Logger } from '../../../util/logger.js';
@@ -28,6 +28,7 @@ import {
   urlForContainer,
 } from './network.js';
 import { listScalerContainers, removeContainer, sweepScalerOrphans } from './orphans.js';
+import { containerInventory } from './inventory.js';
 import { failSpawn, runSpawn, watchExit } from './spawn.js';
 import { containerTools } from './tools.js';
 import type { ContainerScalerBackendOptions, SpawnHost, Tracked } from './tracked.js';
@@ -316,6 +317,15 @@ export class ContainerScalerBackend implements ScalerBackend {
         log: this.log,
       },
       opts,
+    );
+  }
+
+  /** This scaler's containers that are up, and (isolation on) the rule sets on this engine's network. */
+  inventory(): Promise<InventoryItem[]> {
+    return containerInventory(
+      this.opts.docker,
+      this.name,
+      this.host.isolation ? this.opts.isolation : undefined,
     );
   }
 

@@ -9,6 +9,7 @@ import { SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
   DeliveryProblem,
+  InventoryItem,
   ManagedAgent,
   RequiredTool,
   ScalerBackend,
@@ -235,6 +236,16 @@ export class EventScalerBackend implements ScalerBackend {
         spawning: false,
       });
     return Promise.resolve(true);
+  }
+
+  /**
+   * Provisions this backend holds (a scale-up went out, no scale-down yet). The instances
+   * themselves are the provisioner's: what it runs is outside this orchestrator's sight.
+   */
+  inventory(): Promise<InventoryItem[]> {
+    return Promise.resolve(
+      [...this.agents.keys()].map((id) => ({ kind: 'provision' as const, agentId: id, ref: id })),
+    );
   }
 
   /** The instance's agent registered. */

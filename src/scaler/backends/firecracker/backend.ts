@@ -8,6 +8,7 @@ import type {
   BackendCapabilities,
   CleanupOrphansOptions,
   DestroyContext,
+  InventoryItem,
   LogCapture,
   ManagedAgent,
   RequiredTool,
@@ -268,6 +269,10 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   ): Promise<number> {
     // Liveness of the VMM decides, not registration: a booting VM has not registered yet.
     return this.orphans.sweep(opts);
+  }
+
+  inventory(): Promise<InventoryItem[]> {
+    return this.orphans.inventory();
   }
 
   adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {

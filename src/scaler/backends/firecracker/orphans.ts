@@ -1,6 +1,6 @@
 import { access, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CleanupOrphansOptions, ManagedAgent } from '../../types.js';
+import type { CleanupOrphansOptions, InventoryItem, ManagedAgent } from '../../types.js';
 import { systemClock, type Clock } from '../../../util/clock.js';
 import { PeriodicSweep, VM_ORPHAN_SWEEP_INTERVAL_MS } from './periodic-sweep.js';
 import type { VmHost } from './tracked.js';
@@ -97,6 +97,34 @@ export class VmOrphans {
     }
     if (count) this.b.log.info({ reaped: count }, 'reaped stale VM artifacts');
     return count;
+  }
+
+  /**
+   * For the scaler audit: running VMs, this scaler's TAPs and rule sets (by lease), and TAPs or rule
+   * sets no lease of any scaler accounts for.
+   */
+  async inventory(): Promise<InventoryItem[]> {
+    const { allocator, hostNet, isolation } = this.b.opts;
+    const items: InventoryItem[] = [...(await this.liveIds())].map((id) => ({
+      kind: 'vm' as const,
+      agentId: id,
+      ref: vmDirFor(this.b.base, id),
+    }));
+    const leases = await allocator.getAllocations();
+    const byTap = new Map(leases.map((l) => [l.tap, l]));
+    const byIp = new Map(leases.map((l) => [l.ip, l]));
+    for (const tap of await hostNet.listTaps()) {
+      if (tap === this.b.opts.network.bridgeName) continue;
+      const l = byTap.get(tap);
+      if (!l) items.push({ kind: 'tap', agentId: null, ref: tap });
+      else if (l.scalerName === this.b.name) items.push({ kind: 'tap', agentId: l.vmId, ref: tap });
+    }
+    for (const ip of isolation ? await isolation.listRuled() : []) {
+      const l = byIp.get(ip);
+      if (!l) items.push({ kind: 'rules', agentId: null, ref: ip });
+      else if (l.scalerName === this.b.name) items.push({ kind: 'rules', agentId: l.vmId, ref: ip });
+    }
+    return items;
   }
 
   async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {

@@ -1,0 +1,145 @@
+/**
+ * Chaos cells on the container backend (the engine the suite runs against: Docker or Podman). The
+ * orchestrator is in-process and reaches the engine through a socket proxy the test can shut (an
+ * engine outage); its agents' steps run inside their containers, so a step is held by a sleep long
+ * enough to inject the fault while every job runs.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  containerScaler,
+  docker,
+  ENGINE_SOCKET,
+  RecordingIsolation,
+  removeScalerContainers,
+  scalerContainers,
+} from '../helpers/engine.js';
+import { submit } from '../helpers/jobs.js';
+import { eventually, startTestOrchestrator, type JobBody } from '../helpers/orchestrator.js';
+import { SocketProxy } from '../helpers/socket-proxy.js';
+import type { CellOutcome, Fault } from './matrix.js';
+import { runServeCell, type ServeCellSpec } from './serve-cell.js';
+
+const JOBS = 3;
+const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
+
+export const CONTAINER_FAULTS: readonly Fault[] = ['engine outage', 'agent killed mid-step'];
+/** Cells that need the orchestrator as its own process (killed, or its clock stepped). */
+export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator', 'wall clock ±1 h'];
+
+/**
+ * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
+ * scaler runs without isolation; a step is held by a sleep long enough for the fault (two clock
+ * steps of two heartbeats each need about 40 s).
+ */
+export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
+  const hold = fault === 'wall clock ±1 h' ? 75 : 15;
+  return {
+    config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
+    host: '0.0.0.0',
+    runsOn: [name],
+    step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
+    release: () => Promise.resolve(),
+    starts: (h, ids) =>
+      Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
+    hostLeft: async () => (await scalerContainers(name)).length,
+    async killAgent() {
+      const [victim] = await scalerContainers(name);
+      await docker.getContainer(victim!.Id).kill({ signal: 'SIGKILL' });
+    },
+    clockSteps: ['+1h', '-1h'],
+    cleanup: () => removeScalerContainers(name),
+  };
+}
+
+export async function runContainerServeCell(fault: Fault, name: string): Promise<CellOutcome> {
+  return runServeCell(fault, containerServeSpec(name, fault), randomBytes(4).toString('hex'));
+}
+
+export async function runContainerCell(fault: Fault, name: string): Promise<CellOutcome> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-chaos-engine-'));
+  const proxy = new SocketProxy(join(dir, 'engine.sock'), ENGINE_SOCKET);
+  await proxy.start();
+  const t = await startTestOrchestrator({
+    host: '0.0.0.0',
+    isolation: new RecordingIsolation(),
+    // The periodic audit is part of what is under test: it removes stopped leftovers.
+    scalerAuditIntervalMs: 5_000,
+    config: { version: 1, scalers: [containerScaler(name, { socketPath: proxy.path, maxAgents: JOBS })] },
+  });
+  try {
+    const jobs: Record<string, unknown> = {};
+    // Each step counts its own starts in the job's output: two "start" lines are a job run twice.
+    for (let i = 0; i < JOBS; i++)
+      jobs[`c${i}`] = { runsOn: [name], steps: [{ run: 'echo chaos-start; sleep 12; echo chaos-end' }] };
+    const ids = await submit(t, jobs);
+    const read = () =>
+      Promise.all(ids.map(async (id) => (await t.api<JobBody>('GET', `/api/v1/jobs/${id}`)).body));
+    await eventually(
+      async () => (await read()).every((j) => j.state === 'running'),
+      120_000,
+      'burst running',
+    );
+
+    if (fault === 'engine outage') {
+      // The engine is gone while the jobs end and their containers should be removed.
+      await proxy.stop();
+      await eventually(
+        async () => (await read()).every((j) => FINAL.includes(j.state)),
+        120_000,
+        'jobs final',
+      );
+      await proxy.start();
+    } else if (fault === 'agent killed mid-step') {
+      // The agent is the container's process 1: SIGKILL through the engine ends it mid-step.
+      const [victim] = await scalerContainers(name);
+      await docker.getContainer(victim!.Id).kill({ signal: 'SIGKILL' });
+    } else throw new Error(`no container runner for ${fault}`);
+
+    let final: JobBody[] = [];
+    await eventually(
+      async () => {
+        final = await read();
+        return final.every((j) => FINAL.includes(j.state));
+      },
+      120_000,
+      'every job final',
+    ).catch(() => undefined);
+    let starts = 0;
+    for (const id of ids) {
+      const logs = await t.api<{ lines: { line: string }[] }>('GET', `/api/v1/jobs/${id}/logs`);
+      if (logs.body.lines.filter((l) => l.line === 'chaos-start').length > 1) starts++;
+    }
+    const settled = async () => ({
+      audit: (await t.orch.auditor!.audit()).drift.length,
+      host: (await scalerContainers(name)).filter((c) => c.State !== 'exited' && c.State !== 'dead').length,
+    });
+    let left = await settled();
+    await eventually(
+      async () => {
+        left = await settled();
+        return left.audit === 0 && left.host === 0;
+      },
+      60_000,
+      'no drift and no container left',
+    ).catch(() => undefined);
+    // A stopped container still on the engine is a leak too (disk, a name), whatever its state.
+    left.host = Math.max(left.host, (await scalerContainers(name)).length);
+    const notOk = final.filter((j) => j.state !== 'succeeded');
+    const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
+    return {
+      jobs: ids.length,
+      lost: final.filter((j) => !FINAL.includes(j.state)).length,
+      twice: starts,
+      leakedAudit: left.audit,
+      leakedHost: left.host,
+      reason: reasons.length ? reasons.join('; ') : 'all succeeded',
+    };
+  } finally {
+    await t.stop();
+    await proxy.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}

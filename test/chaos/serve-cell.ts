@@ -1,0 +1,219 @@
+/**
+ * One chaos cell against a real `serve` process (embedded store, its wall clock under libfaketime):
+ * a burst of jobs held mid-step, one fault, then the count of what was lost, run twice or left
+ * behind. What differs between backends (the scaler, how a step is held, what the host still has)
+ * comes in a ServeCellSpec.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { listAgentProcesses } from '../../src/scaler/backends/bare-metal/orphans.js';
+import { freePort, startServe, type ServeProcess } from '../helpers/crash.js';
+import { clockOffset, twoBeats, type AgentBeatView } from '../helpers/faketime.js';
+import { jobGate } from '../helpers/jobs.js';
+import {
+  ADMIN_BIN,
+  AGENT_BIN,
+  bareMetalConfig,
+  eventually,
+  runNode,
+  writeConfig,
+  type JobBody,
+} from '../helpers/orchestrator.js';
+import { pidsWithEnv } from '../helpers/processes.js';
+import type { CellOutcome, Fault } from './matrix.js';
+
+const JOBS = 3;
+const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
+
+/** What one backend brings to a serve cell. */
+export interface ServeCellSpec {
+  /** The scaler config (one scaler); its jobs run on `runsOn`. */
+  config: unknown;
+  /** A config file already written (with what it refers to beside it), instead of `config`. */
+  configPath?: string;
+  /** Listen address (container agents need one they can reach). */
+  host?: string;
+  runsOn: string[];
+  /** The step's command, given where it appends its start line; it must run until `release`. */
+  step(ran: string): string;
+  /** Let every held step finish. */
+  release(): Promise<void>;
+  /** Where the step writes its start line, and how the test reads it back (job output, a host file). */
+  starts(h: { log: (jobId: string) => Promise<string[]> }, ids: string[], ran: string): Promise<number[]>;
+  /** Agents, steps, containers still on the host. */
+  hostLeft(): Promise<number>;
+  /** SIGKILL one running agent. */
+  killAgent(): Promise<void>;
+  /** The clock steps to take (each held until two heartbeats passed). */
+  clockSteps: string[];
+  cleanup(): Promise<void>;
+}
+
+export const BARE_METAL_FAULTS: readonly Fault[] = [
+  'agent killed mid-step',
+  'wall clock ±1 h',
+  'kill -9 orchestrator',
+];
+
+/** The bare-metal spec: steps wait on a host file (a gate), agents are host processes. */
+export async function bareMetalSpec(tag: string): Promise<ServeCellSpec> {
+  const scaler = `chaos${tag}`;
+  const gate = await jobGate();
+  return {
+    config: bareMetalConfig({ name: scaler, maxAgents: JOBS }, [
+      { labels: ['linux', 'chaos'], binaryPath: AGENT_BIN },
+    ]),
+    runsOn: ['linux', 'chaos'],
+    step: (ran) => `echo "start $KICI_JOB_ID" >> '${ran}'; ${gate.wait}; echo "end $KICI_JOB_ID" >> '${ran}'`,
+    release: () => gate.open(),
+    async starts(_h, ids, ran) {
+      const text = await readFile(ran, 'utf8');
+      return ids.map((id) => text.split('\n').filter((l) => l === `start ${id}`).length);
+    },
+    hostLeft: async () =>
+      (await listAgentProcesses(scaler)).length + (await pidsWithEnv(`TEST_TAG=${tag}`)).length,
+    async killAgent() {
+      const [victim] = await listAgentProcesses(scaler);
+      process.kill(victim!.pid, 'SIGKILL');
+    },
+    clockSteps: ['+1h', '-1h'],
+    async cleanup() {
+      await gate.open().catch(() => undefined);
+      for (const p of await listAgentProcesses(scaler)) process.kill(p.pid, 'SIGKILL');
+      for (const pid of await pidsWithEnv(`TEST_TAG=${tag}`)) process.kill(pid, 'SIGKILL');
+      await gate.close();
+    },
+  };
+}
+
+interface Harness {
+  serve: ServeProcess;
+  token: string;
+}
+
+async function start(
+  config: string,
+  port: number,
+  dataDir: string,
+  env: NodeJS.ProcessEnv,
+  host: string | undefined,
+): Promise<Harness> {
+  const serve = await startServe({ config, port, dataDir, env, ...(host ? { host } : {}) });
+  // Each start may write a fresh bootstrap token to the shared file: read it after the start.
+  const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
+  return { serve, token };
+}
+
+async function api<T>(h: Harness, method: string, path: string, body?: unknown): Promise<T> {
+  const res = await fetch(`${h.serve.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${h.token}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  return (await res.json()) as T;
+}
+
+/** Drift `kici-admin scaler audit` reports (the real CLI against the running server). */
+async function auditDrift(h: Harness): Promise<number> {
+  const r = await runNode([ADMIN_BIN, 'scaler', 'audit', '--json'], {
+    KICI_SERVER_URL: h.serve.url,
+    KICI_ADMIN_TOKEN: h.token,
+  }).exited;
+  if (r.code !== 0 && r.code !== 1) throw new Error(`scaler audit exited ${r.code}: ${r.stderr}`);
+  return (JSON.parse(r.stdout) as { drift: unknown[] }).drift.length;
+}
+
+export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: string): Promise<CellOutcome> {
+  const port = await freePort();
+  const dataDir = await mkdtemp(join(tmpdir(), 'kici-chaos-data-'));
+  const work = await mkdtemp(join(tmpdir(), 'kici-chaos-'));
+  const ran = join(work, 'ran.log');
+  await writeFile(ran, '');
+  const clock = await clockOffset();
+  const config = spec.configPath ?? (await writeConfig(spec.config));
+  let h = await start(config, port, dataDir, clock.env, spec.host);
+  try {
+    const jobs: Record<string, unknown> = {};
+    for (let i = 0; i < JOBS; i++)
+      jobs[`c${i}`] = { runsOn: spec.runsOn, env: { TEST_TAG: tag }, steps: [{ run: spec.step(ran) }] };
+    const run = await api<{ jobs: { id: string }[] }>(h, 'POST', '/api/v1/runs', { jobs });
+    const ids = run.jobs.map((j) => j.id);
+    const jobsNow = () => Promise.all(ids.map((id) => api<JobBody>(h, 'GET', `/api/v1/jobs/${id}`)));
+    await eventually(
+      async () => (await jobsNow()).every((j) => j.state === 'running'),
+      120_000,
+      'every job of the burst running',
+    );
+
+    // The fault, mid-step.
+    if (fault === 'agent killed mid-step') await spec.killAgent();
+    else if (fault === 'wall clock ±1 h') {
+      const agentIds = (await jobsNow()).map((j) => j.agentId!);
+      const list = async () => (await api<{ agents: AgentBeatView[] }>(h, 'GET', '/api/v1/agents')).agents;
+      for (const step of spec.clockSteps) {
+        await clock.set(step);
+        await twoBeats(list, agentIds);
+      }
+    } else if (fault === 'kill -9 orchestrator') {
+      process.kill(h.serve.pid, 'SIGKILL');
+      await h.serve.exited;
+      h = await start(config, port, dataDir, clock.env, spec.host);
+    } else throw new Error(`no serve-cell runner for ${fault}`);
+
+    await spec.release();
+    let final: JobBody[] = [];
+    await eventually(
+      async () => {
+        final = await jobsNow();
+        return final.every((j) => FINAL.includes(j.state));
+      },
+      120_000,
+      'every job final',
+    ).catch(() => undefined);
+    const log = async (id: string) =>
+      (await api<{ lines: { line: string }[] }>(h, 'GET', `/api/v1/jobs/${id}/logs`)).lines.map(
+        (l) => l.line,
+      );
+    const starts = await spec.starts({ log }, ids, ran);
+    // Settling (teardowns, re-adoption) takes a moment: the leak count is what is left after it.
+    const settled = async () => ({ audit: await auditDrift(h), host: await spec.hostLeft() });
+    let left = await settled();
+    await eventually(
+      async () => {
+        left = await settled();
+        return left.audit === 0 && left.host === 0;
+      },
+      60_000,
+      'no drift and nothing left on the host',
+    ).catch(() => undefined);
+    const notOk = final.filter((j) => j.state !== 'succeeded');
+    const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
+    return {
+      jobs: ids.length,
+      lost: final.filter((j) => !FINAL.includes(j.state)).length,
+      twice: starts.filter((n) => n > 1).length,
+      leakedAudit: left.audit,
+      leakedHost: left.host,
+      reason: reasons.length ? reasons.join('; ') : 'all succeeded',
+    };
+  } finally {
+    await spec.release().catch(() => undefined);
+    if (h.serve.child.exitCode === null && h.serve.child.signalCode === null) {
+      h.serve.child.kill('SIGTERM');
+      await h.serve.exited;
+    }
+    await spec.cleanup();
+    await clock.close();
+    for (const d of [dataDir, work, dirname(config)]) await rm(d, { recursive: true, force: true });
+  }
+}
+
+export async function runBareMetalCell(fault: Fault): Promise<CellOutcome> {
+  const tag = randomBytes(4).toString('hex');
+  return runServeCell(fault, await bareMetalSpec(tag), tag);
+}
