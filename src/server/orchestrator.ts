@@ -231,6 +231,7 @@ export class Orchestrator {
         database,
         instanceId,
         clock,
+        claimRetentionMs: opts.claimRetentionMs,
         logger: log,
         spawnTimeoutMs: opts.spawnTimeoutMs,
         reapIntervalMs: opts.reapIntervalMs,
