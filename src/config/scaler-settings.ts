@@ -73,7 +73,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'scaler-reap-stranded-timeout-ms',
     1_800_000,
     60_000,
-    'when an event provision nobody holds counts as stranded',
+    'how long an event agent may go unseen while its holder lives before it is reaped',
   ),
   ms(
     'scalerReapReattemptIntervalMs',
@@ -122,7 +122,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'reroute-flap-grace-ms',
     120_000,
     1000,
-    'how long a rerouted job waits before it may be rerouted again',
+    'least time an event provision must go unseen before the reaper may condemn it',
   ),
   ms(
     'clusterPeerStaleTimeoutMs',
@@ -130,7 +130,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'cluster-peer-stale-timeout-ms',
     60_000,
     1000,
-    'when a silent peer counts as gone',
+    "a silent peer's grace; the reaper waits at least twice this",
   ),
   ms(
     'agentTokenTtlMs',
