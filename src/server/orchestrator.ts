@@ -15,7 +15,7 @@ import { startupDiskGuard } from './startup-disk-guard.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import { throttledConnectionLog } from '../store/pg-pool.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
-import { systemClock } from '../util/clock.js';
+import { systemClock, type TimerHandle } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { countSwallowed, swallow } from '../util/swallowed-errors.js';
@@ -51,6 +51,7 @@ import { RetentionService } from './retention.js';
 import { DiskSpaceWatcher } from './disk-watch.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
 import { withScalerSettings } from './orchestrator-options.js';
+import { startPendingSweep } from './pending-sweep.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 export type { OrchestratorEvents } from './orchestrator-events.js';
@@ -73,7 +74,7 @@ export class Orchestrator {
   /** Graceful stop under way: /readyz answers 503 "draining" and no new work is started. */
   private draining = false;
   private ready = false;
-  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: TimerHandle | undefined;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private reloadChain: Promise<unknown> = Promise.resolve();
   private probe: StoreProbe | undefined;
@@ -440,13 +441,12 @@ export class Orchestrator {
 
   private startTimers(opts: OrchestratorOptions): void {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
-    this.sweepTimer = setInterval(() => {
+    this.sweepTimer = startPendingSweep(opts, () => {
       this.scaler?.sweepStale();
       void this.scaler?.withdrawEnded();
       if (this.scaler) this.scaler.state.tally.redispatch.sweep++;
       void this.dispatcher.requestPump();
-    }, opts.sweepIntervalMs ?? 10_000);
-    this.sweepTimer.unref();
+    });
     const hb = opts.heartbeatIntervalMs ?? 10_000;
     this.heartbeatTimer = setInterval(
       () => closeSilentAgents(this.dispatcher.registry.list(), opts.clock ?? systemClock, hb),
@@ -545,7 +545,7 @@ export class Orchestrator {
   private async shutdown(agents: 'teardown' | 'leave'): Promise<void> {
     this.stopping = true;
     this.draining = true;
-    clearInterval(this.sweepTimer);
+    this.sweepTimer?.cancel();
     clearInterval(this.heartbeatTimer);
     this.disk?.stop();
     await this.reaper?.stop();

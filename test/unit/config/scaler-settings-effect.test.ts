@@ -16,7 +16,9 @@ import { SpawnError } from '../../../src/scaler/core/spawn-errors.js';
 import { EventProvisionReaper } from '../../../src/scaler/event-reaper.js';
 import { ClaimsRepo } from '../../../src/store/claims-repo.js';
 import { withScalerSettings } from '../../../src/server/orchestrator-options.js';
+import { startPendingSweep } from '../../../src/server/pending-sweep.js';
 import { managerTiming } from '../../../src/server/scaler-wiring.js';
+import { ManualClock } from '../../../src/util/clock.js';
 import { UsageError, UserError } from '../../../src/util/errors.js';
 import { bareMetal, spawnToken, useManagerHarnesses } from '../../helpers/manager-harness.js';
 
@@ -60,6 +62,40 @@ describe('the URL agents dial', () => {
     const env = () => orchestratorUrlFrom(undefined, 'not a url');
     expect(env).toThrow(/^KICI_ORCHESTRATOR_URL: /);
     expect(env).not.toThrow(UsageError);
+  });
+});
+
+describe('the pending sweep interval on a manual clock', () => {
+  it('the re-drive runs every configured interval, and not before; cancel stops it', () => {
+    const clock = new ManualClock();
+    let runs = 0;
+    const timer = startPendingSweep(
+      { ...optionsFrom({ KICI_SCALER_PENDING_SWEEP_INTERVAL_MS: '3000' }), clock },
+      () => runs++,
+    );
+    clock.advance(2_999);
+    expect(runs).toBe(0);
+    clock.advance(1);
+    expect(runs).toBe(1);
+    clock.advance(6_000);
+    expect(runs).toBe(3);
+    timer.cancel();
+    clock.advance(30_000);
+    expect(runs).toBe(3);
+    expect(clock.pendingTimers()).toBe(0);
+  });
+
+  it('a pass that throws does not stop the next one', () => {
+    const clock = new ManualClock();
+    let runs = 0;
+    const timer = startPendingSweep({ clock, sweepIntervalMs: 1_000 }, () => {
+      runs++;
+      throw new Error('boom');
+    });
+    expect(() => clock.advance(1_000)).toThrow('boom');
+    expect(() => clock.advance(1_000)).toThrow('boom');
+    expect(runs).toBe(2);
+    timer.cancel();
   });
 });
 
