@@ -19,6 +19,14 @@ const serveCommand = program
   .description('run the orchestrator')
   .option('--config <file>', 'scaler config (default: $KICI_SCALER_CONFIG_PATH; none = no autoscaling)')
   .option('--config-dir <dir>', 'scalers.d drop-in directory (default: $KICI_SCALER_CONFIG_DIR)')
+  .option(
+    '--machine-ledger-dir <dir>',
+    "machine pools' shared ledger, the same for every orchestrator on this host (default: $KICI_MACHINE_LEDGER_DIR, else chosen automatically)",
+  )
+  .option(
+    '--orchestrator-url <url>',
+    "ws:// or wss:// URL agents dial when a scaler entry sets none (default: $KICI_ORCHESTRATOR_URL, else this server's /ws)",
+  )
   .option('--listen <host:port>', 'where to listen (default: $KICI_LISTEN or 127.0.0.1:8080)')
   .option(
     '--data-dir <dir>',
@@ -85,6 +93,8 @@ serveCommand.action(
     o: {
       config?: string;
       configDir?: string;
+      machineLedgerDir?: string;
+      orchestratorUrl?: string;
       listen?: string;
       dataDir?: string;
       databaseUrl?: string;

@@ -1,4 +1,4 @@
-import { readScalerSettings } from '../config/scaler-settings.js';
+import { orchestratorUrlFrom, readScalerSettings } from '../config/scaler-settings.js';
 import { Orchestrator } from '../server/orchestrator.js';
 import { tlsFilesFrom } from '../server/tls.js';
 import { resolveDataDir } from '../util/default-data-dir.js';
@@ -10,6 +10,8 @@ import { retentionFromSettings, type RetentionKey } from '../store/retention/pol
 export interface ServeOptions {
   config?: string;
   configDir?: string;
+  machineLedgerDir?: string;
+  orchestratorUrl?: string;
   listen?: string;
   dataDir?: string;
   databaseUrl?: string;
@@ -63,6 +65,7 @@ export async function serve(o: ServeOptions): Promise<number> {
   const drainSeconds = parseDrainTimeout(o.drainTimeout ?? process.env.KICI_DRAIN_TIMEOUT);
   const retention = retentionFromSettings(o.retention ?? {});
   const scalerSettings = readScalerSettings(process.env, o.settingFlags ?? {});
+  const agentUrl = orchestratorUrlFrom(o.orchestratorUrl, process.env.KICI_ORCHESTRATOR_URL);
   let format;
   try {
     format = parseLogFormat(o.logFormat ?? process.env.KICI_LOG_FORMAT);
@@ -83,6 +86,8 @@ export async function serve(o: ServeOptions): Promise<number> {
     databaseUrl: o.databaseUrl ?? process.env.KICI_DATABASE_URL,
     scalerConfigPath: o.config ?? process.env.KICI_SCALER_CONFIG_PATH,
     scalerConfigDir: o.configDir ?? process.env.KICI_SCALER_CONFIG_DIR,
+    machineLedgerDir: o.machineLedgerDir ?? process.env.KICI_MACHINE_LEDGER_DIR,
+    agentUrl,
     instanceId: o.instanceId,
     adminTokenFile: o.adminTokenFile,
     metricsPublic: metricsPublicFrom(o.metricsPublic),

@@ -1,9 +1,10 @@
 /**
  * Orchestrator-level settings that shape the scaler: each from its `kici-orchestrator serve` flag,
  * else its environment variable, else its default. A value below its minimum (or not a whole number
- * of milliseconds) is refused with an error naming both the flag and the variable, and the fix.
+ * of milliseconds) is refused with an error naming both the flag and the variable, and the fix. A bad
+ * flag is a usage error (the CLI exits 2); a bad variable is a configuration error (exit 1).
  */
-import { UserError } from '../util/errors.js';
+import { UsageError, UserError } from '../util/errors.js';
 
 export interface ScalerSettings {
   scalerSpawnTimeoutMs: number;
@@ -72,7 +73,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'scaler-reap-stranded-timeout-ms',
     1_800_000,
     60_000,
-    'when an event provision nobody holds counts as stranded',
+    'how long an event agent may go unseen while its holder lives before it is reaped',
   ),
   ms(
     'scalerReapReattemptIntervalMs',
@@ -121,7 +122,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'reroute-flap-grace-ms',
     120_000,
     1000,
-    'how long a rerouted job waits before it may be rerouted again',
+    'least time an event provision must go unseen before the reaper may condemn it',
   ),
   ms(
     'clusterPeerStaleTimeoutMs',
@@ -129,7 +130,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'cluster-peer-stale-timeout-ms',
     60_000,
     1000,
-    'when a silent peer counts as gone',
+    "a silent peer's grace; the reaper waits at least twice this",
   ),
   ms(
     'agentTokenTtlMs',
@@ -148,35 +149,62 @@ export function flagProperty(flag: string): string {
   return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 }
 
-function parse(spec: SettingSpec, raw: string, from: string): number {
+function parse(spec: SettingSpec, raw: string, from: 'flag' | 'env'): number {
   const n = Number(raw.trim());
   if (raw.trim() === '' || !Number.isSafeInteger(n) || n < spec.min)
-    throw new UserError(
-      `${from}: expected whole ${spec.unit} of at least ${spec.min}, got "${raw}". ` +
+    throw new (from === 'flag' ? UsageError : UserError)(
+      `${from === 'flag' ? `--${spec.flag}` : spec.env}: expected whole ${spec.unit} of at least ${spec.min}, got "${raw}". ` +
         `Set --${spec.flag} or ${spec.env} to ${spec.min} or more, or leave both unset for the default (${spec.defaultValue}).`,
     );
   return n;
 }
 
-/** Every setting: flag, else environment, else default; the first bad value throws a UserError. */
+/** Every setting: flag, else environment, else default; the first bad value throws (see the file comment). */
 export function readScalerSettings(
   env: NodeJS.ProcessEnv = process.env,
   flags: SettingFlags = {},
 ): ScalerSettings {
   const out = {} as ScalerSettings;
+  const fromFlag = new Set<keyof ScalerSettings>();
   for (const spec of SCALER_SETTINGS) {
     const flag = flags[flagProperty(spec.flag)];
     const fromEnv = env[spec.env];
+    if (flag !== undefined) fromFlag.add(spec.key);
     out[spec.key] =
       flag !== undefined
-        ? parse(spec, flag, `--${spec.flag}`)
+        ? parse(spec, flag, 'flag')
         : fromEnv !== undefined && fromEnv !== ''
-          ? parse(spec, fromEnv, spec.env)
+          ? parse(spec, fromEnv, 'env')
           : spec.defaultValue;
   }
-  if (out.scalerProvisionBackoffMaxMs < out.scalerProvisionBackoffBaseMs)
-    throw new UserError(
+  if (out.scalerProvisionBackoffMaxMs < out.scalerProvisionBackoffBaseMs) {
+    // Blame the command line when it set either side of the pair.
+    const usage = fromFlag.has('scalerProvisionBackoffMaxMs') || fromFlag.has('scalerProvisionBackoffBaseMs');
+    throw new (usage ? UsageError : UserError)(
       `--scaler-provision-backoff-max-ms / KICI_SCALER_PROVISION_BACKOFF_MAX_MS (${out.scalerProvisionBackoffMaxMs}) is below the backoff base (${out.scalerProvisionBackoffBaseMs}); raise the maximum or lower the base.`,
     );
+  }
   return out;
+}
+
+/**
+ * The URL agents dial when a scaler entry does not set one: `--orchestrator-url`, else
+ * KICI_ORCHESTRATOR_URL, else undefined (the server's own /ws). Agents only speak WebSocket, so
+ * anything but a ws:// or wss:// URL is refused here rather than by every agent later.
+ */
+export function orchestratorUrlFrom(flag: string | undefined, env: string | undefined): string | undefined {
+  const [raw, from] = flag !== undefined ? [flag, 'flag'] : [env || undefined, 'env'];
+  if (raw === undefined) return undefined;
+  let ok = false;
+  try {
+    ok = ['ws:', 'wss:'].includes(new URL(raw).protocol);
+  } catch {
+    // Not a URL at all: refused below.
+  }
+  if (!ok)
+    throw new (from === 'flag' ? UsageError : UserError)(
+      `${from === 'flag' ? '--orchestrator-url' : 'KICI_ORCHESTRATOR_URL'}: expected a ws:// or wss:// URL, got "${raw}". ` +
+        "Set --orchestrator-url or KICI_ORCHESTRATOR_URL to the address agents dial (for example ws://10.0.0.5:8080/ws), or leave both unset for this server's own.",
+    );
+  return raw;
 }

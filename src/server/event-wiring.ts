@@ -23,6 +23,7 @@ export function wireEventScaling(deps: {
   database: Pick<OpenedDatabase, 'db' | 'engine'>;
   instanceId: string;
   clock: Clock;
+  claimRetentionMs?: number | undefined;
   logger: Logger;
   spawnTimeoutMs: number | undefined;
   reapIntervalMs: number | undefined;
@@ -54,6 +55,7 @@ export function wireEventScaling(deps: {
     manager: scaler,
     instanceId: deps.instanceId,
     clock: deps.clock,
+    ...(deps.claimRetentionMs !== undefined ? { claimRetentionMs: deps.claimRetentionMs } : {}),
     logger: deps.logger,
     spawnTimeoutMs: deps.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS,
     intervalMs: deps.reapIntervalMs ?? 30_000,

@@ -36,6 +36,8 @@ export interface OrchestratorOptions {
   /** The start-up disk guard's probe, threshold and failure backoff (defaults: statfs, 1 GiB, 30 s). */
   startupDiskGuard?: { statfs?: BackendDeps['vmStatfs']; thresholdBytes?: number; backoffMs?: number };
   scalerConfigDir?: string | undefined;
+  /** Where machine pools keep their cross-process ledger (default: chosen by resolveLedgerDir). */
+  machineLedgerDir?: string | undefined;
   logger?: Logger;
   clock?: Clock;
   /** URL agents dial when a scaler entry does not set one (default: this server's /ws). */
@@ -72,6 +74,8 @@ export interface OrchestratorOptions {
   agentTokenTtlMs?: number;
   /** Provision backoff after failed spawns (defaults: 30 s base, 15 min max, 5 in a row). */
   provisionBackoff?: ProvisionBackoffOptions;
+  /** Event scalers: how long used or expired claim codes are kept before the reaper purges them. */
+  claimRetentionMs?: number;
   /**
    * The serve command's scaler settings (flags and environment, already checked). They fill the
    * options above that were not given explicitly.
@@ -101,6 +105,7 @@ export function withScalerSettings(opts: OrchestratorOptions): OrchestratorOptio
       maxMs: s.scalerProvisionBackoffMaxMs,
       maxConsecutiveFailures: s.scalerProvisionMaxConsecutiveFailures,
     },
+    claimRetentionMs: opts.claimRetentionMs ?? s.scalerClaimRetentionMs,
   };
 }
 

@@ -52,6 +52,7 @@ import { RetentionService } from './retention.js';
 import { DiskSpaceWatcher } from './disk-watch.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
 import { withScalerSettings } from './orchestrator-options.js';
+import { startPendingSweep } from './pending-sweep.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
 export type { OrchestratorEvents } from './orchestrator-events.js';
@@ -243,6 +244,7 @@ export class Orchestrator {
         database,
         instanceId,
         clock,
+        claimRetentionMs: opts.claimRetentionMs,
         logger: log,
         spawnTimeoutMs: opts.spawnTimeoutMs,
         reapIntervalMs: opts.reapIntervalMs,
@@ -459,7 +461,7 @@ export class Orchestrator {
   private startTimers(opts: OrchestratorOptions): void {
     // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
     const clock = opts.clock ?? systemClock;
-    this.sweepTimer = every(clock, opts.sweepIntervalMs ?? 10_000, () => {
+    this.sweepTimer = startPendingSweep(opts, () => {
       this.scaler?.sweepStale();
       void this.scaler?.withdrawEnded();
       if (this.scaler) this.scaler.state.tally.redispatch.sweep++;

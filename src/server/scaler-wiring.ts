@@ -7,7 +7,7 @@ import { createScalerBackend } from '../scaler/backends/registry.js';
 import type { ScaleEventRouter } from '../scaler/events/router.js';
 import { resolveLedgerDir } from '../scaler/ledger/ledger-dir.js';
 import { MachineLedger } from '../scaler/ledger/machine-ledger.js';
-import { ScalerManager } from '../scaler/manager.js';
+import { ScalerManager, type ScalerManagerOptions } from '../scaler/manager.js';
 import type { Store } from '../store/index.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
@@ -66,7 +66,9 @@ export async function buildScaler(
   }
   let ledger: MachineLedger | undefined;
   if (config.machinePools?.length) {
-    const dir = await resolveLedgerDir({ explicitDir: process.env.KICI_MACHINE_LEDGER_DIR || undefined });
+    const dir = await resolveLedgerDir({
+      explicitDir: opts.machineLedgerDir || process.env.KICI_MACHINE_LEDGER_DIR || undefined,
+    });
     ledger = new MachineLedger({ dir, instanceId: deps.instanceId, logger: deps.log });
     for (const pool of config.machinePools) ledger.registerPool(pool.name, pool.cap);
     ledger.start();
@@ -81,8 +83,17 @@ export async function buildScaler(
     instanceId: deps.instanceId,
     orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
     scaleEvents: deps.scaleEvents,
+    ...managerTiming(opts),
+  });
+}
+
+/** The manager's deadlines and backoff from the orchestrator's options (the manager's defaults otherwise). */
+export function managerTiming(
+  opts: Pick<OrchestratorOptions, 'spawnTimeoutMs' | 'agentTokenTtlMs' | 'provisionBackoff'>,
+): Pick<ScalerManagerOptions, 'spawnTimeoutMs' | 'agentTokenTtlMs' | 'backoff'> {
+  return {
     ...(opts.spawnTimeoutMs !== undefined ? { spawnTimeoutMs: opts.spawnTimeoutMs } : {}),
     ...(opts.agentTokenTtlMs !== undefined ? { agentTokenTtlMs: opts.agentTokenTtlMs } : {}),
     ...(opts.provisionBackoff ? { backoff: opts.provisionBackoff } : {}),
-  });
+  };
 }

@@ -193,6 +193,24 @@ describe('start-up errors', () => {
     expect(res.stderr).not.toMatch(/\n\s+at /);
     await rm(dataDir, { recursive: true, force: true });
   });
+
+  it('a scaler setting below its minimum: exit 2 from the flag, 1 from the variable, each naming both and the fix', async () => {
+    const dataDir = await freshDataDir();
+    const serve = ['serve', '--listen', '127.0.0.1:0', '--data-dir', dataDir];
+    const flag = await runNode([ORCH_BIN, ...serve, '--scaler-spawn-timeout-ms', '999']).exited;
+    expect(flag.code).toBe(2);
+    expect(flag.stderr).toContain('--scaler-spawn-timeout-ms: expected whole milliseconds of at least 1000');
+    expect(flag.stderr).toContain('Set --scaler-spawn-timeout-ms or KICI_SCALER_SPAWN_TIMEOUT_MS to 1000');
+    const env = await runNode([ORCH_BIN, ...serve], { KICI_SCALER_PROVISION_MAX_CONSECUTIVE_FAILURES: '0' })
+      .exited;
+    expect(env.code).toBe(1);
+    expect(env.stderr).toContain('KICI_SCALER_PROVISION_MAX_CONSECUTIVE_FAILURES: expected whole failures');
+    const url = await runNode([ORCH_BIN, ...serve, '--orchestrator-url', 'http://ci.example']).exited;
+    expect(url.code).toBe(2);
+    expect(url.stderr).toContain('--orchestrator-url: expected a ws:// or wss:// URL');
+    for (const r of [flag, env, url]) expect(r.stderr).not.toMatch(/\n\s+at /);
+    await rm(dataDir, { recursive: true, force: true });
+  });
 });
 
 describe('npm run demo', () => {
