@@ -7,12 +7,15 @@ import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
 import { benchContainerStart } from './container-start.ts';
 import { benchHotPath } from './hot-path.ts';
+import { benchLatency } from './latency.ts';
 import { benchLogs } from './logs.ts';
 import { benchReconcile } from './reconcile.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
-const only = process.argv.slice(2);
+// Names select benches; `--flag value` pairs are read by the benches themselves (latency, scale).
+const args = process.argv.slice(2);
+const only = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'));
 type Out = BenchResult | { name: string; medianMs: number; detail: string };
 const benches: [string, () => Promise<Out | Out[]>][] = [
   ['config-load', benchConfigLoad],
@@ -27,6 +30,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
 ];
 // Needs root, a namespace of its own and the guest: only when the guest is named (see vm-start.ts).
 if (process.env.KICI_TEST_VM_KERNEL) benches.push(['vm-start', () => benchVmStart(3)]);
+// Long, and about one question each: only when named (`npm run bench -- latency`).
+if (only.includes('latency')) benches.push(['latency', benchLatency]);
 
 const results: BenchResult[] = [];
 for (const [key, run] of benches) {

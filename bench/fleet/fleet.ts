@@ -43,10 +43,14 @@ export class FleetAgent {
   /** Every message the orchestrator sent, in order (their types): for the equivalence test. */
   readonly seen: OrchestratorMessage['type'][] = [];
 
-  constructor(
-    readonly spec: FleetAgentSpec,
-    private readonly opts: FleetOptions,
-  ) {}
+  readonly spec: FleetAgentSpec;
+  private readonly opts: FleetOptions;
+
+  // Plain fields, not parameter properties: node runs the benches with type stripping only.
+  constructor(spec: FleetAgentSpec, opts: FleetOptions) {
+    this.spec = spec;
+    this.opts = opts;
+  }
 
   /** Connect and register; resolves on `register.ack`, rejects on refusal or close. */
   connect(): Promise<void> {
