@@ -13,7 +13,6 @@ import type { AgentConfig } from './config.js';
 import { coalesceWrites } from '../util/coalesce-writes.js';
 import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
-import { DeadManSwitch } from './dead-man.js';
 import { JobRunner } from './job-runner.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
@@ -42,11 +41,6 @@ export class Agent {
   private hold: (() => void) | undefined;
   private registered = false;
   private runner: JobRunner | undefined;
-  /**
-   * The next job's dead-man switch, started while idle: starting one costs a fork of this process,
-   * which would otherwise sit between a job's assignment and its first step.
-   */
-  private spareSwitch: DeadManSwitch | undefined;
   private jobsDone = 0;
   /** This process's session secret (from its first register.ack): proves a reconnect is us. */
   private session: string | undefined;
@@ -227,12 +221,9 @@ export class Agent {
           return;
         }
         this.clearIdle();
-        const deadMan = this.spareSwitch;
-        this.spareSwitch = undefined;
         void this.runJob(
           new JobRunner({
             job: msg.job,
-            ...(deadMan ? { deadMan } : {}),
             send: (m) => this.send(m),
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
@@ -276,7 +267,6 @@ export class Agent {
     this.heartbeat = setInterval(() => this.sendNow({ type: 'heartbeat' }), ack.heartbeatIntervalMs);
     if (this.draining) this.sendNow({ type: 'agent.draining' }); // a new connection must know too
     if (this.runner) return;
-    this.prepareSwitch();
     if (this.draining || (this.cfg.ephemeral && this.jobsDone > 0)) return this.leave();
     if (!this.cfg.ephemeral || ack.warmPool) return;
     // A bound agent waits for its own job a while; any other single-use agent leaves soon when idle.
@@ -302,17 +292,7 @@ export class Agent {
       this.jobsDone++;
     }
     if (this.stopping && !this.draining) return; // stop() leaves once the result is acknowledged
-    if (this.cfg.ephemeral || this.draining) return this.leave();
-    this.prepareSwitch();
-  }
-
-  /** Start the next job's dead-man switch once this turn is over (see `spareSwitch`). */
-  private prepareSwitch(): void {
-    if (this.spareSwitch || (this.cfg.ephemeral && this.jobsDone > 0)) return;
-    setImmediate(() => {
-      if (this.spareSwitch || this.runner || this.stopping || this.leaving) return;
-      this.spareSwitch = new DeadManSwitch();
-    });
+    if (this.cfg.ephemeral || this.draining) this.leave();
   }
 
   /**
@@ -327,9 +307,6 @@ export class Agent {
     }
     this.leaving = true;
     this.stopping = true;
-    // Unused: it leaves quietly (it guards no process group yet).
-    this.spareSwitch?.disarm();
-    this.spareSwitch = undefined;
     const ws = this.ws;
     if (ws && ws.readyState === WebSocket.OPEN) {
       ws.close(1000, 'job finished');

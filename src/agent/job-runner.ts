@@ -38,8 +38,6 @@ export interface JobRunnerOptions {
   congested?: () => boolean;
   /** The agent was injected into the job's own image: a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
-  /** A dead-man switch started ahead of the job (the agent keeps one ready while idle). */
-  deadMan?: DeadManSwitch;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -52,14 +50,12 @@ export class JobRunner {
   /** Every step run so far: their process groups and pipes are the job's until it ends. */
   private readonly steps: RunningStep[] = [];
   /** Kills the steps' process groups if the agent dies before it cleans up (dead-man.ts). */
-  private readonly deadMan: DeadManSwitch;
+  private readonly deadMan = new DeadManSwitch();
   private ended = false;
   private congestionTimer: NodeJS.Timeout | undefined;
   private releasing = false;
 
-  constructor(private readonly opts: JobRunnerOptions) {
-    this.deadMan = opts.deadMan ?? new DeadManSwitch();
-  }
+  constructor(private readonly opts: JobRunnerOptions) {}
 
   get jobId(): string {
     return this.opts.job.id;
@@ -94,9 +90,7 @@ export class JobRunner {
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
-        // Read alongside the step's start, not before it: the read is issued first, and a step
-        // cannot have been killed for memory in the instant before its shell even runs.
-        const oomBeforeRead = oom.kills();
+        const oomBefore = await oom.kills();
         this.current = runStep({
           script: step.run,
           cwd: workspace,
@@ -106,7 +100,6 @@ export class JobRunner {
         });
         this.steps.push(this.current);
         this.deadMan.guard(this.current.pgid);
-        const oomBefore = await oomBeforeRead;
         const out = await this.current.done;
         this.current = undefined;
         if (out.error) this.line(idx, 'system', `step could not start: ${out.error}`);
