@@ -10,6 +10,7 @@ import { benchHotPath } from './hot-path.ts';
 import { benchLatency } from './latency.ts';
 import { benchLogs } from './logs.ts';
 import { benchReconcile } from './reconcile.ts';
+import { benchScale } from './scale.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
@@ -32,6 +33,7 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
 if (process.env.KICI_TEST_VM_KERNEL) benches.push(['vm-start', () => benchVmStart(3)]);
 // Long, and about one question each: only when named (`npm run bench -- latency`).
 if (only.includes('latency')) benches.push(['latency', benchLatency]);
+if (only.includes('scale')) benches.push(['scale', benchScale]);
 
 const results: BenchResult[] = [];
 for (const [key, run] of benches) {
