@@ -49,8 +49,10 @@ export async function startServer(
   dirs.push(tokenFile);
   const child = spawn(join(root, 'node_modules/.bin/node'), [...(opts.nodeArgs ?? []), ...args], {
     env: { ...process.env, KICI_LOG_LEVEL: 'warn', KICI_ADMIN_TOKEN_FILE: tokenFile },
-    stdio: 'ignore',
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => void (stderr = (stderr + String(d)).slice(-2000)));
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   const until = Date.now() + 60_000;
