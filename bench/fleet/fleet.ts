@@ -76,8 +76,8 @@ export class FleetAgent {
         this.seen.push(msg.type);
         if (msg.type === 'register.ack') {
           this.registered = true;
-          const every = this.opts.heartbeatMs ?? msg.heartbeatIntervalMs;
-          this.heartbeat = setInterval(() => this.send({ type: 'heartbeat' }), every);
+          this.askedMs = msg.heartbeatIntervalMs;
+          this.heartbeatEvery(this.opts.heartbeatMs);
           resolve();
         } else if (msg.type === 'register.rejected') reject(new Error(`${this.spec.agentId}: ${msg.reason}`));
         else if (msg.type === 'job.assign') void this.run(msg.job);
@@ -92,6 +92,15 @@ export class FleetAgent {
       });
     });
   }
+
+  /** Heartbeat every `ms`, or as the orchestrator asked when undefined. */
+  heartbeatEvery(ms: number | undefined): void {
+    clearInterval(this.heartbeat);
+    if (!this.registered) return;
+    this.heartbeat = setInterval(() => this.send({ type: 'heartbeat' }), ms ?? this.askedMs);
+  }
+
+  private askedMs = 10_000;
 
   private async run(job: AssignedJob): Promise<void> {
     this.opts.onAssign?.(this.spec.agentId, job, performance.now());

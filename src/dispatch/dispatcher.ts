@@ -245,6 +245,9 @@ export class Dispatcher {
 
   /** One reconcile: the pure planner decides for the whole queue, then its decisions are applied. */
   private async pass(): Promise<void> {
+    // Nothing queued, nothing to plan: skip listing every idle agent (an agent registering, a
+    // result stored, in a fleet of thousands, would each cost a scan of the fleet).
+    if (!this.queue.size) return;
     const scaler = this.opts.scaler;
     const { groups, plan } = this.plan();
     for (const [n, d] of plan.entries()) {
