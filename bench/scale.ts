@@ -23,7 +23,12 @@ function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 && process.argv[i + 1] ? process.argv[i + 1]! : dflt;
 }
-const list = (name: string, dflt: string) => flag(name, dflt).split(',').filter(Boolean).map(Number);
+// `--queued 0` (or an empty list) skips that part.
+const list = (name: string, dflt: string) =>
+  flag(name, dflt)
+    .split(',')
+    .map(Number)
+    .filter((n) => n > 0);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function mintMany(s: Server, n: number, prefix: string, labels: string[]): Promise<FleetAgentSpec[]> {
