@@ -7,13 +7,17 @@ import { benchColdStart } from './cold-start.ts';
 import { benchConfigLoad } from './config-load.ts';
 import { benchContainerStart } from './container-start.ts';
 import { benchHotPath } from './hot-path.ts';
+import { benchLatency } from './latency.ts';
 import { benchLogs } from './logs.ts';
 import { benchReconcile } from './reconcile.ts';
 import { benchSoak } from './soak.ts';
+import { benchScale } from './scale.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
-const only = process.argv.slice(2);
+// Names select benches; `--flag value` pairs are read by the benches themselves (latency, scale).
+const args = process.argv.slice(2);
+const only = args.filter((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--'));
 type Out = BenchResult | { name: string; medianMs: number; detail: string };
 const benches: [string, () => Promise<Out | Out[]>][] = [
   ['config-load', benchConfigLoad],
@@ -30,6 +34,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
 if (process.env.KICI_TEST_VM_KERNEL) benches.push(['vm-start', () => benchVmStart(3)]);
 // Long (50,000 jobs by default; --jobs N, --every N): only when named.
 if (only.includes('soak')) benches.push(['soak', benchSoak]);
+if (only.includes('latency')) benches.push(['latency', benchLatency]);
+if (only.includes('scale')) benches.push(['scale', benchScale]);
 
 const results: BenchResult[] = [];
 for (const [key, run] of benches) {

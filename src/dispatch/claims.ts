@@ -9,7 +9,7 @@ import { retryWrite } from '../util/retry-write.js';
 import type { ActiveJob, ActiveJobs } from './active-jobs.js';
 import { canAgentRunJob, type AgentRegistry, type ConnectedAgent } from './agent-registry.js';
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
-import type { JobQueue, QueuedJob } from './job-queue.js';
+import { JobQueue, type QueuedJob } from './job-queue.js';
 import { toAssigned } from './job-rows.js';
 import type { LogSink } from './log-sink.js';
 import type { SealedEnv } from './sealed-env.js';
@@ -63,10 +63,13 @@ export class Claims {
   }
 
   /** Take a plan's assignments that still hold (the plan decided per group; state may have moved). */
-  takeAssigned(assign: readonly { jobId: string; agentId: string }[]): Taken[] {
+  takeAssigned(
+    assign: readonly { jobId: string; agentId: string }[],
+    queue: Pick<JobQueue, 'get'> = this.deps.queue,
+  ): Taken[] {
     const taken: Taken[] = [];
     for (const a of assign) {
-      const job = this.deps.queue.get(a.jobId);
+      const job = queue.get(a.jobId);
       const agent = this.deps.registry.get(a.agentId);
       if (
         job &&
@@ -133,6 +136,38 @@ export class Claims {
         }
       },
     };
+  }
+
+  /**
+   * Jobs being submitted that idle agents take at once: their rows are stored already claimed, in
+   * the submit's own commit, so a job's start waits for one commit instead of a commit, a dispatch
+   * pass and a second commit. Only while nothing older is queued here (older jobs go first), and
+   * by the same planner as a pass, so the choice is the one a pass would make.
+   */
+  takeNew(jobs: QueuedJob[]): Taken[] {
+    if (this.deps.halted() || this.deps.queue.size || !jobs.length) return [];
+    const idle = this.deps.registry.idle();
+    if (!idle.length) return [];
+    const fresh = new JobQueue();
+    for (const j of jobs) fresh.add(j);
+    const taken: Taken[] = [];
+    for (const d of planDispatch(fresh, idle, this.deps.scaler, this.deps.clock.now()).plan)
+      taken.push(...this.takeAssigned(d.assign, fresh));
+    return taken;
+  }
+
+  /** The submit that took these failed: their agents are free again. */
+  untake(taken: Taken[]): void {
+    for (const { job, agent } of taken) {
+      if (agent.busyJobId === job.id) agent.busyJobId = undefined;
+      agent.jobsTaken--;
+    }
+    if (taken.length) this.deps.pump();
+  }
+
+  /** The submit's commit stored these jobs claimed (job → spec): send them to their agents. */
+  sendNew(taken: Taken[], specs: Map<string, unknown>): Promise<boolean[]> {
+    return this.sendWon(taken, specs);
   }
 
   fits(agentId: string, job: QueuedJob): boolean {

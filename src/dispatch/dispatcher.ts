@@ -12,7 +12,7 @@ import { ActiveJobs, type ActiveJob, type JobObserver } from './active-jobs.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 import { Claims } from './claims.js';
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
-import { JobQueue, type QueuedJob } from './job-queue.js';
+import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
 import { newId, toQueued } from './job-rows.js';
 import { LogSink } from './log-sink.js';
 import { SealedEnv, type Sealed } from './sealed-env.js';
@@ -49,6 +49,11 @@ export interface DispatcherOptions {
   peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
   /** Group commit tick for the results; default 20 ms (marks wait up to 250 ms; see GroupCommit). */
   groupCommitMs?: number | undefined;
+  /**
+   * Idle agents take new jobs in the submit's own commit (default true). False: every job is
+   * queued first and claimed by a dispatch pass (tests of the pass's claim path).
+   */
+  claimAtSubmit?: boolean | undefined;
 }
 
 /**
@@ -180,6 +185,7 @@ export class Dispatcher {
   ): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
     const runId = newId('r');
     const sealedEnv = sealed ? Object.keys(sealed.env) : [];
+    const now = this.now();
     const jobs = Object.entries(spec.jobs).map(([name, js]) => ({
       id: newId('j'),
       name,
@@ -191,14 +197,44 @@ export class Dispatcher {
       } as JobSpec,
     }));
     if (sealed) for (const j of jobs) this.sealed.hold(j.id, sealed);
-    const rows = await this.opts.store.jobs.insertRun(
-      { id: runId, name: spec.name ?? null },
-      jobs,
-      this.now(),
-    );
-    for (const row of rows) this.queue.add(toQueued(row));
-    this.log.info({ runId, jobs: rows.length }, 'run submitted');
-    void this.requestPump();
+    // Idle agents take what they can at once, claimed in the submit's own commit (claims.ts).
+    const queued = jobs.map((j, seq) => ({
+      id: j.id,
+      runId,
+      name: j.name,
+      seq,
+      runsOn: j.runsOn,
+      spec: routingSpec(j.spec),
+      createdAtMs: now.getTime(),
+    }));
+    const taken = this.opts.claimAtSubmit === false ? [] : this.claims.takeNew(queued);
+    const claimOf = new Map(taken.map((t) => [t.job.id, t.agent.id]));
+    const owner = this.opts.instanceId;
+    let rows: JobRow[];
+    try {
+      rows = await this.opts.store.jobs.insertRun(
+        { id: runId, name: spec.name ?? null },
+        jobs.map((j) => {
+          const agentId = claimOf.get(j.id);
+          return agentId ? { ...j, claim: { agentId, owner } } : j;
+        }),
+        now,
+      );
+    } catch (err) {
+      this.claims.untake(taken);
+      throw err;
+    }
+    const specs = new Map<string, unknown>();
+    const seqOf = new Map<string, number>();
+    for (const row of rows) {
+      if (!claimOf.has(row.id)) this.queue.add(toQueued(row));
+      else if (row.state === 'dispatched') specs.set(row.id, row.spec);
+      seqOf.set(row.id, Number(row.seq));
+    }
+    for (const t of taken) t.job.seq = seqOf.get(t.job.id) ?? t.job.seq;
+    if (taken.length) void this.claims.sendNew(taken, specs);
+    this.log.info({ runId, jobs: rows.length, dispatchedAtOnce: taken.length }, 'run submitted');
+    if (rows.length > taken.length) void this.requestPump();
     return { runId, jobs: rows.map((r) => ({ id: r.id, name: r.name })) };
   }
 
@@ -235,6 +271,9 @@ export class Dispatcher {
 
   /** One reconcile: the pure planner decides for the whole queue, then its decisions are applied. */
   private async pass(): Promise<void> {
+    // Nothing queued, nothing to plan: skip listing every idle agent (an agent registering, a
+    // result stored, in a fleet of thousands, would each cost a scan of the fleet).
+    if (!this.queue.size) return;
     const scaler = this.opts.scaler;
     const { groups, plan } = this.plan();
     for (const [n, d] of plan.entries()) {

@@ -8,6 +8,8 @@ export interface NewJob {
   name: string;
   runsOn: string[];
   spec: unknown;
+  /** Claimed by an idle agent as it is submitted: stored already dispatched, in the same commit. */
+  claim?: { agentId: string; owner?: string | undefined } | undefined;
 }
 
 const ACTIVE: JobState[] = ['dispatched', 'running'];
@@ -27,10 +29,15 @@ export class JobsRepo {
           id: j.id,
           run_id: run.id,
           name: j.name,
-          state: 'queued' as const,
           runs_on: JSON.stringify(j.runsOn),
           spec: JSON.stringify(j.spec),
           created_at: now,
+          // Every row names the same columns (one multi-row insert): a queued one takes the defaults.
+          state: j.claim ? ('dispatched' as const) : ('queued' as const),
+          agent_id: j.claim?.agentId ?? null,
+          dispatched_at: j.claim ? now : null,
+          attempts: j.claim ? 1 : 0,
+          owner_instance: j.claim?.owner ?? null,
         }));
         rows.push(...(await trx.insertInto('jobs').values(chunk).returningAll().execute()));
       }

@@ -50,7 +50,13 @@ function breakableStore() {
 }
 
 function setup(store: Store) {
-  const d = new Dispatcher({ store, clock: systemClock, logger: pino({ level: 'silent' }) });
+  const d = new Dispatcher({
+    store,
+    clock: systemClock,
+    logger: pino({ level: 'silent' }),
+    // These tests are about the dispatch pass's claims: every job is queued first.
+    claimAtSubmit: false,
+  });
   stops.push(() => d.stop());
   return d;
 }

@@ -31,7 +31,13 @@ afterEach(async () => {
 const broken = () => new Error('Connection terminated unexpectedly');
 
 function setup() {
-  const d = new Dispatcher({ store: fresh.store, clock: systemClock, logger: pino({ level: 'silent' }) });
+  const d = new Dispatcher({
+    store: fresh.store,
+    clock: systemClock,
+    logger: pino({ level: 'silent' }),
+    // These tests are about the dispatch pass's claims: every job is queued first.
+    claimAtSubmit: false,
+  });
   stops.push(() => d.stop());
   return d;
 }

@@ -1,0 +1,177 @@
+/**
+ * `npm run bench -- latency [--base <commit>] [--rounds <n>] [--jobs <n>] [--samples <n>]`:
+ * job-start latency of this build beside another commit's (default 09079b4), the two builds
+ * alternating in the same run so that the machine's load falls on both alike.
+ *
+ * - warm hit: one idle static agent; submit → the first step's own clock (`date +%s%N` in the
+ *   step), median of `--samples` (15) per round;
+ * - burst: `--jobs` (1,000) one-step jobs on 4 static agents, wall time until every step ran, and
+ *   the server's CPU (user + system) per job.
+ *
+ * `--agents this|base` runs every server with one build's agents, to tell whose side a change is on.
+ */
+import { appendFile, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { api, buildOf, cpuMs, startAgent, startServer, stopAll, type Server } from './harness.ts';
+import { median, type BenchResult } from './stats.ts';
+
+const HERE = resolve(import.meta.dirname, '..');
+
+function flag(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 && process.argv[i + 1] ? process.argv[i + 1]! : dflt;
+}
+
+const wallNow = () => performance.timeOrigin + performance.now();
+
+async function lines(file: string): Promise<string[]> {
+  return (await readFile(file, 'utf8').catch(() => '')).split('\n').filter(Boolean);
+}
+
+async function waitLines(file: string, n: number, timeoutMs: number): Promise<string[]> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const l = await lines(file);
+    if (l.length >= n) return l;
+    if (Date.now() > until) throw new Error(`only ${l.length} of ${n} steps ran within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+async function warmHits(s: Server, samples: number, marks: string): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < samples + 2; i++) {
+    await rm(marks, { force: true });
+    const t0 = wallNow();
+    const run = await api<{ jobs: { id: string }[] }>(s, 'POST', '/api/v1/runs', {
+      jobs: { hit: { runsOn: ['linux', 'warm'], steps: [{ run: `date +%s%N >> ${marks}` }] } },
+    });
+    const [ns] = await waitLines(marks, 1, 30_000);
+    if (i >= 2) out.push(Number(BigInt(ns!) / 1000n) / 1000 - t0); // the first two warm the path
+    // The agent is idle again (its result stored) before the next hit, as a warm agent would be.
+    for (;;) {
+      const j = await api<{ state: string }>(s, 'GET', `/api/v1/jobs/${run.jobs[0]!.id}`);
+      if (j.state === 'succeeded') break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await new Promise((r) => setTimeout(r, 300)); // its marks are stored too: a quiet, warm server
+  }
+  return out;
+}
+
+async function burst(s: Server, n: number, marks: string): Promise<{ wallMs: number; cpuPerJob: number }> {
+  await rm(marks, { force: true });
+  const submit = async (count: number) => {
+    for (let r = 0; r * 100 < count; r++) {
+      const jobs = Object.fromEntries(
+        Array.from({ length: Math.min(100, count - r * 100) }, (_, k) => [
+          `j${k}`,
+          { runsOn: ['linux', 'burst'], steps: [{ run: `printf 'x\\n' >> ${marks}` }] },
+        ]),
+      );
+      await api(s, 'POST', '/api/v1/runs', { jobs });
+    }
+  };
+  await submit(20); // warm-up
+  await waitLines(marks, 20, 60_000);
+  await new Promise((r) => setTimeout(r, 500));
+  const c0 = await cpuMs(s.pid);
+  const t0 = performance.now();
+  await submit(n);
+  await waitLines(marks, 20 + n, 600_000);
+  const wallMs = performance.now() - t0;
+  await new Promise((r) => setTimeout(r, 300)); // the last results reach the store
+  return { wallMs, cpuPerJob: ((await cpuMs(s.pid)) - c0) / n };
+}
+
+interface Round {
+  hits: number[];
+  wallMs: number;
+  cpuPerJob: number;
+}
+
+async function oneBuild(
+  root: string,
+  samples: number,
+  jobs: number,
+  agentRoot: string | undefined,
+): Promise<Round> {
+  const marks = join(tmpdir(), `kici-latency-${process.pid}`);
+  try {
+    const s = await startServer(root);
+    await startAgent(s, 'warm-1', ['linux', 'warm'], agentRoot);
+    const hits = await warmHits(s, samples, marks);
+    for (let i = 0; i < 4; i++) await startAgent(s, `burst-${i}`, ['linux', 'burst'], agentRoot);
+    const b = await burst(s, jobs, marks);
+    return { hits, ...b };
+  } finally {
+    await stopAll();
+    await rm(marks, { force: true });
+  }
+}
+
+export async function benchLatency(): Promise<BenchResult[]> {
+  const base = flag('base', '09079b4');
+  const rounds = Number(flag('rounds', '2'));
+  const samples = Number(flag('samples', '15'));
+  const jobs = Number(flag('jobs', '1000'));
+  const baseRoot = await buildOf(HERE, base);
+  // --agents this|base: every server gets the agents of one build (to tell whose side moved).
+  const agentsOf = flag('agents', 'own');
+  const agentRoot = agentsOf === 'this' ? HERE : agentsOf === 'base' ? baseRoot : undefined;
+  const res: Record<'head' | 'base', Round[]> = { head: [], base: [] };
+  for (let r = 0; r < rounds; r++) {
+    // Alternate which goes first, so neither always runs on the fresher machine.
+    for (const which of r % 2 ? (['base', 'head'] as const) : (['head', 'base'] as const)) {
+      const round = await oneBuild(which === 'head' ? HERE : baseRoot, samples, jobs, agentRoot);
+      res[which].push(round);
+      process.stdout.write(
+        `  round ${r + 1} ${which === 'head' ? 'this build' : base}: warm hit median ${median(round.hits).toFixed(1)} ms, ` +
+          `burst ${(round.wallMs / 1000).toFixed(2)} s, ${round.cpuPerJob.toFixed(2)} ms CPU/job\n`,
+      );
+    }
+  }
+  const agg = (rs: Round[]) => ({
+    hit: median(rs.flatMap((x) => x.hits)),
+    wall: median(rs.map((x) => x.wallMs)),
+    cpu: median(rs.map((x) => x.cpuPerJob)),
+  });
+  const [h, b] = [agg(res.head), agg(res.base)];
+  const line = (what: string, hv: number, bv: number, unit: string) =>
+    `${what}: this build ${hv.toFixed(2)} ${unit}, ${base} ${bv.toFixed(2)} ${unit} (${rounds} rounds, alternating)`;
+  return [
+    {
+      name: `warm hit, submit → first step (median of ${samples}×${rounds})`,
+      value: h.hit,
+      unit: 'ms',
+      ratio: h.hit / b.hit,
+      target: `at most 0.8 × ${base}`,
+      pass: h.hit <= 0.8 * b.hit,
+      detail: line('median', h.hit, b.hit, 'ms'),
+    },
+    {
+      name: `burst of ${jobs} jobs on 4 static agents, wall time`,
+      value: h.wall / 1000,
+      unit: 's',
+      ratio: h.wall / b.wall,
+      target: `at most 1.0 × ${base}`,
+      pass: h.wall <= b.wall,
+      detail: line('wall', h.wall / 1000, b.wall / 1000, 's'),
+    },
+    {
+      name: `burst of ${jobs} jobs, server CPU per job`,
+      value: h.cpu,
+      unit: 'ms CPU/job',
+      ratio: h.cpu / b.cpu,
+      target: `at most 0.5 × ${base}`,
+      pass: h.cpu <= 0.5 * b.cpu,
+      detail: line('CPU', h.cpu, b.cpu, 'ms/job'),
+    },
+  ];
+}
+
+// Direct use: node bench/latency.ts [flags]
+if (import.meta.main) {
+  for (const r of await benchLatency()) await appendFile('/dev/stdout', `${JSON.stringify(r)}\n`);
+}

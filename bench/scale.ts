@@ -1,0 +1,204 @@
+/**
+ * `npm run bench -- scale [--agents 1000,5000,10000] [--queued 100000] [--drain 10000] [--fleet 1000]`:
+ * how the orchestrator's cost grows with the fleet and the queue, through a real server (PGlite)
+ * and the synthetic fleet (bench/fleet/fleet.ts).
+ *
+ * - for N idle agents: server RSS per agent, server CPU per heartbeat (the fleet heartbeats every
+ *   second during a 10 s window, at the server's interval otherwise), dispatch latency p50/p99 of a job to an idle agent (submit →
+ *   `job.assign` at the fleet), and the registration rate;
+ * - for M queued jobs: submit rate, store size, RSS, and the time the `--fleet` agents take to
+ *   drain the first `--drain` jobs of the queue (with the full drain projected from that rate).
+ */
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { SyntheticFleet, type FleetAgentSpec } from './fleet/fleet.ts';
+import { api, cpuMs, mintToken, rssBytes, startServer, stopAll, type Server } from './harness.ts';
+import { median, percentile, type BenchResult } from './stats.ts';
+
+const HERE = resolve(import.meta.dirname, '..');
+const exec = promisify(execFile);
+
+function flag(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 && process.argv[i + 1] ? process.argv[i + 1]! : dflt;
+}
+// `--queued 0` (or an empty list) skips that part.
+const list = (name: string, dflt: string) =>
+  flag(name, dflt)
+    .split(',')
+    .map(Number)
+    .filter((n) => n > 0);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function mintMany(s: Server, n: number, prefix: string, labels: string[]): Promise<FleetAgentSpec[]> {
+  const out: FleetAgentSpec[] = new Array(n);
+  let next = 0;
+  const worker = async () => {
+    while (next < n) {
+      const i = next++;
+      const agentId = `${prefix}-${i}`;
+      out[i] = { agentId, token: (await mintToken(s, agentId, labels)).token, labels };
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, worker));
+  return out;
+}
+
+interface FleetFigures {
+  n: number;
+  rssPerAgentKiB: number;
+  cpuPerHeartbeatUs: number;
+  heartbeatCorePct: number;
+  p50: number;
+  p99: number;
+  regPerS: number;
+}
+
+async function idleFleet(n: number): Promise<FleetFigures> {
+  try {
+    const s = await startServer(HERE);
+    const specs = await mintMany(s, n, 'idle', ['linux', 'fleet']);
+    await sleep(1000);
+    const rss0 = await rssBytes(s.pid);
+    let assigned: ((at: number) => void) | undefined;
+    let done: (() => void) | undefined;
+    const fleet = new SyntheticFleet(specs, {
+      url: s.ws,
+      concurrency: 24,
+      onAssign: (_a, _j, at) => assigned?.(at),
+      onDone: () => done?.(),
+    });
+    const t0 = performance.now();
+    await fleet.start();
+    const regPerS = n / ((performance.now() - t0) / 1000);
+    await sleep(3000);
+    const rss1 = await rssBytes(s.pid);
+    // Heartbeats: every agent sends one a second; the server's CPU over the window, per heartbeat.
+    // (Registration and dispatch run at the interval the server asks for.)
+    for (const a of fleet.agents) a.heartbeatEvery(1000);
+    const c0 = await cpuMs(s.pid);
+    const w0 = performance.now();
+    await sleep(10_000);
+    const cpu = (await cpuMs(s.pid)) - c0;
+    const beats = n * ((performance.now() - w0) / 1000);
+    const perBeatMs = cpu / beats;
+    for (const a of fleet.agents) a.heartbeatEvery(undefined);
+    // Dispatch latency: one job at a time to one of N idle agents.
+    const lat: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      const got = new Promise<number>((r) => (assigned = r));
+      const fin = new Promise<void>((r) => (done = r));
+      const t = performance.now();
+      await api(s, 'POST', '/api/v1/runs', {
+        jobs: { one: { runsOn: ['linux', 'fleet'], steps: [{ run: 'x' }] } },
+      });
+      lat.push((await got) - t);
+      await fin;
+    }
+    await fleet.stop();
+    return {
+      n,
+      rssPerAgentKiB: (rss1 - rss0) / n / 1024,
+      cpuPerHeartbeatUs: perBeatMs * 1000,
+      // At the default interval (10 s): N/10 heartbeats a second.
+      heartbeatCorePct: ((n / 10) * perBeatMs) / 10,
+      p50: median(lat),
+      p99: percentile(lat, 99),
+      regPerS,
+    };
+  } finally {
+    await stopAll();
+  }
+}
+
+interface QueueFigures {
+  m: number;
+  submitPerS: number;
+  storeMiB: number;
+  rssMiB: number;
+  drainPerS: number;
+  drained: number;
+}
+
+async function queued(m: number, drain: number, fleetSize: number): Promise<QueueFigures> {
+  try {
+    const s = await startServer(HERE);
+    // A token for the queue's labels: its jobs wait for an agent instead of failing as unroutable.
+    const specs = await mintMany(s, fleetSize, 'drain', ['linux', 'queue']);
+    const t0 = performance.now();
+    for (let done = 0; done < m; done += 10_000) {
+      const n = Math.min(10_000, m - done);
+      const jobs = Object.fromEntries(
+        Array.from({ length: n }, (_, k) => [`j${k}`, { runsOn: ['linux', 'queue'], steps: [{ run: 'x' }] }]),
+      );
+      await api(s, 'POST', '/api/v1/runs', { jobs });
+    }
+    const submitPerS = m / ((performance.now() - t0) / 1000);
+    await sleep(2000);
+    const rssMiB = (await rssBytes(s.pid)) / 2 ** 20;
+    const { stdout } = await exec('du', ['-sb', s.dir]);
+    const storeMiB = Number(stdout.split('\t')[0]) / 2 ** 20;
+    let finished = 0;
+    let reached: (() => void) | undefined;
+    const target = Math.min(drain, m);
+    const fleet = new SyntheticFleet(specs, {
+      url: s.ws,
+      concurrency: 24,
+      onDone: () => {
+        if (++finished === target) reached?.();
+      },
+    });
+    const all = new Promise<void>((r) => (reached = r));
+    const d0 = performance.now();
+    await fleet.start();
+    await all;
+    const drainPerS = target / ((performance.now() - d0) / 1000);
+    await fleet.stop();
+    return { m, submitPerS, storeMiB, rssMiB, drainPerS, drained: target };
+  } finally {
+    await stopAll();
+  }
+}
+
+export async function benchScale(): Promise<BenchResult[]> {
+  const out: BenchResult[] = [];
+  for (const n of list('agents', '1000,5000,10000')) {
+    const f = await idleFleet(n);
+    const detail =
+      `${n} idle agents: RSS ${f.rssPerAgentKiB.toFixed(1)} KiB/agent, ${f.cpuPerHeartbeatUs.toFixed(0)} µs CPU/heartbeat ` +
+      `(${f.heartbeatCorePct.toFixed(2)} % of a core at the default 10 s interval), dispatch p50 ${f.p50.toFixed(1)} ms ` +
+      `p99 ${f.p99.toFixed(1)} ms, registration ${f.regPerS.toFixed(0)} agents/s`;
+    process.stdout.write(`  ${detail}\n`);
+    out.push({
+      name: `scale: ${n} idle agents, dispatch p99`,
+      value: f.p99,
+      unit: 'ms',
+      target: 'at most 50 ms at 10k agents',
+      pass: f.p99 <= 50,
+      detail,
+    });
+  }
+  const drain = Number(flag('drain', '10000'));
+  const fleetSize = Number(flag('fleet', '1000'));
+  for (const m of list('queued', '100000')) {
+    const q = await queued(m, drain, fleetSize);
+    const detail =
+      `${m} queued jobs: submit ${q.submitPerS.toFixed(0)} jobs/s, store ${q.storeMiB.toFixed(0)} MiB, RSS ${q.rssMiB.toFixed(0)} MiB; ` +
+      `${fleetSize} agents drained ${q.drained} jobs at ${q.drainPerS.toFixed(0)} jobs/s (all ${m}: ~${(m / q.drainPerS).toFixed(0)} s)`;
+    process.stdout.write(`  ${detail}\n`);
+    out.push({
+      name: `scale: ${m} queued jobs, drain rate with ${fleetSize} agents`,
+      value: q.drainPerS,
+      unit: 'jobs/s',
+      target: 'reported',
+      pass: Number.isFinite(q.drainPerS),
+      detail,
+    });
+  }
+  return out;
+}
+
+if (import.meta.main) {
+  for (const r of await benchScale()) process.stdout.write(`${JSON.stringify(r)}\n`);
+}
