@@ -114,6 +114,14 @@ export function clusterHeartbeatMs(opts: OrchestratorOptions): number {
   return opts.clusterHeartbeatMs ?? envMillis('KICI_CLUSTER_HEARTBEAT_MS', 5_000, 100, 600_000);
 }
 
+/**
+ * Option, else KICI_AGENT_HEARTBEAT_MS, else 10 s: how often agents are told to heartbeat. An agent
+ * silent for three of these is dropped, so a shorter one finds a dead agent sooner for more traffic.
+ */
+export function agentHeartbeatMs(opts: OrchestratorOptions): number {
+  return opts.heartbeatIntervalMs ?? envMillis('KICI_AGENT_HEARTBEAT_MS', 10_000, 100, 600_000);
+}
+
 /** KICI_CLUSTER_LOCK_TIMEOUT_MS (default 2 s): the lease's connect and query budget. */
 export function clusterLockTimeoutMs(): number {
   return envMillis('KICI_CLUSTER_LOCK_TIMEOUT_MS', 2_000, 100, 60_000);

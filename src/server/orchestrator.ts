@@ -51,7 +51,7 @@ import { closeSilentAgents } from './heartbeat-check.js';
 import { RetentionService } from './retention.js';
 import { DiskSpaceWatcher } from './disk-watch.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
-import { withScalerSettings } from './orchestrator-options.js';
+import { agentHeartbeatMs, withScalerSettings } from './orchestrator-options.js';
 import { startPendingSweep } from './pending-sweep.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
@@ -371,7 +371,7 @@ export class Orchestrator {
           dispatcher: this.dispatcher,
           clock: this.opts.clock ?? systemClock,
           logger: this.log,
-          heartbeatIntervalMs: this.opts.heartbeatIntervalMs ?? 10_000,
+          heartbeatIntervalMs: agentHeartbeatMs(this.opts),
           isStopping: () => this.stopping,
           leaveGraceMs: this.opts.agentLeaveGraceMs,
           onRegistered: (agentId: string) => {
@@ -478,7 +478,7 @@ export class Orchestrator {
             this.log.warn({ err: errorMessage(err) }, 'could not withdraw a provision'),
           );
     });
-    const hb = opts.heartbeatIntervalMs ?? 10_000;
+    const hb = agentHeartbeatMs(opts);
     this.heartbeatTimer = every(clock, hb, () =>
       closeSilentAgents(this.dispatcher.registry.list(), clock, hb),
     );

@@ -32,10 +32,10 @@ export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator',
 /**
  * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
  * scaler runs without isolation; a step is held by a sleep long enough for the fault (two clock
- * steps of two heartbeats each need about 40 s).
+ * steps of two heartbeats each, at the 1 s heartbeat the clock cells set, need a few seconds).
  */
 export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
-  const hold = fault === 'wall clock ±1 h' ? 75 : 15;
+  const hold = fault === 'wall clock ±1 h' ? 25 : 15;
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',

@@ -41,6 +41,8 @@ export async function clockOffset(initial = '+0'): Promise<ClockOffset> {
       FAKETIME_NO_CACHE: '1',
       // A real clock step moves the wall clock only; timers and liveness run on the monotonic one.
       FAKETIME_DONT_FAKE_MONOTONIC: '1',
+      // A clock step is held until every agent has sent two heartbeats: 1 s apart, not 10.
+      KICI_AGENT_HEARTBEAT_MS: '1000',
     },
     set: (offset) => writeFile(file, `${offset}\n`),
     close: () => rm(dir, { recursive: true, force: true }),
