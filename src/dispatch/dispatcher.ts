@@ -164,6 +164,8 @@ export class Dispatcher {
       name,
       runsOn: canonicalizeLabels(js.runsOn),
       spec: { ...js, resources: mirrorResources(js.resources) } as JobSpec,
+      priority: js.priority ?? spec.priority ?? 0,
+      owner: spec.owner ?? null,
     }));
     const rows = await this.opts.store.jobs.insertRun(
       { id: runId, name: spec.name ?? null },

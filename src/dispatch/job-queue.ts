@@ -1,4 +1,5 @@
 import type { JobSpec } from '../jobs/run-spec.js';
+import { chooseOwner, NO_LOAD, type OwnerHead, type OwnerLoad } from './fair-share.js';
 
 /**
  * What a queued job needs in memory: the facts routing, agent fit and caps read. Steps and env stay
@@ -23,27 +24,47 @@ export interface QueuedJob {
   runsOn: string[];
   spec: QueuedJobSpec;
   createdAtMs: number;
+  /** Higher goes first within a label set; unset means 0. */
+  priority?: number | undefined;
+  /** The team the run belongs to, for fair share; unset is the unnamed owner "". */
+  owner?: string | undefined;
   /** Why the job is still waiting, as last decided; shown by `job list` and `scaler explain`. */
   waiting?: string;
+}
+
+/** Jobs in submission (seq) order, and the highest-seq one added, to tell an append from a re-insert. */
+interface SeqList {
+  jobs: Map<string, QueuedJob>;
+  last?: QueuedJob;
 }
 
 interface Group {
   key: string;
   labels: string[];
   spec: QueuedJobSpec;
-  jobs: Map<string, QueuedJob>;
-  /** The highest-seq job added, to tell an append from a re-insert without scanning. */
-  last?: QueuedJob;
+  /** Every queued job of the group, in submission (seq) order. */
+  all: SeqList;
+  /** priority → owner → that owner's jobs of that priority, in seq order. */
+  levels: Map<number, Map<string, SeqList>>;
+  /** The priorities present, highest first. */
+  priorities: number[];
 }
+
+const prio = (j: QueuedJob) => j.priority ?? 0;
+const ownerOf = (j: QueuedJob) => j.owner ?? '';
 
 /**
  * Queued jobs in memory, grouped by their runsOn label set so a dispatch pass decides once per
- * group instead of once per job. Within a group jobs stay in submission (seq) order.
+ * group instead of once per job. Within a group jobs are handed out by the fair-share rule
+ * (fair-share.ts): highest priority first, then the least-served owner, then submission order.
  */
 export class JobQueue {
   private readonly groups = new Map<string, Group>();
   /** Job id → the group holding it (the job itself is found in the group, so no wrapper per job). */
   private readonly byId = new Map<string, Group>();
+  /** group key → owner → that owner's jobs of the group now running; kept while the group is empty. */
+  private readonly loads = new Map<string, Map<string, OwnerLoad>>();
+  private starts = 0;
 
   get size(): number {
     return this.byId.size;
@@ -54,7 +75,7 @@ export class JobQueue {
   }
 
   get(id: string): QueuedJob | undefined {
-    return this.byId.get(id)?.jobs.get(id);
+    return this.byId.get(id)?.all.jobs.get(id);
   }
 
   add(job: QueuedJob): void {
@@ -62,36 +83,110 @@ export class JobQueue {
     const key = groupKey(job);
     let g = this.groups.get(key);
     if (!g) {
-      g = { key, labels: job.runsOn, spec: routingSpec(job.spec), jobs: new Map() };
+      g = {
+        key,
+        labels: job.runsOn,
+        spec: routingSpec(job.spec),
+        all: { jobs: new Map() },
+        levels: new Map(),
+        priorities: [],
+      };
       this.groups.set(key, g);
     }
     // Every job of a group has the same labels and routing facts (they make the key): share them.
     job.runsOn = g.labels;
     job.spec = g.spec;
-    const last = g.last;
-    if (last && last.seq > job.seq) {
-      // A requeued job goes back to its place, not to the end.
-      // A new map, not clear() + refill: a live jobs() iterator would otherwise start over, forever.
-      const all = [...g.jobs.values(), job].sort((a, b) => a.seq - b.seq);
-      g.jobs = new Map(all.map((j) => [j.id, j]));
-    } else {
-      g.jobs.set(job.id, job);
-      g.last = job;
+    // A requeued job goes back to its place, not to the end.
+    pushInOrder(g.all, job);
+    let level = g.levels.get(prio(job));
+    if (!level) {
+      level = new Map();
+      g.levels.set(prio(job), level);
+      g.priorities.push(prio(job));
+      g.priorities.sort((a, b) => b - a);
     }
+    let fifo = level.get(ownerOf(job));
+    if (!fifo) level.set(ownerOf(job), (fifo = { jobs: new Map() }));
+    pushInOrder(fifo, job);
     this.byId.set(job.id, g);
   }
 
   remove(id: string): QueuedJob | undefined {
     const group = this.byId.get(id);
-    const job = group?.jobs.get(id);
+    const job = group?.all.jobs.get(id);
     if (!group || !job) return undefined;
     this.byId.delete(id);
-    group.jobs.delete(id);
-    if (group.jobs.size === 0) this.groups.delete(group.key);
+    group.all.jobs.delete(id);
+    const level = group.levels.get(prio(job))!;
+    const fifo = level.get(ownerOf(job))!;
+    fifo.jobs.delete(id);
+    if (fifo.jobs.size === 0) level.delete(ownerOf(job));
+    if (level.size === 0) {
+      group.levels.delete(prio(job));
+      group.priorities.splice(group.priorities.indexOf(prio(job)), 1);
+    }
+    if (group.all.jobs.size === 0) this.groups.delete(group.key);
     return job;
   }
 
-  /** Groups ordered by their oldest job, so the longest-waiting work is considered first. */
+  /** A job of this queue's making was handed to an agent: its owner now has one more running. */
+  noteStarted(job: QueuedJob): void {
+    const key = groupKey(job);
+    let owners = this.loads.get(key);
+    if (!owners) this.loads.set(key, (owners = new Map()));
+    const l = owners.get(ownerOf(job)) ?? NO_LOAD;
+    owners.set(ownerOf(job), { running: l.running + 1, lastStart: ++this.starts });
+  }
+
+  /** A started job left its agent (finished, or requeued). */
+  noteEnded(job: QueuedJob): void {
+    const owners = this.loads.get(groupKey(job));
+    const l = owners?.get(ownerOf(job));
+    if (owners && l) owners.set(ownerOf(job), { ...l, running: Math.max(0, l.running - 1) });
+  }
+
+  /** How many of this owner's jobs of the job's label set run now (shown by `scaler explain`). */
+  runningFor(job: QueuedJob): number {
+    return this.loads.get(groupKey(job))?.get(ownerOf(job))?.running ?? 0;
+  }
+
+  /**
+   * The group's jobs in dispatch order. Each pick counts as a start for the picks after it, so a
+   * pass that fills several agents at once shares them as the rule would one by one. O(owners)
+   * per job yielded, not a scan of the group.
+   */
+  private *ordered(g: Group): Generator<QueuedJob> {
+    const base = this.loads.get(g.key);
+    const sim = new Map<string, OwnerLoad>();
+    const load = (o: string) => sim.get(o) ?? base?.get(o) ?? NO_LOAD;
+    let tick = this.starts;
+    for (const p of [...g.priorities]) {
+      const level = g.levels.get(p);
+      if (!level) continue;
+      const heads = new Map<string, OwnerHead & { it: Iterator<QueuedJob>; job: QueuedJob }>();
+      for (const [owner, fifo] of level) {
+        const it = fifo.jobs.values();
+        const r = it.next();
+        if (!r.done) heads.set(owner, { owner, headSeq: r.value.seq, it, job: r.value });
+      }
+      for (let h = chooseOwner(heads.values(), load); h; h = chooseOwner(heads.values(), load)) {
+        yield h.job;
+        const l = load(h.owner);
+        sim.set(h.owner, { running: l.running + 1, lastStart: ++tick });
+        const r = h.it.next();
+        if (r.done) heads.delete(h.owner);
+        else {
+          h.job = r.value;
+          h.headSeq = r.value.seq;
+        }
+      }
+    }
+  }
+
+  /**
+   * Groups ordered by their most urgent job (highest priority, then oldest), so that work is
+   * considered first, also for the scaler's caps.
+   */
   orderedGroups(): {
     key: string;
     labels: string[];
@@ -102,16 +197,32 @@ export class JobQueue {
     const out = [...this.groups.values()].map((g) => ({
       key: g.key,
       labels: g.labels,
-      size: g.jobs.size,
-      first: g.jobs.values().next().value as QueuedJob,
-      jobs: () => g.jobs.values(),
+      size: g.all.jobs.size,
+      first: this.ordered(g).next().value as QueuedJob,
+      top: g.priorities[0] ?? 0,
+      oldest: (g.all.jobs.values().next().value as QueuedJob).seq,
+      jobs: () => this.ordered(g),
     }));
-    out.sort((a, b) => a.first.seq - b.first.seq);
+    out.sort((a, b) => b.top - a.top || a.oldest - b.oldest);
     return out;
   }
 
   all(): QueuedJob[] {
-    return [...this.groups.values()].flatMap((g) => [...g.jobs.values()]);
+    return [...this.groups.values()].flatMap((g) => [...g.all.jobs.values()]);
+  }
+}
+
+/**
+ * Add a job in seq order. One older than the last goes back to its place in a new map, not
+ * clear() + refill: a live iterator over the old one would otherwise start over, forever.
+ */
+function pushInOrder(l: SeqList, job: QueuedJob): void {
+  if (l.last && l.last.seq > job.seq) {
+    const all = [...l.jobs.values(), job].sort((a, b) => a.seq - b.seq);
+    l.jobs = new Map(all.map((j) => [j.id, j]));
+  } else {
+    l.jobs.set(job.id, job);
+    l.last = job;
   }
 }
 

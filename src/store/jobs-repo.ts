@@ -8,6 +8,8 @@ export interface NewJob {
   name: string;
   runsOn: string[];
   spec: unknown;
+  priority?: number;
+  owner?: string | null;
 }
 
 const ACTIVE: JobState[] = ['dispatched', 'running'];
@@ -30,6 +32,8 @@ export class JobsRepo {
           state: 'queued' as const,
           runs_on: JSON.stringify(j.runsOn),
           spec: JSON.stringify(j.spec),
+          priority: j.priority ?? 0,
+          owner: j.owner ?? null,
           created_at: now,
         }));
         rows.push(...(await trx.insertInto('jobs').values(chunk).returningAll().execute()));
@@ -68,6 +72,8 @@ export class JobsRepo {
           state: 'queued',
           runs_on: JSON.stringify(prev.runs_on),
           spec: JSON.stringify(prev.spec),
+          priority: prev.priority,
+          owner: prev.owner,
           attempt,
           retry_of: prev.id,
           created_at: now,
