@@ -38,14 +38,21 @@ interface SeqList {
   last?: QueuedJob;
 }
 
+/** One owner's jobs of one priority in one group: the list knows where it sits, so jobs need not. */
+interface OwnerList extends SeqList {
+  group: Group;
+  priority: number;
+  owner: string;
+}
+
 interface Group {
   key: string;
   labels: string[];
   spec: QueuedJobSpec;
-  /** Every queued job of the group, in submission (seq) order. */
-  all: SeqList;
+  /** How many jobs the group holds. */
+  size: number;
   /** priority → owner → that owner's jobs of that priority, in seq order. */
-  levels: Map<number, Map<string, SeqList>>;
+  levels: Map<number, Map<string, OwnerList>>;
   /** The priorities present, highest first. */
   priorities: number[];
 }
@@ -60,8 +67,10 @@ const ownerOf = (j: QueuedJob) => j.owner ?? '';
  */
 export class JobQueue {
   private readonly groups = new Map<string, Group>();
-  /** Job id → the group holding it (the job itself is found in the group, so no wrapper per job). */
-  private readonly byId = new Map<string, Group>();
+  /** Job id → the list holding it (the job itself is found in the list, so no wrapper per job). */
+  private readonly byId = new Map<string, OwnerList>();
+  /** A group's shared routing spec → its key: a started job finds its group without a new key. */
+  private readonly keyOf = new WeakMap<QueuedJobSpec, string>();
   /** group key → owner → that owner's jobs of the group now running; kept while the group is empty. */
   private readonly loads = new Map<string, Map<string, OwnerLoad>>();
   private starts = 0;
@@ -75,7 +84,7 @@ export class JobQueue {
   }
 
   get(id: string): QueuedJob | undefined {
-    return this.byId.get(id)?.all.jobs.get(id);
+    return this.byId.get(id)?.jobs.get(id);
   }
 
   add(job: QueuedJob): void {
@@ -87,17 +96,17 @@ export class JobQueue {
         key,
         labels: job.runsOn,
         spec: routingSpec(job.spec),
-        all: { jobs: new Map() },
+        size: 0,
         levels: new Map(),
         priorities: [],
       };
       this.groups.set(key, g);
+      this.keyOf.set(g.spec, key);
     }
     // Every job of a group has the same labels and routing facts (they make the key): share them.
     job.runsOn = g.labels;
     job.spec = g.spec;
-    // A requeued job goes back to its place, not to the end.
-    pushInOrder(g.all, job);
+    g.size++;
     let level = g.levels.get(prio(job));
     if (!level) {
       level = new Map();
@@ -106,32 +115,40 @@ export class JobQueue {
       g.priorities.sort((a, b) => b - a);
     }
     let fifo = level.get(ownerOf(job));
-    if (!fifo) level.set(ownerOf(job), (fifo = { jobs: new Map() }));
+    if (!fifo) {
+      fifo = { jobs: new Map(), group: g, priority: prio(job), owner: ownerOf(job) };
+      level.set(ownerOf(job), fifo);
+    }
+    // A requeued job goes back to its place, not to the end.
     pushInOrder(fifo, job);
-    this.byId.set(job.id, g);
+    this.byId.set(job.id, fifo);
   }
 
   remove(id: string): QueuedJob | undefined {
-    const group = this.byId.get(id);
-    const job = group?.all.jobs.get(id);
-    if (!group || !job) return undefined;
+    const fifo = this.byId.get(id);
+    const job = fifo?.jobs.get(id);
+    if (!fifo || !job) return undefined;
+    const group = fifo.group;
     this.byId.delete(id);
-    group.all.jobs.delete(id);
+    group.size--;
     const level = group.levels.get(prio(job))!;
-    const fifo = level.get(ownerOf(job))!;
     fifo.jobs.delete(id);
     if (fifo.jobs.size === 0) level.delete(ownerOf(job));
     if (level.size === 0) {
       group.levels.delete(prio(job));
       group.priorities.splice(group.priorities.indexOf(prio(job)), 1);
     }
-    if (group.all.jobs.size === 0) this.groups.delete(group.key);
+    if (group.size === 0) this.groups.delete(group.key);
     return job;
+  }
+
+  private keyFor(job: QueuedJob): string {
+    return this.keyOf.get(job.spec) ?? groupKey(job);
   }
 
   /** A job of this queue's making was handed to an agent: its owner now has one more running. */
   noteStarted(job: QueuedJob): void {
-    const key = groupKey(job);
+    const key = this.keyFor(job);
     let owners = this.loads.get(key);
     if (!owners) this.loads.set(key, (owners = new Map()));
     const l = owners.get(ownerOf(job)) ?? NO_LOAD;
@@ -140,14 +157,14 @@ export class JobQueue {
 
   /** A started job left its agent (finished, or requeued). */
   noteEnded(job: QueuedJob): void {
-    const owners = this.loads.get(groupKey(job));
+    const owners = this.loads.get(this.keyFor(job));
     const l = owners?.get(ownerOf(job));
     if (owners && l) owners.set(ownerOf(job), { ...l, running: Math.max(0, l.running - 1) });
   }
 
   /** How many of this owner's jobs of the job's label set run now (shown by `scaler explain`). */
   runningFor(job: QueuedJob): number {
-    return this.loads.get(groupKey(job))?.get(ownerOf(job))?.running ?? 0;
+    return this.loads.get(this.keyFor(job))?.get(ownerOf(job))?.running ?? 0;
   }
 
   /**
@@ -197,19 +214,31 @@ export class JobQueue {
     const out = [...this.groups.values()].map((g) => ({
       key: g.key,
       labels: g.labels,
-      size: g.all.jobs.size,
+      size: g.size,
       first: this.ordered(g).next().value as QueuedJob,
       top: g.priorities[0] ?? 0,
-      oldest: (g.all.jobs.values().next().value as QueuedJob).seq,
+      oldest: oldestSeq(g),
       jobs: () => this.ordered(g),
     }));
     out.sort((a, b) => b.top - a.top || a.oldest - b.oldest);
     return out;
   }
 
+  /** Every queued job, group by group (not in dispatch order). */
   all(): QueuedJob[] {
-    return [...this.groups.values()].flatMap((g) => [...g.all.jobs.values()]);
+    return [...this.byId.keys()].map((id) => this.get(id)!);
   }
+}
+
+/** The submission order of the group's oldest job: O(priorities × owners), not a scan of its jobs. */
+function oldestSeq(g: Group): number {
+  let min = Infinity;
+  for (const level of g.levels.values())
+    for (const fifo of level.values()) {
+      const head = fifo.jobs.values().next().value;
+      if (head && head.seq < min) min = head.seq;
+    }
+  return min;
 }
 
 /**
