@@ -172,7 +172,16 @@ export class JobQueue {
    * pass that fills several agents at once shares them as the rule would one by one. O(owners)
    * per job yielded, not a scan of the group.
    */
-  private *ordered(g: Group): Generator<QueuedJob> {
+  private ordered(g: Group): Iterator<QueuedJob> & Iterable<QueuedJob> {
+    // The common case, one priority and one owner: the list itself is the order.
+    if (g.priorities.length === 1) {
+      const level = g.levels.get(g.priorities[0]!)!;
+      if (level.size === 1) return level.values().next().value!.jobs.values();
+    }
+    return this.fairOrder(g);
+  }
+
+  private *fairOrder(g: Group): Generator<QueuedJob> {
     const base = this.loads.get(g.key);
     const sim = new Map<string, OwnerLoad>();
     const load = (o: string) => sim.get(o) ?? base?.get(o) ?? NO_LOAD;
@@ -188,8 +197,20 @@ export class JobQueue {
       }
       for (let h = chooseOwner(heads.values(), load); h; h = chooseOwner(heads.values(), load)) {
         yield h.job;
-        const l = load(h.owner);
-        sim.set(h.owner, { running: l.running + 1, lastStart: ++tick });
+        let l = sim.get(h.owner);
+        if (!l) sim.set(h.owner, (l = { ...load(h.owner) }));
+        l.running++;
+        l.lastStart = ++tick;
+        if (heads.size === 1) {
+          // The only owner left at this priority: no choice to make, so no bookkeeping per job
+          // beyond the count (the next priority's choice still sees these picks as starts).
+          for (let r = h.it.next(); !r.done; r = h.it.next()) {
+            yield r.value;
+            l.running++;
+            l.lastStart = ++tick;
+          }
+          break;
+        }
         const r = h.it.next();
         if (r.done) heads.delete(h.owner);
         else {
