@@ -157,9 +157,17 @@ export class JobQueue {
 
   /** A started job left its agent (finished, or requeued). */
   noteEnded(job: QueuedJob): void {
-    const owners = this.loads.get(this.keyFor(job));
+    const key = this.keyFor(job);
+    const owners = this.loads.get(key);
     const l = owners?.get(ownerOf(job));
-    if (owners && l) owners.set(ownerOf(job), { ...l, running: Math.max(0, l.running - 1) });
+    if (!owners || !l) return;
+    owners.set(ownerOf(job), { ...l, running: Math.max(0, l.running - 1) });
+    // Nothing of the label set queued and this owner idle there: forget it, so label sets seen
+    // once do not pile up for the life of the process.
+    if (l.running <= 1 && !this.groups.has(key)) {
+      owners.delete(ownerOf(job));
+      if (owners.size === 0) this.loads.delete(key);
+    }
   }
 
   /** How many of this owner's jobs of the job's label set run now (shown by `scaler explain`). */
