@@ -65,6 +65,22 @@ export class ActiveJobs extends Map<string, ActiveJob> {
     super();
   }
 
+  /** Every entry added or dropped is told to the queue: fair share counts each owner's running jobs. */
+  override set(id: string, a: ActiveJob): this {
+    const prev = this.get(id);
+    if (prev !== a) {
+      if (prev) this.deps.queue.noteEnded(prev.job);
+      this.deps.queue.noteStarted(a.job);
+    }
+    return super.set(id, a);
+  }
+
+  override delete(id: string): boolean {
+    const prev = this.get(id);
+    if (prev) this.deps.queue.noteEnded(prev.job);
+    return super.delete(id);
+  }
+
   private now(): Date {
     return new Date(this.deps.clock.now());
   }

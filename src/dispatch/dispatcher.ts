@@ -195,6 +195,8 @@ export class Dispatcher {
         resources: mirrorResources(js.resources),
         ...(sealedEnv.length ? { sealedEnv } : {}),
       } as JobSpec,
+      priority: js.priority ?? spec.priority ?? 0,
+      owner: spec.owner ?? null,
     }));
     if (sealed) for (const j of jobs) this.sealed.hold(j.id, sealed);
     // Idle agents take what they can at once, claimed in the submit's own commit (claims.ts).
@@ -206,6 +208,8 @@ export class Dispatcher {
       runsOn: j.runsOn,
       spec: routingSpec(j.spec),
       createdAtMs: now.getTime(),
+      priority: j.priority,
+      owner: j.owner ?? undefined,
     }));
     const taken = this.opts.claimAtSubmit === false ? [] : this.claims.takeNew(queued);
     const claimOf = new Map(taken.map((t) => [t.job.id, t.agent.id]));

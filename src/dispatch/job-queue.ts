@@ -1,4 +1,5 @@
 import type { JobSpec } from '../jobs/run-spec.js';
+import { chooseOwner, NO_LOAD, type OwnerHead, type OwnerLoad } from './fair-share.js';
 
 /**
  * What a queued job needs in memory: the facts routing, agent fit and caps read. Steps and env stay
@@ -23,27 +24,56 @@ export interface QueuedJob {
   runsOn: string[];
   spec: QueuedJobSpec;
   createdAtMs: number;
+  /** Higher goes first within a label set; unset means 0. */
+  priority?: number | undefined;
+  /** The team the run belongs to, for fair share; unset is the unnamed owner "". */
+  owner?: string | undefined;
   /** Why the job is still waiting, as last decided; shown by `job list` and `scaler explain`. */
   waiting?: string;
+}
+
+/** Jobs in submission (seq) order, and the highest-seq one added, to tell an append from a re-insert. */
+interface SeqList {
+  jobs: Map<string, QueuedJob>;
+  last?: QueuedJob;
+}
+
+/** One owner's jobs of one priority in one group: the list knows where it sits, so jobs need not. */
+interface OwnerList extends SeqList {
+  group: Group;
+  priority: number;
+  owner: string;
 }
 
 interface Group {
   key: string;
   labels: string[];
   spec: QueuedJobSpec;
-  jobs: Map<string, QueuedJob>;
-  /** The highest-seq job added, to tell an append from a re-insert without scanning. */
-  last?: QueuedJob;
+  /** How many jobs the group holds. */
+  size: number;
+  /** priority → owner → that owner's jobs of that priority, in seq order. */
+  levels: Map<number, Map<string, OwnerList>>;
+  /** The priorities present, highest first. */
+  priorities: number[];
 }
+
+const prio = (j: QueuedJob) => j.priority ?? 0;
+const ownerOf = (j: QueuedJob) => j.owner ?? '';
 
 /**
  * Queued jobs in memory, grouped by their runsOn label set so a dispatch pass decides once per
- * group instead of once per job. Within a group jobs stay in submission (seq) order.
+ * group instead of once per job. Within a group jobs are handed out by the fair-share rule
+ * (fair-share.ts): highest priority first, then the least-served owner, then submission order.
  */
 export class JobQueue {
   private readonly groups = new Map<string, Group>();
-  /** Job id → the group holding it (the job itself is found in the group, so no wrapper per job). */
-  private readonly byId = new Map<string, Group>();
+  /** Job id → the list holding it (the job itself is found in the list, so no wrapper per job). */
+  private readonly byId = new Map<string, OwnerList>();
+  /** A group's shared routing spec → its key: a started job finds its group without a new key. */
+  private readonly keyOf = new WeakMap<QueuedJobSpec, string>();
+  /** group key → owner → that owner's jobs of the group now running; kept while the group is empty. */
+  private readonly loads = new Map<string, Map<string, OwnerLoad>>();
+  private starts = 0;
 
   get size(): number {
     return this.byId.size;
@@ -62,36 +92,147 @@ export class JobQueue {
     const key = groupKey(job);
     let g = this.groups.get(key);
     if (!g) {
-      g = { key, labels: job.runsOn, spec: routingSpec(job.spec), jobs: new Map() };
+      g = {
+        key,
+        labels: job.runsOn,
+        spec: routingSpec(job.spec),
+        size: 0,
+        levels: new Map(),
+        priorities: [],
+      };
       this.groups.set(key, g);
+      this.keyOf.set(g.spec, key);
     }
     // Every job of a group has the same labels and routing facts (they make the key): share them.
     job.runsOn = g.labels;
     job.spec = g.spec;
-    const last = g.last;
-    if (last && last.seq > job.seq) {
-      // A requeued job goes back to its place, not to the end.
-      // A new map, not clear() + refill: a live jobs() iterator would otherwise start over, forever.
-      const all = [...g.jobs.values(), job].sort((a, b) => a.seq - b.seq);
-      g.jobs = new Map(all.map((j) => [j.id, j]));
-    } else {
-      g.jobs.set(job.id, job);
-      g.last = job;
+    g.size++;
+    let level = g.levels.get(prio(job));
+    if (!level) {
+      level = new Map();
+      g.levels.set(prio(job), level);
+      g.priorities.push(prio(job));
+      g.priorities.sort((a, b) => b - a);
     }
-    this.byId.set(job.id, g);
+    let fifo = level.get(ownerOf(job));
+    if (!fifo) {
+      fifo = { jobs: new Map(), group: g, priority: prio(job), owner: ownerOf(job) };
+      level.set(ownerOf(job), fifo);
+    }
+    // A requeued job goes back to its place, not to the end.
+    pushInOrder(fifo, job);
+    this.byId.set(job.id, fifo);
   }
 
   remove(id: string): QueuedJob | undefined {
-    const group = this.byId.get(id);
-    const job = group?.jobs.get(id);
-    if (!group || !job) return undefined;
+    const fifo = this.byId.get(id);
+    const job = fifo?.jobs.get(id);
+    if (!fifo || !job) return undefined;
+    const group = fifo.group;
     this.byId.delete(id);
-    group.jobs.delete(id);
-    if (group.jobs.size === 0) this.groups.delete(group.key);
+    group.size--;
+    const level = group.levels.get(prio(job))!;
+    fifo.jobs.delete(id);
+    if (fifo.jobs.size === 0) level.delete(ownerOf(job));
+    if (level.size === 0) {
+      group.levels.delete(prio(job));
+      group.priorities.splice(group.priorities.indexOf(prio(job)), 1);
+    }
+    if (group.size === 0) this.groups.delete(group.key);
     return job;
   }
 
-  /** Groups ordered by their oldest job, so the longest-waiting work is considered first. */
+  private keyFor(job: QueuedJob): string {
+    return this.keyOf.get(job.spec) ?? groupKey(job);
+  }
+
+  /** A job of this queue's making was handed to an agent: its owner now has one more running. */
+  noteStarted(job: QueuedJob): void {
+    const key = this.keyFor(job);
+    let owners = this.loads.get(key);
+    if (!owners) this.loads.set(key, (owners = new Map()));
+    const l = owners.get(ownerOf(job)) ?? NO_LOAD;
+    owners.set(ownerOf(job), { running: l.running + 1, lastStart: ++this.starts });
+  }
+
+  /** A started job left its agent (finished, or requeued). */
+  noteEnded(job: QueuedJob): void {
+    const key = this.keyFor(job);
+    const owners = this.loads.get(key);
+    const l = owners?.get(ownerOf(job));
+    if (!owners || !l) return;
+    owners.set(ownerOf(job), { ...l, running: Math.max(0, l.running - 1) });
+    // Nothing of the label set queued and this owner idle there: forget it, so label sets seen
+    // once do not pile up for the life of the process.
+    if (l.running <= 1 && !this.groups.has(key)) {
+      owners.delete(ownerOf(job));
+      if (owners.size === 0) this.loads.delete(key);
+    }
+  }
+
+  /** How many of this owner's jobs of the job's label set run now (shown by `scaler explain`). */
+  runningFor(job: QueuedJob): number {
+    return this.loads.get(this.keyFor(job))?.get(ownerOf(job))?.running ?? 0;
+  }
+
+  /**
+   * The group's jobs in dispatch order. Each pick counts as a start for the picks after it, so a
+   * pass that fills several agents at once shares them as the rule would one by one. O(owners)
+   * per job yielded, not a scan of the group.
+   */
+  private ordered(g: Group): Iterator<QueuedJob> & Iterable<QueuedJob> {
+    // The common case, one priority and one owner: the list itself is the order.
+    if (g.priorities.length === 1) {
+      const level = g.levels.get(g.priorities[0]!)!;
+      if (level.size === 1) return level.values().next().value!.jobs.values();
+    }
+    return this.fairOrder(g);
+  }
+
+  private *fairOrder(g: Group): Generator<QueuedJob> {
+    const base = this.loads.get(g.key);
+    const sim = new Map<string, OwnerLoad>();
+    const load = (o: string) => sim.get(o) ?? base?.get(o) ?? NO_LOAD;
+    let tick = this.starts;
+    for (const p of [...g.priorities]) {
+      const level = g.levels.get(p);
+      if (!level) continue;
+      const heads = new Map<string, OwnerHead & { it: Iterator<QueuedJob>; job: QueuedJob }>();
+      for (const [owner, fifo] of level) {
+        const it = fifo.jobs.values();
+        const r = it.next();
+        if (!r.done) heads.set(owner, { owner, headSeq: r.value.seq, it, job: r.value });
+      }
+      for (let h = chooseOwner(heads.values(), load); h; h = chooseOwner(heads.values(), load)) {
+        yield h.job;
+        let l = sim.get(h.owner);
+        if (!l) sim.set(h.owner, (l = { ...load(h.owner) }));
+        l.running++;
+        l.lastStart = ++tick;
+        if (heads.size === 1) {
+          // The only owner left at this priority: no choice to make, so no bookkeeping per job
+          // beyond the count (the next priority's choice still sees these picks as starts).
+          for (let r = h.it.next(); !r.done; r = h.it.next()) {
+            yield r.value;
+            l.running++;
+            l.lastStart = ++tick;
+          }
+          break;
+        }
+        const r = h.it.next();
+        if (r.done) heads.delete(h.owner);
+        else {
+          h.job = r.value;
+          h.headSeq = r.value.seq;
+        }
+      }
+    }
+  }
+
+  /**
+   * Groups ordered by their most urgent job (highest priority, then oldest), so that work is
+   * considered first, also for the scaler's caps.
+   */
   orderedGroups(): {
     key: string;
     labels: string[];
@@ -102,16 +243,44 @@ export class JobQueue {
     const out = [...this.groups.values()].map((g) => ({
       key: g.key,
       labels: g.labels,
-      size: g.jobs.size,
-      first: g.jobs.values().next().value as QueuedJob,
-      jobs: () => g.jobs.values(),
+      size: g.size,
+      first: this.ordered(g).next().value as QueuedJob,
+      top: g.priorities[0] ?? 0,
+      oldest: oldestSeq(g),
+      jobs: () => this.ordered(g),
     }));
-    out.sort((a, b) => a.first.seq - b.first.seq);
+    out.sort((a, b) => b.top - a.top || a.oldest - b.oldest);
     return out;
   }
 
+  /** Every queued job, group by group (not in dispatch order). */
   all(): QueuedJob[] {
-    return [...this.groups.values()].flatMap((g) => [...g.jobs.values()]);
+    return [...this.byId.keys()].map((id) => this.get(id)!);
+  }
+}
+
+/** The submission order of the group's oldest job: O(priorities × owners), not a scan of its jobs. */
+function oldestSeq(g: Group): number {
+  let min = Infinity;
+  for (const level of g.levels.values())
+    for (const fifo of level.values()) {
+      const head = fifo.jobs.values().next().value;
+      if (head && head.seq < min) min = head.seq;
+    }
+  return min;
+}
+
+/**
+ * Add a job in seq order. One older than the last goes back to its place in a new map, not
+ * clear() + refill: a live iterator over the old one would otherwise start over, forever.
+ */
+function pushInOrder(l: SeqList, job: QueuedJob): void {
+  if (l.last && l.last.seq > job.seq) {
+    const all = [...l.jobs.values(), job].sort((a, b) => a.seq - b.seq);
+    l.jobs = new Map(all.map((j) => [j.id, j]));
+  } else {
+    l.jobs.set(job.id, job);
+    l.last = job;
   }
 }
 

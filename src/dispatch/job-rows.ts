@@ -17,6 +17,8 @@ export function toQueued(row: JobRow): QueuedJob {
     runsOn: row.runs_on,
     spec: routingSpec(row.spec as JobSpec),
     createdAtMs: row.created_at.getTime(),
+    ...(row.priority ? { priority: row.priority } : {}),
+    ...(row.owner ? { owner: row.owner } : {}),
     ...(row.last_provisioning_error ? { waiting: row.last_provisioning_error } : {}),
   };
 }

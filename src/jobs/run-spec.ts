@@ -58,6 +58,19 @@ export const stepSpecSchema = z.strictObject({
   timeoutSeconds: timeoutSchema.optional(),
 });
 
+/** Dispatch priority: higher first within a label set. Bounded so a typo cannot outrank everyone forever. */
+export const MAX_PRIORITY = 1000;
+const prioritySchema = z
+  .number()
+  .int('a whole number')
+  .min(-MAX_PRIORITY, `from ${-MAX_PRIORITY} to ${MAX_PRIORITY}`)
+  .max(MAX_PRIORITY, `from ${-MAX_PRIORITY} to ${MAX_PRIORITY}`);
+
+/** The team a run belongs to, for fair share across owners. */
+const ownerSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, 'a team name (letters, digits, "_", "-", "."; at most 64)');
+
 export const JOB_ROLES = ['execution', 'build', 'init'] as const;
 
 /** An agent registers with at most this many labels, so a job asking for more could never match. */
@@ -83,6 +96,8 @@ export const jobSpecSchema = z
     excludeLabels: z.array(z.string().min(1)).optional(),
     /** Names of `env` variables (the job's or a step's) whose values are masked wherever output is shown. */
     secrets: z.array(envNameSchema).max(100, 'at most 100 secrets in one job').optional(),
+    /** Overrides the run's priority for this job. */
+    priority: prioritySchema.optional(),
   })
   .superRefine(checkJobSizes)
   .superRefine(checkSecretNames);
@@ -112,6 +127,9 @@ const jobNameSchema = z
 
 export const runSpecSchema = z.strictObject({
   name: z.string().min(1).max(200).optional(),
+  /** The default priority of the run's jobs (0 when unset). */
+  priority: prioritySchema.optional(),
+  owner: ownerSchema.optional(),
   jobs: z
     .record(jobNameSchema, jobSpecSchema)
     .refine((jobs) => Object.keys(jobs).length > 0, 'at least one job')

@@ -89,6 +89,8 @@ export function jobView(row: JobRow, waiting?: string) {
     name: row.name,
     state: row.state,
     runsOn: row.runs_on,
+    priority: row.priority,
+    owner: row.owner,
     agentId: row.agent_id,
     logTruncated: row.log_truncated,
     exitCode: row.exit_code,

@@ -104,6 +104,8 @@ export interface JobExplanation {
   jobId: string;
   state: JobRow['state'];
   runsOn: string[];
+  priority: number;
+  owner: string | null;
   /** Unset for a job that is no longer queued. */
   action?: DecisionAction;
   reason?: string;
@@ -131,14 +133,21 @@ export function explainJobWith(
   pools?: ReadonlyMap<string, PoolView>,
 ): JobExplanation {
   const lines: string[] = [];
-  const base = { jobId: row.id, state: row.state, runsOn: row.runs_on };
+  const base = {
+    jobId: row.id,
+    state: row.state,
+    runsOn: row.runs_on,
+    priority: row.priority,
+    owner: row.owner,
+  };
   if (row.state !== 'queued') {
     lines.push(`job is ${row.state}${row.agent_id ? ` on agent ${row.agent_id}` : ''}; nothing to scale`);
     if (row.reason) lines.push(`reason: ${row.reason}`);
     return { ...base, lines };
   }
-  const waiting = d.queue.get(row.id)?.waiting;
-  if (waiting) lines.push(`waiting: ${waiting}`);
+  const held = d.queue.get(row.id);
+  if (held?.waiting) lines.push(`waiting: ${held.waiting}`);
+  lines.push(queueOrderLine(row, held ? d.queue.runningFor(held) : 0));
   const scaler = d.scaler;
   if (!scaler) {
     const reason = 'no scaler is configured; only connected agents can take this job';
@@ -160,4 +169,10 @@ export function explainJobWith(
     trace: decision.trace,
     lines,
   };
+}
+
+/** Where the fair-share rule puts a queued job: its priority, and its owner's share of the label set. */
+function queueOrderLine(row: JobRow, running: number): string {
+  const owner = row.owner ? `owner "${row.owner}"` : 'no owner';
+  return `queue order: priority ${row.priority}, ${owner} with ${running} job(s) of this label set running (highest priority first, then the owner with fewest running, then oldest)`;
 }

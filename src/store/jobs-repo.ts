@@ -10,6 +10,8 @@ export interface NewJob {
   spec: unknown;
   /** Claimed by an idle agent as it is submitted: stored already dispatched, in the same commit. */
   claim?: { agentId: string; owner?: string | undefined } | undefined;
+  priority?: number;
+  owner?: string | null;
 }
 
 const ACTIVE: JobState[] = ['dispatched', 'running'];
@@ -31,6 +33,8 @@ export class JobsRepo {
           name: j.name,
           runs_on: JSON.stringify(j.runsOn),
           spec: JSON.stringify(j.spec),
+          priority: j.priority ?? 0,
+          owner: j.owner ?? null,
           created_at: now,
           // Every row names the same columns (one multi-row insert): a queued one takes the defaults.
           state: j.claim ? ('dispatched' as const) : ('queued' as const),
@@ -75,6 +79,8 @@ export class JobsRepo {
           state: 'queued',
           runs_on: JSON.stringify(prev.runs_on),
           spec: JSON.stringify(prev.spec),
+          priority: prev.priority,
+          owner: prev.owner,
           attempt,
           retry_of: prev.id,
           created_at: now,

@@ -432,6 +432,13 @@ const migrations: Record<string, Migration> = {
       );
     },
   },
+  /** Dispatch priority and the owning team (fair share), kept so a restart queues jobs as before. */
+  '024_job_priority': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table jobs add column priority integer not null default 0`.execute(db);
+      await sql`alter table jobs add column owner text`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

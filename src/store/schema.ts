@@ -43,6 +43,10 @@ export interface JobsTable {
   retry_of: string | null;
   /** The stored log lost its middle to the per-job cap (head and tail kept). */
   log_truncated: Generated<boolean>;
+  /** Higher is dispatched first within a label set. */
+  priority: Generated<number>;
+  /** The team the run belongs to (fair share); null for none. */
+  owner: string | null;
   /** Clustering: the instance that dispatched the job (null on a single instance's old rows). */
   owner_instance?: string | null;
   /** Clustering: a cancel asked of an instance that does not hold the job, for its owner to carry out. */

@@ -148,6 +148,9 @@ describe('job get', () => {
     expect(res.code).toBe(0);
     expect(res.stdout).toMatch(/^state\s+failed$/m);
     expect(res.stdout).toMatch(/^reason\s+step "check" exited with 2$/m);
+    // The dispatch-order facts: a run without them has priority 0 and no owner.
+    expect(res.stdout).toMatch(/^priority\s+0$/m);
+    expect(res.stdout).toMatch(/^owner\s+-$/m);
     expect(res.stdout).toMatch(/^STEP\s+NAME\s+EXIT\s+DURATION\s+RESULT$/m);
     expect(res.stdout).toMatch(/^1\s+prep\s+0\s+\d+(ms|\.\ds)\s+ok$/m);
     expect(res.stdout).toMatch(/^2\s+compile\s+0\s+\S+\s+ok$/m);

@@ -12,6 +12,9 @@ export interface JobDetail {
   exitCode: number | null;
   reason: string | null;
   waiting: string | null;
+  /** Absent from an older orchestrator's answer. */
+  priority?: number;
+  owner?: string | null;
   attempt: number;
   retryOf: string | null;
   logTruncated: boolean;
@@ -35,6 +38,8 @@ export function renderJobDetail(j: JobDetail): string {
     ['state', j.state],
     ['attempt', j.retryOf ? `${j.attempt} (retry of ${j.retryOf})` : j.attempt],
     ['runs on', j.runsOn.join(', ')],
+    ['priority', j.priority ?? 0],
+    ['owner', j.owner ?? null],
     ['agent', j.agentId],
     ['exit code', j.exitCode],
     ['reason', j.reason],
