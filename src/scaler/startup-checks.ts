@@ -19,11 +19,12 @@ import { resolveTool } from '../util/system-tools.js';
 import { connectEngine } from './backends/engine-client.js';
 import {
   DEFAULT_DISK_GUARD_THRESHOLD_BYTES,
+  descriptorFor,
   freeBytes,
+  preflightEntry,
+  vmBridgeExists,
   type StatfsFn,
-} from './backends/firecracker/disk-guard.js';
-import { commandRunner, HostNet } from './backends/firecracker/host-net.js';
-import { descriptorFor, preflightEntry } from './backends/registry.js';
+} from './backends/registry.js';
 import { preflightTools } from './preflight.js';
 import { jobTargetProblems } from './events/job-targets.js';
 import { resolveLedgerDir } from './ledger/ledger-dir.js';
@@ -165,7 +166,7 @@ const bridgeFindings = async (config: ScalerConfig, o: StartupCheckOptions): Pro
   if (i < 0 || !net || net.autoProvisionHost) return [];
   const entry = config.scalers[i]!;
   if (!resolveTool('ip', o.env ?? process.env).includes('/')) return [];
-  if (await new HostNet(commandRunner({ sudo: entry.requireSudo })).bridgeExists(net.bridgeName)) return [];
+  if (await vmBridgeExists(net.bridgeName, entry.requireSudo === true)) return [];
   return [
     {
       severity: 'error',

@@ -19,7 +19,8 @@ const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
 
 /** Spec E: the start-up disk guard for VM hosts (exported from the package entry). */
 export { runDiskGuard, type DiskGuardResult } from './firecracker/index.js';
-export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './firecracker/disk-guard.js';
+export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES, freeBytes, type StatfsFn } from './firecracker/disk-guard.js';
+export { vmBridgeExists } from './firecracker/index.js';
 
 export class UnsupportedBackendError extends UserError {}
 
