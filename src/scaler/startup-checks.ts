@@ -20,8 +20,10 @@ import { connectEngine } from './backends/engine-client.js';
 import {
   DEFAULT_DISK_GUARD_THRESHOLD_BYTES,
   descriptorFor,
+  entryHostProblems,
   freeBytes,
   preflightEntry,
+  usesContainerEngine,
   vmBridgeExists,
   type StatfsFn,
 } from './backends/registry.js';
@@ -125,13 +127,22 @@ function nftFinder(): Finder {
   };
 }
 
+const entryFindings: Finder = async (entry, i, o) =>
+  entryHostProblems(entry).map(([field, problem, fix]) => ({
+    severity: 'error',
+    file: fileOf(o, i),
+    path: `scalers[${i}].${field}`,
+    problem,
+    fix,
+  }));
+
 async function defaultPing(entry: ScalerEntry, env: NodeJS.ProcessEnv): Promise<void> {
   const { docker } = await connectEngine(entry, env);
   await docker.ping();
 }
 
 const engineFindings: Finder = async (entry, i, o) => {
-  if (entry.type !== 'container') return [];
+  if (!usesContainerEngine(entry)) return [];
   const ping = o.pingEngine ?? ((e: ScalerEntry) => defaultPing(e, o.env ?? process.env));
   let timer: NodeJS.Timeout | undefined;
   const failure = await Promise.race([
@@ -233,7 +244,7 @@ const ledgerFindings = async (config: ScalerConfig, o: StartupCheckOptions): Pro
 
 /** Every host check on a loaded config, in config order; nothing is thrown for a host problem. */
 export async function startupFindings(config: ScalerConfig, o: StartupCheckOptions): Promise<CheckFinding[]> {
-  const perScaler: Finder[] = [toolFindings, nftFinder(), engineFindings];
+  const perScaler: Finder[] = [toolFindings, entryFindings, nftFinder(), engineFindings];
   const findings: CheckFinding[] = [];
   for (const [i, entry] of config.scalers.entries())
     for (const find of perScaler) findings.push(...(await find(entry, i, o)));

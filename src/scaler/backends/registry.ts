@@ -46,6 +46,16 @@ export function preflightEntry(
   return preflightTools(entry, descriptor.requiredTools(entry, deps), deps.hostEnv ?? process.env);
 }
 
+/** Does `entry` need a container engine that answers (containers, job-image label sets)? */
+export function usesContainerEngine(entry: ScalerEntry): boolean {
+  return descriptorFor(entry).usesEngine?.(entry) ?? false;
+}
+
+/** What create() would refuse about `entry` on this host, beyond its tools. */
+export function entryHostProblems(entry: ScalerEntry): [field: string, problem: string, fix: string][] {
+  return descriptorFor(entry).hostProblems?.(entry) ?? [];
+}
+
 /** Build one backend from the registry, the same way at start-up and on reload. */
 export function createScalerBackend(entry: ScalerEntry, deps: BackendDeps): Promise<ScalerBackend> {
   return buildBackend(descriptorFor(entry), entry, deps);
