@@ -29,6 +29,7 @@ import {
 } from './backends/registry.js';
 import { preflightTools } from './preflight.js';
 import { jobTargetProblems } from './events/job-targets.js';
+import { WEBHOOK_SECRET_ENV } from './events/router.js';
 import { resolveLedgerDir } from './ledger/ledger-dir.js';
 
 export interface CheckFinding {
@@ -135,6 +136,24 @@ const entryFindings: Finder = async (entry, i, o) =>
     problem,
     fix,
   }));
+
+/** Webhooks are never sent unsigned, so a webhook target without the signing secret cannot work. */
+const webhookFindings: Finder = async (entry, i, o) => {
+  if ((o.env ?? process.env)[WEBHOOK_SECRET_ENV]) return [];
+  return (entry.provisioningTargets ?? []).flatMap((t, j) =>
+    t.startsWith('webhook:')
+      ? [
+          {
+            severity: 'error' as const,
+            file: fileOf(o, i),
+            path: `scalers[${i}].provisioningTargets[${j}]`,
+            problem: `scaler "${entry.name}": a webhook target is signed with ${WEBHOOK_SECRET_ENV}, but ${WEBHOOK_SECRET_ENV} is not set`,
+            fix: `set ${WEBHOOK_SECRET_ENV} in the orchestrator's environment to the secret the receiver verifies signatures with`,
+          },
+        ]
+      : [],
+  );
+};
 
 async function defaultPing(entry: ScalerEntry, env: NodeJS.ProcessEnv): Promise<void> {
   const { docker } = await connectEngine(entry, env);
@@ -244,7 +263,7 @@ const ledgerFindings = async (config: ScalerConfig, o: StartupCheckOptions): Pro
 
 /** Every host check on a loaded config, in config order; nothing is thrown for a host problem. */
 export async function startupFindings(config: ScalerConfig, o: StartupCheckOptions): Promise<CheckFinding[]> {
-  const perScaler: Finder[] = [toolFindings, entryFindings, nftFinder(), engineFindings];
+  const perScaler: Finder[] = [toolFindings, entryFindings, webhookFindings, nftFinder(), engineFindings];
   const findings: CheckFinding[] = [];
   for (const [i, entry] of config.scalers.entries())
     for (const find of perScaler) findings.push(...(await find(entry, i, o)));

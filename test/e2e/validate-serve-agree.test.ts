@@ -147,6 +147,22 @@ const CASES: Case[] = [
     expect: ['provisioningTargets[0] "job:missing.yaml"'],
   },
   {
+    name: 'webhook target without the signing secret',
+    config: async () => ({
+      version: 1,
+      scalers: [
+        {
+          name: 'hook',
+          type: 'event',
+          maxAgents: 1,
+          provisioningTargets: ['webhook:https://provisioner.invalid/kici'],
+          labelSets: [{ labels: ['gpu'] }],
+        },
+      ],
+    }),
+    expect: ['scalers[0].provisioningTargets[0]', 'Fix: set KICI_SCALER_WEBHOOK_SECRET'],
+  },
+  {
     name: 'schema problem',
     config: async () => ({ ...bareMetal(AGENT_BIN), globalMaxAgents: 0 }),
     expect: ['globalMaxAgents: must be greater than 0'],
