@@ -23,7 +23,14 @@ import { createScalerFileSchema, scalerFileSchema, type ScalerConfig } from './s
 import { collectConfigWarnings } from './warnings.js';
 
 export type PeopleLoadResult =
-  { ok: true; config: ScalerConfig; warnings: string[] } | { ok: false; problems: string[] };
+  | {
+      ok: true;
+      config: ScalerConfig;
+      warnings: string[];
+      /** The file each merged `scalers[i]` was written in (the main file or a drop-in). */
+      scalerFiles?: string[];
+    }
+  | { ok: false; problems: string[] };
 
 export interface PeopleLoadOptions {
   /** Host the config is checked for (default: this one); only the Windows batch-file rule reads it. */
@@ -118,7 +125,12 @@ export async function loadScalerConfigForPeople(
     ...crossScalerProblems(sources),
   ];
   if (!result.success || problems.length > 0) return { ok: false, problems: unique(problems) };
-  return { ok: true, config: result.data, warnings: unique(collectConfigWarnings(sources, result.data)) };
+  return {
+    ok: true,
+    config: result.data,
+    warnings: unique(collectConfigWarnings(sources, result.data)),
+    scalerFiles: sources.origins.map((o) => o.file),
+  };
 }
 
 /**

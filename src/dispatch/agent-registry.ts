@@ -15,8 +15,12 @@ export interface ConnectedAgent {
   ephemeral: boolean;
   /** The version it reported at registration (absent for old or foreign agents). */
   version?: string;
+  /** The host name it reported at registration (absent for old or foreign agents). */
+  hostname?: string;
   jobsTaken: number;
   busyJobId?: string;
+  /** Monotonic time it last became free (its registration, or the end of its last job). */
+  readonly idleSinceMono?: number | undefined;
   draining: boolean;
   /** Wall-clock stamps, for people: when it connected and last spoke. */
   connectedAtMs: number;
@@ -43,13 +47,19 @@ export function newConnectedAgent(a: {
   /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
   jobsDone?: number | undefined;
   version?: string | undefined;
+  hostname?: string | undefined;
   nowMs: number;
   /** The monotonic reading at the same moment (default: nowMs, for callers with one clock). */
   monoMs?: number | undefined;
   send: ConnectedAgent['send'];
   close: ConnectedAgent['close'];
+  /** The monotonic clock, read when the agent becomes free (default: performance.now). */
+  mono?: () => number;
 }): ConnectedAgent {
-  return {
+  const mono = a.mono ?? (() => performance.now());
+  let busy: string | undefined;
+  let idleSince = a.monoMs ?? a.nowMs;
+  const agent: Omit<ConnectedAgent, 'busyJobId' | 'idleSinceMono'> = {
     id: a.id,
     kind: a.scaled ? 'scaler' : 'static',
     labels: new Set(a.labels),
@@ -59,6 +69,7 @@ export function newConnectedAgent(a: {
     ...(a.scaled?.boundJobId ? { boundJobId: a.scaled.boundJobId } : {}),
     ephemeral: a.scaled !== null,
     ...(a.version !== undefined ? { version: a.version } : {}),
+    ...(a.hostname !== undefined ? { hostname: a.hostname } : {}),
     jobsTaken: a.jobsDone ?? 0,
     draining: false,
     connectedAtMs: a.nowMs,
@@ -68,6 +79,18 @@ export function newConnectedAgent(a: {
     send: a.send,
     close: a.close,
   };
+  // busyJobId is set and cleared in many places; an accessor notes the moment the agent went free.
+  return Object.defineProperties(agent, {
+    busyJobId: {
+      enumerable: true,
+      get: () => busy,
+      set: (v: string | undefined) => {
+        if (busy !== undefined && v === undefined) idleSince = mono();
+        busy = v;
+      },
+    },
+    idleSinceMono: { enumerable: true, get: () => idleSince },
+  }) as ConnectedAgent;
 }
 
 /** A static agent whose connection dropped: listed as `disconnected` while it may still come back. */

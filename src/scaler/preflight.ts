@@ -11,6 +11,8 @@ export interface ToolProblem {
   problem: string;
   fix: string;
   severity: RequiredTool['severity'];
+  /** The entry's field that names the tool, when one does. */
+  field?: string;
 }
 
 /** Why `path` cannot be run, or undefined when it can (a directory passes an X_OK check, so it is tested first). */
@@ -51,7 +53,14 @@ export async function preflightTools(
         ? await executableProblem(tool.find.path)
         : await commandProblem(tool.find.kind === 'command' ? [tool.find.command] : tool.find.commands, env);
     if (problem)
-      problems.push({ scaler: entry.name, tool: tool.name, problem, fix: tool.fix, severity: tool.severity });
+      problems.push({
+        scaler: entry.name,
+        tool: tool.name,
+        problem,
+        fix: tool.fix,
+        severity: tool.severity,
+        ...(tool.field ? { field: tool.field } : {}),
+      });
   }
   return problems;
 }

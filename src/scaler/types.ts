@@ -156,6 +156,8 @@ export interface RequiredTool {
     | { kind: 'any-command'; commands: string[] };
   /** The fix, in words. */
   fix: string;
+  /** The entry's field that names this tool (`labelSets[0].binaryPath`), when one does. */
+  field?: string;
   /**
    * `fatal`: start-up fails and a reload adding the scaler is refused. `spawn`: logged as a warning;
    * each spawn fails with a classified reason (and backs off) until it is fixed.

@@ -52,6 +52,14 @@ function agentView(d: Dispatcher, clock: Clock, a: ConnectedAgent, gone?: Depart
     busyJobId: gone ? null : (a.busyJobId ?? null),
     drainedByOperator: d.registry.isHeld(a.id),
     tokenId: a.tokenId ?? null,
+    version: a.version ?? null,
+    hostname: a.hostname ?? null,
+    // Static agents run wherever they were started; scaled ones say which backend made them.
+    backend: d.scaler?.state.agents.get(a.id)?.type ?? (a.kind === 'static' ? 'static' : null),
+    idleMs:
+      gone || a.busyJobId !== undefined
+        ? null
+        : Math.max(0, Math.round(mono - (a.idleSinceMono ?? a.connectedMono))),
     connectedAt: new Date(nowMs - up),
     lastSeenAt: new Date(nowMs - Math.max(0, mono - a.lastSeenMono)),
     uptimeMs: gone ? null : Math.round(up),

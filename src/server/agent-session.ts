@@ -254,8 +254,10 @@ export class AgentSession {
       // whatever the registration says.
       jobsDone: session.decision.resume ? session.decision.jobsTaken : 0,
       version: msg.version,
+      hostname: msg.hostname,
       nowMs: deps.clock.now(),
       monoMs: monoNow(deps.clock),
+      mono: () => monoNow(deps.clock),
       send: (m) => this.send(m),
       close: (code, reason) => this.port.close(code, reason, false),
     });

@@ -13,6 +13,7 @@ import { CloseCodes } from '../protocol/messages.js';
 import { createScalerBackend } from '../scaler/backends/registry.js';
 import { sweepOrphans } from './orphan-sweep.js';
 import { startupDiskGuard } from './startup-disk-guard.js';
+import { loadCheckedScalerConfig } from './startup-config.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import { throttledConnectionLog } from '../store/pg-pool.js';
 import { createStore, openDatabase, type OpenedDatabase, type Store } from '../store/index.js';
@@ -113,9 +114,7 @@ export class Orchestrator {
     const log = opts.logger ?? createLogger();
     const clock = opts.clock ?? systemClock;
     const dataDir = opts.dataDir ?? defaultDataDir();
-    const config = opts.scalerConfigPath
-      ? await loadScalerConfigOrThrow(opts.scalerConfigPath, opts.scalerConfigDir)
-      : undefined;
+    const config = opts.scalerConfigPath ? await loadCheckedScalerConfig(opts, log) : undefined;
     // Checked before anything starts: a bad value is a UserError, not a half-started server.
     const clusterTiming = { heartbeatMs: clusterHeartbeatMs(opts), lockTimeoutMs: clusterLockTimeoutMs() };
     if (config)

@@ -114,7 +114,9 @@ describe('kici-admin agent list: the STATE column', () => {
     await startAgent('day2-list');
     const idle = await admin(['agent', 'list']);
     expect(idle.code).toBe(0);
-    expect(idle.stdout.split('\n')[0]).toMatch(/^AGENT\s+KIND\s+STATE\s+JOB\s+SCALER\s+UP\s+LABELS$/);
+    expect(idle.stdout.split('\n')[0]).toMatch(
+      /^AGENT\s+KIND\s+STATE\s+JOB\s+SCALER\s+BACKEND\s+HOST\s+VERSION\s+UP\s+IDLE\s+LABELS$/,
+    );
     expect(row(idle.stdout, 'day2-list')?.slice(0, 4)).toEqual(['day2-list', 'static', 'idle', '-']);
 
     const g = await gate();
@@ -143,7 +145,7 @@ describe('kici-admin agent list: the STATE column', () => {
     await agentState('day2-gone', 'disconnected');
     const table = await admin(['agent', 'list']);
     expect(row(table.stdout, 'day2-gone')?.slice(0, 4)).toEqual(['day2-gone', 'static', 'disconnected', id]);
-    expect(row(table.stdout, 'day2-gone')?.[5]).toMatch(/^gone /);
+    expect(row(table.stdout, 'day2-gone')?.[8]).toMatch(/^gone /);
     const json = await adminJson<AgentRow[]>(['agent', 'list']);
     expect(json).toEqual([expect.objectContaining({ id: 'day2-gone', state: 'disconnected', jobId: id })]);
     // Once the grace is over the job is settled and the agent is no longer listed.

@@ -15,8 +15,11 @@ import { ADMIN_BIN, runNode, startTestOrchestrator, type TestOrchestrator } from
 const BAD_URL = ['--server', 'not a url'];
 let runFile = '';
 
-/** Each command, by its path, with a bad value. A command added later must be added here. */
-const badValue = (): Record<string, string[]> => ({
+/**
+ * Each command, by its path, with a bad value (or several, one per way to get it wrong). A command
+ * added later must be added here.
+ */
+const badValue = (): Record<string, string[] | string[][]> => ({
   'job submit': ['job', 'submit', runFile, '--wait', '--timeout', 'soon'],
   'job validate': ['job', 'validate', ''],
   'job list': ['job', 'list', '--limit', 'lots'],
@@ -25,7 +28,12 @@ const badValue = (): Record<string, string[]> => ({
   'job retry': ['job', 'retry', 'bad id'],
   'job cancel': ['job', 'cancel', 'bad id'],
   'agent list': [...BAD_URL, 'agent', 'list'],
-  'agent drain': ['agent', 'drain', 'bad id'],
+  'agent drain': [
+    ['agent', 'drain', 'bad id'],
+    ['agent', 'drain', '--selector', ','],
+    ['agent', 'drain', 'some-agent', '--all'],
+    ['agent', 'drain'],
+  ],
   'agent resume': ['agent', 'resume', 'bad id'],
   'agent token create': ['agent', 'token', 'create', '--labels', 'linux', '--ttl', 'soon'],
   'agent token list': [...BAD_URL, 'agent', 'token', 'list'],
@@ -80,10 +88,14 @@ describe('kici-admin: every command, a bad value, --json', () => {
   it('each exits 2 and prints one JSON error on stdout, nothing on stderr', async () => {
     const env = { KICI_SERVER_URL: t.orch.url, KICI_ADMIN_TOKEN: t.orch.adminToken, KICI_URL: '' };
     const results = await Promise.all(
-      Object.entries(badValue()).map(async ([name, args]) => {
-        const r = await runNode([ADMIN_BIN, ...args, '--json'], env).exited;
-        return { name, ...r };
-      }),
+      Object.entries(badValue())
+        .flatMap(([name, v]) =>
+          (Array.isArray(v[0]) ? (v as string[][]) : [v as string[]]).map((args) => [name, args] as const),
+        )
+        .map(async ([name, args]) => {
+          const r = await runNode([ADMIN_BIN, ...args, '--json'], env).exited;
+          return { name: `${name} (${args.join(' ')})`, ...r };
+        }),
     );
     const wrong = results.flatMap((r) => {
       let body: { error?: unknown; problems?: unknown } = {};

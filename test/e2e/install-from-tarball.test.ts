@@ -2,13 +2,15 @@
  * docs/install.md, followed: `npm pack` the built repo, install the tarball into a fresh prefix, and
  * run what was installed (not the repo's dist/) with the pinned Node 24: `--version`, then the
  * systemd unit's own command line on a fresh data dir, with a bare-metal scaler whose binaryPath is
- * the installed kici-agent. The unit files are checked for the settings the docs explain.
+ * the installed kici-agent. The unit files are checked for the settings the docs explain. And the
+ * shipped example, copied under a clean root as the docs say: `scaler validate` lists every problem,
+ * each is fixed as it says, and the unit's command line then starts on the first try.
  */
 import { spawn } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, NODE, ROOT } from '../helpers/orchestrator.js';
 
@@ -155,6 +157,81 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
     // The README's unit excerpt must say the same as the example file.
     const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
     expect(readme).toContain(`--drain-timeout ${drain}\nTimeoutStopSec=${one(orch, 'TimeoutStopSec')}`);
+  });
+
+  it('the shipped example: validate lists every problem, fixed as it says, serve starts first time', async () => {
+    const bin = (name: string) => join(prefix, 'bin', name);
+    // A clean root: the example's absolute paths are moved under it, as if it were the machine's /.
+    const root = join(work, 'root');
+    const config = join(root, 'etc/kici/scalers.yaml');
+    await mkdir(dirname(config), { recursive: true });
+    const pkg = prefix;
+    await cp(join(pkg, 'examples/provisioning'), join(root, 'etc/kici/provisioning'), { recursive: true });
+    const example = parse(await readFile(join(pkg, 'examples/scalers.yaml'), 'utf8')) as {
+      scalers: { type: string; labelSets: { image?: string; binaryPath?: string }[] }[];
+      firecracker?: unknown;
+    };
+    // The docs' `sudo -e` step: this host has no container engine and no VMs, so the operator keeps
+    // the scalers that need neither (bare-metal process agents and the event scaler).
+    example.scalers = example.scalers
+      .filter((s) => s.type === 'bare-metal' || s.type === 'event')
+      .map((s) => ({ ...s, labelSets: s.labelSets.filter((ls) => !ls.image || ls.binaryPath) }));
+    delete example.firecracker;
+    await writeFile(config, stringify(example).replace(/(\s)\/(usr|opt|var|srv)\//g, `$1${root}/$2/`));
+    const env: Record<string, string> = {
+      PATH: path,
+      KICI_MACHINE_LEDGER_DIR: join(root, 'var/lib/kici/scaler-ledger'),
+    };
+    await mkdir(env.KICI_MACHINE_LEDGER_DIR!, { recursive: true });
+    const validate = () => run(bin('kici-admin'), ['scaler', 'validate', config, '--json'], env).exited;
+
+    const first = await validate();
+    expect(first.code, first.stdout + first.stderr).toBe(1);
+    const problems = (JSON.parse(first.stdout) as { problems: string[] }).problems;
+    expect(problems.length).toBeGreaterThan(0);
+    // Each problem is fixed the way its own words say, or the test cannot follow it and fails.
+    for (const p of problems) {
+      expect(p.startsWith(`${config}: scalers[`), p).toBe(true);
+      const install = /Fix: install kici-agent at (\S+) \(chmod \+x\)/.exec(p);
+      const create = /Fix: create it \(mkdir -p (\S+)\)/.exec(p);
+      // What the unit's EnvironmentFile would hold.
+      const setEnv = /Fix: set (KICI_\w+) in the orchestrator's environment/.exec(p);
+      if (install) {
+        await mkdir(dirname(install[1]!), { recursive: true });
+        await symlink(join(pkg, 'dist/cli/agent.js'), install[1]!);
+      } else if (create) await mkdir(create[1]!, { recursive: true });
+      else if (setEnv) env[setEnv[1]!] = 'install-test-secret';
+      else expect.fail(`no fix the test can follow in: ${p}`);
+    }
+    const second = await validate();
+    expect(second.code, second.stdout).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({ ok: true, warnings: [] });
+
+    const exec = one(await unitFile('kici-orchestrator.service'), 'ExecStart')!.split(/\s+/);
+    const swap: Record<string, string> = {
+      '--config': config,
+      '--data-dir': join(root, 'var/lib/kici'),
+      '--listen': '127.0.0.1:0',
+    };
+    const args = exec.slice(1).map((a, i, all) => swap[all[i - 1]!] ?? a);
+    // The unit's Environment= line, moved under the root too.
+    const serve = run(bin('kici-orchestrator'), args, {
+      ...env,
+      KICI_ADMIN_TOKEN_FILE: join(root, 'etc/kici/orchestrator/admin-token'),
+      KICI_LOG_LEVEL: 'info',
+    });
+    try {
+      const started = await Promise.race([
+        eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output()), 60_000, 'ready').then((m) => m[1]!),
+        serve.exited.then((r) => `exited ${r.code}: ${r.stdout}${r.stderr}`),
+      ]);
+      expect(started).toMatch(/^http:/);
+      expect((await fetch(`${started}/readyz`)).status).toBe(200);
+      serve.child.kill('SIGTERM');
+      expect((await serve.exited).code).toBe(0);
+    } finally {
+      if (serve.child.exitCode === null) serve.child.kill('SIGKILL');
+    }
   });
 
   it("runs the unit's command line from the install, on a fresh data dir, with the installed agent", async () => {

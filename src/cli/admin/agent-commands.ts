@@ -16,12 +16,43 @@ interface AgentView {
   disconnectedAt: string | null;
   /** Absent from servers that predate it. */
   uptimeMs?: number | null;
+  version?: string | null;
+  hostname?: string | null;
+  backend?: string | null;
+  /** How long an idle agent has been free; null when busy or gone. */
+  idleMs?: number | null;
 }
+
+const dash = (v: string | null | undefined) => (v === null || v === undefined || v === '' ? '-' : v);
 
 /** The server's own elapsed time when it sends one; a client's clock may disagree with its stamps. */
 function upFor(a: AgentView): string {
   if (typeof a.uptimeMs === 'number') return age(new Date(0), new Date(a.uptimeMs));
   return age(a.connectedAt);
+}
+
+interface FleetOptions {
+  selector?: string;
+  all?: boolean;
+  json?: boolean;
+}
+
+/** The agents one drain acts on: the one named, those carrying every selector label, or all connected. */
+async function fleetTargets(c: AdminClient, agentId: string | undefined, o: FleetOptions): Promise<string[]> {
+  const ways = [agentId !== undefined, o.selector !== undefined, o.all === true].filter(Boolean).length;
+  if (ways !== 1)
+    throw new UsageError('agent drain: give exactly one of <agentId>, --selector <labels> or --all');
+  if (agentId !== undefined) return [agentId];
+  const want = (o.selector ?? '')
+    .split(',')
+    .map((l) => l.trim())
+    .filter(Boolean);
+  if (o.selector !== undefined && !want.length)
+    throw new UsageError('--selector: at least one label, comma-separated (linux,gpu)');
+  const { agents } = await c.request<{ agents: AgentView[] }>('GET', '/api/v1/agents');
+  return agents
+    .filter((a) => a.state !== 'disconnected' && want.every((l) => a.labels.includes(l)))
+    .map((a) => a.id);
 }
 
 export function registerAgentCommands(program: Command, client: (c: Command) => Promise<AdminClient>): void {
@@ -36,37 +67,53 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
       if (o.json) return printJson(res.agents);
       process.stdout.write(
         table(
-          ['AGENT', 'KIND', 'STATE', 'JOB', 'SCALER', 'UP', 'LABELS'],
+          ['AGENT', 'KIND', 'STATE', 'JOB', 'SCALER', 'BACKEND', 'HOST', 'VERSION', 'UP', 'IDLE', 'LABELS'],
           res.agents.map((a) => [
             a.id,
             a.kind,
             a.state,
             a.jobId,
             a.scaler,
+            dash(a.backend),
+            dash(a.hostname),
+            dash(a.version),
             a.state === 'disconnected' ? `gone ${age(a.disconnectedAt)}` : upFor(a),
+            typeof a.idleMs === 'number' ? age(new Date(0), new Date(a.idleMs)) : '-',
             a.labels.filter((l) => !l.startsWith('kici:')).join(','),
           ]),
         ) + '\n',
       );
     });
 
-  for (const [verb, what] of [
-    ['drain', 'finish the current job, then take no more (the agent stays connected)'],
-    ['resume', 'take jobs again after a drain'],
-  ] as const) {
-    agent
-      .command(`${verb} <agentId>`)
-      .description(what)
-      .option('--json', 'machine-readable output')
-      .action(async (agentId: string, o: { json?: boolean }, cmd: Command) => {
-        const a = await (
-          await client(cmd)
-        ).request<AgentView>('POST', `/api/v1/agents/${encodeURIComponent(agentId)}/${verb}`);
-        if (o.json) return printJson(a);
-        const job = a.jobId ? ` (finishing job ${a.jobId})` : '';
-        process.stdout.write(`agent ${a.id}: ${a.state}${verb === 'drain' ? job : ''}\n`);
-      });
-  }
+  agent
+    .command('drain [agentId]')
+    .description('finish the current job, then take no more (the agent stays connected)')
+    .option('--selector <labels>', 'drain every agent that carries all of these comma-separated labels')
+    .option('--all', 'drain every connected agent')
+    .option('--json', 'machine-readable output')
+    .action(async (agentId: string | undefined, o: FleetOptions, cmd: Command) => {
+      const c = await client(cmd);
+      const ids = await fleetTargets(c, agentId, o);
+      const drained: AgentView[] = [];
+      for (const id of ids)
+        drained.push(await c.request<AgentView>('POST', `/api/v1/agents/${encodeURIComponent(id)}/drain`));
+      if (o.json) return printJson(agentId ? drained[0] : drained);
+      for (const a of drained)
+        process.stdout.write(`agent ${a.id}: ${a.state}${a.jobId ? ` (finishing job ${a.jobId})` : ''}\n`);
+      if (!agentId) process.stdout.write(`${drained.length} agent(s) drained\n`);
+    });
+
+  agent
+    .command('resume <agentId>')
+    .description('take jobs again after a drain')
+    .option('--json', 'machine-readable output')
+    .action(async (agentId: string, o: { json?: boolean }, cmd: Command) => {
+      const a = await (
+        await client(cmd)
+      ).request<AgentView>('POST', `/api/v1/agents/${encodeURIComponent(agentId)}/resume`);
+      if (o.json) return printJson(a);
+      process.stdout.write(`agent ${a.id}: ${a.state}\n`);
+    });
 
   const token = agent.command('token').description('agent tokens');
   token

@@ -3,13 +3,8 @@
  * no orchestrator, only the config files.
  */
 import { CommanderError, type Command } from 'commander';
-import {
-  formatSummary,
-  loadScalerConfigForPeople,
-  scalerConfigJsonSchema,
-  summarizeConfig,
-} from '../../config/index.js';
-import { jobTargetProblems } from '../../scaler/events/job-targets.js';
+import { formatSummary, scalerConfigJsonSchema, summarizeConfig } from '../../config/index.js';
+import { checkScalerConfig } from '../../scaler/startup-checks.js';
 import { UsageError } from '../../util/errors.js';
 
 export interface CommandOutput {
@@ -56,15 +51,20 @@ function usageExitFor(cmd: Command): ExitCallback {
 interface ValidateOptions {
   dir?: string;
   json?: boolean;
+  /** --config-only: the files alone, as on a machine that is not the orchestrator's host. */
+  configOnly?: boolean;
 }
 
 async function validate(configPath: string, opts: ValidateOptions, io: CommandOutput): Promise<void> {
   if (!configPath) throw new UsageError('<config>: the path of a scaler config (scalers.yaml)');
   if (opts.dir === '') throw new UsageError('--dir: the path of a scalers.d directory');
-  const loaded = await loadScalerConfigForPeople(configPath, opts.dir);
-  // A `job:` template that cannot run makes the config invalid, like a schema problem.
-  const templates = loaded.ok ? await jobTargetProblems(loaded.config, configPath) : [];
-  const result = templates.length ? { ok: false as const, problems: templates } : loaded;
+  // The checks start-up runs, offline: an engine that is away is only a warning here.
+  const result = await checkScalerConfig(configPath, opts.dir, {
+    mode: 'validate',
+    env: process.env,
+    host: !opts.configOnly,
+  });
+  const warnings = [...result.warnings, ...result.hostWarnings];
   if (opts.json) {
     const body = result.ok
       ? {
@@ -72,19 +72,26 @@ async function validate(configPath: string, opts: ValidateOptions, io: CommandOu
           config: configPath,
           dir: opts.dir ?? null,
           summary: summarizeConfig(result.config),
-          warnings: result.warnings,
+          warnings,
         }
-      : { ok: false, config: configPath, dir: opts.dir ?? null, problems: result.problems };
+      : {
+          ok: false,
+          config: configPath,
+          dir: opts.dir ?? null,
+          problems: result.problems,
+          ...(warnings.length ? { warnings } : {}),
+        };
     io.out(`${JSON.stringify(body, null, 2)}\n`);
   } else if (result.ok) {
     io.out(`${configPath}: valid\n`);
     io.out(`${formatSummary(summarizeConfig(result.config)).join('\n')}\n`);
-    for (const w of result.warnings) io.out(`warning: ${w}\n`);
+    for (const w of warnings) io.out(`warning: ${w}\n`);
   } else {
     // The problem list is this command's result, so it goes to stdout like the summary.
     const n = result.problems.length;
     io.out(`${configPath}: invalid, ${n} problem${n === 1 ? '' : 's'}:\n`);
     for (const p of result.problems) io.out(`  ${p}\n`);
+    for (const w of warnings) io.out(`warning: ${w}\n`);
   }
   process.exitCode = result.ok ? 0 : EXIT_INVALID;
 }
@@ -93,10 +100,13 @@ async function validate(configPath: string, opts: ValidateOptions, io: CommandOu
 export function registerScalerConfigCommands(scaler: Command, io: CommandOutput = processOutput): void {
   const validateCmd = scaler
     .command('validate')
-    .description('check a scaler config (and its scalers.d/) offline; lists every problem')
+    .description(
+      'check a scaler config (and its scalers.d/) and this host as start-up does, offline; lists every problem',
+    )
     .argument('<config>', 'path to scalers.yaml')
     .option('--dir <scalers.d>', 'drop-in directory whose *.yaml/*.yml scalers are appended')
     .option('--json', 'machine-readable output')
+    .option('--config-only', 'check the files only, not this host (tools, paths, nft, engine)')
     .action(async (configPath: string, opts: ValidateOptions) => validate(configPath, opts, io));
   validateCmd.exitOverride(usageExitFor(validateCmd));
 

@@ -8,4 +8,8 @@ export interface BackendDescriptor {
   /** Host tools `entry` needs; known before the backend is built, so a reload can refuse early. */
   requiredTools(entry: ScalerEntry, deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>): RequiredTool[];
   create(entry: ScalerEntry, deps: BackendDeps): Promise<ScalerBackend>;
+  /** Does `entry` need a container engine that answers before it can be built? */
+  usesEngine?(entry: ScalerEntry): boolean;
+  /** Problems of `entry` on this host that create() would refuse, as `[field, problem, fix]`. */
+  hostProblems?(entry: ScalerEntry): [field: string, problem: string, fix: string][];
 }

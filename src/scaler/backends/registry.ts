@@ -19,7 +19,8 @@ const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
 
 /** Spec E: the start-up disk guard for VM hosts (exported from the package entry). */
 export { runDiskGuard, type DiskGuardResult } from './firecracker/index.js';
-export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES } from './firecracker/disk-guard.js';
+export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES, freeBytes, type StatfsFn } from './firecracker/disk-guard.js';
+export { vmBridgeExists } from './firecracker/index.js';
 
 export class UnsupportedBackendError extends UserError {}
 
@@ -43,6 +44,16 @@ export function preflightEntry(
   descriptor: BackendDescriptor = descriptorFor(entry),
 ): Promise<ToolProblem[]> {
   return preflightTools(entry, descriptor.requiredTools(entry, deps), deps.hostEnv ?? process.env);
+}
+
+/** Does `entry` need a container engine that answers (containers, job-image label sets)? */
+export function usesContainerEngine(entry: ScalerEntry): boolean {
+  return descriptorFor(entry).usesEngine?.(entry) ?? false;
+}
+
+/** What create() would refuse about `entry` on this host, beyond its tools. */
+export function entryHostProblems(entry: ScalerEntry): [field: string, problem: string, fix: string][] {
+  return descriptorFor(entry).hostProblems?.(entry) ?? [];
 }
 
 /** Build one backend from the registry, the same way at start-up and on reload. */

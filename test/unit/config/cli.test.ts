@@ -52,7 +52,7 @@ async function write(rel: string, text: string): Promise<string> {
 
 describe('kici-admin scaler validate', () => {
   it('exits 0 with a summary for a valid file', async () => {
-    const r = await run(['scaler', 'validate', example]);
+    const r = await run(['scaler', 'validate', example, '--config-only']);
     expect(r.exitCode).toBe(0);
     expect(r.out).toContain(`${example}: valid`);
     expect(r.out).toContain(
@@ -102,7 +102,7 @@ describe('kici-admin scaler validate', () => {
   });
 
   it('--json prints a machine-readable result for both outcomes', async () => {
-    const ok = await run(['scaler', 'validate', example, '--json']);
+    const ok = await run(['scaler', 'validate', example, '--json', '--config-only']);
     expect(ok.exitCode).toBe(0);
     const body = JSON.parse(ok.out);
     expect(body).toMatchObject({ ok: true, config: example, warnings: [] });

@@ -14,6 +14,21 @@ import { checkJobImageHost, isJobImageSet, JobImageAgents } from './job-image.js
 export const bareMetalDescriptor: BackendDescriptor = {
   type: 'bare-metal',
   requiredTools: (entry, deps) => bareMetalTools(entry, dirname(deps.configPath), deps.hostEnv),
+  usesEngine: (entry) => entry.labelSets.some(isJobImageSet),
+  hostProblems: (entry) =>
+    process.getuid?.() === 0
+      ? []
+      : entry.labelSets.flatMap((ls, i) =>
+          ls.runAsUser === 'dynamic'
+            ? [
+                [
+                  `labelSets[${i}].runAsUser`,
+                  `scaler "${entry.name}": runAsUser: dynamic needs the orchestrator to run as root (it switches each agent to its own uid)`,
+                  'run the orchestrator as root, or remove runAsUser',
+                ] as [string, string, string],
+              ]
+            : [],
+        ),
   async create(entry, deps) {
     const cgroups = entry.enforceCgroups ? (deps.cgroups ?? (await detectCgroups())) : undefined;
     // A job must not act as the operator: each set gets the confinement this host allows, or the

@@ -21,7 +21,7 @@ export function bareMetalTools(
   baseDir: string,
   hostEnv: NodeJS.ProcessEnv = process.env,
 ): RequiredTool[] {
-  const tools: RequiredTool[] = entry.labelSets.flatMap((ls) => {
+  const tools: RequiredTool[] = entry.labelSets.flatMap((ls, i) => {
     if (!ls.binaryPath) return [];
     const path = isAbsolute(ls.binaryPath) ? ls.binaryPath : resolve(baseDir, ls.binaryPath);
     return [
@@ -30,6 +30,7 @@ export function bareMetalTools(
         find: { kind: 'path', path },
         fix: `install kici-agent at ${path} (chmod +x), or point binaryPath at it`,
         severity: 'fatal',
+        field: `labelSets[${i}].binaryPath`,
       } satisfies RequiredTool,
     ];
   });

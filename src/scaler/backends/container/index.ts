@@ -6,6 +6,7 @@ import { containerTools } from './tools.js';
 export const containerDescriptor: BackendDescriptor = {
   type: 'container',
   requiredTools: (entry) => containerTools(entry),
+  usesEngine: () => true,
   async create(entry, deps) {
     let docker = deps.docker;
     let engine = deps.engine;

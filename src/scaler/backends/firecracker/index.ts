@@ -119,6 +119,11 @@ export async function createVmBackend(
   return backend;
 }
 
+/** Is the VM bridge there? Start-up needs it at once when the orchestrator may not create it. */
+export function vmBridgeExists(name: string, sudo: boolean): Promise<boolean> {
+  return new HostNet(commandRunner({ sudo })).bridgeExists(name);
+}
+
 /** How the registry builds a VM scaler (`type: firecracker`, VMM firecracker or qemu). */
 export const vmDescriptor: BackendDescriptor = {
   type: 'firecracker',

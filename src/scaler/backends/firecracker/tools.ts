@@ -30,6 +30,7 @@ export function vmTools(entry: ScalerEntry, resolvePath: (p: string) => string):
       find: qemu ? { kind: 'path', path: qemu } : { kind: 'command', command: 'qemu-system-x86_64' },
       fix: 'apt-get install --no-install-recommends qemu-system-x86, or set qemuPath',
       severity: 'fatal',
+      ...(qemu ? { field: 'qemuPath' } : {}),
     });
   } else {
     for (const [field, what] of [
@@ -43,6 +44,7 @@ export function vmTools(entry: ScalerEntry, resolvePath: (p: string) => string):
           find: { kind: 'path', path: resolvePath(p) },
           fix: `install ${what} at ${p}, or fix ${field}`,
           severity: 'fatal',
+          field,
         });
     }
   }
