@@ -129,13 +129,15 @@ function nftFinder(): Finder {
 }
 
 const entryFindings: Finder = async (entry, i, o) =>
-  entryHostProblems(entry).map(([field, problem, fix]) => ({
-    severity: 'error',
-    file: fileOf(o, i),
-    path: `scalers[${i}].${field}`,
-    problem,
-    fix,
-  }));
+  entryHostProblems(entry, { configPath: fileOf(o, i), hostEnv: o.env ?? process.env }).map(
+    ([field, problem, fix]) => ({
+      severity: 'error',
+      file: fileOf(o, i),
+      path: `scalers[${i}].${field}`,
+      problem,
+      fix,
+    }),
+  );
 
 /** Webhooks are never sent unsigned, so a webhook target without the signing secret cannot work. */
 const webhookFindings: Finder = async (entry, i, o) => {

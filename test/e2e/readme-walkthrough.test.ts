@@ -147,7 +147,7 @@ describe('README: Running a real orchestrator, followed literally', () => {
     await eventually(async () => (await jobState(first)) === 'succeeded', 15_000, 'first job');
 
     // 3. Operator drain: nothing is assigned until resume.
-    await admin(pick(/^kici-admin agent drain /));
+    await admin(pick(/^kici-admin agent drain (?!--)/));
     expect(stateOf(await agentsTable(), agentId)).toBe('draining');
     const held = await runJob(['gpu'], 'echo after resume');
     await new Promise((r) => setTimeout(r, 1_000));

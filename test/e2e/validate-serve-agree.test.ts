@@ -81,6 +81,12 @@ interface Case {
 
 const CASES: Case[] = [
   {
+    // The PATH holds node alone: neither setpriv (per-agent users) nor bwrap (the sandbox).
+    name: 'a bare-metal label set the host cannot confine',
+    config: async () => bareMetal(AGENT_BIN),
+    expect: ['scalers[0].labelSets[0]', 'no way to keep jobs away', 'trust: host'],
+  },
+  {
     name: 'missing agent binary',
     config: async (dir) => bareMetal(join(dir, 'no-such-agent')),
     expect: ['scalers[0].labelSets[0].binaryPath', 'does not exist', 'Fix: install kici-agent'],
@@ -220,7 +226,10 @@ describe('validate and serve agree', () => {
   });
 
   it('fixed as validate said: both pass and serve starts', async () => {
-    const path = await configFile('fixed', bareMetal(AGENT_BIN));
+    // Fixed the way validate's confinement finding offers on a host with neither setpriv nor bwrap.
+    const fixed = bareMetal(AGENT_BIN);
+    Object.assign(fixed.scalers[0]!.labelSets[0]!, { trust: 'host' });
+    const path = await configFile('fixed', fixed);
     const { validated, served } = await agree(path, env);
     expect(validated).toMatchObject({ ok: true, hostWarnings: [] });
     expect(served).toEqual({ ok: true });

@@ -11,5 +11,8 @@ export interface BackendDescriptor {
   /** Does `entry` need a container engine that answers before it can be built? */
   usesEngine?(entry: ScalerEntry): boolean;
   /** Problems of `entry` on this host that create() would refuse, as `[field, problem, fix]`. */
-  hostProblems?(entry: ScalerEntry): [field: string, problem: string, fix: string][];
+  hostProblems?(
+    entry: ScalerEntry,
+    deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>,
+  ): [field: string, problem: string, fix: string][];
 }

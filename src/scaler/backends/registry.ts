@@ -52,8 +52,11 @@ export function usesContainerEngine(entry: ScalerEntry): boolean {
 }
 
 /** What create() would refuse about `entry` on this host, beyond its tools. */
-export function entryHostProblems(entry: ScalerEntry): [field: string, problem: string, fix: string][] {
-  return descriptorFor(entry).hostProblems?.(entry) ?? [];
+export function entryHostProblems(
+  entry: ScalerEntry,
+  deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>,
+): [field: string, problem: string, fix: string][] {
+  return descriptorFor(entry).hostProblems?.(entry, deps) ?? [];
 }
 
 /** Build one backend from the registry, the same way at start-up and on reload. */

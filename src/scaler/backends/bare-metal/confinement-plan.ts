@@ -23,6 +23,8 @@ export interface ConfinementPlan {
   sets: LabelSetConfinement[];
   /** One line per label set the host cannot confine, naming the fix; empty when all can run. */
   errors: string[];
+  /** The same, as the label set's field, the problem and the fix (for `scaler validate`). */
+  problems: [field: string, problem: string, fix: string][];
 }
 
 /** Pure: the confinement of each of `entry`'s process-mode label sets on a host with `facts`. */
@@ -33,6 +35,7 @@ export function planConfinement(
 ): ConfinementPlan {
   const sets: LabelSetConfinement[] = [];
   const errors: string[] = [];
+  const problems: [string, string, string][] = [];
   entry.labelSets.forEach((ls, i) => {
     if (!ls.binaryPath) return;
     const labelSet = normalizeLabelSet(ls.labels);
@@ -42,12 +45,18 @@ export function planConfinement(
       trust: ls.trust,
     });
     if (choice.ok) sets.push({ labelSet, mode: choice.mode, chosen: choice.chosen, why: choice.why });
-    else
+    else {
       errors.push(
         `scaler "${entry.name}" labelSets[${i}] [${labelSet}]: ${choice.problem}; fix: ${choice.fix}`,
       );
+      problems.push([
+        `labelSets[${i}]`,
+        `scaler "${entry.name}" [${labelSet}]: ${choice.problem}`,
+        choice.fix,
+      ]);
+    }
   });
-  return { sets, errors };
+  return { sets, errors, problems };
 }
 
 /** The mode a label set's agents start in; a set the plan does not know is refused, never unconfined. */

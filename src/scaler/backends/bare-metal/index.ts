@@ -15,8 +15,11 @@ export const bareMetalDescriptor: BackendDescriptor = {
   type: 'bare-metal',
   requiredTools: (entry, deps) => bareMetalTools(entry, dirname(deps.configPath), deps.hostEnv),
   usesEngine: (entry) => entry.labelSets.some(isJobImageSet),
-  hostProblems: (entry) =>
-    process.getuid?.() === 0
+  hostProblems: (entry, deps) => [
+    // The same confinement choice create() makes: a set the host cannot confine is refused there.
+    ...planConfinement(entry, probeHostFacts(deps.hostEnv ?? process.env), deps.hostEnv ?? process.env)
+      .problems,
+    ...(process.getuid?.() === 0
       ? []
       : entry.labelSets.flatMap((ls, i) =>
           ls.runAsUser === 'dynamic'
@@ -28,7 +31,8 @@ export const bareMetalDescriptor: BackendDescriptor = {
                 ] as [string, string, string],
               ]
             : [],
-        ),
+        )),
+  ],
   async create(entry, deps) {
     const cgroups = entry.enforceCgroups ? (deps.cgroups ?? (await detectCgroups())) : undefined;
     // A job must not act as the operator: each set gets the confinement this host allows, or the
