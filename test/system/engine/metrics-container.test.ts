@@ -25,6 +25,8 @@ let families: Map<string, MetricFamily>;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'kici-metrics-engine-'));
+  // Bare-metal agents run confined under their own uids, which must be able to run the binary.
+  await chmod(dir, 0o755);
   const broken = join(dir, 'kici-agent');
   await writeFile(broken, '#!/bin/sh\necho "cannot start" >&2\nexit 3\n');
   await chmod(broken, 0o755);
