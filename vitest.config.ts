@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { SERIAL_E2E, sharedModuleUnitFiles } from './test/helpers/test-projects.js';
+import { SERIAL_E2E, sharedModuleUnitFiles, systemPart } from './test/helpers/test-projects.js';
 
 const globalSetup = ['test/helpers/global-setup.ts'];
 const sharedModules = sharedModuleUnitFiles(import.meta.dirname);
@@ -68,8 +68,7 @@ export default defineConfig({
         test: {
           name: 'system',
           globalSetup,
-          include: ['test/system/**/*.test.ts'],
-          exclude: ['test/system/engine/**'],
+          ...systemPart(process.env.KICI_SYSTEM_PART),
           testTimeout: 300_000,
           hookTimeout: 300_000,
           fileParallelism: false,

@@ -43,6 +43,29 @@ export const SERIAL_E2E = [
   'test/e2e/adversarial/ws-fuzz.test.ts',
 ];
 
+/**
+ * The system suite runs as two halves at once (scripts/system-test.sh sets KICI_SYSTEM_PART): these
+ * files (QEMU guests, chaos, a three-instance cluster), and the rest. Most of either half's time is
+ * spent waiting, so together they take about half as long as one after the other.
+ */
+export const SYSTEM_PART_VM = [
+  'test/system/backend-contract-vm-qemu.test.ts',
+  'test/system/vm-qemu.test.ts',
+  'test/system/vm-qemu-crash.test.ts',
+  'test/system/vm-token-takeover.test.ts',
+  'test/system/chaos.test.ts',
+  'test/system/event-reaper-cluster.test.ts',
+];
+
+/** The system project's include and exclude for KICI_SYSTEM_PART (`vm`, `rest`, or unset: all). */
+export function systemPart(part: string | undefined): { include: string[]; exclude: string[] } {
+  const engine = 'test/system/engine/**';
+  if (part === 'vm') return { include: SYSTEM_PART_VM, exclude: [engine] };
+  if (part === 'rest') return { include: ['test/system/**/*.test.ts'], exclude: [engine, ...SYSTEM_PART_VM] };
+  if (part) throw new Error(`KICI_SYSTEM_PART: expected vm or rest, got "${part}"`);
+  return { include: ['test/system/**/*.test.ts'], exclude: [engine] };
+}
+
 function testFiles(dir: string): string[] {
   return readdirSync(dir, { recursive: true, encoding: 'utf8' })
     .filter((f) => f.endsWith('.test.ts'))

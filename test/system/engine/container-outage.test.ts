@@ -45,6 +45,8 @@ describe(`engine outage on ${ENGINE}`, () => {
       host: '0.0.0.0',
       isolation,
       logger,
+      // Short deferrals: the jobs wait out the backoff once the engine is back (30 s by default).
+      provisionBackoff: { baseMs: 2_000, maxMs: 4_000 },
       config: { version: 1, scalers: [containerScaler(NAME, { socketPath: proxy.path })] },
     });
     await proxy.stop();
