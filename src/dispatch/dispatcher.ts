@@ -15,7 +15,7 @@ import { planDispatch, toScaleJob } from './dispatch-plan.js';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
 import { newId, toQueued } from './job-rows.js';
 import { LogSink } from './log-sink.js';
-import { SealedEnv, type Sealed } from './sealed-env.js';
+import { SealedEnv, sealedHolder, type Sealed } from './sealed-env.js';
 import { StaticScopes } from './static-scopes.js';
 
 export type { ActiveJob, JobObserver } from './active-jobs.js';
@@ -47,6 +47,8 @@ export interface DispatcherOptions {
   instanceId?: string | undefined;
   /** Another orchestrator on the same database could provision for these labels. */
   peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
+  /** Is this peer instance alive (clustering)? A sealed job whose holder is gone can never run. */
+  peerAlive?: ((instanceId: string) => Promise<boolean>) | undefined;
   /** Group commit tick for the results; default 20 ms (marks wait up to 250 ms; see GroupCommit). */
   groupCommitMs?: number | undefined;
   /**
@@ -193,7 +195,10 @@ export class Dispatcher {
       spec: {
         ...js,
         resources: mirrorResources(js.resources),
-        ...(sealedEnv.length ? { sealedEnv } : {}),
+        // The holder is named so that peers can tell when it is gone (resyncQueued).
+        ...(sealedEnv.length
+          ? { sealedEnv, ...(this.opts.instanceId && { sealedBy: this.opts.instanceId }) }
+          : {}),
       } as JobSpec,
       priority: js.priority ?? spec.priority ?? 0,
       owner: spec.owner ?? null,
@@ -375,7 +380,10 @@ export class Dispatcher {
     for (const row of await this.opts.store.jobs.listQueued()) {
       if (this.queue.get(row.id) || this.active.has(row.id)) continue;
       // Its sealed values are in the memory of the instance that submitted it: that one dispatches it.
-      if (!this.sealed.canDispatch(row.id, row.spec)) continue;
+      if (!this.sealed.canDispatch(row.id, row.spec)) {
+        await this.settleIfHolderGone(row);
+        continue;
+      }
       if (this.claims.isUncertain(row.id)) continue;
       this.queue.add(toQueued(row));
       added++;
@@ -466,6 +474,17 @@ export class Dispatcher {
     if (await this.opts.store.jobs.finish(jobId, 'failed', { reason, fromState: 'queued' }, this.now()))
       this.opts.observer?.jobFinished(jobId, 'failed', this.opts.clock.now());
     this.log.warn({ jobId }, 'a provisioning job lost its sealed values in a restart; failed');
+  }
+
+  /**
+   * A queued sealed job held by a peer that is no longer alive: the values died with it, so the job
+   * fails as it would on that peer's own restart (one instance wins the conditional finish).
+   */
+  private async settleIfHolderGone(row: JobRow): Promise<void> {
+    const holder = sealedHolder(row.spec);
+    if (!holder || holder === this.opts.instanceId || !this.opts.peerAlive) return;
+    if (await this.opts.peerAlive(holder).catch(() => true)) return;
+    await this.settleUnsealable(row.id);
   }
 
   /** In a cluster, an active job is this instance's only if it dispatched it (or no one is named). */

@@ -14,12 +14,21 @@ export interface Sealed {
   mask: string[];
 }
 
-/** The stored spec of a job with sealed values: the names only, under a key no run file may set. */
-export type SealedSpec = JobSpec & { sealedEnv?: string[] };
+/**
+ * The stored spec of a job with sealed values: the names only, under a key no run file may set, and
+ * in a cluster the instance holding the values.
+ */
+export type SealedSpec = JobSpec & { sealedEnv?: string[]; sealedBy?: string };
 
 export function sealedNames(spec: unknown): string[] {
   const names = (spec as SealedSpec | undefined)?.sealedEnv;
   return Array.isArray(names) ? names : [];
+}
+
+/** The instance that holds a sealed job's values (clustering), when the spec names one. */
+export function sealedHolder(spec: unknown): string | undefined {
+  const by = (spec as SealedSpec | undefined)?.sealedBy;
+  return typeof by === 'string' ? by : undefined;
 }
 
 export class SealedEnv {

@@ -196,6 +196,9 @@ export class Orchestrator {
           instanceId,
           scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
           peersCould: (runsOn: readonly string[]) => clusterRef.node?.peersCouldScale(runsOn) ?? false,
+          // Unknown until the cluster node runs: counted alive, so nothing is failed too early.
+          peerAlive: async (id: string) =>
+            clusterRef.node ? (await clusterRef.node.repo.alivePeers(instanceId)).includes(id) : true,
         }),
         ...(opts.reconnectGraceMs !== undefined ? { reconnectGraceMs: opts.reconnectGraceMs } : {}),
       });

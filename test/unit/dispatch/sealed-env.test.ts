@@ -34,9 +34,15 @@ const spec = runSpecSchema.parse({
   jobs: { provision: { runsOn: ['linux'], env: { KICI_EVENT_ID: 'e-1' }, steps: [{ run: 'true' }] } },
 });
 
-function dispatcher(instanceId?: string) {
+function dispatcher(instanceId?: string, peerAlive?: (id: string) => Promise<boolean>) {
   const clock = new ManualClock();
-  const d = new Dispatcher({ store: fresh.store, clock, logger: pino({ level: 'silent' }), instanceId });
+  const d = new Dispatcher({
+    store: fresh.store,
+    clock,
+    logger: pino({ level: 'silent' }),
+    instanceId,
+    ...(peerAlive && { peerAlive }),
+  });
   stops.push(() => d.stop());
   return { d, clock };
 }
@@ -96,6 +102,23 @@ describe('sealed job values', () => {
     expect(b.d.queue.get(jobs[0]!.id)).toBeUndefined();
     expect(b.d.queue.get(plain.jobs[0]!.id)).toBeDefined();
     expect(a.d.queue.get(jobs[0]!.id)).toBeDefined();
+  });
+
+  it('in a cluster, a peer fails a queued sealed job once its holder is gone, and not before', async () => {
+    const a = dispatcher('inst-a');
+    const { jobs } = await a.d.submit(spec, sealed);
+    const id = jobs[0]!.id;
+    expect(((await fresh.store.jobs.get(id))!.spec as { sealedBy?: string }).sealedBy).toBe('inst-a');
+    await a.d.stop();
+    const alive = new Set(['inst-a']);
+    const b = dispatcher('inst-b', (peer) => Promise.resolve(alive.has(peer)));
+    await b.d.resyncQueued();
+    expect((await fresh.store.jobs.get(id))!.state).toBe('queued');
+    alive.delete('inst-a');
+    await b.d.resyncQueued();
+    const row = (await fresh.store.jobs.get(id))!;
+    expect(row.state).toBe('failed');
+    expect(row.reason).toMatch(/claim code was held only in the memory of an orchestrator that stopped/);
   });
 
   it('alone on its store, a restart fails a queued sealed job, naming why; it cannot be retried', async () => {
