@@ -224,7 +224,9 @@ describe('bare-metal jobs are confined by default', () => {
     child = proc.child;
     const exit = await proc.exited;
     expect(exit.code, proc.output()).not.toBe(0);
-    expect(proc.output()).toMatch(/scaler "bm" labelSets\[0\] \[linux\]: no way to keep jobs away/);
+    expect(proc.output()).toMatch(
+      /scalers\[0\]\.labelSets\[0\]: scaler "bm" \[linux\]: no way to keep jobs away/,
+    );
     expect(proc.output()).toContain('install bubblewrap');
     expect(proc.output()).toContain('trust: host');
   });

@@ -161,14 +161,23 @@ describe('data dir full during a burst, down to the last MiB', () => {
         `job ${id} succeeded`,
       );
     phase = 'reading the big log';
-    // The log comes in pages of lines after a given id.
+    // The log comes in pages of lines after a given id. Output held while the disk was full is
+    // written in slices once space returns, so its tail may still be arriving when the job's
+    // result (stored at once) reads succeeded: read on until the last line is there.
     const lines: { id: number; line: string }[] = [];
-    for (;;) {
-      const after = lines.length ? `?after=${lines.at(-1)!.id}` : '';
-      const page = (await api('GET', `/api/v1/jobs/${ids.big}/logs${after}`)).body.lines as typeof lines;
-      if (!page.length) break;
-      lines.push(...page);
-    }
+    await eventually(
+      async () => {
+        for (;;) {
+          const after = lines.length ? `?after=${lines.at(-1)!.id}` : '';
+          const page = (await api('GET', `/api/v1/jobs/${ids.big}/logs${after}`)).body.lines as typeof lines;
+          if (!page.length) break;
+          lines.push(...page);
+        }
+        return lines.at(-1)?.line === 'END-OF-LOG';
+      },
+      120_000,
+      'the whole big log stored',
+    );
     expect(lines.at(-1)?.line).toBe('END-OF-LOG');
     expect(lines.filter((l) => l.line.length === 100).length).toBeGreaterThan(300_000);
     expect(lines.some((l) => /dropped while the data dir/.test(l.line))).toBe(false);
