@@ -6,7 +6,12 @@ import { ISOLATED_NETWORK_NAME } from './network.js';
 import { LABEL_AGENT } from './labels.js';
 import { listScalerContainers, liveAgentAddresses } from './orphans.js';
 
-const UP = new Set(['running', 'restarting', 'paused', 'created']);
+/**
+ * States with a process that may be doing work. A container only created (a spawn cut off between
+ * create and start, e.g. by an engine outage; Podman's "configured" too) runs nothing, so it is
+ * counted stopped and removed as a leftover like an exited one.
+ */
+const UP = new Set(['running', 'restarting', 'paused', 'stopping']);
 
 /**
  * Containers of `scalerName` (those no longer up marked stopped), then rule sets: one whose address is a container of this
