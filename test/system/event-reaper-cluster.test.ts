@@ -261,8 +261,12 @@ describe('the leader reaps the registered event agent of a killed instance (Post
       [agentId],
     );
     expect(outcome).toEqual({ condemned_by: a.id, condemned_reason: 'heartbeat-timeout' });
-    expect(await db!.query('select 1 from scaler_spawning_agents where agent_id = $1', [agentId])).toEqual(
-      [],
+    // The reaper sends the scale-down, then revokes the agent's tokens and deletes its rows.
+    await eventually(
+      async () =>
+        (await db!.query('select 1 from scaler_spawning_agents where agent_id = $1', [agentId])).length === 0,
+      30_000,
+      'the spawn row deleted after the scale-down',
     );
     expect(a.output()).toContain('starting absence clock');
     expect(a.output()).toContain('Reaping stranded event-scaler provision');
