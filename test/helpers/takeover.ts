@@ -50,7 +50,7 @@ export const THIEF_STEP = [
  * target forbids it, so whether it works depends on the host: the agent keeps both in memory to
  * reconnect.
  */
-const MEMORY_SCAN = `
+export const MEMORY_SCAN = `
 const fs = require('node:fs');
 const pid = process.env.AGENT_PID;
 let maps, fd, token, proof;
