@@ -44,6 +44,8 @@ export type SealOutcome =
 export interface SealDeps {
   platform: NodeJS.Platform;
   uid: number | undefined;
+  /** Holds CAP_DAC_OVERRIDE or CAP_DAC_READ_SEARCH: no file mode keeps it from reading. */
+  readsAnything: boolean;
   execPath: string;
   execArgv: string[];
   argv: string[];
@@ -55,6 +57,7 @@ export function processSealDeps(): SealDeps {
   return {
     platform: process.platform,
     uid: process.getuid?.(),
+    readsAnything: readsAnyFile(),
     execPath: process.execPath,
     execArgv: process.execArgv,
     argv: process.argv,
@@ -64,14 +67,27 @@ export function processSealDeps(): SealDeps {
 }
 
 /**
- * True when this process is non-dumpable: the kernel then gives its /proc entries to root
- * (seen as another uid inside a user namespace), so a same-uid reader is refused.
+ * True when this process is non-dumpable: the kernel then gives its /proc entries to root (seen as
+ * another uid inside a user namespace), so a same-uid reader is refused. For uid 0 the owner tells
+ * nothing; there the checks made before the re-execution (an unreadable copy, no capability to read
+ * it anyway, a kernel policy that seals) are what it rests on.
  */
 export function isSealed(uid: number | undefined): boolean {
+  if (uid === 0) return true;
   try {
     return statSync('/proc/self/environ').uid !== uid;
   } catch {
     return false;
+  }
+}
+
+/** Bits 1 and 2 of the effective capability set: CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH. */
+function readsAnyFile(): boolean {
+  try {
+    const eff = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return eff !== undefined && (BigInt('0x' + eff) & 0b110n) !== 0n;
+  } catch {
+    return process.getuid?.() === 0;
   }
 }
 
@@ -92,8 +108,10 @@ export function sealAgent(token: string | undefined, deps: SealDeps = processSea
   }
   if (env[SEAL_SWITCH] === 'off') return { kind: 'skipped', why: `${SEAL_SWITCH}=off` };
   if (deps.platform !== 'linux') return { kind: 'skipped', why: 'not Linux' };
-  // Root reads anything whatever the file modes, and a step run as root owns the host anyway.
-  if (deps.uid === 0) return { kind: 'skipped', why: 'running as root' };
+  // A process that may read any file (root with its capabilities) can read the copy too, so its
+  // exec would not seal it; and a step holding those capabilities owns the host anyway. Root with
+  // its capabilities dropped (a root orchestrator's sandbox) is sealed like anyone else.
+  if (deps.readsAnything) return { kind: 'skipped', why: 'may read any file (CAP_DAC_OVERRIDE)' };
   if (!readable(deps.execPath)) {
     // Started from an execute-only runtime (an image or a prepared copy): sealed by its exec.
     return isSealed(deps.uid)

@@ -12,10 +12,9 @@ import { logSink, MEMORY_THIEF_STEP, THIEF_STEP, thiefEnv, TOKEN_RE } from '../h
  * sandbox an unprivileged orchestrator chooses, and as root per-agent users, alone, inside the
  * sandbox, and the sandbox alone) it finds nothing, is refused (and the refusal logged), is handed
  * no job, and the job queued behind it runs on a real agent with its true result.
- * A second step reads the agent's memory, which the host may allow (no Yama ptrace restriction):
- * holding the live token but not the session proof, it is refused all the same, as a logged
- * security event; holding the proof as well, it is handed no job, and the real agent reconnects and
- * keeps its own.
+ * A second step reads the agent's memory, which a same-uid process may do on a host with no Yama
+ * ptrace restriction (this one): the agent runs non-dumpable, so the kernel refuses the read in
+ * every mode, and the step finds neither the token nor the session proof.
  */
 
 let t: TestOrchestrator | undefined;
@@ -34,8 +33,6 @@ type Target = Pick<TestOrchestrator, 'api' | 'waitForJob'> & { wsUrl: string };
 interface Theft {
   /** The thief's agent. */
   agentId: string;
-  /** The host let the step read its agent's memory, and the token was there. */
-  fromMemory: boolean;
 }
 interface Refusal {
   msg: string;
@@ -71,19 +68,13 @@ async function takeover(o: Target, runsOn: string[]): Promise<Theft> {
   const thief = await o.waitForJob(thiefId!, undefined, 60_000);
   const lines = await outputLines(o, thiefId!);
   const text = lines.join('\n');
-  // It looked at the real agent: the agent's environment and descriptors were in its reach.
-  expect(lines, text).toContainEqual(expect.stringMatching(/^thief saw: agent-env=1 fds=[1-9]/));
+  // The agent is sealed: its environment, descriptors and memory are closed to its own step (a
+  // step as root, in the root sandbox, may still list the descriptors, but open none).
+  expect(lines, text).toContainEqual(expect.stringMatching(/^thief saw: agent-env=0 fds=\d+$/));
   expect(lines, text).toContain('thief found: nothing');
   expect(text).not.toMatch(TOKEN_RE);
-  // The memory thief's finds depend on the host (see MEMORY_THIEF_STEP); the outcome must not.
-  const found = lines.find((l) => l.startsWith('memory thief found: '));
-  expect(found, text).toMatch(/^memory thief found: token=(yes|no) proof=(yes|no)$/);
-  const fromMemory = found!.includes('token=yes');
-  const withProof = found!.includes('proof=yes');
-  // Every registration reached the orchestrator and was handed no job: a guessed token is refused
-  // (4401), the live token without the session proof too (4412); with the proof the thief holds the
-  // session for a moment, with the agent's labels but the server's own count of jobs (a single-use
-  // agent gets no second), until the real agent reconnects with its proof and takes it back (4409).
+  expect(lines, text).toContain('memory thief found: token=no proof=no');
+  // Each registration reached the orchestrator and was refused as a guess (4401), handed no job.
   expect(
     lines.filter((l) => l.startsWith('attack ')),
     text,
@@ -91,8 +82,7 @@ async function takeover(o: Target, runsOn: string[]): Promise<Theft> {
     'attack got register.rejected',
     'attack closed 4401',
     'attack got register.rejected',
-    `attack closed ${fromMemory ? 4412 : 4401}`,
-    ...(withProof ? ['attack got register.ack', 'attack closed 4409'] : []),
+    'attack closed 4401',
   ]);
   // The steps after each attack ran on the real agent, so the thief's own result is its true one.
   expect(thief.state, text).toBe('succeeded');
@@ -102,21 +92,15 @@ async function takeover(o: Target, runsOn: string[]): Promise<Theft> {
   expect(victim.agentId).toMatch(/^scaler-/);
   expect(victim.agentId).not.toBe(thief.agentId);
   expect(await outputLines(o, victimId!)).toContain('victim ran');
-  return { agentId: thief.agentId!, fromMemory };
+  return { agentId: thief.agentId! };
 }
 
-/** The orchestrator logged each refusal, a live token without its proof as a security event. */
+/** The orchestrator logged each refusal. */
 function expectRefusalsLogged(log: Refusal[], raw: string, thefts: Theft[]): void {
   for (const { agentId } of thefts)
     expect(log).toContainEqual(expect.objectContaining({ msg: 'agent refused', agentId, code: 4401 }));
-  // A guessed token opens no session, so only a token read from memory is a security event.
-  const events = log.filter((l) => l.securityEvent).map((l) => `${l.agentId} ${l.securityEvent}`);
-  expect(events.sort()).toEqual(
-    thefts
-      .filter((x) => x.fromMemory)
-      .map((x) => `${x.agentId} agent-session-unproven`)
-      .sort(),
-  );
+  // No live token was found, so no session was challenged: no security event.
+  expect(log.filter((l) => l.securityEvent)).toEqual([]);
   expect(raw).not.toMatch(TOKEN_RE);
 }
 

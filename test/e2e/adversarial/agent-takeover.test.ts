@@ -41,7 +41,17 @@ async function logsOf(t: TestOrchestrator, jobId: string): Promise<string[]> {
 describe('a job step cannot take over its agent', () => {
   it('bare-metal: the step finds no token, and the next job runs on a real agent with its true result', async () => {
     const log = logSink();
-    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), logger: log.logger });
+    // Unsealed (a root test's agent is anyway): the handoff alone must keep the token out of reach,
+    // and the step's view of its agent proves it looked at the real one. Sealing has its own test.
+    const labelSets = ['small', 'large'].map((s) => ({
+      labels: ['linux', s],
+      binaryPath: AGENT_BIN,
+      env: { KICI_AGENT_SEAL: 'off' },
+    }));
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({ maxAgents: 1 }, labelSets),
+      logger: log.logger,
+    });
     const run = await t.api<{ jobs: { id: string; name: string }[] }>('POST', '/api/v1/runs', {
       jobs: {
         thief: {
@@ -82,6 +92,8 @@ describe('a job step cannot take over its agent', () => {
       KICI_AGENT_ID: 'static-victim',
       KICI_AGENT_TOKEN: tok.body.token,
       KICI_LABELS: 'pool-x',
+      // Sealed, the agent would hide even this environment from its steps (a root test's is not).
+      KICI_AGENT_SEAL: 'off',
     });
     children.push(agent.child);
     await eventually(() => t!.orch.dispatcher.registry.get('static-victim'), 10_000, 'the static agent');
@@ -133,6 +145,7 @@ describe('a job step cannot take over its agent', () => {
       KICI_AGENT_ID: 'filed-agent',
       KICI_AGENT_TOKEN_FILE: tokenFile,
       KICI_LABELS: 'pool-y',
+      KICI_AGENT_SEAL: 'off',
     });
     children.push(agent.child);
     await eventually(() => t!.orch.dispatcher.registry.get('filed-agent'), 10_000, 'the agent');
