@@ -10,6 +10,7 @@ import {
   statSync,
   unlinkSync,
 } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 
@@ -67,13 +68,15 @@ export function processSealDeps(): SealDeps {
 }
 
 /**
- * True when this process is non-dumpable: the kernel then gives its /proc entries to root (seen as
- * another uid inside a user namespace), so a same-uid reader is refused. For uid 0 the owner tells
- * nothing; there the checks made before the re-execution (an unreadable copy, no capability to read
- * it anyway, a kernel policy that seals) are what it rests on.
+ * True when this process is non-dumpable. The kernel then gives its /proc entries to root (seen as
+ * another uid inside a user namespace), so for any other uid the owner tells. For uid 0 it does
+ * not: a child (without our file capabilities, like a step) tries to open our environment instead.
  */
 export function isSealed(uid: number | undefined): boolean {
-  if (uid === 0) return true;
+  if (uid === 0) {
+    const probe = spawnSync('/bin/sh', ['-c', 'exec 3< /proc/$PPID/environ'], { stdio: 'ignore' });
+    return probe.error === undefined && probe.status !== 0;
+  }
   try {
     return statSync('/proc/self/environ').uid !== uid;
   } catch {
@@ -112,29 +115,45 @@ export function sealAgent(token: string | undefined, deps: SealDeps = processSea
   // exec would not seal it; and a step holding those capabilities owns the host anyway. Root with
   // its capabilities dropped (a root orchestrator's sandbox) is sealed like anyone else.
   if (deps.readsAnything) return { kind: 'skipped', why: 'may read any file (CAP_DAC_OVERRIDE)' };
+  const noExecve = { kind: 'unsealed', why: 'this Node has no process.execve' } as const;
   if (!readable(deps.execPath)) {
-    // Started from an execute-only runtime (an image or a prepared copy): sealed by its exec.
-    return isSealed(deps.uid)
-      ? { kind: 'sealed' }
-      : { kind: 'unsealed', why: 'the runtime is execute-only, yet the agent is dumpable' };
+    // Started from an execute-only runtime (an image, or the copy a scaler prepares): sealed by
+    // that exec, unless whoever ran it could read it then (root that dropped its capabilities only
+    // on the exec, as bubblewrap does). One more exec of the same file, now unreadable, seals it.
+    if (isSealed(deps.uid)) return { kind: 'sealed' };
+    return deps.execve ? reexec(deps.execPath, token, deps) : noExecve;
   }
-  if (!deps.execve) return { kind: 'unsealed', why: 'this Node has no process.execve' };
-  const policy = suidDumpable();
-  if (policy === 1)
+  if (!deps.execve) return noExecve;
+  if (suidDumpable() === 1)
     return { kind: 'unsealed', why: 'fs.suid_dumpable is 1, so an unreadable binary does not seal' };
-  let dir: string | undefined;
+  let dir: string;
   try {
     dir = privateDir(env);
-    const file = join(dir, 'node');
+  } catch (err) {
+    return { kind: 'unsealed', why: (err as Error).message };
+  }
+  const file = join(dir, 'node');
+  try {
     copyFileSync(deps.execPath, file, constants.COPYFILE_FICLONE);
     chmodSync(file, 0o111);
-    const next: NodeJS.ProcessEnv = { ...env, [SEAL_MARKER]: file };
-    delete next.KICI_AGENT_TOKEN_FD;
-    delete next.KICI_AGENT_TOKEN_FILE;
-    if (token) next.KICI_AGENT_TOKEN = token;
-    deps.execve(file, [file, ...deps.execArgv, ...deps.argv.slice(1)], next);
   } catch (err) {
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
+    return { kind: 'unsealed', why: (err as Error).message };
+  }
+  const outcome = reexec(file, token, deps);
+  rmSync(dir, { recursive: true, force: true });
+  return outcome;
+}
+
+/** Replaces this process with `file` running the same agent; returns only if that fails. */
+function reexec(file: string, token: string | undefined, deps: SealDeps): SealOutcome {
+  const next: NodeJS.ProcessEnv = { ...deps.env, [SEAL_MARKER]: file };
+  delete next.KICI_AGENT_TOKEN_FD;
+  delete next.KICI_AGENT_TOKEN_FILE;
+  if (token) next.KICI_AGENT_TOKEN = token;
+  try {
+    deps.execve!(file, [file, ...deps.execArgv, ...deps.argv.slice(1)], next);
+  } catch (err) {
     return { kind: 'unsealed', why: (err as Error).message };
   }
   return { kind: 'unsealed', why: 'process.execve returned' };

@@ -61,7 +61,11 @@ async function takeover(o: Target, runsOn: string[]): Promise<Theft> {
     thief: {
       runsOn,
       env: thiefEnv(o.wsUrl),
-      steps: [{ run: THIEF_STEP }, { run: MEMORY_THIEF_STEP }],
+      steps: [
+        { run: THIEF_STEP },
+        { run: MEMORY_THIEF_STEP },
+        { run: 'echo "agent runs: $(tr "\\0" "\\n" < /proc/$PPID/cmdline | head -n1)"' },
+      ],
     },
     victim: { runsOn, env: { DEPLOY_KEY: 'k' }, steps: [{ run: 'echo victim ran; exit 3' }] },
   });
@@ -74,6 +78,10 @@ async function takeover(o: Target, runsOn: string[]): Promise<Theft> {
   expect(lines, text).toContain('thief found: nothing');
   expect(text).not.toMatch(TOKEN_RE);
   expect(lines, text).toContain('memory thief found: token=no proof=no');
+  // Sealed from its start: the scaler ran it on its shared execute-only Node, no copy of its own.
+  expect(lines, text).toContainEqual(
+    expect.stringMatching(/^agent runs: \/\S*\/kici-sealed-node-\d+-[0-9a-f]{16}\/node$/),
+  );
   // Each registration reached the orchestrator and was refused as a guess (4401), handed no job.
   expect(
     lines.filter((l) => l.startsWith('attack ')),
