@@ -60,11 +60,16 @@ export async function launchAgentProcess(
     req.onEvent('scaler.failed', message);
     throw new DeterministicSpawnError('config', message, { cause: err });
   };
+  const mode = deps.modeOf(ls);
+  // An unconfined agent runs as the orchestrator's uid, with its files in reach: sealing would hide
+  // nothing a step could not read from the orchestrator itself, and would hide the agent's
+  // environment from the orchestrator, which finds its agents by it after a restart.
+  if (mode === 'host') env.KICI_AGENT_SEAL = 'off';
   const runtime = await sealedRuntimeFor(binary, env, deps.runtime);
   try {
     tracked.placement = await placeAgent(
       id,
-      deps.modeOf(ls),
+      mode,
       ls,
       deps.hostEnv,
       deps.users,
