@@ -47,8 +47,8 @@ export const THIEF_STEP = [
  * Reads the memory of the process AGENT_PID through /proc/<pid>/mem and prints the first agent
  * token and session proof in it (`none` for each it did not find, or when the kernel refuses). A
  * same-uid process may do this unless a security module (Yama's ptrace_scope) or a non-dumpable
- * target forbids it, so whether it works depends on the host: the agent keeps both in memory to
- * reconnect.
+ * target forbids it: the agent keeps both in memory to reconnect, and runs non-dumpable for that
+ * reason (unless KICI_AGENT_SEAL=off, or it may read any file).
  */
 export const MEMORY_SCAN = `
 const fs = require('node:fs');
