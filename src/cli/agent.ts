@@ -6,6 +6,7 @@
 import './node-check.js';
 import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+import { sealAgent } from '../agent/seal.js';
 import { takeHandedToken } from '../agent/token-handoff.js';
 import { formatText, logRecord, parseLogFormat, type LogFormat } from '../util/log-format.js';
 import { packageVersion } from '../version.js';
@@ -55,7 +56,8 @@ async function main(): Promise<number> {
         '  KICI_SCALER_CLAIM_CODE one-time code redeemed for an id and a token (instead of both)\n' +
         '  KICI_EPHEMERAL=1       exit after one job\n' +
         '  KICI_CA_FILE           PEM CA certificates that wss:// is verified against (default: the system CAs)\n\n' +
-        '  KICI_LOG_FORMAT        json (default) or text\n\n' +
+        '  KICI_LOG_FORMAT        json (default) or text\n' +
+        '  KICI_AGENT_SEAL=off    do not make the agent non-dumpable (lets same-uid debuggers, and steps, read its memory)\n\n' +
         'Options: --log-format json|text; --version prints the version; --help prints this.\n\n' +
         'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );
@@ -71,6 +73,11 @@ async function main(): Promise<number> {
   try {
     // Taken before anything else runs, and removed from our environment: no job may inherit it.
     const token = takeHandedToken(process.env);
+    // Then the agent makes itself non-dumpable (this re-executes it, token carried over), so the
+    // steps it runs under its own uid cannot read its memory, where the token and session proof live.
+    const seal = sealAgent(token);
+    if (seal.kind === 'unsealed')
+      log('warn', `agent memory is readable by its own steps on this host: ${seal.why}`);
     cfg = readAgentConfig({ ...process.env, ...(token ? { KICI_AGENT_TOKEN: token } : {}) });
     delete process.env.KICI_SCALER_CLAIM_CODE;
   } catch (err) {

@@ -7,7 +7,10 @@ import type { TestOrchestrator } from './orchestrator.js';
 import { pidsWithEnv } from './processes.js';
 
 /** Submit a run and return its job ids in the order the jobs were given. */
-export async function submit(t: TestOrchestrator, jobs: Record<string, unknown>): Promise<string[]> {
+export async function submit(
+  t: Pick<TestOrchestrator, 'api'>,
+  jobs: Record<string, unknown>,
+): Promise<string[]> {
   const run = await t.api<{ jobs: { id: string; name: string }[] }>('POST', '/api/v1/runs', { jobs });
   expect(run.status).toBe(201);
   const names = Object.keys(jobs);
@@ -15,7 +18,7 @@ export async function submit(t: TestOrchestrator, jobs: Record<string, unknown>)
 }
 
 /** A job's stored output lines (stdout and stderr), in order. */
-export async function outputLines(t: TestOrchestrator, jobId: string): Promise<string[]> {
+export async function outputLines(t: Pick<TestOrchestrator, 'api'>, jobId: string): Promise<string[]> {
   const logs = await t.api<{ lines: { stream: string; line: string }[] }>(
     'GET',
     `/api/v1/jobs/${jobId}/logs`,

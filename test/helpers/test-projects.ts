@@ -53,6 +53,7 @@ export const SYSTEM_PART_VM = [
   'test/system/vm-qemu.test.ts',
   'test/system/vm-qemu-crash.test.ts',
   'test/system/vm-token-takeover.test.ts',
+  'test/system/bare-metal-sandbox-takeover.test.ts',
   'test/system/chaos.test.ts',
   'test/system/event-reaper-cluster.test.ts',
 ];

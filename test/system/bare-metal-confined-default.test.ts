@@ -1,8 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmod, chown, cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { type ChildProcess } from 'node:child_process';
+import { chmod, cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { onPath } from '../../src/scaler/backends/bare-metal/host-probe.js';
+import { ORCH_UID, chownTree, startAs, startOrchestratorAs } from '../helpers/as-user.js';
 import { freePort } from '../helpers/crash.js';
 import { attackScript, probeResults, victimScript } from '../helpers/confinement-probe.js';
 import { outputLines, submit, waitForLine } from '../helpers/jobs.js';
@@ -10,7 +10,6 @@ import {
   AGENT_BIN,
   NODE,
   ORCH_BIN,
-  eventually,
   startTestOrchestrator,
   type JobBody,
   type TestOrchestrator,
@@ -26,15 +25,15 @@ import {
  * reads the token and gets 200, so the probe can fail.
  */
 
-/** No passwd entry needed: setpriv takes a bare uid. Outside the per-agent range (61000+). */
-const ORCH_UID = 60_990;
-
 let base: string | undefined;
 let t: TestOrchestrator | undefined;
 let child: ChildProcess | undefined;
+let stopUser: (() => Promise<void>) | undefined;
 afterEach(async () => {
   await t?.stop();
   t = undefined;
+  await stopUser?.();
+  stopUser = undefined;
   if (child && child.exitCode === null && child.signalCode === null) {
     const done = new Promise((r) => child!.once('exit', r));
     child.kill('SIGTERM');
@@ -134,68 +133,24 @@ describe('bare-metal jobs are confined by default', () => {
 
   it('as an unprivileged user with bubblewrap: the sandbox; the job reads no secret and the admin API refuses it', async () => {
     base = await mkdtemp('/var/tmp/kici-confine-user-');
-    await chmod(base, 0o755);
-    const home = join(base, 'home');
-    const dataDir = join(base, 'data');
-    await mkdir(home, { mode: 0o700 });
-    await cp(join(inject('templateDataDir'), 'pg'), join(dataDir, 'pg'), { recursive: true });
-    const cfg = join(base, 'scalers.yaml');
-    await writeFile(cfg, JSON.stringify(config([{ labels: ['linux'], binaryPath: AGENT_BIN }])));
-    await chownTree(base, ORCH_UID);
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const proc = await startAs(
-      ORCH_UID,
-      home,
-      [ORCH_BIN, 'serve', '--listen', `127.0.0.1:${port}`, '--data-dir', dataDir, '--config', cfg],
-      {
-        PATH: `${dirname(NODE)}:/usr/bin:/bin`,
-      },
+    const u = await startOrchestratorAs(
+      base,
+      inject('templateDataDir'),
+      config([{ labels: ['linux'], binaryPath: AGENT_BIN }]),
     );
-    child = proc.child;
-    await eventually(
-      () =>
-        fetch(`${url}/readyz`).then(
-          (r) => r.ok,
-          () => false,
-        ),
-      60_000,
-      `orchestrator as uid ${ORCH_UID} ready: ${proc.output()}`,
-    );
-    // The default token file of a non-root orchestrator: in its home, which the sandbox covers.
-    const tokenFile = join(home, '.config/kici/admin-token');
-    const token = (await readFile(tokenFile, 'utf8')).trim();
-    const api = async <T = unknown>(method: string, path: string, body?: unknown) => {
-      const res = await fetch(`${url}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${token}`,
-          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      });
-      return { status: res.status, body: (await res.json()) as T };
-    };
-    const status = await api<{ scalers: { confinement: { mode: string }[] }[] }>(
+    stopUser = u.stop;
+    const status = await u.api<{ scalers: { confinement: { mode: string }[] }[] }>(
       'GET',
       '/api/v1/scaler/status',
     );
     expect(status.body.scalers[0]!.confinement.map((c) => c.mode)).toEqual(['sandbox']);
-    expect(proc.output()).toContain('jobs are confined by the bubblewrap sandbox');
-    const waitForJob = (id: string) =>
-      eventually(
-        async () => {
-          const j = (await api<JobBody>('GET', `/api/v1/jobs/${id}`)).body;
-          return ['succeeded', 'failed', 'cancelled', 'timed-out'].includes(j.state) ? j : undefined;
-        },
-        90_000,
-        `job ${id} finished`,
-      );
-    const { lines, secret } = await attack(api, waitForJob, {
-      url,
-      tokenFile,
-      dataDir,
-      home,
+    expect(u.output()).toContain('jobs are confined by the bubblewrap sandbox');
+    // The default token file of a non-root orchestrator: in its home, which the sandbox covers.
+    const { lines, secret } = await attack(u.api, (id) => u.waitForJob(id), {
+      url: u.url,
+      tokenFile: u.tokenFile,
+      dataDir: u.dataDir,
+      home: u.home,
       victimOn: ['linux'],
       runsOn: ['linux'],
     });
@@ -231,31 +186,3 @@ describe('bare-metal jobs are confined by default', () => {
     expect(proc.output()).toContain('trust: host');
   });
 });
-
-async function chownTree(dir: string, uid: number): Promise<void> {
-  const { readdir } = await import('node:fs/promises');
-  await chown(dir, uid, uid);
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) await chownTree(p, uid);
-    else await chown(p, uid, uid);
-  }
-}
-
-/** The orchestrator CLI as `uid`, with a clean environment (no test token file, no root HOME). */
-async function startAs(uid: number, home: string, args: string[], env: Record<string, string>) {
-  // Found on the test's own PATH: the child's may be made to lack it.
-  const setpriv = onPath('setpriv', process.env.PATH) ?? 'setpriv';
-  const c = spawn(setpriv, [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', NODE, ...args], {
-    env: { HOME: home, KICI_LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  c.stdout!.on('data', (d) => (out += String(d)));
-  c.stderr!.on('data', (d) => (out += String(d)));
-  const exited = new Promise<{ code: number | null }>((r, fail) => {
-    c.once('exit', (code) => r({ code }));
-    c.once('error', fail);
-  });
-  return { child: c, output: () => out, exited };
-}

@@ -8,20 +8,17 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   AGENT_BIN,
   alive,
   bareMetalConfig,
   eventually,
-  NODE,
-  ROOT,
   runNode,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
+import { logSink, THIEF_STEP, thiefEnv, TOKEN_RE } from '../../helpers/takeover.js';
 import { TcpProxy } from '../../helpers/tcp-proxy.js';
 
 let t: TestOrchestrator | undefined;
@@ -36,54 +33,6 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
-/** An agent token as minted: `kici_` and 32 random bytes in base64url. */
-const TOKEN_RE = /kici_[A-Za-z0-9_-]{43}/;
-
-/** Registers as an agent with whatever token it was given, and prints how the orchestrator answered. */
-const ATTACK = `
-import { createRequire } from 'node:module';
-const WebSocket = createRequire(${JSON.stringify(join(ROOT, 'package.json'))})('ws');
-const [url, agentId, token] = process.argv.slice(2);
-const ws = new WebSocket(url);
-ws.on('open', () => ws.send(JSON.stringify({ type: 'register', protocol: 1, agentId, token, labels: [], jobsDone: 0 })));
-ws.on('message', (d) => console.log('attack got ' + JSON.parse(String(d)).type));
-ws.on('close', (code) => { console.log('attack closed ' + code); process.exit(0); });
-ws.on('error', (e) => { console.log('attack error ' + e.message); process.exit(0); });
-`;
-
-/** The step: search the parent (the agent) for a token, then use whatever it found. */
-const THIEF_STEP = [
-  'found=$( { tr "\\0" "\\n" < /proc/$PPID/environ; tr "\\0" "\\n" < /proc/$PPID/cmdline; env;',
-  '  for f in /proc/$PPID/fd/*; do [ -f "$f" ] && head -c 65536 "$f"; done;',
-  '  grep -rhoa "kici_[A-Za-z0-9_-]*" . 2>/dev/null; } 2>/dev/null | grep -oE "kici_[A-Za-z0-9_-]{43}" | head -n1 )',
-  'echo "thief found: ${found:-nothing}"',
-  '"$ATTACK_NODE" "$ATTACK_SCRIPT" "$ATTACK_URL" "$KICI_AGENT_ID" "${found:-none}"',
-].join('\n');
-
-async function attackFiles() {
-  const dir = await mkdtemp(join(tmpdir(), 'kici-attack-'));
-  dirs.push(dir);
-  const script = join(dir, 'attack.mjs');
-  await writeFile(script, ATTACK);
-  return { dir, script };
-}
-
-function logSink() {
-  const lines: { level: number; msg: string; agentId?: string; securityEvent?: string }[] = [];
-  const raw: string[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, done) {
-      for (const l of String(chunk).split('\n'))
-        if (l) {
-          raw.push(l);
-          lines.push(JSON.parse(l));
-        }
-      done();
-    },
-  });
-  return { lines, raw, logger: pino({ level: 'info' }, sink) };
-}
-
 async function logsOf(t: TestOrchestrator, jobId: string): Promise<string[]> {
   const r = await t.api<{ lines: { line: string }[] }>('GET', `/api/v1/jobs/${jobId}/logs`);
   return r.body.lines.map((l) => l.line);
@@ -92,19 +41,29 @@ async function logsOf(t: TestOrchestrator, jobId: string): Promise<string[]> {
 describe('a job step cannot take over its agent', () => {
   it('bare-metal: the step finds no token, and the next job runs on a real agent with its true result', async () => {
     const log = logSink();
-    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), logger: log.logger });
-    const { script } = await attackFiles();
+    // Unsealed (a root test's agent is anyway): the handoff alone must keep the token out of reach,
+    // and the step's view of its agent proves it looked at the real one. Sealing has its own test.
+    const labelSets = ['small', 'large'].map((s) => ({
+      labels: ['linux', s],
+      binaryPath: AGENT_BIN,
+      env: { KICI_AGENT_SEAL: 'off' },
+    }));
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({ maxAgents: 1 }, labelSets),
+      logger: log.logger,
+    });
     const run = await t.api<{ jobs: { id: string; name: string }[] }>('POST', '/api/v1/runs', {
       jobs: {
         thief: {
           runsOn: ['linux', 'small'],
-          env: { ATTACK_NODE: NODE, ATTACK_SCRIPT: script, ATTACK_URL: t.orch.wsUrl },
+          env: thiefEnv(t.orch.wsUrl),
           steps: [{ run: THIEF_STEP }],
         },
       },
     });
     const thief = await t.waitForJob(run.body.jobs[0]!.id, undefined, 30_000);
     const thiefLog = await logsOf(t, thief.id);
+    expect(thiefLog).toContainEqual(expect.stringMatching(/^thief saw: agent-env=1 fds=[1-9]/));
     expect(thiefLog).toContain('thief found: nothing');
     expect(thiefLog.join('\n')).not.toMatch(TOKEN_RE);
     expect(thiefLog).toContain('attack closed 4401');
@@ -123,7 +82,6 @@ describe('a job step cannot take over its agent', () => {
   it('a static agent whose token the step can read: the step is refused (4412, logged), the agent keeps the next job', async () => {
     const log = logSink();
     t = await startTestOrchestrator({ logger: log.logger });
-    const { script } = await attackFiles();
     const tok = await t.api<{ token: string }>('POST', '/api/v1/agents/tokens', {
       agentId: 'static-victim',
       labels: ['pool-x'],
@@ -134,6 +92,8 @@ describe('a job step cannot take over its agent', () => {
       KICI_AGENT_ID: 'static-victim',
       KICI_AGENT_TOKEN: tok.body.token,
       KICI_LABELS: 'pool-x',
+      // Sealed, the agent would hide even this environment from its steps (a root test's is not).
+      KICI_AGENT_SEAL: 'off',
     });
     children.push(agent.child);
     await eventually(() => t!.orch.dispatcher.registry.get('static-victim'), 10_000, 'the static agent');
@@ -142,7 +102,7 @@ describe('a job step cannot take over its agent', () => {
       jobs: {
         thief: {
           runsOn: ['pool-x'],
-          env: { ATTACK_NODE: NODE, ATTACK_SCRIPT: script, ATTACK_URL: t.orch.wsUrl },
+          env: thiefEnv(t.orch.wsUrl),
           steps: [{ run: THIEF_STEP }],
         },
         victim: { runsOn: ['pool-x'], env: { DEPLOY_KEY: 'k' }, steps: [{ run: 'echo victim ran; exit 3' }] },
@@ -169,7 +129,8 @@ describe('a job step cannot take over its agent', () => {
 
   it('a static agent given its token in a file: the file is gone, the step finds nothing, and a dropped link resumes the job', async () => {
     t = await startTestOrchestrator();
-    const { dir, script } = await attackFiles();
+    const dir = await mkdtemp(join(tmpdir(), 'kici-takeover-'));
+    dirs.push(dir);
     const tok = await t.api<{ token: string }>('POST', '/api/v1/agents/tokens', {
       agentId: 'filed-agent',
       labels: ['pool-y'],
@@ -184,6 +145,7 @@ describe('a job step cannot take over its agent', () => {
       KICI_AGENT_ID: 'filed-agent',
       KICI_AGENT_TOKEN_FILE: tokenFile,
       KICI_LABELS: 'pool-y',
+      KICI_AGENT_SEAL: 'off',
     });
     children.push(agent.child);
     await eventually(() => t!.orch.dispatcher.registry.get('filed-agent'), 10_000, 'the agent');
@@ -193,7 +155,7 @@ describe('a job step cannot take over its agent', () => {
       jobs: {
         a: {
           runsOn: ['pool-y'],
-          env: { ATTACK_NODE: NODE, ATTACK_SCRIPT: script, ATTACK_URL: t.orch.wsUrl, MARK: mark },
+          env: { ...thiefEnv(t.orch.wsUrl), MARK: mark },
           steps: [
             { run: THIEF_STEP },
             { run: 'echo waiting; while [ ! -e "$MARK" ]; do sleep 0.05; done; echo resumed; exit 3' },
@@ -218,6 +180,7 @@ describe('a job step cannot take over its agent', () => {
     await writeFile(mark, '');
     const job = await t.waitForJob(jobId, undefined, 20_000);
     const lines = await logsOf(t, jobId);
+    expect(lines).toContainEqual(expect.stringMatching(/^thief saw: agent-env=1 fds=[1-9]/));
     expect(lines).toContain('thief found: nothing');
     expect(lines).toContain('attack closed 4401');
     expect(lines).toContain('resumed');

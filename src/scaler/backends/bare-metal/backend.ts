@@ -40,6 +40,7 @@ import { probeHostFacts } from './host-probe.js';
 import { homedir } from 'node:os';
 import { findOrphanAgents, listAgentProcesses } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
+import { SealedRuntime } from './sealed-runtime.js';
 
 export interface BareMetalBackendOptions {
   entry: ScalerEntry;
@@ -106,6 +107,8 @@ export class BareMetalScalerBackend implements ScalerBackend {
   }
 
   private readonly users: AgentUserPool;
+  /** One execute-only Node for every agent of this scaler, made on first use. */
+  private readonly runtime = new SealedRuntime((msg) => this.log.warn(msg));
   private readonly hostFacts: HostFacts;
   /** How each process-mode label set's jobs are confined; replaced with the entry on reload. */
   private plan: ConfinementPlan;
@@ -262,6 +265,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       modeOf: (ls) => modeIn(this.plan, ls),
       hostEnv: this.hostEnv,
       cgroups: this.enforcesLimits ? this.opts.cgroups : undefined,
+      runtime: this.runtime,
       placeLeft: (id) => this.placeLeft(id),
       cgroupLeft: (id) => this.cgroupLeft(id),
     };

@@ -9,13 +9,15 @@ import type { AgentUser } from './users.js';
  */
 export interface LaunchSpec {
   binary: string;
+  /** An execute-only Node that runs `binary` (a node script), so the agent starts non-dumpable. */
+  runtime?: string | undefined;
   procsFiles?: string[] | undefined;
   sandbox?: string[] | undefined;
   user?: AgentUser | undefined;
 }
 
 export function launchCommand(spec: LaunchSpec): { file: string; args: string[] } {
-  let cmd = [spec.binary];
+  let cmd = spec.runtime ? [spec.runtime, spec.binary] : [spec.binary];
   if (spec.user) {
     const { uid, gid } = spec.user;
     // A non-root orchestrator switches uid with ambient capabilities, which the kernel keeps across

@@ -40,6 +40,8 @@ export async function placeAgent(
   hostEnv: NodeJS.ProcessEnv,
   users: AgentUserPool,
   secrets: SecretPaths,
+  /** More host paths the agent needs to start (the sealed Node copy), kept visible in the sandbox. */
+  needs: string[] = [],
 ): Promise<Placement> {
   const parts = modeParts(mode);
   const sandboxed = parts.sandbox;
@@ -59,7 +61,7 @@ export async function placeAgent(
   const hide = [users.root, ...(secrets.dataDir ? [resolve(secrets.dataDir)] : [])];
   const cover = secrets.home && existsSync(secrets.home) ? [resolve(secrets.home)] : [];
   const hideFiles = (secrets.files ?? []).map((f) => resolve(f)).filter((f) => existsSync(f));
-  const keep = installsToKeep([ls.binaryPath, findOnPath('node', hostEnv.PATH)], hide, cover);
+  const keep = installsToKeep([ls.binaryPath, findOnPath('node', hostEnv.PATH), ...needs], hide, cover);
   return {
     user,
     workDir,
@@ -108,7 +110,7 @@ function isUnder(path: string, dir: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
 }
 
-function findOnPath(cmd: string, path: string | undefined): string | undefined {
+export function findOnPath(cmd: string, path: string | undefined): string | undefined {
   for (const dir of (path ?? '').split(delimiter)) {
     if (!dir) continue;
     const candidate = join(dir, cmd);

@@ -9,7 +9,15 @@ import { TOKEN_FD } from './env.js';
 import { launchCommand } from './launch.js';
 import { launchError } from './launch-error.js';
 import type { ConfinementMode } from './confinement.js';
-import { placeAgent, placementEnv, unplace, type Placement, type SecretPaths } from './placement.js';
+import {
+  findOnPath,
+  placeAgent,
+  placementEnv,
+  unplace,
+  type Placement,
+  type SecretPaths,
+} from './placement.js';
+import { runsOnNode, type SealedRuntime } from './sealed-runtime.js';
 import type { AgentUserPool } from './users.js';
 
 export interface LaunchDeps {
@@ -20,6 +28,8 @@ export interface LaunchDeps {
   hostEnv: NodeJS.ProcessEnv;
   /** Set only when limits are enforced. */
   cgroups: CgroupDriver | undefined;
+  /** The execute-only Node agents start from, sealed (undefined: they seal themselves). */
+  runtime?: SealedRuntime | undefined;
   /** Where a failed clean-up is logged and counted. */
   placeLeft(agentId: string): (err: unknown) => void;
   cgroupLeft(agentId: string): (err: unknown) => void;
@@ -50,18 +60,33 @@ export async function launchAgentProcess(
     req.onEvent('scaler.failed', message);
     throw new DeterministicSpawnError('config', message, { cause: err });
   };
+  const mode = deps.modeOf(ls);
+  // An unconfined agent runs as the orchestrator's uid, with its files in reach: sealing would hide
+  // nothing a step could not read from the orchestrator itself, and would hide the agent's
+  // environment from the orchestrator, which finds its agents by it after a restart.
+  if (mode === 'host') env.KICI_AGENT_SEAL = 'off';
+  const runtime = await sealedRuntimeFor(binary, env, deps.runtime);
   try {
-    tracked.placement = await placeAgent(id, deps.modeOf(ls), ls, deps.hostEnv, deps.users, deps.secrets);
+    tracked.placement = await placeAgent(
+      id,
+      mode,
+      ls,
+      deps.hostEnv,
+      deps.users,
+      deps.secrets,
+      runtime ? [runtime] : [],
+    );
   } catch (err) {
     return fail(`cannot prepare the agent's user or work dir: ${(err as Error).message}`, err);
   }
   Object.assign(env, placementEnv(tracked.placement));
   const { user, sandbox } = tracked.placement;
-  let launch = launchCommand({ binary, user, sandbox });
+  let launch = launchCommand({ binary, runtime, user, sandbox });
   if (deps.cgroups) {
     try {
       launch = launchCommand({
         binary,
+        runtime,
         user,
         sandbox,
         procsFiles: await deps.cgroups.create(id, req.limits),
@@ -97,4 +122,19 @@ export async function launchAgentProcess(
     req.onEvent('scaler.failed', failure.message);
     throw failure;
   }
+}
+
+/**
+ * The sealed copy of the Node this agent would run (the first on its PATH), when the agent is a
+ * node script and sealing is not switched off for its label set.
+ */
+async function sealedRuntimeFor(
+  binary: string,
+  env: Record<string, string>,
+  runtime: SealedRuntime | undefined,
+): Promise<string | undefined> {
+  if (!runtime || env.KICI_AGENT_SEAL === 'off') return undefined;
+  const node = findOnPath('node', env.PATH);
+  if (!node || !(await runsOnNode(binary))) return undefined;
+  return runtime.for(node);
 }

@@ -1,0 +1,66 @@
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { launchCommand } from '../../../../src/scaler/backends/bare-metal/launch.js';
+import { runsOnNode, SealedRuntime } from '../../../../src/scaler/backends/bare-metal/sealed-runtime.js';
+
+const dirs: string[] = [];
+const temp = () => {
+  const d = mkdtempSync(join(tmpdir(), 'kici-sealed-rt-'));
+  dirs.push(d);
+  return d;
+};
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+describe.runIf(process.platform === 'linux')('the sealed Node copy for bare-metal agents', () => {
+  it('is execute-only in a traversable dir, runs like the original, and is reused after a restart', async () => {
+    const base = temp();
+    const warnings: string[] = [];
+    const file = await new SealedRuntime((m) => warnings.push(m), base).for(process.execPath);
+    expect(warnings).toEqual([]);
+    expect(file).toMatch(new RegExp(`^${base}/kici-sealed-node-\\d+-[0-9a-f]{16}/node$`));
+    expect(statSync(file!).mode & 0o7777).toBe(0o111);
+    expect(statSync(join(file!, '..')).mode & 0o7777).toBe(0o711);
+    expect(execFileSync(file!, ['--version'], { encoding: 'utf8' }).trim()).toBe(process.version);
+    // A second orchestrator (or a restart) finds the same copy instead of adding another.
+    const again = await new SealedRuntime(() => {}, base).for(process.execPath);
+    expect(again).toBe(file);
+    expect(statSync(again!).ino).toBe(statSync(file!).ino);
+  });
+
+  it('never uses a dir at its name that is not its own 0711 dir: agents then seal themselves', async () => {
+    const base = temp();
+    const first = await new SealedRuntime(() => {}, base).for(process.execPath);
+    const dir = join(first!, '..');
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir);
+    chmodSync(dir, 0o777);
+    writeFileSync(join(dir, 'node'), '#!/bin/sh\necho planted\n', { mode: 0o111 });
+    const warnings: string[] = [];
+    expect(await new SealedRuntime((m) => warnings.push(m), base).for(process.execPath)).toBeUndefined();
+    expect(warnings).toEqual([
+      expect.stringMatching(/^agents will copy Node to seal themselves: .* not this user's 0711 dir$/),
+    ]);
+  });
+
+  it('runs only a node script through the copy', async () => {
+    const d = temp();
+    const script = (name: string, body: string) => {
+      writeFileSync(join(d, name), body, { mode: 0o755 });
+      return join(d, name);
+    };
+    expect(await runsOnNode(script('a', '#!/usr/bin/env node\nconsole.log(1)\n'))).toBe(true);
+    expect(await runsOnNode(script('b', '#!/opt/node/bin/node\n'))).toBe(true);
+    expect(await runsOnNode(script('c', '#!/bin/sh\nexec node x\n'))).toBe(false);
+    expect(await runsOnNode(script('d', '#!/usr/bin/env -S node --inspect\n'))).toBe(false);
+    expect(await runsOnNode(join(d, 'missing'))).toBe(false);
+    expect(launchCommand({ binary: '/opt/agent.js', runtime: '/tmp/rt/node' })).toEqual({
+      file: '/tmp/rt/node',
+      args: ['/opt/agent.js'],
+    });
+  });
+});
