@@ -240,7 +240,6 @@ describe('data dir full during a burst, down to the last MiB', () => {
     expect(asked).toBeGreaterThan(2);
     expect(bad).toEqual([]);
 
-    health.phase = 'SIGTERM while full';
     const t0 = Date.now();
     server.child.kill('SIGTERM');
     const exit = await Promise.race([
