@@ -503,7 +503,12 @@ export class Dispatcher {
     this.stopped = true;
     await this.idle;
     this.active.cancelTimers();
-    await this.logs.flush();
+    const dropped = await this.logs.close();
+    if (dropped.size)
+      this.log.warn(
+        { jobs: Object.fromEntries(dropped), lines: [...dropped.values()].reduce((a, b) => a + b, 0) },
+        'job output held while the data dir was nearly full was not stored: stopped before space returned; each job log says how many lines are missing',
+      );
     await this.writes.flush();
   }
 }

@@ -117,27 +117,84 @@ export class LogSink {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.holdWrites()) {
-      // Look again later; a stop while held leaves the held lines unwritten (logged at stop).
-      this.timer = setTimeout(() => void this.flush(), Math.max(this.intervalMs, 500));
-      this.timer.unref();
+      this.retryLater();
       return this.flushing;
     }
+    this.flushing = this.flushing.then(() => this.writeBuffered());
+    return this.flushing;
+  }
+
+  /** Look again later; a stop while held drops the held lines and says so (see close). */
+  private retryLater(): void {
+    if (this.timer) return;
+    this.timer = setTimeout(() => void this.flush(), Math.max(this.intervalMs, 500));
+    this.timer.unref();
+  }
+
+  /**
+   * Runs on the write chain, one at a time, and takes the buffer only when its turn comes: lines
+   * put back in front of the buffer (below) are then always written before later ones.
+   */
+  private async writeBuffered(): Promise<void> {
+    if (this.holdWrites()) return this.retryLater();
     this.noteDropped();
     const batch = this.buffer;
     this.buffer = [];
     this.bufferBytes = 0;
-    this.flushing = this.flushing.then(async () => {
-      // A large backlog (output held while the disk was full) goes in slices, each after a turn
-      // of the event loop: the embedded database answers within the same turn, so back-to-back
-      // writes would otherwise keep health checks and signals waiting on a busy server.
-      for (let i = 0; i < batch.length;) {
-        const end = sliceEnd(batch, i, SLICE_BYTES);
-        await new Promise<void>((r) => setImmediate(r));
-        await this.write(i === 0 && end === batch.length ? batch : batch.slice(i, end));
-        i = end;
+    // A large backlog (output held while the disk was full) goes in slices, each after a turn
+    // of the event loop: the embedded database answers within the same turn, so back-to-back
+    // writes would otherwise keep health checks and signals waiting on a busy server.
+    for (let i = 0; i < batch.length;) {
+      const end = sliceEnd(batch, i, SLICE_BYTES);
+      await new Promise<void>((r) => setImmediate(r));
+      // The disk can go low while a backlog is being written (the watcher reads it between
+      // slices), and a slice the database then refuses for want of space would otherwise be
+      // retried line by line and lost: the rest waits in memory again, in its place.
+      if (
+        this.holdWrites() ||
+        !(await this.write(i === 0 && end === batch.length ? batch : batch.slice(i, end)))
+      ) {
+        const rest = batch.slice(i);
+        this.buffer = rest.concat(this.buffer);
+        for (const l of rest) this.bufferBytes += l.line.length;
+        return this.retryLater();
       }
+      i = end;
+    }
+  }
+
+  /**
+   * The server stops: write what is buffered. Output still held because the data dir is nearly
+   * full cannot wait for space any more (it lives only in this process), and writing it now could
+   * take the database's last room, which is what the hold is there to prevent. So it is dropped,
+   * and each job it belonged to gets one short line saying how many lines are missing: a line as
+   * small as the results that are still stored while the disk is low. Returns the dropped count per
+   * job (empty when nothing was held), for the stop to log.
+   */
+  close(): Promise<Map<string, number>> {
+    const closing = this.flushing.then(async () => {
+      await this.writeBuffered();
+      if (this.timer) clearTimeout(this.timer);
+      this.timer = undefined;
+      const dropped = new Map(this.droppedWhileHeld);
+      this.droppedWhileHeld.clear();
+      for (const l of this.buffer) dropped.set(l.jobId, (dropped.get(l.jobId) ?? 0) + 1);
+      this.buffer = [];
+      this.bufferBytes = 0;
+      if (dropped.size)
+        await this.write(
+          [...dropped].map(([jobId, n]) => ({
+            jobId,
+            stepIdx: null,
+            stream: 'system' as const,
+            line: `${n} lines of output were not stored: the orchestrator stopped while the data dir was nearly full`,
+            ts: new Date(),
+          })),
+        );
+      return dropped;
     });
-    return this.flushing;
+    this.flushing = closing.then(() => undefined);
+    return closing;
   }
 
   /** One system line per job whose output was dropped while writes were held. */
@@ -153,11 +210,17 @@ export class LogSink {
     this.droppedWhileHeld.clear();
   }
 
-  private async write(batch: LogLine[]): Promise<void> {
+  /**
+   * Store a batch; false when the store refused it while writes are now held (the disk went low
+   * meanwhile): the caller keeps it. Otherwise a refused batch is retried job by job, then line
+   * by line, and what still fails is logged and given up.
+   */
+  private async write(batch: LogLine[]): Promise<boolean> {
     try {
       await this.store.logs.append(batch);
-      return;
+      return true;
     } catch (err) {
+      if (this.holdWrites()) return false;
       this.log.error(
         { err: errorMessage(err), lines: batch.length },
         'could not store a batch of job log lines; retrying job by job',
@@ -180,6 +243,7 @@ export class LogSink {
       }
       await this.writeLineByLine(jobId, lines);
     }
+    return true;
   }
 
   private async writeLineByLine(jobId: string, lines: LogLine[]): Promise<void> {

@@ -124,3 +124,88 @@ describe('LogSink: writes held while the data dir is nearly full', () => {
     expect(lines.filter((l) => l === big)).toHaveLength(1);
   });
 });
+
+describe('LogSink: a stop while writes are held', () => {
+  it('drops the held output, counts it per job in one stored line, and returns the counts', async () => {
+    const [a, b] = [await newJob(), await newJob()];
+    const sink = new LogSink(store, log, 10);
+    sink.holdWrites = () => true;
+    sink.heldMaxBytes = 20;
+    const big = 'y'.repeat(15);
+    // Two of a's lines are held in memory; the rest (a's last two, b's one) are past the bound.
+    sink.push([line(a, big), line(a, big), line(a, big), line(a, big), line(b, 'only')]);
+    await sink.flush();
+    const dropped = await sink.close();
+    expect(Object.fromEntries(dropped)).toEqual({ [a]: 4, [b]: 1 });
+    const note = (n: number) =>
+      `${n} lines of output were not stored: the orchestrator stopped while the data dir was nearly full`;
+    expect(await stored(a)).toEqual([note(4)]);
+    expect(await stored(b)).toEqual([note(1)]);
+  });
+
+  it('writes everything when nothing is held', async () => {
+    const job = await newJob();
+    const sink = new LogSink(store, log, 10_000);
+    sink.push([line(job, 'one'), line(job, 'two')]);
+    expect((await sink.close()).size).toBe(0);
+    expect(await stored(job)).toEqual(['one', 'two']);
+  });
+});
+
+describe('LogSink: the disk goes low while a backlog is being written', () => {
+  /** The real store, with a hook run before each batch append reaches it. */
+  const hooked = (before: () => void): Store =>
+    ({
+      ...store,
+      logs: Object.assign(Object.create(store.logs) as Store['logs'], {
+        append: (lines: LogLine[]) => {
+          before();
+          return store.logs.append(lines);
+        },
+      }),
+    }) as Store;
+  const big = (tag: string) => `${tag}-${'z'.repeat(600 * 1024)}`;
+
+  it('keeps the unwritten slices in memory, in their place, until writes resume', async () => {
+    const job = await newJob();
+    let held = false;
+    let appends = 0;
+    // The watcher finds the disk low while the first slice is being stored.
+    const sink = new LogSink(
+      hooked(() => void (appends++ === 0 && (held = true))),
+      log,
+      10_000,
+    );
+    sink.holdWrites = () => held;
+    sink.push([line(job, big('a')), line(job, big('b')), line(job, big('c'))]);
+    await sink.flush();
+    expect((await stored(job)).map((l) => l.slice(0, 1))).toEqual(['a']);
+    sink.push([line(job, 'd')]);
+    held = false;
+    await sink.flush();
+    expect((await stored(job)).map((l) => l.slice(0, 1))).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('keeps a slice the store refused once writes are held, instead of giving it up line by line', async () => {
+    const job = await newJob();
+    let held = false;
+    let refuse = true;
+    const sink = new LogSink(
+      hooked(() => {
+        if (!refuse) return;
+        refuse = false;
+        held = true; // the space ran out under this write; the watcher sees it now
+        throw new Error('could not extend file: No space left on device');
+      }),
+      log,
+      10_000,
+    );
+    sink.holdWrites = () => held;
+    sink.push([line(job, 'one'), line(job, 'two')]);
+    await sink.flush();
+    expect(await stored(job)).toEqual([]);
+    held = false;
+    await sink.flush();
+    expect(await stored(job)).toEqual(['one', 'two']);
+  });
+});
