@@ -43,7 +43,11 @@ const badValue = (): Record<string, string[] | string[][]> => ({
   'scaler status': [...BAD_URL, 'scaler', 'status'],
   'scaler explain': ['scaler', 'explain', 'bad id'],
   'scaler reload': [...BAD_URL, 'scaler', 'reload'],
-  'scaler reap-orphans': [...BAD_URL, 'scaler', 'reap-orphans'],
+  'scaler reap-orphans': [
+    [...BAD_URL, 'scaler', 'reap-orphans'],
+    ['scaler', 'reap-orphans', '--force', '--config', ''],
+  ],
+  'scaler orphans': [...BAD_URL, 'scaler', 'orphans'],
   'scaler audit': [...BAD_URL, 'scaler', 'audit'],
   'scaler reset-backoff': ['scaler', 'reset-backoff', 'bm', '--label-set', ''],
   diagnose: [...BAD_URL, 'diagnose'],

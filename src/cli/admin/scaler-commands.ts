@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { registerOrphanCommands } from './orphan-commands.js';
 
 interface StatusView {
   configured: boolean;
@@ -194,33 +195,7 @@ export function registerScalerApiCommands(
 
   registerAudit(scaler, client);
 
-  scaler
-    .command('reap-orphans')
-    .description('remove agent compute and firewall rules no live agent owns (left by a crash)')
-    .option('--dry-run', 'list what would be removed, remove nothing')
-    .option('--json', 'machine-readable output')
-    .action(async (o: { dryRun?: boolean; json?: boolean }, cmd: Command) => {
-      const r = await (
-        await client(cmd)
-      ).request<ReapOrphansView>('POST', `/api/v1/scaler/reap-orphans?dryRun=${o.dryRun ? 'true' : 'false'}`);
-      if (o.json) printJson(r);
-      else {
-        const verb = r.dryRun ? 'would remove' : 'removed';
-        if (!r.items.length)
-          process.stdout.write(`no orphans (${r.dryRun ? 'dry run' : 'nothing removed'})\n`);
-        else {
-          process.stdout.write(`${verb} ${r.items.length}:\n`);
-          process.stdout.write(
-            table(
-              ['SCALER', 'AGENT', 'REF', 'REASON'],
-              r.items.map((i) => [i.scaler, i.agentId ?? '-', i.ref, i.reason]),
-            ) + '\n',
-          );
-        }
-        for (const e of r.errors) process.stdout.write(`${e.scaler}: sweep failed: ${e.message}\n`);
-      }
-      if (r.errors.length) process.exitCode = 1;
-    });
+  registerOrphanCommands(scaler, client);
 }
 
 interface DriftView {
@@ -278,12 +253,6 @@ function registerAudit(scaler: Command, client: (c: Command) => Promise<AdminCli
       if (left.length || r.unchecked.some((u) => u.reason !== 'cannot list its compute'))
         process.exitCode = 1;
     });
-}
-
-interface ReapOrphansView {
-  dryRun: boolean;
-  items: { scaler: string; agentId: string | null; ref: string; reason: string }[];
-  errors: { scaler: string; message: string }[];
 }
 
 interface ReloadPlanView {
