@@ -6,7 +6,7 @@ import type { BackendDeps } from './deps.js';
  * What a backend built without the orchestrator can do: list and remove what stopped or dead agents
  * left on this host, from host-local evidence alone (no store, no agent registry).
  */
-export type OrphanSweeper = Required<Pick<ScalerBackend, 'cleanupOrphans' | 'inventory'>>;
+export type OrphanSweeper = Required<Pick<ScalerBackend, 'cleanupOrphans'>>;
 
 /** What a sweeper is built from: no store, and nothing that writes outside the host's own leftovers. */
 export type SweepDeps = Pick<

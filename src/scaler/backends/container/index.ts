@@ -3,7 +3,6 @@ import type { ScalerEntry } from '../../../config/index.js';
 import { ContainerScalerBackend } from './backend.js';
 import type { BackendDescriptor, SweepDeps } from '../descriptor.js';
 import type { EngineLocation } from '../deps.js';
-import { containerInventory } from './inventory.js';
 import { sweepScalerOrphans } from './orphans.js';
 import { containerTools } from './tools.js';
 
@@ -68,7 +67,6 @@ export const containerDescriptor: BackendDescriptor = {
           },
           opts,
         ),
-      inventory: () => containerInventory(docker, entry.name, isolation),
     };
   },
 };
