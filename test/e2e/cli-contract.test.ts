@@ -42,7 +42,11 @@ const badValue = (): Record<string, string[] | string[][]> => ({
   'scaler schema': ['scaler', 'schema', 'extra'],
   'scaler status': [...BAD_URL, 'scaler', 'status'],
   'scaler explain': ['scaler', 'explain', 'bad id'],
-  'scaler reload': [...BAD_URL, 'scaler', 'reload'],
+  'scaler reload': [
+    [...BAD_URL, 'scaler', 'reload'],
+    ['scaler', 'reload', '--timeout', '0'],
+    ['scaler', 'reload', '--single', '--timeout', 'soon'],
+  ],
   'scaler reap-orphans': [
     [...BAD_URL, 'scaler', 'reap-orphans'],
     ['scaler', 'reap-orphans', '--force', '--config', ''],
