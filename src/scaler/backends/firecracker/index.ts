@@ -111,6 +111,7 @@ export async function createVmBackend(
     ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
     hostServices: deps.hostServices,
     clock: deps.clock,
+    sweepsUnleasedTaps: !sweepOnly,
   });
   deps.logger.info(
     { scaler: entry.name, vmm: driver.describe(), bridge: network.bridgeName },

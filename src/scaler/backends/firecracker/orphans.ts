@@ -75,7 +75,7 @@ export class VmOrphans {
       });
     }
     // 3. Our TAP names with no lease and no live VM; re-read leases after listing (allocate races).
-    const taps = await hostNet.listTaps();
+    const taps = this.b.opts.sweepsUnleasedTaps === false ? [] : await hostNet.listTaps();
     const after = await allocator.getAllocations();
     const keep = new Set([
       ...after.map((l) => l.tap),
