@@ -47,7 +47,8 @@ export class ReloadFanout {
     this.lastSeen = Number(r.rows[0]?.id ?? 0);
   }
 
-  async request(): Promise<{ local: ReloadOutcome; instances: InstanceReload[] }> {
+  /** `waitMs`: how long to wait for the live peers' answers (this fan-out's default when absent). */
+  async request(waitMs = this.waitMs): Promise<{ local: ReloadOutcome; instances: InstanceReload[] }> {
     const r = await sql<{ id: string }>`
       with req as (insert into kici_reload_requests (requested_by) values (${this.instanceId}) returning id)
       select id, pg_notify(${RELOAD_CHANNEL}, id::text) from req`.execute(this.db);
@@ -59,7 +60,7 @@ export class ReloadFanout {
     const local = this.outcomes.get(id);
     this.outcomes.delete(id);
     this.mine.delete(id);
-    const until = Date.now() + this.waitMs;
+    const until = Date.now() + waitMs;
     let answers = new Map<string, InstanceReload>();
     for (;;) {
       answers = await this.results(id);

@@ -33,6 +33,7 @@ import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { reapOrphans } from './reap-orphans.js';
+import { parseReloadRequest, type ReloadRequest } from './reload-request.js';
 import { registerScalerAuditRoutes } from './scaler-audit-routes.js';
 import type { ScalerAuditor } from '../scaler/audit/auditor.js';
 import { listVms } from './vm-views.js';
@@ -54,7 +55,7 @@ export interface HttpApiDeps {
   logger: Logger;
   /** When set, /readyz also requires the store to take writes. */
   readiness?: StoreProbe;
-  reloadScaler: () => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
+  reloadScaler: (o: ReloadRequest) => Promise<{ result: string; problems?: string[]; plan?: unknown }>;
   /** Named in `diagnose` fixes ("fix binaryPath in <file>"). */
   scalerConfigPath?: string | undefined;
   /** The instances sharing this database (clustering). */
@@ -307,7 +308,11 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     if (!row) return notFound(c, 'job', c.req.param('jobId'));
     return c.json(await explainJob(dispatcher, deps.clock, row));
   });
-  app.post('/api/v1/scaler/reload', async (c) => c.json(await deps.reloadScaler()));
+  app.post('/api/v1/scaler/reload', async (c) => {
+    const parsed = parseReloadRequest({ single: c.req.query('single'), timeout: c.req.query('timeout') });
+    if (!parsed.ok) return c.json({ error: 'bad request', problems: parsed.problems }, 400);
+    return c.json(await deps.reloadScaler(parsed.request));
+  });
   app.post('/api/v1/scaler/reap-orphans', async (c) => {
     const dry = c.req.query('dryRun');
     if (dry !== undefined && dry !== 'true' && dry !== 'false')

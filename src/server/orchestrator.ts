@@ -349,7 +349,7 @@ export class Orchestrator {
       isDraining: () => this.draining || this.stopping,
       logger: this.log,
       ...(this.probe ? { readiness: this.probe } : {}),
-      reloadScaler: () => this.reloadEverywhere(),
+      reloadScaler: (o) => this.reloadEverywhere(o),
       clusterStatus: () => this.clusterStatus(),
       ...(this.database.engine === 'postgres' && {
         cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
@@ -488,17 +488,18 @@ export class Orchestrator {
 
   /**
    * `kici-admin scaler reload`: with several instances on one PostgreSQL every live one reloads
-   * its own config file, and the answer lists each instance's result; alone, just this one.
+   * its own config file, and the answer lists each instance's result; alone (or `single`), just
+   * this one. `timeoutMs` bounds the wait for the peers' answers.
    */
-  async reloadEverywhere(): Promise<{
+  async reloadEverywhere(o: { single?: boolean; timeoutMs?: number } = {}): Promise<{
     result: string;
     problems?: string[];
     plan?: unknown;
     instances?: unknown;
   }> {
     const fanout = this.cluster?.reloads;
-    if (!fanout) return this.reload();
-    const { local, instances } = await fanout.request();
+    if (!fanout || o.single) return this.reload();
+    const { local, instances } = await fanout.request(o.timeoutMs);
     return { ...local, instances };
   }
 

@@ -3,17 +3,12 @@
  * (and firewall rules) that no live agent of this orchestrator owns, or, in a dry run, to list it.
  */
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import type { OrphanItem } from '../scaler/types.js';
+import type { OrphanSweepReport } from '../scaler/offline-sweep.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 
-export interface ReapOrphansReport {
-  dryRun: boolean;
-  /** What was removed (or would be, in a dry run), per scaler. */
-  items: (OrphanItem & { scaler: string })[];
-  /** Scalers whose sweep failed; the others still ran. */
-  errors: { scaler: string; message: string }[];
-}
+/** What was removed (or would be, in a dry run), per scaler, and the scalers whose sweep failed. */
+export type ReapOrphansReport = OrphanSweepReport;
 
 export async function reapOrphans(
   dispatcher: Dispatcher,

@@ -42,8 +42,16 @@ const badValue = (): Record<string, string[] | string[][]> => ({
   'scaler schema': ['scaler', 'schema', 'extra'],
   'scaler status': [...BAD_URL, 'scaler', 'status'],
   'scaler explain': ['scaler', 'explain', 'bad id'],
-  'scaler reload': [...BAD_URL, 'scaler', 'reload'],
-  'scaler reap-orphans': [...BAD_URL, 'scaler', 'reap-orphans'],
+  'scaler reload': [
+    [...BAD_URL, 'scaler', 'reload'],
+    ['scaler', 'reload', '--timeout', '0'],
+    ['scaler', 'reload', '--single', '--timeout', 'soon'],
+  ],
+  'scaler reap-orphans': [
+    [...BAD_URL, 'scaler', 'reap-orphans'],
+    ['scaler', 'reap-orphans', '--force', '--config', ''],
+  ],
+  'scaler orphans': [...BAD_URL, 'scaler', 'orphans'],
   'scaler audit': [...BAD_URL, 'scaler', 'audit'],
   'scaler reset-backoff': ['scaler', 'reset-backoff', 'bm', '--label-set', ''],
   diagnose: [...BAD_URL, 'diagnose'],

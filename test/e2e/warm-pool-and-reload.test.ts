@@ -67,6 +67,22 @@ describe('warm pools with real agents', () => {
 });
 
 describe('scaler reload', () => {
+  it('takes single and a timeout, and answers 400 naming the field for a bad one', async () => {
+    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }) });
+    const single = await t.api<{ result: string }>('POST', '/api/v1/scaler/reload?single=true&timeout=5');
+    expect(single.status).toBe(200);
+    expect(single.body.result).toBe('applied');
+    for (const [q, field] of [
+      ['timeout=0', 'timeout'],
+      ['timeout=soon', 'timeout'],
+      ['single=maybe', 'single'],
+    ] as const) {
+      const bad = await t.api<{ problems: string[] }>('POST', `/api/v1/scaler/reload?${q}`);
+      expect(bad.status, q).toBe(400);
+      expect(bad.body.problems[0]).toMatch(new RegExp(`^${field}: `));
+    }
+  });
+
   it('applies a valid change all at once and refuses an invalid file without changing anything', async () => {
     t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }) });
     const path = t.orch.opts.scalerConfigPath!;

@@ -88,5 +88,26 @@ describe('reload fan-out across three orchestrators', () => {
       .exited;
     expect(text.stdout).toMatch(new RegExp(`^instance ra-${tag}: applied$`, 'm'));
     expect(text.stdout).toMatch(new RegExp(`^instance rb-${tag}: rejected$`, 'm'));
+
+    // --single: only the instance asked reloads; the others keep what they have.
+    for (const p of paths) await writeFile(p, stringify(config(4)));
+    const single = await runNode([
+      ADMIN_BIN,
+      '--server',
+      c.url,
+      '--token',
+      c.adminToken,
+      'scaler',
+      'reload',
+      '--single',
+      '--timeout',
+      '5',
+      '--json',
+    ]).exited;
+    expect(single.code, single.stderr).toBe(0);
+    const one = JSON.parse(single.stdout) as { result: string; instances?: unknown };
+    expect(one.result).toBe('applied');
+    expect(one.instances).toBeUndefined();
+    expect([await maxAgentsOf(a), await maxAgentsOf(b), await maxAgentsOf(c)]).toEqual([3, 2, 4]);
   });
 });

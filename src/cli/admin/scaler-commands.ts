@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { registerOrphanCommands } from './orphan-commands.js';
+import { registerReloadCommand } from './reload-command.js';
 
 interface StatusView {
   configured: boolean;
@@ -142,35 +144,7 @@ export function registerScalerApiCommands(
       process.stdout.write(`job ${r.jobId} (${r.state})\n${r.lines.map((l) => `  ${l}`).join('\n')}\n`);
     });
 
-  scaler
-    .command('reload')
-    .description('reload the scaler configuration of the running orchestrator')
-    .option('--json', 'machine-readable output')
-    .action(async (o: { json?: boolean }, cmd: Command) => {
-      const r = await (
-        await client(cmd)
-      ).request<{
-        result: string;
-        problems?: string[];
-        plan?: ReloadPlanView;
-        instances?: { instance: string; result: string; problems: string[] }[];
-      }>('POST', '/api/v1/scaler/reload');
-      if (o.json) printJson(r);
-      else {
-        process.stdout.write(`${r.result}\n`);
-        for (const p of r.problems ?? []) process.stdout.write(`  ${p}\n`);
-        if (r.plan) process.stdout.write(renderReloadPlan(r.plan));
-        // Several orchestrators on one database: each one's own answer.
-        for (const i of r.instances ?? []) {
-          process.stdout.write(`instance ${i.instance}: ${i.result}\n`);
-          for (const p of i.problems) process.stdout.write(`  ${p}\n`);
-        }
-      }
-      const refused = (r.instances ?? []).some(
-        (i) => i.result !== 'applied' && i.result !== 'not-configured',
-      );
-      if (r.result === 'rejected' || refused) process.exitCode = 1;
-    });
+  registerReloadCommand(scaler, client);
 
   scaler
     .command('reset-backoff <scaler>')
@@ -194,33 +168,7 @@ export function registerScalerApiCommands(
 
   registerAudit(scaler, client);
 
-  scaler
-    .command('reap-orphans')
-    .description('remove agent compute and firewall rules no live agent owns (left by a crash)')
-    .option('--dry-run', 'list what would be removed, remove nothing')
-    .option('--json', 'machine-readable output')
-    .action(async (o: { dryRun?: boolean; json?: boolean }, cmd: Command) => {
-      const r = await (
-        await client(cmd)
-      ).request<ReapOrphansView>('POST', `/api/v1/scaler/reap-orphans?dryRun=${o.dryRun ? 'true' : 'false'}`);
-      if (o.json) printJson(r);
-      else {
-        const verb = r.dryRun ? 'would remove' : 'removed';
-        if (!r.items.length)
-          process.stdout.write(`no orphans (${r.dryRun ? 'dry run' : 'nothing removed'})\n`);
-        else {
-          process.stdout.write(`${verb} ${r.items.length}:\n`);
-          process.stdout.write(
-            table(
-              ['SCALER', 'AGENT', 'REF', 'REASON'],
-              r.items.map((i) => [i.scaler, i.agentId ?? '-', i.ref, i.reason]),
-            ) + '\n',
-          );
-        }
-        for (const e of r.errors) process.stdout.write(`${e.scaler}: sweep failed: ${e.message}\n`);
-      }
-      if (r.errors.length) process.exitCode = 1;
-    });
+  registerOrphanCommands(scaler, client);
 }
 
 interface DriftView {
@@ -278,35 +226,4 @@ function registerAudit(scaler: Command, client: (c: Command) => Promise<AdminCli
       if (left.length || r.unchecked.some((u) => u.reason !== 'cannot list its compute'))
         process.exitCode = 1;
     });
-}
-
-interface ReapOrphansView {
-  dryRun: boolean;
-  items: { scaler: string; agentId: string | null; ref: string; reason: string }[];
-  errors: { scaler: string; message: string }[];
-}
-
-interface ReloadPlanView {
-  added?: string[];
-  updated?: string[];
-  unchanged?: string[];
-  retired?: string[];
-  resurrected?: string[];
-  global?: string[];
-}
-
-/** A reload's plan as text: one line per kind of change that has entries. */
-export function renderReloadPlan(plan: ReloadPlanView): string {
-  const rows: [string, string[] | undefined][] = [
-    ['added', plan.added],
-    ['updated', plan.updated],
-    ['retired', plan.retired],
-    ['resurrected', plan.resurrected],
-    ['unchanged', plan.unchanged],
-    ['global settings changed', plan.global],
-  ];
-  return rows
-    .filter(([, names]) => names && names.length)
-    .map(([what, names]) => `  ${what}: ${names!.join(', ')}\n`)
-    .join('');
 }

@@ -2,6 +2,18 @@ import type { ScalerEntry, ScalerType } from '../../config/index.js';
 import type { RequiredTool, ScalerBackend } from '../types.js';
 import type { BackendDeps } from './deps.js';
 
+/**
+ * What a backend built without the orchestrator can do: list and remove what stopped or dead agents
+ * left on this host, from host-local evidence alone (no store, no agent registry).
+ */
+export type OrphanSweeper = Required<Pick<ScalerBackend, 'cleanupOrphans'>>;
+
+/** What a sweeper is built from: no store, and nothing that writes outside the host's own leftovers. */
+export type SweepDeps = Pick<
+  BackendDeps,
+  'logger' | 'configPath' | 'hostEnv' | 'vmNetwork' | 'docker' | 'engine' | 'connectEngine' | 'isolation'
+>;
+
 /** What each backend folder exports for the registry: nothing else of it is visible outside. */
 export interface BackendDescriptor {
   type: ScalerType;
@@ -15,4 +27,10 @@ export interface BackendDescriptor {
     entry: ScalerEntry,
     deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>,
   ): [field: string, problem: string, fix: string][];
+  /**
+   * Backends whose leftovers can be told apart on the host alone (a stopped container, a VM
+   * directory whose VMM is gone): the sweeper `kici-admin scaler reap-orphans` uses while the
+   * orchestrator is down. Absent: that backend's leftovers need the running orchestrator.
+   */
+  sweeper?(entry: ScalerEntry, deps: SweepDeps): Promise<OrphanSweeper>;
 }

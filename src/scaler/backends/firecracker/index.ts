@@ -111,6 +111,7 @@ export async function createVmBackend(
     ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
     hostServices: deps.hostServices,
     clock: deps.clock,
+    sweepsUnleasedTaps: !sweepOnly,
   });
   deps.logger.info(
     { scaler: entry.name, vmm: driver.describe(), bridge: network.bridgeName },
@@ -124,6 +125,22 @@ export function vmBridgeExists(name: string, sudo: boolean): Promise<boolean> {
   return new HostNet(commandRunner({ sudo })).bridgeExists(name);
 }
 
+/**
+ * A backend that only sweeps: leases live in memory (no store), no hypervisor is probed, no bridge
+ * is checked or created and no firewall is touched. Liveness needs only /proc and the VM
+ * directories, so it finds dead VMs with the orchestrator down (the disk guard, reap-orphans).
+ */
+export function vmSweeper(
+  entry: ScalerEntry,
+  deps: Pick<BackendDeps, 'logger' | 'configPath' | 'hostEnv' | 'vmNetwork'>,
+): Promise<VmScalerBackend> {
+  const network = deps.vmNetwork ?? firecrackerNetworkSchema.parse({});
+  const allocator = new InMemoryIpAllocator(entry.name, network.cidr, network.gateway);
+  // Only the sweep runs, so the store is never reached.
+  const sweepDeps = { ...deps, vmNetwork: network, vmm: inertDriver } as BackendDeps;
+  return createVmBackend(entry, sweepDeps, allocator, true);
+}
+
 /** How the registry builds a VM scaler (`type: firecracker`, VMM firecracker or qemu). */
 export const vmDescriptor: BackendDescriptor = {
   type: 'firecracker',
@@ -135,12 +152,12 @@ export const vmDescriptor: BackendDescriptor = {
     backend.startPeriodicSweep();
     return backend;
   },
+  sweeper: (entry, deps) => vmSweeper(entry, deps),
 };
 
 /**
- * runDiskGuard with its default reap: for every VM scaler, a throw-away backend with an in-memory
- * allocator runs the liveness-driven orphan sweep (dead VMs only, so it is safe beside a live
- * orchestrator).
+ * runDiskGuard with its default reap: for every VM scaler, a sweep-only backend runs the
+ * liveness-driven orphan sweep (dead VMs only, so it is safe beside a live orchestrator).
  */
 export type { DiskGuardResult };
 
@@ -152,27 +169,23 @@ export function runDiskGuard(
     (async (cfg: ScalerConfig) => {
       let reaped = 0;
       for (const entry of cfg.scalers.filter((s) => s.type === 'firecracker')) {
-        const network = cfg.firecracker ?? firecrackerNetworkSchema.parse({});
-        // Only the sweep runs: no store (leases live in memory), no hypervisor, no bridge setup.
-        const deps = {
+        const sweeper = await vmSweeper(entry, {
           logger: opts.logger ?? silentLogger(),
           configPath: opts.configPath ?? join(process.cwd(), 'scalers.yaml'),
-          vmNetwork: network,
-          vmm: inertDriver,
-        } as BackendDeps;
-        const allocator = new InMemoryIpAllocator(entry.name, network.cidr, network.gateway);
-        reaped += await (await createVmBackend(entry, deps, allocator, true)).cleanupOrphans();
+          vmNetwork: cfg.firecracker,
+        });
+        reaped += await sweeper.cleanupOrphans();
       }
       return { reaped };
     });
   return guard({ ...opts, reapFn });
 }
 
-/** The sweep never starts a VM; liveness needs only /proc, so the guard probes no hypervisor. */
+/** The sweep never starts a VM; liveness needs only /proc, so no hypervisor is probed. */
 const inertDriver: VmmDriver = {
   kind: 'qemu',
-  describe: () => 'none (disk guard)',
-  start: () => Promise.reject(new Error('the disk guard starts no VMs')),
+  describe: () => 'none (sweep only)',
+  start: () => Promise.reject(new Error('a sweep-only VM backend starts no VMs')),
   stop: () => Promise.resolve(),
   owns: () => Promise.resolve(false),
 };

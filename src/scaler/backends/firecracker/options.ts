@@ -29,4 +29,10 @@ export interface VmBackendOptions {
   /** Drives the periodic orphan sweep (a manual clock in tests). */
   clock?: Clock;
   sweepIntervalMs?: number;
+  /**
+   * False when the allocator cannot see every scaler's leases (a sweep with leases in memory, the
+   * orchestrator down): a TAP with no lease may then be another scaler's or another orchestrator's
+   * live VM's, so the sweep deletes only the TAPs its own dead VMs' records name.
+   */
+  sweepsUnleasedTaps?: boolean;
 }

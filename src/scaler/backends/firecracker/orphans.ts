@@ -75,9 +75,15 @@ export class VmOrphans {
       });
     }
     // 3. Our TAP names with no lease and no live VM; re-read leases after listing (allocate races).
-    const taps = await hostNet.listTaps();
+    const taps = this.b.opts.sweepsUnleasedTaps === false ? [] : await hostNet.listTaps();
     const after = await allocator.getAllocations();
-    const keep = new Set([...after.map((l) => l.tap), ...[...this.b.vms.values()].map((t) => t.lease.tap)]);
+    const keep = new Set([
+      ...after.map((l) => l.tap),
+      ...[...this.b.vms.values()].map((t) => t.lease.tap),
+      // A running VM's own record names its TAP: with leases only in memory (a sweep while the
+      // orchestrator is down) this is what keeps a live VM's network.
+      ...(await this.recordedTaps(live)),
+    ]);
     for (const tap of taps) {
       if (keep.has(tap) || tap === this.b.opts.network.bridgeName) continue;
       await item(null, tap, 'VM TAP device with no lease and no running VM', () => hostNet.deleteTap(tap));
@@ -97,6 +103,21 @@ export class VmOrphans {
     }
     if (count) this.b.log.info({ reaped: count }, 'reaped stale VM artifacts');
     return count;
+  }
+
+  private async recordedTaps(ids: Iterable<string>): Promise<string[]> {
+    const taps: string[] = [];
+    for (const id of ids) {
+      let dir: string;
+      try {
+        dir = vmDirFor(this.b.base, id);
+      } catch {
+        continue; // an id read off a command line that cannot name a VM directory
+      }
+      const tap = (await readRecord(dir))?.tap;
+      if (tap) taps.push(tap);
+    }
+    return taps;
   }
 
   /**

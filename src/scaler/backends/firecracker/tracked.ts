@@ -31,6 +31,7 @@ export interface VmHost {
     isolation: AgentIsolation | undefined;
     driver: VmmDriver;
     network: FirecrackerNetwork;
+    sweepsUnleasedTaps?: boolean | undefined;
   };
   removeArtifacts(agentId: string, lease: IpLease | undefined): Promise<void>;
   startTails(t: TrackedVm, ctx: Pick<SpawnContext, 'onEvent'> | undefined): void;
