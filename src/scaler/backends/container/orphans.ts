@@ -22,8 +22,9 @@ export interface OrphanFacts {
 export function isOrphan(c: Pick<Docker.ContainerInfo, 'Labels' | 'State'>, facts: OrphanFacts): boolean {
   const agentId = c.Labels?.[LABEL_AGENT];
   if (agentId && facts.tracked.has(agentId)) return false;
-  const up =
-    c.State === 'running' || c.State === 'restarting' || c.State === 'paused' || c.State === 'created';
+  // A container only created runs nothing (see inventory.ts): a leftover, like an exited one. One
+  // this backend is starting right now is tracked, so it never gets here.
+  const up = c.State === 'running' || c.State === 'restarting' || c.State === 'paused';
   if (!up) return true;
   // Running without an id we could ask about, or with a registered agent: someone's live work.
   if (!agentId) return false;
