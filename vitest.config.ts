@@ -76,6 +76,8 @@ export default defineConfig({
         test: {
           name: 'system',
           globalSetup,
+          isolate: false,
+          setupFiles: processGuard,
           ...systemPart(process.env.KICI_SYSTEM_PART),
           testTimeout: 300_000,
           hookTimeout: 300_000,
@@ -87,7 +89,8 @@ export default defineConfig({
         test: {
           name: 'system-engine',
           globalSetup,
-          setupFiles: ['test/helpers/engine-setup.ts'],
+          isolate: false,
+          setupFiles: [...processGuard, 'test/helpers/engine-setup.ts'],
           include: ['test/system/engine/**/*.test.ts'],
           testTimeout: 300_000,
           hookTimeout: 300_000,
