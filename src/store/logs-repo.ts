@@ -59,6 +59,8 @@ export class LogsRepo {
         select id, data from job_log_chunks where job_id = ${jobId} and id >= ${fromChunk}
         order by id limit 32`.execute(this.db);
       for (const chunk of page.rows) {
+        // A full page decodes no further chunk: a page reads about ten of the 32 fetched.
+        if (out.length >= limit) break;
         const base = Number(chunk.id) * LINE_ID_SCALE;
         for (const [i, l] of decodeChunk(chunk.data).entries()) {
           const id = base + i;

@@ -62,15 +62,18 @@ describe('output into a pipe', () => {
     const done = await t.waitForJob(id, undefined, 240_000);
     expect(done.state).toBe('succeeded');
 
-    // A file is written synchronously, so it holds the whole output: the reference.
+    // A file is written synchronously, so it holds the whole output: the reference. The two reads
+    // are independent, so they run side by side.
     const toFile = join(files, 'log.txt');
-    const ref = await shell(`"$NODE" "$ADMIN" job logs ${id} > '${toFile}'`);
+    const [ref, piped] = await Promise.all([
+      shell(`"$NODE" "$ADMIN" job logs ${id} > '${toFile}'`),
+      shell(`"$NODE" "$ADMIN" job logs ${id} | wc -c; echo "status \${PIPESTATUS[0]}"`),
+    ]);
     expect(ref.code, ref.stderr).toBe(0);
     const fileBytes = (await stat(toFile)).size;
     // The step's lines plus the step's header and footer.
     expect(fileBytes).toBeGreaterThan(LINES * 64);
 
-    const piped = await shell(`"$NODE" "$ADMIN" job logs ${id} | wc -c; echo "status \${PIPESTATUS[0]}"`);
     expect(piped.stderr).toBe('');
     const [count, status] = piped.stdout.trim().split('\n');
     expect(Number(count!.trim())).toBe(fileBytes);

@@ -98,6 +98,13 @@ describe('retention in seconds', () => {
     // The pruner's own reports say when all 200 are gone.
     await allPruned;
     expect(pruned).toBe(JOBS);
+    // The CLI's reads are independent: their processes start together, each is checked below.
+    const [cliRun, dryRun, diagJsonRun, diagRun] = [
+      admin(['job', 'get', ids[5]!]),
+      admin(['prune', '--dry-run', '--json']),
+      admin(['diagnose', '--json']),
+      admin(['diagnose']),
+    ];
 
     for (const id of [ids[0]!, ids[JOBS - 1]!]) {
       const got = await t.api<{ error: string; state: string; problems: string[] }>(
@@ -109,7 +116,7 @@ describe('retention in seconds', () => {
       expect(got.body.problems[0]).toMatch(/was pruned by retention/);
       expect((await t.api('GET', `/api/v1/jobs/${id}/logs`)).status).toBe(410);
     }
-    const cli = await admin(['job', 'get', ids[5]!]);
+    const cli = await cliRun;
     expect(cli.code).toBe(1);
     expect(cli.stderr).toMatch(new RegExp(`job ${ids[5]} \\(j5, succeeded\\) was pruned by retention`));
     expect((await t.api('GET', '/api/v1/jobs/j-000000000000')).status).toBe(404);
@@ -121,7 +128,7 @@ describe('retention in seconds', () => {
     expect((await t.api<{ state: string }>('GET', `/api/v1/jobs/${queued}`)).body.state).toBe('queued');
 
     // Nothing left to prune; the metric counts what went and the database size is shown.
-    const dry = await admin(['prune', '--dry-run', '--json']);
+    const dry = await dryRun;
     expect(dry.code).toBe(0);
     expect(JSON.parse(dry.stdout)).toMatchObject({ dryRun: true, tables: { jobs: 0 } });
     const metrics = await (
@@ -132,12 +139,10 @@ describe('retention in seconds', () => {
     );
     expect(metrics).toMatch(/^kici_orch_retention_pruned_rows_total\{table="job_log_chunks"\} [1-9]\d*$/m);
     expect(Number(/^kici_orch_database_bytes (\d+)/m.exec(metrics)?.[1])).toBeGreaterThan(1_000_000);
-    const diag = await admin(['diagnose', '--json']);
+    const diag = await diagJsonRun;
     const d = JSON.parse(diag.stdout) as { database: { bytes: number; retention: Record<string, string> } };
     expect(d.database.bytes).toBeGreaterThan(1_000_000);
     expect(d.database.retention['retain-jobs']).toBe('1s');
-    expect((await admin(['diagnose'])).stdout).toMatch(
-      /^database \(pglite\): \d+Mi\n {2}retention: retain-jobs 1s/m,
-    );
+    expect((await diagRun).stdout).toMatch(/^database \(pglite\): \d+Mi\n {2}retention: retain-jobs 1s/m);
   }, 180_000);
 });

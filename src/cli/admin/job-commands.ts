@@ -5,7 +5,7 @@ import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
 import { type ClientOptions } from './client.js';
 import { renderJobDetail, type JobDetail } from './job-get.js';
-import { JobLogReader, sleep } from './job-logs.js';
+import { BatchedLines, JobLogReader, sleep } from './job-logs.js';
 import { waitForRun, type RunJobView } from './job-wait.js';
 
 type JobView = RunJobView;
@@ -178,6 +178,7 @@ export function registerJobCommands(program: Command, client: Client): void {
         const api = await client(cmd);
         const all: unknown[] = [];
         const ndjson = (r: unknown) => process.stdout.write(JSON.stringify(r) + '\n');
+        const text = new BatchedLines((chunk) => process.stdout.write(chunk));
         const reader = new JobLogReader(
           api,
           id,
@@ -186,11 +187,12 @@ export function registerJobCommands(program: Command, client: Client): void {
                 json: (lines) =>
                   o.follow ? (lines as unknown[]).forEach(ndjson) : all.push(...(lines as unknown[])),
               }
-            : { text: (l) => process.stdout.write(l + '\n') },
+            : { text: (l) => text.add(l) },
           o.timestamps ? { timestamps: true } : {},
         );
         for (;;) {
           const r = await reader.poll();
+          text.flush();
           if (!o.follow || r.done) {
             if (o.json && !o.follow)
               printJson({

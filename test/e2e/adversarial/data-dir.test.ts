@@ -215,11 +215,16 @@ describe('one server per data dir', () => {
       });
       return (await r.json()) as T;
     };
+    // The jobs hold until the test opens their gate, after the second serve has come and gone.
+    const gate = join(config, '..', 'gate');
     const run = await api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: Object.fromEntries(
         [1, 2, 3].map((i) => [
           `j${i}`,
-          { runsOn: ['linux', 'small'], steps: [{ run: `sleep 3; echo done ${i}` }] },
+          {
+            runsOn: ['linux', 'small'],
+            steps: [{ run: `until [ -e '${gate}' ]; do sleep 0.1; done; echo done ${i}` }],
+          },
         ]),
       ),
     });
@@ -241,6 +246,7 @@ describe('one server per data dir', () => {
     expect(res.stderr).toContain(`pid ${first.child.pid}`);
     expect(res.stderr).toContain('stop it, or use another --data-dir');
     expect(res.stdout).not.toContain('ready on');
+    await writeFile(gate, '');
 
     // None of the first server's jobs was touched: all finish normally.
     for (const id of ids) {

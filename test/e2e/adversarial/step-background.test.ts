@@ -105,20 +105,20 @@ describe('step runner: background processes', () => {
 
   it('step and job timeouts with setsid children: the reason names the step, the agent leaves, the slot frees', async () => {
     t = await startTestOrchestrator({ config: oneSlot() });
-    const step = tagged.job([{ name: 'build', run: 'setsid sleep 1000 & sleep 1000', timeoutSeconds: 2 }]);
+    const step = tagged.job([{ name: 'build', run: 'setsid sleep 1000 & sleep 1000', timeoutSeconds: 1 }]);
     const [stepJob] = await submit(t, { stepTimeout: step.job });
     const s = await t.waitForJob(stepJob!, undefined, 30_000);
     expect(s.state).toBe('timed-out');
-    expect(s.reason).toBe('step "build" timed out after 2s');
+    expect(s.reason).toBe('step "build" timed out after 1s');
     expect(await tagged.alive(step.tag)).toBe(0);
 
     const whole = tagged.job([{ name: 'hold', run: 'setsid sleep 1000 & sleep 1000' }], {
-      timeoutSeconds: 2,
+      timeoutSeconds: 1,
     });
     const [jobJob] = await submit(t, { jobTimeout: whole.job });
     const j = await t.waitForJob(jobJob!, undefined, 30_000);
     expect(j.state).toBe('timed-out');
-    expect(j.reason).toBe('job timed out after 2s');
+    expect(j.reason).toBe('job timed out after 1s');
     expect(await tagged.alive(whole.tag)).toBe(0);
 
     const [next] = await submit(t, { next: { runsOn: ['linux'], steps: [{ run: 'echo next' }] } });
