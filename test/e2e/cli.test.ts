@@ -143,9 +143,13 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
 
   it('SIGTERM stops serve cleanly once its running job is done: exit 0 and no agent left', async () => {
     const run = join(files, 'slow.yaml');
+    // The step runs until the test opens its gate, once the server is draining: the job is surely
+    // running at SIGTERM and ends during the drain.
+    const gate = join(files, 'gate');
+    const step = `while [ ! -e '${gate}' ]; do sleep 0.05; done`;
     await writeFile(
       run,
-      stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 3' }] } } }),
+      stringify({ jobs: { slow: { runsOn: ['linux', 'small'], steps: [{ run: step }] } } }),
     );
     const submitted = await admin(['job', 'submit', run]);
     const jobId = /\bj-[0-9a-f]{12}\b/.exec(submitted.stdout)![0];
@@ -157,6 +161,8 @@ describe('kici-orchestrator serve and kici-admin, as processes', () => {
       'the job running',
     );
     serve.child.kill('SIGTERM');
+    await eventually(async () => (await fetch(`${url}/readyz`)).status === 503, 10_000, 'draining');
+    await writeFile(gate, '');
     const res = await serve.exited;
     expect(res.code).toBe(0);
     expect(res.stdout).toMatch(/kici-orchestrator stopped/);

@@ -27,7 +27,7 @@ const JOBS = 50;
 const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 const OPEN = ['queued', 'dispatched', 'running'];
 /** Mixed step lengths, so that at the kill some jobs are done, some running and some still queued. */
-const SLEEPS = [0.3, 0.8, 1.5, 3, 5];
+const SLEEPS = [0.2, 0.4, 0.8, 1.5, 2.5];
 
 interface Job {
   id: string;
@@ -61,8 +61,6 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) await rm(d, { recursive: true, force: true });
   first = second = port = undefined;
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** `start|end <jobId> <epoch ms>` lines of ran.log: how often each job's step started (or ended). */
 function countLines(text: string, kind: 'start' | 'end'): Map<string, number> {
@@ -164,8 +162,17 @@ describe('crash recovery (real serve process, embedded PGlite, bare-metal agents
     );
 
     // Agents keep running (and may finish their job) while the orchestrator is down. They are built to
-    // ride out an outage: they reconnect for up to 60 s and keep unsent results in an outbox.
-    await sleep(2_000);
+    // ride out an outage: they reconnect for up to 60 s and keep unsent results in an outbox. The
+    // outage lasts until a step that was in flight at the kill has ended, so at least one result
+    // waits in an outbox for the restart.
+    await eventually(
+      async () => {
+        const text = await readFile(ranLog, 'utf8');
+        return [...inFlightAtKill].some((id) => (endedAt(text, id, killedAtMs) ?? -1) >= 0);
+      },
+      30_000,
+      'a step in flight at the kill to end during the outage',
+    );
     // Diagnostic only (an agent that was already leaving after its job may legitimately be gone).
     const stillThere = await pidsWithEnv(needle);
     const agentsSurvived = agentsAtKill.filter((pid) => stillThere.includes(pid));
@@ -235,7 +242,7 @@ describe('crash recovery (real serve process, embedded PGlite, bare-metal agents
     expect(twice, 'jobs whose step ran more than once').toEqual([]);
     expect([...ends].filter(([, n]) => n > 1)).toEqual([]);
     expect([...starts.keys()].filter((id) => !ids.includes(id))).toEqual([]);
-    // None lost. The outage (kill, 2 s, restart) is far inside the agents' 60 s reconnect window and
+    // None lost. The outage (kill, a step's end, restart) is far inside the agents' 60 s reconnect window and
     // the dispatcher's 30 s reconnect grace, and nothing in this test harms an agent: every agent can
     // report back, so every job must succeed, having run exactly once, to the end. A job failed with
     // "agent … did not come back; the job was running and is not retried" is a lost job here.

@@ -100,8 +100,15 @@ describe('job submit --wait', () => {
     const path = await runFile('slow.yaml', {
       slow: { runsOn: ['linux', 'small'], steps: [{ run: 'sleep 60' }] },
     });
+    // The three waits are independent runs of the same file, so they wait out their timeouts together.
     const started = Date.now();
-    const res = await admin(['job', 'submit', path, '--wait', '--timeout', '2']);
+    const [res, json, followed, timestamps, badTimeout] = await Promise.all([
+      admin(['job', 'submit', path, '--wait', '--timeout', '2']),
+      admin(['job', 'submit', path, '--wait', '--timeout', '1', '--json']),
+      admin(['job', 'submit', path, '--wait', '--timeout', '2', '--follow', '--timestamps']),
+      admin(['job', 'submit', path, '--timestamps']),
+      admin(['job', 'submit', path, '--wait', '--timeout', 'soon']),
+    ]);
     expect(res.code).toBe(1);
     expect(Date.now() - started).toBeLessThan(15_000);
     expect(res.stderr).toMatch(
@@ -114,31 +121,16 @@ describe('job submit --wait', () => {
       /succeeded|failed|cancelled|timed-out|no-backend/,
     );
 
-    const json = await admin(['job', 'submit', path, '--wait', '--timeout', '1', '--json']);
     expect(json.code).toBe(1);
     const body = JSON.parse(json.stdout) as { timedOut: boolean; jobs: { id: string; state: string }[] };
     expect(body.timedOut).toBe(true);
     expect(body.jobs[0]!.state).toMatch(/queued|dispatched|running/);
-    const followed = await admin([
-      'job',
-      'submit',
-      path,
-      '--wait',
-      '--timeout',
-      '2',
-      '--follow',
-      '--timestamps',
-    ]);
     expect(followed.code).toBe(1);
     expect(followed.stdout).toMatch(/^slow \| \d{4}-\d\d-\d\dT[\d:.]+Z » /m);
     const third = /^(j-[0-9a-f]{12})\s+slow\s/m.exec(followed.stdout)![1]!;
     for (const j of [id, body.jobs[0]!.id, third]) await t.api('POST', `/api/v1/jobs/${j}/cancel`);
-    expect((await admin(['job', 'submit', path, '--timestamps'])).stderr).toMatch(
-      /--timestamps only applies with --follow/,
-    );
-    expect((await admin(['job', 'submit', path, '--wait', '--timeout', 'soon'])).stderr).toMatch(
-      /--timeout: a number of seconds/,
-    );
+    expect(timestamps.stderr).toMatch(/--timestamps only applies with --follow/);
+    expect(badTimeout.stderr).toMatch(/--timeout: a number of seconds/);
   });
 });
 
@@ -238,12 +230,15 @@ describe('job retry', () => {
     const third = JSON.parse(json.stdout) as { id: string; attempt: number; state: string; runId: string };
     expect(third).toMatchObject({ attempt: 3, state: 'queued', runId: old.runId, retryOf: newId });
 
-    await t.waitForJob(third.id);
-
-    const missing = await admin(['job', 'retry', 'j-000000000000']);
+    // The unknown-id checks need no agent, so they run while the third attempt finishes.
+    const [, missing, missingApi] = await Promise.all([
+      t.waitForJob(third.id),
+      admin(['job', 'retry', 'j-000000000000']),
+      t.api('POST', '/api/v1/jobs/j-000000000000/retry'),
+    ]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/job j-000000000000 does not exist/);
-    expect((await t.api('POST', '/api/v1/jobs/j-000000000000/retry')).status).toBe(404);
+    expect(missingApi.status).toBe(404);
   });
 
   it('refuses a job that is still running (409) with its state named', async () => {

@@ -1,6 +1,6 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   ADMIN_BIN,
@@ -150,7 +150,14 @@ describe('README: Running a real orchestrator, followed literally', () => {
     await admin(pick(/^kici-admin agent drain (?!--)/));
     expect(stateOf(await agentsTable(), agentId)).toBe('draining');
     const held = await runJob(['gpu'], 'echo after resume');
-    await new Promise((r) => setTimeout(r, 1_000));
+    // A dispatch pass has looked at the job once it says why it waits; the agent was not offered it.
+    const waiting = await eventually(
+      async () =>
+        (await api<{ state: string; waiting: string | null }>('GET', `/api/v1/jobs/${held}`)).waiting,
+      15_000,
+      'a dispatch decision on the held job',
+    );
+    expect(waiting).toMatch(/waiting for a matching agent/);
     expect(await jobState(held)).toBe('queued');
     await admin(pick(/^kici-admin agent resume /));
     await eventually(async () => (await jobState(held)) === 'succeeded', 15_000, 'held job');
@@ -167,7 +174,13 @@ describe('README: Running a real orchestrator, followed literally', () => {
     expect(await admin(pick(/^kici-admin agent token list$/))).not.toContain(tokenId);
 
     // 5. SIGTERM the server while a bare-metal job runs: it drains, the job finishes, exit 0.
-    const last = await runJob(['linux', 'small'], 'echo working; sleep 3; echo done');
+    // The job runs until the test opens its gate, so it is surely running when SIGTERM lands.
+    const gate = join(dataDir, '..', `${basename(dataDir)}.gate`);
+    cleanup.push(() => rm(gate, { force: true }));
+    const last = await runJob(
+      ['linux', 'small'],
+      `echo working; while [ ! -e '${gate}' ]; do sleep 0.05; done; echo done`,
+    );
     await eventually(async () => (await jobState(last)) === 'running', 30_000, 'bare-metal job running');
     // The scaler's own tokens show with --all, never by default.
     const all = JSON.parse(await admin(`${pick(/^kici-admin agent token list$/)} --all --json`)) as {
@@ -180,6 +193,7 @@ describe('README: Running a real orchestrator, followed literally', () => {
       5_000,
       '/readyz 503 while draining',
     );
+    await writeFile(gate, '');
     const exit = await serve.exited;
     expect(exit.code).toBe(0);
     const finished = exit.stdout

@@ -68,6 +68,7 @@ async function setup(env: NodeJS.ProcessEnv = {}) {
   const config = await writeConfig(bareMetalConfig({ maxAgents: 4 }));
   dirs.push(dataDir, work, dirname(config));
   const ranLog = join(work, 'ran.log');
+  const gate = join(work, 'gate');
   await writeFile(ranLog, '');
   const start = async () => {
     const s = await startServe({ config, port: port!, dataDir, env });
@@ -77,14 +78,19 @@ async function setup(env: NodeJS.ProcessEnv = {}) {
   const first = await start();
   const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
   const api = adminApi(first.url, token);
-  const submit = async (jobs: number, sleepSeconds: number) => {
+  /**
+   * Each step runs for `sleepSeconds`, or with 'gate' until the test calls `openGate()`: a step
+   * that must outlast a stop then lasts exactly as long as the test needs, not a guessed time.
+   */
+  const submit = async (jobs: number, length: number | 'gate') => {
+    const wait = length === 'gate' ? `while [ ! -e '${gate}' ]; do sleep 0.05; done` : `sleep ${length}`;
     const spec: Record<string, unknown> = {};
     for (let i = 0; i < jobs; i++) {
       spec[`j${String(i).padStart(2, '0')}`] = {
         runsOn: ['linux', i % 2 ? 'large' : 'small'],
         steps: [
           {
-            run: `echo "start $KICI_JOB_ID" >> '${ranLog}'; sleep ${sleepSeconds}; echo "end $KICI_JOB_ID" >> '${ranLog}'`,
+            run: `echo "start $KICI_JOB_ID" >> '${ranLog}'; ${wait}; echo "end $KICI_JOB_ID" >> '${ranLog}'`,
           },
         ],
       };
@@ -97,7 +103,8 @@ async function setup(env: NodeJS.ProcessEnv = {}) {
     return { runId: res.body.runId, ids: res.body.jobs.map((j) => j.id) };
   };
   const runOf = async (runId: string) => (await api<Run>('GET', `/api/v1/runs/${runId}`)).body;
-  return { first, start, api, submit, runOf, ranLog, needle: agentEnvNeedle(port) };
+  const openGate = () => writeFile(gate, '');
+  return { first, start, api, submit, openGate, runOf, ranLog, needle: agentEnvNeedle(port) };
 }
 
 async function readyz(url: string): Promise<{ status: number; body: { status?: string } }> {
@@ -191,7 +198,7 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
 
   it('a second SIGTERM stops at once; running agents live on and the next start re-adopts them', async () => {
     const s = await setup();
-    const { runId, ids } = await s.submit(6, 5);
+    const { runId, ids } = await s.submit(6, 'gate');
     await eventually(async () => ((await s.runOf(runId)).counts.running ?? 0) >= 3, 60_000, '3 running jobs');
     const agentsBefore = await agentProcesses(await pidsWithEnv(s.needle));
     process.kill(s.first.pid, 'SIGTERM');
@@ -215,13 +222,14 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
       adopted?: { adopted: number };
     };
     expect(ready.adopted?.adopted).toBeGreaterThanOrEqual(3);
+    await s.openGate();
     await expectAllSucceededOnce(s, runId, ids, second);
     await stopCleanly(s, second);
   }, 240_000);
 
   it('the drain timeout (KICI_DRAIN_TIMEOUT=1) stops with jobs still running; the next start finishes them', async () => {
     const s = await setup({ KICI_DRAIN_TIMEOUT: '1' });
-    const { runId, ids } = await s.submit(4, 12);
+    const { runId, ids } = await s.submit(4, 'gate');
     await eventually(async () => ((await s.runOf(runId)).counts.running ?? 0) >= 2, 60_000, '2 running jobs');
     const t0 = Date.now();
     process.kill(s.first.pid, 'SIGTERM');
@@ -230,6 +238,7 @@ describe('rolling restart of a real serve process with bare-metal agents', () =>
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(exited.stdout).toContain('drain timeout reached');
     const second = await s.start();
+    await s.openGate();
     await expectAllSucceededOnce(s, runId, ids, second);
     await stopCleanly(s, second);
   }, 240_000);

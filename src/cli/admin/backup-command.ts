@@ -1,6 +1,5 @@
 import { rename, rm, writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
-import { decodeBackup } from '../../store/backup.js';
 import { UserError } from '../../util/errors.js';
 import type { AdminClient } from './client.js';
 
@@ -12,6 +11,8 @@ export function registerBackupCommand(program: Command, client: (c: Command) => 
     .action(async (o: { out: string }, cmd: Command) => {
       const file = await (await client(cmd)).download('/api/v1/backup');
       // Checked before it is kept: a copy damaged on the way is never left looking like a backup.
+      // Loaded here, not at start-up: the embedded database it pulls in would slow every other command.
+      const { decodeBackup } = await import('../../store/backup.js');
       const { header } = decodeBackup(file, 'the backup received');
       const tmp = `${o.out}.partial`;
       try {

@@ -4,7 +4,6 @@
  */
 import { CommanderError, type Command } from 'commander';
 import { formatSummary, scalerConfigJsonSchema, summarizeConfig } from '../../config/index.js';
-import { checkScalerConfig } from '../../scaler/startup-checks.js';
 import { UsageError } from '../../util/errors.js';
 
 export interface CommandOutput {
@@ -59,6 +58,9 @@ async function validate(configPath: string, opts: ValidateOptions, io: CommandOu
   if (!configPath) throw new UsageError('<config>: the path of a scaler config (scalers.yaml)');
   if (opts.dir === '') throw new UsageError('--dir: the path of a scalers.d directory');
   // The checks start-up runs, offline: an engine that is away is only a warning here.
+  // Loaded here, not at start-up: the engine and network clients it pulls in would slow every other
+  // kici-admin command.
+  const { checkScalerConfig } = await import('../../scaler/startup-checks.js');
   const result = await checkScalerConfig(configPath, opts.dir, {
     mode: 'validate',
     env: process.env,
