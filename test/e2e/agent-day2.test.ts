@@ -151,7 +151,7 @@ describe('kici-admin agent list: the STATE column', () => {
     const json = await adminJson<AgentRow[]>(['agent', 'list']);
     expect(json).toEqual([expect.objectContaining({ id: 'day2-gone', state: 'disconnected', jobId: id })]);
     // Once the grace is over the job is settled and the agent is no longer listed.
-    clock.skip(15_000);
+    clock.fastForward(15_000);
     const done = await t.waitForJob(id!, undefined, 60_000);
     expect(done.state).toBe('failed');
     await eventually(async () => (await listAgents()).length === 0, 5_000, 'agent forgotten');

@@ -1,8 +1,8 @@
 import type { Clock, TimerHandle } from '../../src/util/clock.js';
 
 /**
- * Real time that a test can move ahead at once. Until `skip` it behaves like the system clock (real
- * timers, so a server with real agents runs as usual); `skip(ms)` moves both readings forward and
+ * Real time that a test can move ahead at once. Until `fastForward` it behaves like the system clock (real
+ * timers, so a server with real agents runs as usual); `fastForward(ms)` moves both readings forward and
  * fires at once every timer that falls due on the way, in due order, so a test of what happens
  * after a long grace period does not wait the grace out.
  */
@@ -27,7 +27,7 @@ export class SkipClock implements Clock {
   }
 
   /** Move time forward by `ms`: every timer now due fires, earliest first. */
-  skip(ms: number): void {
+  fastForward(ms: number): void {
     this.offset += ms;
     const due = [...this.timers.entries()]
       .filter(([, t]) => t.due <= this.monotonic())
