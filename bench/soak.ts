@@ -51,10 +51,12 @@ async function rssBytes(pid: number): Promise<number> {
   return Number(/VmRSS:\s+(\d+) kB/.exec(st)?.[1] ?? 0) * 1024;
 }
 
+// Nearest rank: with 100 probes, p99 is the 99th value, not the largest one.
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(s.length * p))] ?? NaN;
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(s.length * p) - 1))] ?? NaN;
 };
+const PROBES = 100;
 
 export async function benchSoak(): Promise<BenchResult[]> {
   const total = arg('jobs', 50_000);
@@ -138,7 +140,7 @@ export async function benchSoak(): Promise<BenchResult[]> {
     const done = async () => (await readFile(marks, 'utf8').catch(() => '')).length;
     const probe = async () => {
       const lat: number[] = [];
-      for (let i = 0; i < 20; i++) {
+      for (let i = 0; i < PROBES; i++) {
         const res = await api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
           jobs: { l: { runsOn: ['linux', 'soak'], steps: [{ run: 'true' }] } },
         });
