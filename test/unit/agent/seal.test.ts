@@ -119,7 +119,7 @@ describe.runIf(process.platform === 'linux')('agent self-seal decisions', () => 
         fc.array(fc.boolean(), { minLength: 2, maxLength: 2 }),
         fc.option(fc.constantFrom(0, 1, 65534), { nil: undefined }),
         (own, allowed, owner) => {
-          let egid = own;
+          let egid: number = own;
           let tries = 0;
           const d = deps({
             readsAnything: true,
