@@ -44,8 +44,10 @@ const attack = [
   `echo "agent-cmdline=$(tr '\\0' ' ' </proc/$PPID/cmdline | grep -c 'cli/agent.js')"`,
   'if cat /proc/$PPID/environ >/dev/null 2>&1; then echo agent-environ=read; else echo agent-environ=refused; fi',
   `set -- $(AGENT_PID=$PPID ${NODE_CMD} -e "$MEMORY_SCAN_SRC" 2>/tmp/scan.err); memtoken=$1`,
-  'echo "mem-token=$([ "$1" = none ] && echo no || echo yes)"',
-  'echo "mem-proof=$([ "$2" = none ] && echo no || echo yes)"',
+  // no: the scan ran and found none; yes: it found one; error: the scan did not finish.
+  'seen() { case "$1" in none) echo no ;; kici_* | kses_*) echo yes ;; *) echo error ;; esac; }',
+  'echo "mem-token=$(seen "$1")"',
+  'echo "mem-proof=$(seen "$2")"',
   'echo "mem-error=$(cat /tmp/scan.err)"',
   `found=$( (cat /tmp/.kici-handoff/agent-token; cat /proc/[0-9]*/environ | tr '\\0' '\\n' | sed -n 's/^KICI_AGENT_TOKEN=//p'; [ "$memtoken" != none ] && echo "$memtoken") 2>/dev/null | head -1)`,
   'echo "found=${#found}"',
