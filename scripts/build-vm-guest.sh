@@ -23,6 +23,10 @@ die() { echo "build-vm-guest: $*" >&2; exit 1; }
 [[ -x "$NODE_BIN" ]] || die "no node binary (set KICI_VM_NODE)"
 { ldd "$BUSYBOX" 2>&1 || true; } | grep -qE 'not a dynamic executable|statically linked' || die "$BUSYBOX is not a static busybox (apt-get install busybox-static)"
 for t in mke2fs python3 dpkg; do command -v $t >/dev/null || die "$t is not on PATH"; done
+# util-linux setpriv (busybox's cannot change the bounding set): the guest starts its agent with it.
+SETPRIV=${KICI_VM_SETPRIV:-$(command -v setpriv || true)}
+[[ -n "$SETPRIV" ]] && "$SETPRIV" --help 2>&1 | grep -- --bounding-set >/dev/null ||
+  die "no setpriv with --bounding-set (apt-get install util-linux, or set KICI_VM_SETPRIV)"
 mkdir -p "$OUT"
 WORK=$(mktemp -d "$OUT/.build.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -104,7 +108,8 @@ mkdir -p "$R"/{bin,sbin,dev,proc,sys,tmp,run,etc,root,work,opt/kici,lib64,usr/bi
 cp "$BUSYBOX" "$R/bin/busybox"
 for a in $("$BUSYBOX" --list); do [[ -e "$R/bin/$a" ]] || ln -s busybox "$R/bin/$a"; done
 cp "$NODE_BIN" "$R/usr/bin/node"
-for lib in $(ldd "$NODE_BIN" | awk '/=>/{print $3} /ld-linux/{print $1}'); do
+cp "$SETPRIV" "$R/usr/bin/setpriv"
+for lib in $({ ldd "$NODE_BIN"; ldd "$SETPRIV"; } | awk '/=>/{print $3} /ld-linux/{print $1}' | sort -u); do
   mkdir -p "$R$(dirname "$lib")"; cp -L "$lib" "$R$lib"
 done
 cp -r "$REPO/dist" "$REPO/package.json" "$R/opt/kici/"
@@ -148,7 +153,12 @@ fi
 [ -n "$KICI_GUEST_HOSTS" ] && printf '%s\n' "$KICI_GUEST_HOSTS" >>/etc/hosts
 unset KICI_GUEST_HOSTS
 echo "kici-guest: starting agent $KICI_AGENT_ID"
-cd /work && node /opt/kici/dist/cli/agent.js
+# Steps run as root, like the agent, which makes itself non-dumpable; without these capabilities
+# (ptrace, the tracing SYS_ADMIN and PERFMON allow, BPF, /proc/kcore, modules) no step can read its
+# memory, where its token and session proof live. Dropped from the bounding set, so neither the
+# agent nor anything it starts can get them back; the agent itself needs none of them.
+cd /work && /usr/bin/setpriv --bounding-set -sys_ptrace,-sys_admin,-perfmon,-bpf,-sys_rawio,-sys_module \
+  -- node /opt/kici/dist/cli/agent.js
 echo "kici-guest: agent exited with $?"
 sync; poweroff -f
 EOF

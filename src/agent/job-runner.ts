@@ -9,9 +9,7 @@ import { MAX_FRAME_BYTES } from './frames.js';
 import { oomMessage, oomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
-
-/** Variables the agent itself holds that build steps must never see. */
-const PRIVATE_ENV = ['KICI_AGENT_TOKEN', 'KICI_SCALER_CLAIM_CODE', 'KICI_ADMIN_TOKEN'];
+import { SECRET_ENV } from './token-handoff.js';
 
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
 export const JOB_MARKER_ENV = 'KICI_JOB_MARKER';
@@ -163,7 +161,8 @@ export class JobRunner {
 
   private stepEnv(stepEnv: Record<string, string> | undefined): NodeJS.ProcessEnv {
     const env: NodeJS.ProcessEnv = { ...(this.opts.baseEnv ?? process.env) };
-    for (const k of PRIVATE_ENV) delete env[k];
+    // Variables the agent itself holds that build steps must never see.
+    for (const k of SECRET_ENV) delete env[k];
     return {
       ...env,
       CI: 'true',

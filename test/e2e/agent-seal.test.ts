@@ -42,7 +42,19 @@ const STEP = [
   'echo "memory: token=$(got "$1") proof=$(got "$2")"',
 ].join('\n');
 
-async function startAgent(id: string, labels: string, token: string, extra: Record<string, string>) {
+/**
+ * What a root agent keeps in a container or a VM guest: everything but the capabilities that read
+ * another process's memory, which its steps (root too) therefore lack as well.
+ */
+const ROOT_BOUNDING = '-sys_ptrace,-sys_admin,-perfmon,-bpf,-sys_rawio,-sys_module';
+
+async function startAgent(
+  id: string,
+  labels: string,
+  token: string,
+  extra: Record<string, string>,
+  asRoot = false,
+) {
   const home = await mkdtemp(join(tmpdir(), 'kici-seal-'));
   dirs.push(home);
   const env: Record<string, string> = {
@@ -58,7 +70,10 @@ async function startAgent(id: string, labels: string, token: string, extra: Reco
   };
   let file = NODE;
   let args = [AGENT_BIN];
-  if (process.getuid?.() === 0) {
+  if (asRoot) {
+    file = onPath('setpriv', process.env.PATH) ?? 'setpriv';
+    args = [`--bounding-set=${ROOT_BOUNDING}`, '--', NODE, AGENT_BIN];
+  } else if (process.getuid?.() === 0) {
     await chown(home, AGENT_UID, AGENT_UID);
     file = onPath('setpriv', process.env.PATH) ?? 'setpriv';
     args = [`--reuid=${AGENT_UID}`, `--regid=${AGENT_UID}`, '--clear-groups', '--', NODE, AGENT_BIN];
@@ -114,4 +129,38 @@ describe.runIf(process.platform === 'linux')('an agent runs non-dumpable', () =>
     expect(openLines).toContain('memory: token=yes proof=yes');
     expect(open.output()).not.toContain('agent memory is readable');
   });
+
+  it.runIf(process.getuid?.() === 0)(
+    'a root agent seals by a gid switch: its root step without CAP_SYS_PTRACE reads nothing; with KICI_AGENT_SEAL=off it can',
+    async () => {
+      t = await startTestOrchestrator();
+      const mint = async (agentId: string, label: string) =>
+        (await t!.api<{ token: string }>('POST', '/api/v1/agents/tokens', { agentId, labels: [label] })).body
+          .token;
+      const sealed = await startAgent(
+        'root-sealed',
+        'pool-root-sealed',
+        await mint('root-sealed', 'pool-root-sealed'),
+        {},
+        true,
+      );
+      const open = await startAgent(
+        'root-open',
+        'pool-root-open',
+        await mint('root-open', 'pool-root-open'),
+        { KICI_AGENT_SEAL: 'off' },
+        true,
+      );
+
+      const sealedLines = await runStep('pool-root-sealed');
+      expect(sealedLines).toContain('environ: 0');
+      expect(sealedLines).toContain('memory: token=no proof=no');
+      expect(sealed.output()).not.toContain('agent memory is readable');
+
+      const openLines = await runStep('pool-root-open');
+      expect(openLines).toContain('environ: 1');
+      expect(openLines).toContain('memory: token=yes proof=yes');
+      expect(open.output()).not.toContain('agent memory is readable');
+    },
+  );
 });

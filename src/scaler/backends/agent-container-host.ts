@@ -32,14 +32,26 @@ export interface AgentHostConfigInput {
 }
 
 /**
- * No CapDrop and no no-new-privileges here, on purpose: with KICI_EXECUTION_MODE=bare-metal the
- * job's steps run as processes inside this very container, and package managers need CHOWN,
- * DAC_OVERRIDE, FOWNER, SETUID and SETGID, sudo needs setuid. The agent hardens each nested job
- * container instead. AutoRemove stays off because the scaler owns removal (it reads the exit and
- * the log tail of a failed start first).
+ * Capabilities that would let a root step read the memory of its agent (root too, and sealed, that
+ * is non-dumpable): ptrace and /proc/<pid>/mem, /proc/kcore and /dev/mem, kernel modules, and the
+ * tracing that SYS_ADMIN allows. The engines leave them out by default; dropping them by name keeps
+ * them out on an engine whose defaults were widened.
+ */
+export const AGENT_CONTAINER_CAP_DROP = ['SYS_PTRACE', 'SYS_ADMIN', 'SYS_RAWIO', 'SYS_MODULE'] as const;
+
+/**
+ * Only the capabilities above are dropped, and no no-new-privileges, on purpose: with
+ * KICI_EXECUTION_MODE=bare-metal the job's steps run as processes inside this very container, and
+ * package managers need CHOWN, DAC_OVERRIDE, FOWNER, SETUID and SETGID, sudo needs setuid. The agent
+ * hardens each nested job container instead. AutoRemove stays off because the scaler owns removal
+ * (it reads the exit and the log tail of a failed start first).
  */
 export function buildAgentContainerHostConfig(input: AgentHostConfigInput): Docker.HostConfig {
-  const hc: Docker.HostConfig = { AutoRemove: false, PidsLimit: AGENT_CONTAINER_PIDS_LIMIT };
+  const hc: Docker.HostConfig = {
+    AutoRemove: false,
+    PidsLimit: AGENT_CONTAINER_PIDS_LIMIT,
+    CapDrop: [...AGENT_CONTAINER_CAP_DROP],
+  };
   const mem = input.limits?.memBytes ?? 0;
   const cpus = input.limits?.cpus ?? 0;
   if (mem > 0) hc.Memory = Math.floor(mem);

@@ -1,13 +1,18 @@
 /**
  * Takeover in a container agent: a step looks for its agent's token everywhere a step can look (its
- * environment, every process's initial environment under /proc, the handoff file) and the engine's
- * own inspect of the container is checked too. It finds nothing, so its attempt to register as
- * that agent is refused; the job queued behind it runs on a real agent and ends with its true
- * result (exit 3, failed).
+ * environment, every process's initial environment under /proc, the handoff file, the agent's own
+ * memory through /proc/<agent>/mem) and the engine's own inspect of the container is checked too.
+ * The step is root like its agent; the agent is non-dumpable and the step lacks CAP_SYS_PTRACE, so
+ * it finds nothing, and its attempt to register as that agent is refused; the job queued behind it
+ * runs on a real agent and ends with its true result (exit 3, failed).
+ *
+ * KICI_TEST_TAKEOVER_UNSEALED=1 starts the agents with KICI_AGENT_SEAL=off, to show this test fails
+ * when the agent is not sealed (the memory scan then finds the token and the session proof).
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { outputLines, submit, waitForLine } from '../../helpers/jobs.js';
 import {
+  AGENT_IMAGE,
   containerScaler,
   docker,
   ENGINE,
@@ -16,6 +21,7 @@ import {
   scalerContainers,
 } from '../../helpers/engine.js';
 import { startTestOrchestrator, type TestOrchestrator } from '../../helpers/orchestrator.js';
+import { MEMORY_SCAN } from '../../helpers/takeover.js';
 
 const NAME = `takeover-${ENGINE}`;
 let t: TestOrchestrator | undefined;
@@ -25,14 +31,25 @@ afterEach(async () => {
   await removeScalerContainers(NAME);
 });
 
-const AGENT_CMD =
-  '/opt/kici/lib/ld-linux-x86-64.so.2 --library-path /opt/kici/lib /opt/kici/bin/node /opt/kici/app/dist/cli/agent.js';
+const NODE_CMD = '/opt/kici/lib/ld-linux-x86-64.so.2 --library-path /opt/kici/lib /opt/kici/bin/node';
+const AGENT_CMD = `${NODE_CMD} /opt/kici/app/dist/cli/agent.js`;
+const UNSEALED = process.env.KICI_TEST_TAKEOVER_UNSEALED === '1';
 
 const attack = [
   `echo "env-token=$(env | grep -c '^KICI_AGENT_TOKEN=')"`,
   `echo "proc-token=$(cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c '^KICI_AGENT_TOKEN=')"`,
   'if [ -e /tmp/.kici-handoff/agent-token ]; then echo file=present; else echo file=absent; fi',
-  `found=$( (cat /tmp/.kici-handoff/agent-token; cat /proc/[0-9]*/environ | tr '\\0' '\\n' | sed -n 's/^KICI_AGENT_TOKEN=//p') 2>/dev/null | head -1)`,
+  // The agent's own /proc entries: reached (its command line names it), but its environment and
+  // memory are refused.
+  `echo "agent-cmdline=$(tr '\\0' ' ' </proc/$PPID/cmdline | grep -c 'cli/agent.js')"`,
+  'if cat /proc/$PPID/environ >/dev/null 2>&1; then echo agent-environ=read; else echo agent-environ=refused; fi',
+  `set -- $(AGENT_PID=$PPID ${NODE_CMD} -e "$MEMORY_SCAN_SRC" 2>/tmp/scan.err); memtoken=$1`,
+  // no: the scan ran and found none; yes: it found one; error: the scan did not finish.
+  'seen() { case "$1" in none) echo no ;; kici_* | kses_*) echo yes ;; *) echo error ;; esac; }',
+  'echo "mem-token=$(seen "$1")"',
+  'echo "mem-proof=$(seen "$2")"',
+  'echo "mem-error=$(cat /tmp/scan.err)"',
+  `found=$( (cat /tmp/.kici-handoff/agent-token; cat /proc/[0-9]*/environ | tr '\\0' '\\n' | sed -n 's/^KICI_AGENT_TOKEN=//p'; [ "$memtoken" != none ] && echo "$memtoken") 2>/dev/null | head -1)`,
   'echo "found=${#found}"',
   'echo probed',
   // The test looks at the container from the engine's side meanwhile, then lets the step go on.
@@ -49,9 +66,23 @@ describe(`container agent token on ${ENGINE}`, () => {
     t = await startTestOrchestrator({
       host: '0.0.0.0',
       isolation: new RecordingIsolation(),
-      config: { version: 1, scalers: [containerScaler(NAME)] },
+      config: {
+        version: 1,
+        scalers: [
+          containerScaler(NAME, {}, [
+            {
+              labels: [NAME],
+              image: AGENT_IMAGE,
+              imagePullPolicy: 'Never',
+              ...(UNSEALED && { env: { KICI_AGENT_SEAL: 'off' } }),
+            },
+          ]),
+        ],
+      },
     });
-    const [attacker] = await submit(t, { attacker: { runsOn: [NAME], steps: [{ run: attack }] } });
+    const [attacker] = await submit(t, {
+      attacker: { runsOn: [NAME], env: { MEMORY_SCAN_SRC: MEMORY_SCAN }, steps: [{ run: attack }] },
+    });
     await waitForLine(t, attacker!, /^probed$/, 120_000);
     // Queued behind the attack while it runs.
     const [victim] = await submit(t, {
@@ -73,6 +104,11 @@ describe(`container agent token on ${ENGINE}`, () => {
     expect(get('env-token'), text).toBe('0');
     expect(get('proc-token'), text).toBe('0');
     expect(get('file'), text).toBe('absent');
+    expect(get('agent-cmdline'), text).toBe('1');
+    expect(get('agent-environ'), text).toBe('refused');
+    expect(get('mem-error'), text).toMatch(/EACCES|EPERM/);
+    expect(get('mem-token'), text).toBe('no');
+    expect(get('mem-proof'), text).toBe('no');
     expect(get('found'), text).toBe('0');
     // The guessed token is refused: the agent exits 2, naming the refusal.
     expect(get('register-exit'), text).toBe('2');

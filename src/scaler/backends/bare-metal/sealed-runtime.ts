@@ -5,6 +5,7 @@ import { chmod, copyFile, lstat, mkdir, open, realpath, rename, rm, stat } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { errorMessage } from '../../../util/errors.js';
 
 /**
  * One execute-only copy of Node for the agents this host starts. A process that executes a binary
@@ -35,7 +36,7 @@ export class SealedRuntime {
     if (known && (file === undefined || (await ours(file, process.getuid?.() ?? 0, (await stat(node)).size))))
       return file;
     const p = this.prepare(node).catch((err: unknown) => {
-      this.warn(`agents will copy Node to seal themselves: ${(err as Error).message}`);
+      this.warn(`agents will copy Node to seal themselves: ${errorMessage(err)}`);
       return undefined;
     });
     SealedRuntime.made.set(key, p);

@@ -1,6 +1,6 @@
 /**
- * The shared agent-container HostConfig: limits from EffectiveLimits, the fixed PidsLimit, no
- * capability drops, AutoRemove off, binds and extra hosts, and the engine socket only on request.
+ * The shared agent-container HostConfig: limits from EffectiveLimits, the fixed PidsLimit, only the
+ * capabilities that read another process's memory dropped, AutoRemove off, binds and extra hosts, and the engine socket only on request.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -12,7 +12,11 @@ import {
 describe('buildAgentHostConfig', () => {
   it('sets the fixed pids limit and leaves removal to the scaler', () => {
     expect(AGENT_CONTAINER_PIDS_LIMIT).toBe(4096);
-    expect(buildAgentHostConfig({})).toEqual({ AutoRemove: false, PidsLimit: 4096 });
+    expect(buildAgentHostConfig({})).toEqual({
+      AutoRemove: false,
+      PidsLimit: 4096,
+      CapDrop: ['SYS_PTRACE', 'SYS_ADMIN', 'SYS_RAWIO', 'SYS_MODULE'],
+    });
   });
 
   it('turns limits into Memory bytes and NanoCpus', () => {
@@ -62,7 +66,8 @@ describe('buildAgentHostConfig', () => {
         const hc = buildAgentHostConfig(i);
         expect(hc.PidsLimit).toBe(AGENT_CONTAINER_PIDS_LIMIT);
         expect(hc.AutoRemove).toBe(false);
-        expect(hc.CapDrop).toBeUndefined();
+        // Steps (root, like their agent) must never read the agent's memory.
+        expect(hc.CapDrop).toEqual(expect.arrayContaining(['SYS_PTRACE', 'SYS_ADMIN']));
         expect(hc.SecurityOpt).toBeUndefined();
         expect(hc.Privileged).toBeUndefined();
         const sockMounted = (hc.Binds ?? []).some(
