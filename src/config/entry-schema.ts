@@ -13,6 +13,7 @@ import { checkScalerEntryRules } from './entry-rules.js';
 import { labelSchema, labelSetConfigSchema, nonEmptyString, positiveInt } from './label-set-schema.js';
 import { foldLabel, normalizeRoles, SCALER_ARCHES, SCALER_OSES } from './labels.js';
 import { resourceCapSchema } from './resources.js';
+import { cronProblem, timezoneProblem } from './warm-schedule.js';
 
 export const SCALER_TYPES = ['container', 'bare-metal', 'firecracker', 'event'] as const;
 export type ScalerType = (typeof SCALER_TYPES)[number];
@@ -48,6 +49,19 @@ function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+const warmScheduleEntrySchema = z
+  .strictObject({
+    cron: z.string().meta({ description: 'Five-field cron expression: when this size takes effect.' }),
+    size: z.number().int().nonnegative(),
+    timezone: z.string().default('UTC'),
+  })
+  .superRefine((e, ctx) => {
+    const cron = cronProblem(e.cron);
+    if (cron) ctx.addIssue({ code: 'custom', path: ['cron'], message: cron });
+    const tz = timezoneProblem(e.timezone);
+    if (tz) ctx.addIssue({ code: 'custom', path: ['timezone'], message: tz });
+  });
+
 export const warmPoolSchema = z.strictObject({
   enabled: z.boolean().default(false),
   size: z
@@ -57,6 +71,11 @@ export const warmPoolSchema = z.strictObject({
     .default(0)
     .meta({ description: 'Idle agents kept ready per label set.' }),
   idleTimeoutSeconds: z.number().positive().default(DEFAULT_WARM_POOL_IDLE_TIMEOUT_SECONDS),
+  schedule: z
+    .array(warmScheduleEntrySchema)
+    .max(100)
+    .optional()
+    .meta({ description: 'Pool sizes by time: each entry sets the size from its cron moment on.' }),
 });
 
 export const platformSchema = z.strictObject({ os: z.enum(SCALER_OSES), arch: z.enum(SCALER_ARCHES) });

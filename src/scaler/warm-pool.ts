@@ -1,4 +1,11 @@
 import { normalizeLabelSet, warmSkipReason } from '../config/index.js';
+import {
+  compileWarmSchedule,
+  nextWarmChange,
+  warmSizeAt,
+  type CompiledWarmSchedule,
+  type WarmChange,
+} from '../config/warm-schedule.js';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
@@ -22,8 +29,10 @@ export interface WarmPoolSpec {
   scalerName: string;
   labelSetIndex: number;
   labelSetKey: string;
+  /** The configured size: the target while no schedule entry has fired. */
   size: number;
   idleTimeoutMs: number;
+  schedule?: CompiledWarmSchedule;
 }
 
 /** A label set of a warm-pool scaler that the pool leaves cold, and why (shared with validate). */
@@ -76,6 +85,10 @@ export class WarmPools {
   /** The pass in progress (with its re-runs), and whether another was asked for meanwhile. */
   private inFlight: Promise<void> | undefined;
   private again = false;
+  /** Fires at the next schedule moment, so a scheduled size applies on time, not a tick late. */
+  private boundary: TimerHandle | undefined;
+  /** The target each pool had at its last pass: a scheduled drop frees its idle agents at once. */
+  private readonly lastTarget = new Map<string, number>();
 
   constructor(
     private readonly m: WarmPoolHost,
@@ -93,6 +106,16 @@ export class WarmPools {
     return [...this.pools.values()];
   }
 
+  /** The size a pool aims for now: its schedule's, or the configured size. */
+  targetOf(spec: WarmPoolSpec): number {
+    return spec.schedule ? warmSizeAt(spec.schedule, spec.size, this.clock.now()).size : spec.size;
+  }
+
+  /** The next scheduled size change of a pool, or null for a pool without a schedule. */
+  nextChange(spec: WarmPoolSpec): WarmChange | null {
+    return spec.schedule ? nextWarmChange(spec.schedule, this.clock.now()) : null;
+  }
+
   /** Label sets the pools leave cold, with the reason `scaler validate` also warns with. */
   skipped(): SkippedWarmSet[] {
     return [...this.skippedSets];
@@ -104,6 +127,8 @@ export class WarmPools {
     const skipped: SkippedWarmSet[] = [];
     for (const entry of this.m.state.config.scalers) {
       if (!entry.warmPool?.enabled) continue;
+      const sched = entry.warmPool.schedule;
+      const schedule = sched?.length ? compileWarmSchedule(sched) : undefined;
       entry.labelSets.forEach((ls, i) => {
         const labelSetKey = normalizeLabelSet(ls.labels);
         const reason = warmSkipReason(ls, this.m.state.config.defaults);
@@ -120,6 +145,7 @@ export class WarmPools {
           labelSetKey,
           size: entry.warmPool!.size,
           idleTimeoutMs: entry.warmPool!.idleTimeoutSeconds * 1000,
+          ...(schedule ? { schedule } : {}),
         });
       });
     }
@@ -129,12 +155,28 @@ export class WarmPools {
     for (const [key, spec] of previous) {
       const now = next.get(key);
       if (!now) this.reap(spec, 0, true);
-      else if (now.size < spec.size) this.reap(now, now.size, true);
+      else if (this.targetOf(now) < this.targetOf(spec)) this.reap(now, this.targetOf(now), true);
     }
+    this.armBoundary();
+  }
+
+  private armBoundary(): void {
+    this.boundary?.cancel();
+    this.boundary = undefined;
+    if (!this.running) return;
+    const now = this.clock.now();
+    let at = Infinity;
+    for (const spec of this.pools.values()) at = Math.min(at, this.nextChange(spec)?.atMs ?? Infinity);
+    if (at === Infinity) return;
+    this.boundary = this.clock.setTimer(at - now, () => {
+      this.boundary = undefined;
+      void this.tick();
+    });
   }
 
   start(): void {
     this.running = true;
+    this.armBoundary();
     void this.tick();
     const loop = () => {
       this.timer = this.clock.setTimer(WARM_TICK_MS, () => {
@@ -149,6 +191,7 @@ export class WarmPools {
     this.running = false;
     this.timer?.cancel();
     this.soon?.cancel();
+    this.boundary?.cancel();
   }
 
   replenishSoon(): void {
@@ -215,12 +258,19 @@ export class WarmPools {
   private async pass(): Promise<void> {
     if (!this.registry) return;
     const now = this.clock.now();
-    for (const spec of this.pools.values()) this.reap(spec, spec.size, false);
+    if (!this.boundary) this.armBoundary();
+    for (const spec of this.pools.values()) {
+      const target = this.targetOf(spec);
+      // A schedule that lowered the size wants the room back now, not after the idle timeout.
+      const dropped = target < (this.lastTarget.get(spec.key) ?? target);
+      this.lastTarget.set(spec.key, target);
+      this.reap(spec, target, dropped);
+    }
     for (const spec of this.pools.values()) {
       if (this.m.opts.isDraining?.()) return;
       const members = this.members(spec);
       const pending = members.filter((a) => isPending(a.phase)).length;
-      let deficit = warmDeficit(spec.size, this.ready(spec).length, pending);
+      let deficit = warmDeficit(this.targetOf(spec), this.ready(spec).length, pending);
       if (deficit === 0 || (this.holdUntil.get(spec.key) ?? 0) > now) continue;
       if (this.m.state.backoff.check(backoffKey(spec.scalerName, spec.labelSetKey), now).blocked) continue;
       const match = this.m.state.table.find(

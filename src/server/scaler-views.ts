@@ -1,3 +1,4 @@
+import type { WarmChange } from '../config/warm-schedule.js';
 import { isWarmStock, phaseOf } from '../scaler/agent-book.js';
 import { hasRegistered, isPending } from '../scaler/agent-lifecycle.js';
 import { PROVISION_IN_FLIGHT, type DecisionAction, type PoolView } from '../scaler/core/decide.js';
@@ -68,7 +69,8 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
                   .map((p) => ({
                     labelSet: p.labelSetKey,
                     labels: s.labelSets[p.labelSetIndex]?.labels ?? [],
-                    target: p.size,
+                    target: scaler.warm.targetOf(p),
+                    next: nextOf(scaler.warm.nextChange(p)),
                     ready: scaler.warm.ready(p).length,
                     inFlight: mine.filter(
                       (e) => isWarmStock(e) && isPending(e.phase) && e.labelSetKey === p.labelSetKey,
@@ -84,6 +86,11 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
       };
     }),
   };
+}
+
+/** A pool's next scheduled size, as the API shows it (absent without a schedule). */
+function nextOf(c: WarmChange | null): { at: string; size: number } | null {
+  return c ? { at: new Date(c.atMs).toISOString(), size: c.size } : null;
 }
 
 /** The job as the scaler sees it, from its stored row (the same facts the dispatcher passes). */

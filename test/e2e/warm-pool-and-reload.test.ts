@@ -66,6 +66,46 @@ describe('warm pools with real agents', () => {
   });
 });
 
+describe('scheduled warm pools', () => {
+  it('scaler status shows the scheduled target and the next size with its time, in text and JSON', async () => {
+    // Two entries that alternate every minute: whatever the time, one has fired, and the other is
+    // next within a minute. Both sizes are 0, so nothing is spawned.
+    const config = bareMetalConfig(
+      {
+        maxAgents: 2,
+        warmPool: {
+          enabled: true,
+          size: 1,
+          idleTimeoutSeconds: 60,
+          schedule: [
+            { cron: '*/2 * * * *', size: 0, timezone: 'Europe/Berlin' },
+            { cron: '1-59/2 * * * *', size: 0 },
+          ],
+        },
+      },
+      [{ labels: ['linux', 'warm'], binaryPath: AGENT_BIN, resources: { requests: { cpus: 0.5 } } }],
+    );
+    t = await startTestOrchestrator({ config });
+    const before = Date.now();
+    type Pool = { target: number; next: { at: string; size: number } | null };
+    const res = await t.api<{ scalers: { warmPool: { pools: Pool[] } }[] }>('GET', '/api/v1/scaler/status');
+    const [pool] = res.body.scalers[0]!.warmPool.pools;
+    // The configured size is 1; the schedule's 0 is what the pool aims for.
+    expect(pool!.target).toBe(0);
+    const nextAt = Date.parse(pool!.next!.at);
+    expect(nextAt).toBeGreaterThan(before - 1000);
+    expect(nextAt - before).toBeLessThanOrEqual(61_000);
+    expect(new Date(nextAt).getUTCSeconds()).toBe(0);
+    const text = await runNode([ADMIN_BIN, 'scaler', 'status'], {
+      KICI_SERVER_URL: t.orch.url,
+      KICI_ADMIN_TOKEN: t.orch.adminToken,
+    }).exited;
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/\[[^\]]*warm[^\]]*\] 0\/0, 0 at \d{4}-\d\d-\d\dT\d\d:\d\d:00\.000Z/);
+    expect(t.orch.scaler!.entries()).toHaveLength(0);
+  });
+});
+
 describe('scaler reload', () => {
   it('takes single and a timeout, and answers 400 naming the field for a bad one', async () => {
     t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }) });

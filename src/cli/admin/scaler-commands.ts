@@ -41,7 +41,14 @@ interface StatusView {
     warmPool: {
       enabled: boolean;
       size: number;
-      pools: { labelSet: string; target: number; ready: number; inFlight: number }[];
+      pools: {
+        labelSet: string;
+        target: number;
+        ready: number;
+        inFlight: number;
+        /** The next scheduled size, for a pool with a schedule. */
+        next?: { at: string; size: number } | null;
+      }[];
       skipped?: { labelSet: string; reason: string }[];
     } | null;
   }[];
@@ -93,7 +100,10 @@ export function registerScalerApiCommands(
               : '-',
             r.warmPool?.enabled
               ? r.warmPool.pools
-                  .map((p) => `[${p.labelSet}] ${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}`)
+                  .map(
+                    (p) =>
+                      `[${p.labelSet}] ${p.ready}/${p.target}${p.inFlight ? `+${p.inFlight}` : ''}${p.next ? `, ${p.next.size} at ${p.next.at}` : ''}`,
+                  )
                   .join(' ')
               : '-',
             r.backoff.length
