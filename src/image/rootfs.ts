@@ -85,8 +85,11 @@ export function stageFiles(root: string, app: string, files: Iterable<string>): 
 export function stagePackages(root: string, app: string, names: Iterable<string>): void {
   for (const { name, dir } of packageClosure(root, names)) {
     const rel = relative(root, dir);
-    // A package hoisted above the install (a project's node_modules) is put at the top level.
-    const to = rel.startsWith('..') || rel.startsWith(sep) ? join('node_modules', name) : rel;
+    // A package hoisted above the install (`npm install --prefix`) keeps its place under the
+    // outermost node_modules, so nested versions stay nested.
+    const outer = dir.indexOf(`${sep}node_modules${sep}`);
+    const hoisted = rel.startsWith('..') || rel.startsWith(sep);
+    const to = !hoisted ? rel : outer >= 0 ? dir.slice(outer + 1) : join('node_modules', name);
     cpSync(dir, join(app, to), { recursive: true, dereference: true });
   }
 }
