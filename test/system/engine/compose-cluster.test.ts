@@ -134,6 +134,7 @@ describe(`compose example on ${ENGINE}`, () => {
     expect(ENGINE, 'docker-compose speaks to Docker; this file runs in the Docker lane').toBe('docker');
     const t0 = Date.now();
     await compose(['up', '-d']);
+    console.log(`compose up -d returned (PostgreSQL healthy, orchestrators started) at ${secs()} s`);
     const urls = [`http://127.0.0.1:${env.KICI_PORT_A}`, `http://127.0.0.1:${env.KICI_PORT_B}`];
     for (const url of urls)
       await eventually(
