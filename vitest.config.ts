@@ -1,5 +1,10 @@
-import { defineConfig } from 'vitest/config';
-import { SERIAL_E2E, sharedModuleUnitFiles, systemPart } from './test/helpers/test-projects.js';
+import { configDefaults, defineConfig } from 'vitest/config';
+import {
+  engineExclude,
+  SERIAL_E2E,
+  sharedModuleUnitFiles,
+  systemPart,
+} from './test/helpers/test-projects.js';
 
 const globalSetup = ['test/helpers/global-setup.ts'];
 const sharedModules = sharedModuleUnitFiles(import.meta.dirname);
@@ -92,6 +97,7 @@ export default defineConfig({
           isolate: false,
           setupFiles: [...processGuard, 'test/helpers/engine-setup.ts'],
           include: ['test/system/engine/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...engineExclude(process.env.KICI_TEST_ENGINE)],
           testTimeout: 300_000,
           hookTimeout: 300_000,
           fileParallelism: false,

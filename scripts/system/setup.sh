@@ -36,6 +36,8 @@ ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(faketime)
 command -v chromium >/dev/null || need+=(chromium)
 # strace for the durability test (the WAL synced before a result is acknowledged).
 command -v strace >/dev/null || need+=(strace)
+# docker-compose 1.29 (Python, speaks the Docker API) for the compose example's test.
+command -v docker-compose >/dev/null || need+=(docker-compose)
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # Deny service starts during the install (unless the image already has its own policy).
@@ -132,6 +134,15 @@ AGENT_IMAGE=$(cd "$ROOT_DIR" && KICI_AGENT_IMAGE_HOSTS="unix://$W/docker.sock un
   node_modules/.bin/node scripts/build-agent-image.ts | tail -n 1)
 echo "agent image $AGENT_IMAGE built into both engines: $(ms "$t") ms"
 
+# The compose example's images (Docker only): the orchestrator image (npm run image:orchestrator)
+# and a PostgreSQL image from the host's binaries, since no registry is reachable.
+t=$(date +%s%N)
+ORCH_IMAGE=$(cd "$ROOT_DIR" && DOCKER_HOST="unix://$W/docker.sock" KICI_AGENT_IMAGE_HOSTS= \
+  KICI_ORCHESTRATOR_IMAGE_TAG=kici-test/orchestrator:1 node_modules/.bin/node scripts/build-orchestrator-image.ts | tail -n 1)
+PG_IMAGE=$(cd "$ROOT_DIR" && DOCKER_HOST="unix://$W/docker.sock" \
+  node_modules/.bin/node scripts/build-postgres-image.ts kici-test/postgres:1 | tail -n 1)
+echo "orchestrator image $ORCH_IMAGE and postgres image $PG_IMAGE built into docker: $(ms "$t") ms"
+
 cat >"$W/env" <<ENV
 export KICI_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:55432/postgres
 export KICI_SYS_NETNS=$NS
@@ -141,6 +152,8 @@ export KICI_TEST_DOCKER_SOCK=$W/docker.sock
 export KICI_TEST_PODMAN_SOCK=$W/podman.sock
 export KICI_TEST_BUSYBOX_IMAGE=kici-test/busybox:1
 export KICI_TEST_AGENT_IMAGE=$AGENT_IMAGE
+export KICI_TEST_ORCHESTRATOR_IMAGE=$ORCH_IMAGE
+export KICI_TEST_POSTGRES_IMAGE=$PG_IMAGE
 export CONTAINERS_CONF=$W/containers.conf
 ENV
 echo "system services ready: $(ms "$T0") ms"

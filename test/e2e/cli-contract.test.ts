@@ -67,6 +67,11 @@ const badValue = (): Record<string, string[] | string[][]> => ({
   'audit list': ['audit', 'list', '--since', 'soon'],
   prune: [...BAD_URL, 'prune'],
   backup: ['backup'],
+  'image build-agent': [
+    ['image', 'build-agent', '--tag', 'Not A Tag'],
+    ['image', 'build-agent', '--host', 'tcp://127.0.0.1:2375'],
+  ],
+  'image build-orchestrator': ['image', 'build-orchestrator', '--tag', 'UPPER/case:1'],
 });
 
 function leaves(cmd: Command, path: string[] = []): string[] {

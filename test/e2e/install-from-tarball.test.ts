@@ -119,6 +119,7 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
       'dist/cli/admin.js',
       'dist/cli/agent.js',
       'dist/version.js',
+      'dist/image/build.js',
       'docs/install.md',
       'examples/systemd/kici-orchestrator.service',
       'examples/systemd/kici-agent.service',
@@ -133,6 +134,21 @@ describe('install from an npm pack tarball (docs/install.md)', () => {
       const res = await run(join(prefix, 'bin', bin), ['--version'], { PATH: path }).exited;
       expect({ bin, code: res.code, stdout: res.stdout }).toEqual({ bin, code: 0, stdout: `${version}\n` });
     }
+  });
+
+  it('the installed image command: without an engine, one line naming DOCKER_HOST and the fix, exit 1', async () => {
+    // Building for real needs an engine (the system tier's compose test builds with the same code).
+    const missing = `unix://${join(work, 'no-engine.sock')}`;
+    const res = await run(join(prefix, 'bin', 'kici-admin'), ['image', 'build-agent'], {
+      PATH: path,
+      DOCKER_HOST: missing,
+      KICI_AGENT_IMAGE_HOSTS: '',
+    }).exited;
+    expect(res.code, res.stderr).toBe(1);
+    expect(res.stderr).toMatch(
+      new RegExp(`^Error: no container engine answers at ${missing} \\(DOCKER_HOST\\).*Fix: .*DOCKER_HOST=`),
+    );
+    expect(res.stderr).not.toMatch(/^\s+at /m);
   });
 
   it('the systemd units carry the stop settings the docs explain', async () => {

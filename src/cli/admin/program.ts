@@ -9,6 +9,7 @@ import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
 import { reportFailure, silenceCommanderErrors, wantsJson } from './failure.js';
 import { registerFirecrackerCommands } from './firecracker-commands.js';
+import { registerImageCommands } from './image-commands.js';
 import { registerJobCommands } from './job-commands.js';
 import { registerPruneCommand } from './prune-command.js';
 import { registerBackupCommand } from './backup-command.js';
@@ -61,6 +62,7 @@ export function buildAdminProgram(): Command {
   registerAccessCommands(program, client);
   registerPruneCommand(program, client);
   registerBackupCommand(program, client);
+  registerImageCommands(program);
   registerCompletionCommand(program);
   return program;
 }
