@@ -4,7 +4,7 @@
  * gateway: a listener on that address serves the agent WebSocket and nothing else, so the API,
  * the metrics and the dashboard stay on loopback.
  */
-import type { Server } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { isIP, type Socket } from 'node:net';
 import type { Clock, TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -40,7 +40,7 @@ const RETRY_FIRST_MS = 250;
 const RETRY_MAX_MS = 5_000;
 
 /** Everything but the agent WebSocket is not here. */
-const notFound = (_req: unknown, res: import('node:http').ServerResponse) => {
+const notFound = (_req: unknown, res: ServerResponse) => {
   res.writeHead(404, { 'content-type': 'text/plain', connection: 'close' });
   res.end('not found: this listener serves only the agent endpoint /ws\n');
 };

@@ -31,6 +31,9 @@ export const readPemIfPresent: ReadPem = (path) => {
   }
 };
 
+/** dockerode's options; `agent` is passed on to https (its types leave it out). */
+export type EngineClientOptions = DockerOptions & { agent?: Agent };
+
 const set = (v: string | undefined): boolean => v !== undefined && v !== '';
 
 /** The dockerode options for `engine` under `env` (DOCKER_TLS_VERIFY, DOCKER_TLS, DOCKER_CERT_PATH, HOME). */
@@ -38,7 +41,7 @@ export function dockerOptionsFor(
   engine: EngineConnection,
   env: NodeJS.ProcessEnv = process.env,
   readPem: ReadPem = readPemIfPresent,
-): DockerOptions {
+): EngineClientOptions {
   if (engine.local) return { socketPath: engine.socketPath };
   const where = engine.socketPath;
   let u: URL;
