@@ -30,6 +30,13 @@ const PROBE = `for (const u of process.argv.slice(2)) {
   catch (e) { console.log('probe ' + u + ' ' + (e.cause?.code ?? e.message)); }
 }`;
 
+async function statusOrError(url: string): Promise<string> {
+  return fetch(url).then(
+    (r) => String(r.status),
+    (e: Error & { cause?: { code?: string } }) => e.cause?.code ?? e.message,
+  );
+}
+
 describe(`the API on loopback, container agents on ${ENGINE}`, () => {
   it('runs a container job while the API answers on loopback only', async () => {
     t = await startTestOrchestrator({
@@ -68,7 +75,8 @@ describe(`the API on loopback, container agents on ${ENGINE}`, () => {
     expect(lines).toContain(`probe http://127.0.0.1:${port}/api/v1/jobs ECONNREFUSED`);
     // From the host, the API answers on loopback and not on the gateway.
     expect((await t.api('GET', '/api/v1/jobs')).status).toBe(200);
-    expect((await fetch(`${gw}/api/v1/jobs`)).status).toBe(404);
+    // Podman takes its bridge (and the gateway address) down with the last container.
+    expect(await statusOrError(`${gw}/api/v1/jobs`)).toMatch(/^(404|ENETUNREACH|EHOSTUNREACH)$/);
     await eventually(
       async () => (await scalerContainers(NAME)).length === 0,
       30_000,
@@ -77,6 +85,6 @@ describe(`the API on loopback, container agents on ${ENGINE}`, () => {
     // Closed on stop.
     await t.stop();
     t = undefined;
-    await expect(fetch(`${gw}/api/v1/jobs`)).rejects.toThrow();
+    expect(await statusOrError(`${gw}/api/v1/jobs`)).toMatch(/^E/);
   });
 });
