@@ -75,8 +75,9 @@ describe(`the API on loopback, container agents on ${ENGINE}`, () => {
     expect(lines).toContain(`probe http://127.0.0.1:${port}/api/v1/jobs ECONNREFUSED`);
     // From the host, the API answers on loopback and not on the gateway.
     expect((await t.api('GET', '/api/v1/jobs')).status).toBe(200);
-    // Podman takes its bridge (and the gateway address) down with the last container.
-    expect(await statusOrError(`${gw}/api/v1/jobs`)).toMatch(/^(404|ENETUNREACH|EHOSTUNREACH)$/);
+    // Podman takes its bridge (and the gateway address) down with the last container, so the
+    // gateway may be unreachable by now; what it never does is answer the API.
+    expect(await statusOrError(`${gw}/api/v1/jobs`)).toMatch(/^(404|E[A-Z]+)$/);
     await eventually(
       async () => (await scalerContainers(NAME)).length === 0,
       30_000,
