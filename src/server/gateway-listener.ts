@@ -51,6 +51,8 @@ export class GatewayListeners {
     { server: Server; reload?: () => Promise<void>; sockets: Set<Socket> }
   >();
   private readonly waiting = new Map<string, TimerHandle>();
+  /** Being opened right now: a second sync meanwhile must not open it twice. */
+  private readonly opening = new Set<string>();
   private wanted = new Set<string>();
   private closed = false;
 
@@ -93,7 +95,17 @@ export class GatewayListeners {
   }
 
   private async openOne(address: string, retryMs: number): Promise<void> {
-    if (this.open.has(address) || this.waiting.has(address) || this.closed) return;
+    if (this.open.has(address) || this.waiting.has(address) || this.opening.has(address) || this.closed)
+      return;
+    this.opening.add(address);
+    try {
+      await this.tryOpen(address, retryMs);
+    } finally {
+      this.opening.delete(address);
+    }
+  }
+
+  private async tryOpen(address: string, retryMs: number): Promise<void> {
     const made = await createListener(notFound, this.deps.tls);
     this.deps.prepare?.(made.server);
     this.deps.attach(made.server);
