@@ -261,6 +261,11 @@ export interface ScalerBackend {
    * the orchestrator's secrets, and the risk of one that is not (status and diagnose show it).
    */
   confinement?(): { labelSet: string; mode: string; chosen: string; risk: string | null }[];
+  /**
+   * The address on this host where this backend's agents reach the host (a bridge's gateway), when
+   * they run behind one. An orchestrator listening on loopback opens an agent-only listener there.
+   */
+  readonly agentGateway?: string | undefined;
   /** Event backends: a provisioning target gave up delivering a scale event (status and diagnose show it). */
   noteDeliveryGivenUp?(problem: DeliveryProblem): void;
   deliveryProblem?(): DeliveryProblem | undefined;

@@ -34,11 +34,28 @@ export function attachAgentEndpoint(
   server: Server,
   logger: Logger,
   onConnection: OnAgentConnection,
+  limits?: PendingLimits,
+): WebSocketServer {
+  const endpoint = createAgentEndpoint(logger, onConnection, limits);
+  endpoint.attach(server);
+  return endpoint.wss;
+}
+
+/** One agent endpoint that several listeners can share: the limits on strangers count across all. */
+export interface AgentEndpoint {
+  readonly wss: WebSocketServer;
+  /** Serve `/ws` on `server` too. */
+  attach(server: Server): void;
+}
+
+export function createAgentEndpoint(
+  logger: Logger,
+  onConnection: OnAgentConnection,
   limits: PendingLimits = {
     maxPending: LIMITS.maxPendingConnections,
     maxPerAddress: LIMITS.maxPendingPerAddress,
   },
-) {
+): AgentEndpoint {
   const log = logger.child({ component: 'agent-endpoint' });
   // ws enforces maxPayload itself: a larger frame closes the connection with 1009.
   const wss = new WebSocketServer({ noServer: true, maxPayload: LIMITS.maxPayloadBytes });
@@ -46,7 +63,7 @@ export function attachAgentEndpoint(
   const pending = new PendingBook(limits);
   let warnedFull = false;
 
-  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     const remote = req.socket.remoteAddress ?? 'unknown';
     // A peer that resets the connection mid-handshake must not become an uncaught exception.
     socket.on('error', (err) => log.debug({ remote, err: errorMessage(err) }, 'agent socket error'));
@@ -104,8 +121,8 @@ export function attachAgentEndpoint(
         ws.terminate();
       }
     });
-  });
-  return wss;
+  };
+  return { wss, attach: (server) => void server.on('upgrade', onUpgrade) };
 }
 
 interface PendingEntry {

@@ -21,7 +21,8 @@ import { every, systemClock, type TimerHandle } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { countSwallowed, swallow } from '../util/swallowed-errors.js';
-import { answerClientErrors, attachAgentEndpoint } from './agent-endpoint.js';
+import { answerClientErrors, createAgentEndpoint, type AgentEndpoint } from './agent-endpoint.js';
+import { GatewayListeners, isLoopbackHost } from './gateway-listener.js';
 import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
 import { createHttpApi } from './http-api.js';
@@ -158,6 +159,8 @@ export class Orchestrator {
       if (opened.engine === 'postgres') store.agents.ownedBy(instanceId);
       await store.agents.markAllGone(new Date(clock.now()));
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
+      // The scaler is built before the orchestrator object; it asks about gateways only at spawn time.
+      const self: { orch?: Orchestrator } = {};
       const scaleEvents = new ScaleEventRouter({
         db: database.db,
         logger: log,
@@ -173,6 +176,7 @@ export class Orchestrator {
             log,
             instanceId,
             agentUrl: () => urlForAgents!,
+            gatewayUrlFor: (name) => self.orch?.gatewayUrlFor(name),
             scaleEvents,
           })
         : undefined;
@@ -213,6 +217,7 @@ export class Orchestrator {
         metrics,
         log,
       );
+      self.orch = orch;
       orch.emitter = events;
       orch.probe = probe;
       if (opened.engine === 'pglite') {
@@ -295,6 +300,7 @@ export class Orchestrator {
       if (scaler) await sweepOrphans(scaler, dispatcher, log);
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
+      await orch.syncGateways();
       orch.startTimers(opts);
       if (opts.scalerAuditIntervalMs !== 0) orch.auditor?.start(opts.scalerAuditIntervalMs);
       orch.reaper?.start();
@@ -328,7 +334,43 @@ export class Orchestrator {
   async reloadTls(): Promise<'reloaded' | 'not-configured'> {
     if (!this.tlsReload) return 'not-configured';
     await this.tlsReload();
+    await this.gateways?.reloadTls();
     return 'reloaded';
+  }
+
+  private endpoint: AgentEndpoint | undefined;
+  private gateways: GatewayListeners | undefined;
+  /** The agent-only listeners on the agent networks' gateways (listening on loopback only). */
+  gatewayAddresses(): string[] {
+    return this.gateways?.addresses() ?? [];
+  }
+
+  /** Where the agents of scaler `name` dial, when they sit behind a gateway listener of ours. */
+  private gatewayUrlFor(name: string): string | undefined {
+    const gw = this.scaler?.backendList().find((b) => b.name === name)?.agentGateway;
+    return gw ? this.gateways?.urlFor(gw) : undefined;
+  }
+
+  /**
+   * With the API on loopback, open an agent-only listener on each local agent network's gateway
+   * (and close those no scaler uses any more). Listening on every address already covers them.
+   */
+  private async syncGateways(): Promise<void> {
+    const host = this.opts.host ?? '127.0.0.1';
+    if (!this.scaler || !this.server || !this.endpoint || !isLoopbackHost(host)) return;
+    const wanted = new Set<string>();
+    for (const b of this.scaler.backendList()) if (b.agentGateway) wanted.add(b.agentGateway);
+    if (!this.gateways && wanted.size === 0) return;
+    const endpoint = this.endpoint;
+    this.gateways ??= new GatewayListeners({
+      port: (this.server.address() as AddressInfo).port,
+      tls: this.opts.tls,
+      attach: (server) => endpoint.attach(server),
+      prepare: (server) => answerClientErrors(server, this.log),
+      clock: this.opts.clock ?? systemClock,
+      log: this.log,
+    });
+    await this.gateways.sync(wanted);
   }
 
   private claimStoreCache: StoreClaimStore | undefined;
@@ -365,7 +407,7 @@ export class Orchestrator {
     const { server, reload } = await createListener((req, res) => void listener(req, res), this.opts.tls);
     this.tlsReload = reload;
     answerClientErrors(server, this.log);
-    const wss = attachAgentEndpoint(server, this.log, (ws, remote, onRegistered, socket) =>
+    const endpoint = createAgentEndpoint(this.log, (ws, remote, onRegistered, socket) =>
       handleAgentSocket(
         ws,
         {
@@ -386,6 +428,8 @@ export class Orchestrator {
         socket,
       ),
     );
+    endpoint.attach(server);
+    this.endpoint = endpoint;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => resolve());
@@ -398,7 +442,7 @@ export class Orchestrator {
     this.url = `http${secure}://${shownHost}:${addr.port}`;
     this.wsUrl = `ws${secure}://${shownHost}:${addr.port}/ws`;
     this.server = server;
-    this.wss = wss;
+    this.wss = endpoint.wss;
   }
 
   /** Heartbeat this instance into kici_instances (clustering). */
@@ -527,7 +571,10 @@ export class Orchestrator {
           { problems: outcome.problems },
           'scaler configuration reload rejected; keeping the current one',
         );
-      } else this.metrics.configReloads.inc({ result: 'success' });
+      } else {
+        this.metrics.configReloads.inc({ result: 'success' });
+        await this.syncGateways().catch(swallow(this.log, 'reload.gateway-listeners'));
+      }
       this.emitter.emit('reload.applied', {
         result: outcome.result,
         problems: 'problems' in outcome ? outcome.problems : undefined,
@@ -616,6 +663,7 @@ export class Orchestrator {
       a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
     await this.scaleEvents?.close();
     this.wss?.close();
+    await this.gateways?.close();
     const closed = new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     // Kept-alive sockets with no request in flight would otherwise hold the close open, and so
     // would one whose request was still being answered now and idles after it (an open dashboard

@@ -14,6 +14,7 @@ import { errorMessage, UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import type { OrchestratorOptions } from './orchestrator-options.js';
 import { defaultAdminTokenFile } from '../access/bootstrap-token.js';
+import { isLoopbackHost } from './gateway-listener.js';
 
 /** What every backend is built with: the host drivers, the store, and the default nftables isolation. */
 export function backendContext(
@@ -50,6 +51,8 @@ export async function buildScaler(
     log: Logger;
     instanceId: string;
     agentUrl: () => string;
+    /** The URL of our agent-only listener on the gateway this scaler's agents sit behind, if open. */
+    gatewayUrlFor?: (scalerName: string) => string | undefined;
     scaleEvents: ScaleEventRouter;
   },
 ): Promise<ScalerManager> {
@@ -81,10 +84,22 @@ export async function buildScaler(
     clock: deps.clock,
     logger: deps.log,
     instanceId: deps.instanceId,
-    orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
+    orchestratorUrlFor: (entry: ScalerEntry) => {
+      const url = entry.orchestratorUrl ?? deps.agentUrl();
+      // A loopback URL is out of a container's or VM's reach: the gateway listener stands in.
+      return (loopbackUrl(url) && deps.gatewayUrlFor?.(entry.name)) || url;
+    },
     scaleEvents: deps.scaleEvents,
     ...managerTiming(opts),
   });
+}
+
+function loopbackUrl(url: string): boolean {
+  try {
+    return isLoopbackHost(new URL(url).hostname);
+  } catch {
+    return false;
+  }
 }
 
 /** The manager's deadlines and backoff from the orchestrator's options (the manager's defaults otherwise). */

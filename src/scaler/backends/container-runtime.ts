@@ -64,7 +64,7 @@ export interface EngineConnection extends DetectedRuntime {
 
 /**
  * Where a container scaler's engine is, in this precedence: a remote `host`, an explicit
- * `socketPath`, else the first local socket in probe order. Only locates; the caller builds the
+ * `socketPath`, DOCKER_HOST, else the first local socket in probe order. Only locates; the caller builds the
  * client (dockerode) from the answer.
  */
 export async function locateEngine(
@@ -85,6 +85,14 @@ export async function locateEngine(
   }
   if (entry.socketPath)
     return { socketPath: entry.socketPath, runtime: runtimeOfSocket(entry.socketPath), local: true };
+  // As for the docker CLI, DOCKER_HOST stands in for the default socket (not for Podman's).
+  const dockerHost = opts.env?.DOCKER_HOST;
+  if (dockerHost && entry.runtime !== 'podman') {
+    const sock = socketPathOfHost(dockerHost);
+    return sock
+      ? { socketPath: sock, runtime: runtimeOfSocket(sock), local: true }
+      : { socketPath: dockerHost, runtime: 'docker', local: false };
+  }
   const found = await detectRuntime(entry.runtime, opts);
   if (!found)
     throw new Error(

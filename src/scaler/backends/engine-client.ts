@@ -5,21 +5,16 @@
 import Docker from 'dockerode';
 import type { ScalerEntry } from '../../config/index.js';
 import { locateEngine, type EngineConnection } from './container-runtime.js';
+import { dockerOptionsFor } from './engine-options.js';
 
 export interface EngineClient {
   docker: Docker;
   engine: EngineConnection;
 }
 
-export function dockerFor(engine: EngineConnection): Docker {
-  if (engine.local) return new Docker({ socketPath: engine.socketPath });
-  const u = new URL(engine.socketPath);
-  const protocol = u.protocol === 'https:' ? 'https' : u.protocol === 'ssh:' ? 'ssh' : 'http';
-  return new Docker({
-    host: u.hostname,
-    port: Number(u.port) || (protocol === 'https' ? 2376 : 2375),
-    protocol,
-  });
+/** The client for `engine`: its socket, or its remote host with TLS as the Docker CLI would use it. */
+export function dockerFor(engine: EngineConnection, env: NodeJS.ProcessEnv = process.env): Docker {
+  return new Docker(dockerOptionsFor(engine, env));
 }
 
 export async function connectEngine(
@@ -27,5 +22,5 @@ export async function connectEngine(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<EngineClient> {
   const engine = await locateEngine(entry, { env });
-  return { docker: dockerFor(engine), engine };
+  return { docker: dockerFor(engine, env), engine };
 }

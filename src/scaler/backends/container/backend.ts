@@ -55,6 +55,8 @@ export class ContainerScalerBackend implements ScalerBackend {
   readonly name: string;
   readonly logsSource: ContainerRuntime;
   readonly spawnsOnLocalHost: boolean;
+  /** Only a local engine's bridge is on this host; a remote engine's agents dial what they are told. */
+  readonly agentGateway: string | undefined;
   private entry: ScalerEntry;
   private readonly agents = new Map<string, Tracked>();
   private readonly stopping = new Map<string, Promise<void>>();
@@ -97,6 +99,7 @@ export class ContainerScalerBackend implements ScalerBackend {
     this.log = log;
     this.logsSource = opts.runtime;
     this.spawnsOnLocalHost = opts.socketPath !== undefined;
+    this.agentGateway = this.spawnsOnLocalHost ? gateway : undefined;
     this.host = {
       name: this.name,
       docker: opts.docker,

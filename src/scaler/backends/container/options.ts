@@ -29,15 +29,18 @@ export async function resolveOptions(o: ContainerScalerBackendOptions): Promise<
     const runtime = named ?? (o.socketPath ? runtimeOfSocket(o.socketPath) : 'docker');
     return { ...o, docker: o.docker, runtime, logger, isolated };
   }
-  const engine = await locateEngine({
-    name: o.entry.name,
-    host: o.entry.host,
-    socketPath: o.socketPath ?? o.entry.socketPath,
-    runtime: o.runtime ?? o.entry.runtime,
-  });
+  const engine = await locateEngine(
+    {
+      name: o.entry.name,
+      host: o.entry.host,
+      socketPath: o.socketPath ?? o.entry.socketPath,
+      runtime: o.runtime ?? o.entry.runtime,
+    },
+    { env: o.hostEnv ?? process.env },
+  );
   return {
     ...o,
-    docker: dockerFor(engine),
+    docker: dockerFor(engine, o.hostEnv ?? process.env),
     runtime: engine.runtime,
     socketPath: engine.local ? engine.socketPath : undefined,
     logger,

@@ -52,6 +52,11 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   readonly log: Logger;
   readonly orphans: VmOrphans;
 
+  /** The VM bridge's address on this host: where a guest reaches the orchestrator. */
+  get agentGateway(): string {
+    return this.opts.network.gateway;
+  }
+
   constructor(readonly opts: VmBackendOptions) {
     this.name = opts.entry.name;
     this.entry = opts.entry;
