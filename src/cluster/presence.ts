@@ -10,6 +10,8 @@ export interface PresenceFacts {
   jobsRunning: () => number;
   isLeader: () => boolean;
   scaleLabelSets?: () => string[][];
+  /** This instance's part of the cluster view (scaler status, diagnose, agents), published with the beat. */
+  part?: () => Promise<unknown>;
 }
 
 /**
@@ -20,6 +22,8 @@ export class InstancePresence {
   private timer: TimerHandle | undefined;
   private failing = false;
   private running: Promise<void> | undefined;
+  /** The part as last stored: an unchanged part is not written again. */
+  private storedPart: string | undefined;
 
   constructor(
     private readonly repo: InstancesRepo,
@@ -31,7 +35,20 @@ export class InstancePresence {
     private readonly clock: Clock = systemClock,
   ) {}
 
-  private beatOf(): InstanceBeat {
+  /** The part as JSON when it differs from the stored one; a part that cannot be built is skipped. */
+  private async partOf(): Promise<string | undefined> {
+    if (!this.facts.part) return undefined;
+    try {
+      const json = JSON.stringify(await this.facts.part());
+      return json === this.storedPart ? undefined : json;
+    } catch (err) {
+      this.log.warn({ err: errorMessage(err) }, "could not build this instance's part of the cluster view");
+      return undefined;
+    }
+  }
+
+  private async beatOf(): Promise<InstanceBeat> {
+    const part = await this.partOf();
     return {
       id: this.instanceId,
       address: this.facts.address(),
@@ -41,19 +58,26 @@ export class InstancePresence {
       jobsRunning: this.facts.jobsRunning(),
       leader: this.facts.isLeader(),
       scaleLabelSets: this.facts.scaleLabelSets?.() ?? [],
+      ...(part !== undefined ? { part } : {}),
     };
+  }
+
+  /** Store one beat; the part counts as stored only once the write went through. */
+  private async store(starting = false): Promise<void> {
+    const b = await this.beatOf();
+    await this.repo.beat(b, starting);
+    if (b.part !== undefined) this.storedPart = b.part;
   }
 
   /** First beat (a new life for the row), then one every interval. */
   async start(): Promise<void> {
-    await this.repo.beat(this.beatOf(), true);
+    await this.store(true);
     this.timer = every(this.clock, this.intervalMs, () => void this.beat());
   }
 
   /** One beat now (also used when leadership changes, so status shows it at once). */
   beat(): Promise<void> {
-    this.running ??= this.repo
-      .beat(this.beatOf())
+    this.running ??= this.store()
       .then(
         () => {
           if (this.failing) this.log.info('instance heartbeat stored again');

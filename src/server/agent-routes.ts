@@ -5,6 +5,7 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { newId } from '../dispatch/job-rows.js';
 import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
+import { mergeAgents, type PeerPart } from '../cluster/cluster-view.js';
 import { monoNow, type Clock } from '../util/clock.js';
 import { uptimeMs } from './heartbeat-check.js';
 import {
@@ -24,6 +25,10 @@ export interface AgentRoutesDeps {
   store: Store;
   dispatcher: Dispatcher;
   clock: Clock;
+  /** This instance, named on its own rows of the merged list. */
+  instanceId: string;
+  /** The other instances' published parts (clustering); absent on one instance. */
+  peerParts?: (() => Promise<PeerPart[]>) | undefined;
 }
 
 function notFound(c: Context, what: string, id: string) {
@@ -67,6 +72,14 @@ function agentView(d: Dispatcher, clock: Clock, a: ConnectedAgent, gone?: Depart
   };
 }
 
+/** This instance's agents: connected ones, and static ones within their reconnect grace. */
+export function listAgents(d: Dispatcher, clock: Clock) {
+  const agents = d.registry.list().map((a) => agentView(d, clock, a));
+  for (const g of d.registry.departedWithin(clock.now(), d.reconnectGraceMs))
+    agents.push(agentView(d, clock, g.agent, g));
+  return agents;
+}
+
 /**
  * Agents and their tokens under /api/v1/agents: the list (with each agent's state), token minting,
  * listing and revocation, and an operator's drain and resume.
@@ -83,10 +96,9 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
       await next();
     });
 
-  app.get('/api/v1/agents', (c) => {
-    const agents = registry.list().map((a) => agentView(dispatcher, deps.clock, a));
-    for (const g of departed()) agents.push(agentView(dispatcher, deps.clock, g.agent, g));
-    return c.json({ agents });
+  app.get('/api/v1/agents', async (c) => {
+    const own = listAgents(dispatcher, deps.clock);
+    return c.json({ agents: mergeAgents(deps.instanceId, own, (await deps.peerParts?.()) ?? []) });
   });
 
   app.post('/api/v1/agents/tokens', async (c) => {
