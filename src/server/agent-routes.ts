@@ -98,7 +98,10 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
 
   app.get('/api/v1/agents', async (c) => {
     const own = listAgents(dispatcher, deps.clock);
-    return c.json({ agents: mergeAgents(deps.instanceId, own, (await deps.peerParts?.()) ?? []) });
+    return c.json({
+      self: deps.instanceId,
+      agents: mergeAgents(deps.instanceId, own, (await deps.peerParts?.()) ?? []),
+    });
   });
 
   app.post('/api/v1/agents/tokens', async (c) => {
@@ -175,18 +178,36 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
     return gone && { a: gone.agent, gone };
   };
 
-  app.post('/api/v1/agents/:id/drain', (c) => {
+  // An agent held by another instance is acted on there: say which one instead of "does not exist".
+  const elsewhere = async (c: Context, id: string) => {
+    const holder = ((await deps.peerParts?.()) ?? []).find(
+      (p) => p.state === 'alive' && p.part.agents.some((a) => a.id === id),
+    );
+    return holder
+      ? c.json(
+          {
+            error: 'conflict',
+            problems: [
+              `agent ${id} is connected to instance ${holder.instance}: ask that instance (\`kici-admin cluster status\` lists its address)`,
+            ],
+          },
+          409,
+        )
+      : undefined;
+  };
+
+  app.post('/api/v1/agents/:id/drain', async (c) => {
     const id = c.req.param('id');
     const found = find(id);
-    if (!found) return notFound(c, 'agent', id);
+    if (!found) return (await elsewhere(c, id)) ?? notFound(c, 'agent', id);
     registry.hold(id);
     return c.json(agentView(dispatcher, deps.clock, found.a, found.gone));
   });
 
-  app.post('/api/v1/agents/:id/resume', (c) => {
+  app.post('/api/v1/agents/:id/resume', async (c) => {
     const id = c.req.param('id');
     const found = find(id);
-    if (!found) return notFound(c, 'agent', id);
+    if (!found) return (await elsewhere(c, id)) ?? notFound(c, 'agent', id);
     // Only an operator's drain is lifted: an agent leaving on SIGTERM, or a warm agent being retired,
     // must not be handed new work.
     if (!registry.release(id) && found.a.draining && !found.gone)

@@ -1,16 +1,22 @@
 import type { Command } from 'commander';
 import { printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { instanceCell, manyInstances, type InstanceMarked } from './instance-column.js';
 import { registerOrphanCommands } from './orphan-commands.js';
 import { registerReloadCommand } from './reload-command.js';
 
-interface StatusView {
-  configured: boolean;
+interface GlobalFigures {
   globalMaxAgents?: number;
   globalActive?: number;
   globalReserved?: number;
   globalUsage?: { cpus: number; memBytes: number };
-  scalers: {
+}
+
+interface StatusView extends GlobalFigures {
+  configured: boolean;
+  /** Each instance's global figures (cluster view); absent from servers that predate it. */
+  instances?: (GlobalFigures & InstanceMarked & { configured: boolean })[];
+  scalers: (InstanceMarked & {
     name: string;
     type: string;
     /** Removed by a reload and still draining its agents. */
@@ -44,8 +50,11 @@ interface StatusView {
       pools: { labelSet: string; target: number; ready: number; inFlight: number }[];
       skipped?: { labelSet: string; reason: string }[];
     } | null;
-  }[];
+  })[];
 }
+
+const globalLine = (g: GlobalFigures) =>
+  `${g.globalActive}/${g.globalMaxAgents} agents, ${g.globalReserved} reserved, ${g.globalUsage!.cpus} cpu, ${mib(g.globalUsage!.memBytes)}`;
 
 const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 
@@ -61,9 +70,12 @@ export function registerScalerApiCommands(
       const s = await (await client(cmd)).request<StatusView>('GET', '/api/v1/scaler/status');
       if (o.json) return printJson(s);
       if (!s.configured) return void process.stdout.write('no scaler is configured\n');
-      process.stdout.write(
-        `global: ${s.globalActive}/${s.globalMaxAgents} agents, ${s.globalReserved} reserved, ${s.globalUsage!.cpus} cpu, ${mib(s.globalUsage!.memBytes)}\n`,
-      );
+      const many = manyInstances(s.scalers);
+      if (!many) process.stdout.write(`global: ${globalLine(s)}\n`);
+      // One line per instance: each holds its own caps and counts.
+      else
+        for (const g of (s.instances ?? []).filter((x) => x.configured))
+          process.stdout.write(`global (${instanceCell(g)}): ${globalLine(g)}\n`);
       process.stdout.write(
         table(
           [
@@ -78,6 +90,7 @@ export function registerScalerApiCommands(
             'CAP',
             'WARM',
             'BACKOFF',
+            ...(many ? ['INSTANCE'] : []),
           ],
           s.scalers.map((r) => [
             r.retiring ? `${r.name} (retiring)` : r.name,
@@ -104,27 +117,30 @@ export function registerScalerApiCommands(
                   )
                   .join('; ')
               : '-',
+            ...(many ? [instanceCell(r)] : []),
           ]),
         ) + '\n',
       );
+      const who = (r: InstanceMarked & { name: string }) =>
+        many ? `${r.name} (${instanceCell(r)})` : r.name;
       for (const r of s.scalers) {
         for (const k of r.warmPool?.skipped ?? [])
-          process.stdout.write(`${r.name}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
+          process.stdout.write(`${who(r)}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
       }
       for (const r of s.scalers) {
-        for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${r.name}: risk: ${c.risk}\n`);
+        for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${who(r)}: risk: ${c.risk}\n`);
       }
       for (const r of s.scalers) {
         const g = r.deliveryGivenUp;
         if (g)
           process.stdout.write(
-            `${r.name}: ${g.event} for ${g.agentId} to ${g.target} was given up: ${g.lastError} (kici-admin event show ${g.eventId})\n`,
+            `${who(r)}: ${g.event} for ${g.agentId} to ${g.target} was given up: ${g.lastError} (kici-admin event show ${g.eventId})\n`,
           );
       }
       for (const r of s.scalers.filter((x) => x.retiring)) {
         const left = (r.agents ?? []).map((a) => `${a.agentId} (${a.phase})`).join(', ');
         process.stdout.write(
-          `${r.name}: retiring, ${r.agents?.length ?? 0} agent(s) left${left ? `: ${left}` : ''}\n`,
+          `${who(r)}: retiring, ${r.agents?.length ?? 0} agent(s) left${left ? `: ${left}` : ''}\n`,
         );
       }
     });
