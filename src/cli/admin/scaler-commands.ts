@@ -34,6 +34,13 @@ interface StatusView extends GlobalFigures {
       retryInMs: number;
       lastError: { kind: string; message: string } | null;
     }[];
+    /** The last lift of each label set's backoff: by a reload that changed the scaler, or by an operator. */
+    backoffLifted?: {
+      labelSet: string;
+      by: 'reload' | 'operator';
+      at: string;
+      consecutiveFailures: number;
+    }[];
     /** Bare-metal: how each label set's jobs are confined, and the risk of an unconfined one. */
     confinement?: { labelSet: string; mode: string; risk: string | null }[];
     /** Event scalers: the last scale event a provisioning target gave up on. */
@@ -126,6 +133,12 @@ export function registerScalerApiCommands(
       for (const r of s.scalers) {
         for (const k of r.warmPool?.skipped ?? [])
           process.stdout.write(`${who(r)}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
+      }
+      for (const r of s.scalers) {
+        for (const l of r.backoffLifted ?? [])
+          process.stdout.write(
+            `${who(r)}: backoff of [${l.labelSet}] lifted by ${l.by === 'reload' ? 'a reload' : 'an operator'} at ${l.at} (after ${l.consecutiveFailures} failure(s))\n`,
+          );
       }
       for (const r of s.scalers) {
         for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${who(r)}: risk: ${c.risk}\n`);
