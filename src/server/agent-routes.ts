@@ -6,6 +6,7 @@ import { newId } from '../dispatch/job-rows.js';
 import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
 import { mergeAgents, type PeerPart } from '../cluster/cluster-view.js';
+import { partial, readPeerParts } from '../cluster/peer-read.js';
 import { monoNow, type Clock } from '../util/clock.js';
 import { uptimeMs } from './heartbeat-check.js';
 import {
@@ -98,9 +99,11 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
 
   app.get('/api/v1/agents', async (c) => {
     const own = listAgents(dispatcher, deps.clock);
+    const peers = await readPeerParts(deps.peerParts);
     return c.json({
       self: deps.instanceId,
-      agents: mergeAgents(deps.instanceId, own, (await deps.peerParts?.()) ?? []),
+      agents: mergeAgents(deps.instanceId, own, peers.parts),
+      ...partial(peers),
     });
   });
 
@@ -180,7 +183,7 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
 
   // An agent held by another instance is acted on there: say which one instead of "does not exist".
   const elsewhere = async (c: Context, id: string) => {
-    const holder = ((await deps.peerParts?.()) ?? []).find(
+    const holder = (await readPeerParts(deps.peerParts)).parts.find(
       (p) => p.state === 'alive' && p.part.agents.some((a) => a.id === id),
     );
     return holder

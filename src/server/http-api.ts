@@ -33,6 +33,7 @@ import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
 import { mergeDiagnose, mergeScalerStatus, type PeerPart } from '../cluster/cluster-view.js';
+import { partial, readPeerParts } from '../cluster/peer-read.js';
 import { reapOrphans } from './reap-orphans.js';
 import { parseReloadRequest, type ReloadRequest } from './reload-request.js';
 import { registerScalerAuditRoutes } from './scaler-audit-routes.js';
@@ -300,20 +301,25 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   registerEventRoutes(app, deps);
 
   // Every instance's part: this one's live, the others' as they last published them.
-  const peers = async () => (await deps.peerParts?.()) ?? [];
-  app.get('/api/v1/scaler/status', async (c) =>
-    c.json(mergeScalerStatus(deps.instanceId, describeScalerStatus(dispatcher, deps.clock), await peers())),
-  );
-  app.get('/api/v1/scaler/diagnose', async (c) =>
-    c.json({
+  app.get('/api/v1/scaler/status', async (c) => {
+    const peers = await readPeerParts(deps.peerParts);
+    return c.json({
+      ...mergeScalerStatus(deps.instanceId, describeScalerStatus(dispatcher, deps.clock), peers.parts),
+      ...partial(peers),
+    });
+  });
+  app.get('/api/v1/scaler/diagnose', async (c) => {
+    const peers = await readPeerParts(deps.peerParts);
+    return c.json({
       ...mergeDiagnose(
         deps.instanceId,
         await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath),
-        await peers(),
+        peers.parts,
       ),
+      ...partial(peers),
       ...(deps.retention ? { database: await deps.retention.view() } : {}),
-    }),
-  );
+    });
+  });
   registerRetentionRoutes(app, deps);
   registerBackupRoute(app, deps);
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {

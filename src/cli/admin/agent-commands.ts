@@ -3,7 +3,7 @@ import { parseDurationMs } from '../../util/duration.js';
 import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
-import { instanceCell, manyInstances, type InstanceMarked } from './instance-column.js';
+import { instanceCell, manyInstances, warnIfPartial, type InstanceMarked } from './instance-column.js';
 import { registerTokenAdminCommands } from './token-commands.js';
 
 interface AgentView extends InstanceMarked {
@@ -71,7 +71,10 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
     .description('agents: connected ones, and static ones within their reconnect grace')
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
-      const res = await (await client(cmd)).request<{ agents: AgentView[] }>('GET', '/api/v1/agents');
+      const res = await (
+        await client(cmd)
+      ).request<{ agents: AgentView[]; peersUnavailable?: string }>('GET', '/api/v1/agents');
+      warnIfPartial(res);
       if (o.json) return printJson(res.agents);
       const many = manyInstances(res.agents);
       process.stdout.write(

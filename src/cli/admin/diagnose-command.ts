@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
 import { printJson } from '../output.js';
 import type { AdminClient } from './client.js';
-import { instanceCell, manyInstances, type InstanceMarked } from './instance-column.js';
+import { instanceCell, manyInstances, warnIfPartial, type InstanceMarked } from './instance-column.js';
 import type { DatabaseView } from '../../server/retention.js';
 
 interface Diagnosis {
   configured: boolean;
+  peersUnavailable?: string;
   database?: DatabaseView;
   healthy: boolean;
   scalers: (InstanceMarked & {
@@ -106,6 +107,7 @@ export function registerDiagnoseCommand(
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
       const d = await (await client(cmd)).request<Diagnosis>('GET', '/api/v1/scaler/diagnose');
+      warnIfPartial(d);
       if (o.json) printJson(d);
       else process.stdout.write(render(d));
       // Scripts and health checks read the exit status: 1 when anything needs fixing.

@@ -19,3 +19,9 @@ export function instanceCell(r: InstanceMarked): string {
   if (r.instance === undefined) return '-';
   return r.instanceState && r.instanceState !== 'alive' ? `${r.instance} (${r.instanceState})` : r.instance;
 }
+
+/** Tell the reader when the answer holds the answering instance's rows only (the database was away). */
+export function warnIfPartial(answer: { peersUnavailable?: string }): void {
+  if (answer.peersUnavailable)
+    process.stderr.write(`warning: ${answer.peersUnavailable}; showing the answering instance only\n`);
+}

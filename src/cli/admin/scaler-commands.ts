@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
-import { instanceCell, manyInstances, type InstanceMarked } from './instance-column.js';
+import { instanceCell, manyInstances, warnIfPartial, type InstanceMarked } from './instance-column.js';
 import { registerOrphanCommands } from './orphan-commands.js';
 import { registerReloadCommand } from './reload-command.js';
 
@@ -16,6 +16,7 @@ interface StatusView extends GlobalFigures {
   configured: boolean;
   /** Each instance's global figures (cluster view); absent from servers that predate it. */
   instances?: (GlobalFigures & InstanceMarked & { configured: boolean })[];
+  peersUnavailable?: string;
   scalers: (InstanceMarked & {
     name: string;
     type: string;
@@ -75,6 +76,7 @@ export function registerScalerApiCommands(
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
       const s = await (await client(cmd)).request<StatusView>('GET', '/api/v1/scaler/status');
+      warnIfPartial(s);
       if (o.json) return printJson(s);
       if (!s.configured) return void process.stdout.write('no scaler is configured\n');
       const many = manyInstances(s.scalers);

@@ -13,6 +13,7 @@ import {
 } from '../../../src/cluster/cluster-view.js';
 import type { InstanceState } from '../../../src/cluster/instances-repo.js';
 import { instanceCell, manyInstances } from '../../../src/cli/admin/instance-column.js';
+import { partial, readPeerParts } from '../../../src/cluster/peer-read.js';
 
 const part = (over: Partial<InstancePart> = {}): InstancePart => ({
   scalerStatus: { configured: true, globalActive: 0, scalers: [] },
@@ -165,5 +166,18 @@ describe('the INSTANCE column', () => {
     expect(instanceCell({ instance: 'a', instanceState: 'alive' })).toBe('a');
     expect(instanceCell({ instance: 'b', instanceState: 'dead' })).toBe('b (dead)');
     expect(instanceCell({})).toBe('-');
+  });
+});
+
+describe('reading the peers’ parts', () => {
+  it('a failed read leaves this instance’s rows and says why; no reader means no peers', async () => {
+    const failed = await readPeerParts(() => Promise.reject(new Error('connection refused')));
+    expect(failed.parts).toEqual([]);
+    expect(partial(failed)).toEqual({
+      peersUnavailable: "the other instances' parts could not be read: connection refused",
+    });
+    expect(await readPeerParts(undefined)).toEqual({ parts: [] });
+    const ok = await readPeerParts(() => Promise.resolve([peer('b', 'alive', part())]));
+    expect([ok.parts.length, partial(ok)]).toEqual([1, {}]);
   });
 });
