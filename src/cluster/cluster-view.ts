@@ -154,3 +154,25 @@ export function mergeDiagnose<T extends DiagnosePart>(
     checks: [...mergeRows(self, own.checks ?? [], peers, (p) => p.diagnose.checks), ...deadRows],
   };
 }
+
+/** Fields that move with the clock alone (durations, and stamps placed back from now by one). */
+const CLOCK_FIELDS = new Set([
+  'idleMs',
+  'uptimeMs',
+  'lastSeenAt',
+  'connectedAt',
+  'retryInMs',
+  'liftsAt',
+  'retiringForMs',
+]);
+
+/**
+ * What a part says apart from the passing of time: two parts with the same fingerprint differ
+ * only in durations, so the newer need not be written at once.
+ */
+export function partFingerprint(part: unknown): string {
+  return JSON.stringify(part, (key, value: unknown) => (CLOCK_FIELDS.has(key) ? undefined : value));
+}
+
+/** A part whose only news is the time is still rewritten every this many beats (durations stay near). */
+export const PART_REFRESH_BEATS = 6;

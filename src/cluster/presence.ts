@@ -1,6 +1,7 @@
 import type { Logger } from '../util/logger.js';
 import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
+import { PART_REFRESH_BEATS, partFingerprint } from './cluster-view.js';
 import type { InstanceBeat, InstancesRepo } from './instances-repo.js';
 
 /** The live facts a heartbeat carries, read fresh on every beat. */
@@ -22,8 +23,8 @@ export class InstancePresence {
   private timer: TimerHandle | undefined;
   private failing = false;
   private running: Promise<void> | undefined;
-  /** The part as last stored: an unchanged part is not written again. */
-  private storedPart: string | undefined;
+  /** The fingerprint of the part as last stored, and the beats since: an unchanged part is not written again. */
+  private stored: { fingerprint: string; beatsAgo: number } | undefined;
 
   constructor(
     private readonly repo: InstancesRepo,
@@ -35,21 +36,28 @@ export class InstancePresence {
     private readonly clock: Clock = systemClock,
   ) {}
 
-  /** The part as JSON when it differs from the stored one; a part that cannot be built is skipped. */
-  private async partOf(): Promise<string | undefined> {
+  /**
+   * The part to write with this beat: when it says something new, or when only its durations moved
+   * and the stored one is a few beats old. A part that cannot be built is skipped.
+   */
+  private async partOf(): Promise<{ json: string; fingerprint: string } | undefined> {
     if (!this.facts.part) return undefined;
     try {
-      const json = JSON.stringify(await this.facts.part());
-      return json === this.storedPart ? undefined : json;
+      const part = await this.facts.part();
+      const fingerprint = partFingerprint(part);
+      if (this.stored) this.stored.beatsAgo++;
+      if (this.stored?.fingerprint === fingerprint && this.stored.beatsAgo < PART_REFRESH_BEATS)
+        return undefined;
+      return { json: JSON.stringify(part), fingerprint };
     } catch (err) {
       this.log.warn({ err: errorMessage(err) }, "could not build this instance's part of the cluster view");
       return undefined;
     }
   }
 
-  private async beatOf(): Promise<InstanceBeat> {
+  private async beatOf(): Promise<{ beat: InstanceBeat; fingerprint?: string }> {
     const part = await this.partOf();
-    return {
+    const beat: InstanceBeat = {
       id: this.instanceId,
       address: this.facts.address(),
       version: this.version,
@@ -58,15 +66,16 @@ export class InstancePresence {
       jobsRunning: this.facts.jobsRunning(),
       leader: this.facts.isLeader(),
       scaleLabelSets: this.facts.scaleLabelSets?.() ?? [],
-      ...(part !== undefined ? { part } : {}),
+      ...(part ? { part: part.json } : {}),
     };
+    return part ? { beat, fingerprint: part.fingerprint } : { beat };
   }
 
   /** Store one beat; the part counts as stored only once the write went through. */
   private async store(starting = false): Promise<void> {
-    const b = await this.beatOf();
-    await this.repo.beat(b, starting);
-    if (b.part !== undefined) this.storedPart = b.part;
+    const { beat, fingerprint } = await this.beatOf();
+    await this.repo.beat(beat, starting);
+    if (fingerprint !== undefined) this.stored = { fingerprint, beatsAgo: 0 };
   }
 
   /** First beat (a new life for the row), then one every interval. */

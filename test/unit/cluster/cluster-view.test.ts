@@ -8,6 +8,7 @@ import {
   mergeAgents,
   mergeDiagnose,
   mergeScalerStatus,
+  partFingerprint,
   type InstancePart,
   type PeerPart,
 } from '../../../src/cluster/cluster-view.js';
@@ -179,5 +180,14 @@ describe('reading the peers’ parts', () => {
     expect(await readPeerParts(undefined)).toEqual({ parts: [] });
     const ok = await readPeerParts(() => Promise.resolve([peer('b', 'alive', part())]));
     expect([ok.parts.length, partial(ok)]).toEqual([1, {}]);
+  });
+});
+
+describe('partFingerprint', () => {
+  it('ignores what moves with the clock alone, and sees every other change', () => {
+    const at = (idleMs: number, state = 'idle') =>
+      part({ agents: [{ id: 'a', state, idleMs, uptimeMs: idleMs + 5, connectedAt: `t${idleMs}` }] });
+    expect(partFingerprint(at(1000))).toBe(partFingerprint(at(9000)));
+    expect(partFingerprint(at(1000))).not.toBe(partFingerprint(at(1000, 'busy')));
   });
 });

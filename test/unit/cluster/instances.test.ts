@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { resolveInstanceId } from '../../../src/cluster/instance-id.js';
 import { InstancesRepo } from '../../../src/cluster/instances-repo.js';
 import { InstancePresence } from '../../../src/cluster/presence.js';
+import { PART_REFRESH_BEATS } from '../../../src/cluster/cluster-view.js';
 import { ClusterNode } from '../../../src/cluster/cluster-node.js';
 import { renderClusterStatus } from '../../../src/cli/admin/cluster-commands.js';
 import { UserError } from '../../../src/util/errors.js';
@@ -124,6 +125,11 @@ describe('kici_instances', () => {
     await sql`update kici_instances set part = '{"marker":true}'`.execute(fresh.store.db);
     await p.beat();
     expect((await repo.peerParts('other'))[0]!.part).toEqual({ marker: true });
+    // Only the time passed: still not news until the part is a few beats old, then rewritten.
+    for (let i = 2; i < PART_REFRESH_BEATS; i++) await p.beat();
+    expect((await repo.peerParts('other'))[0]!.part).toEqual({ marker: true });
+    await p.beat();
+    expect(await ids()).toEqual([['orch-v', 'alive', [{ id: 'ag-1' }]]]);
     agents = [{ id: 'ag-2' }];
     await p.beat();
     expect(await ids()).toEqual([['orch-v', 'alive', [{ id: 'ag-2' }]]]);
