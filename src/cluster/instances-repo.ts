@@ -151,6 +151,7 @@ export class InstancesRepo {
       .where('id', '<>', selfId)
       .where('stopped_at', 'is', null)
       .where('part', 'is not', null)
+      .orderBy('id')
       .execute();
     if (!rows.length) return [];
     const presence = new Map((await this.list()).map((i) => [i.id, i]));

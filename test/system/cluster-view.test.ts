@@ -142,6 +142,15 @@ describe('one cluster view across three orchestrators', () => {
     ]);
     expect((await admin('diagnose')).stdout).toContain(`scaler:sb (bare-metal) on ${id('b')}: PROBLEM`);
 
+    // Drains act where the agent is: A names B for B's agent, and a fleet drain through A names what it left.
+    const there = await a.api<{ problems: string[] }>('POST', `/api/v1/agents/${id('b')}-agent/drain`);
+    expect(there.status).toBe(409);
+    expect(there.body.problems[0]).toContain(`connected to instance ${id('b')}`);
+    const fleet = await admin('agent', 'drain', '--all', '--json');
+    expect(fleet.code, fleet.stderr).toBe(0);
+    expect((JSON.parse(fleet.stdout) as { id: string }[]).map((x) => x.id)).toEqual([`${id('a')}-agent`]);
+    expect(fleet.stderr).toContain(`${id('b')}-agent on ${id('b')}`);
+
     // C dies: cluster status says so, and C's rows stay, marked dead.
     await c.kill9();
     const cluster = await eventually(
