@@ -6,6 +6,7 @@ import type { Logger } from '../util/logger.js';
 import { InstancesRepo, type InstanceStatus } from './instances-repo.js';
 import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
 import { LeaderWork, type LeaderTask } from './leader-work.js';
+import type { PeerPart } from './cluster-view.js';
 import { InstancePresence, type PresenceFacts } from './presence.js';
 import { QueueSync } from './queue-sync.js';
 import { RELOAD_CHANNEL, ReloadFanout, type ReloadOutcome } from './reload-fanout.js';
@@ -126,6 +127,11 @@ export class ClusterNode {
     await this.work.stop();
     await this.lease.stop();
     await this.presence.stop();
+  }
+
+  /** The other instances' parts of the cluster view; one instance on PGlite has no peers. */
+  async peerParts(): Promise<PeerPart[]> {
+    return this.opts.engine === 'postgres' ? this.repo.peerParts(this.opts.instanceId) : [];
   }
 
   async status(): Promise<{ self: string; instances: InstanceStatus[] }> {

@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../store/schema.js';
+import type { InstancePart, PeerPart } from './cluster-view.js';
 
 /** What one orchestrator reports about itself on every heartbeat. */
 export interface InstanceBeat {
@@ -12,6 +13,8 @@ export interface InstanceBeat {
   leader: boolean;
   /** Label sets this instance's scalers provision for (peers read them). */
   scaleLabelSets?: string[][];
+  /** This instance's part of the cluster view, as JSON; absent when unchanged since the last beat. */
+  part?: string;
 }
 
 export type InstanceState = 'alive' | 'dead' | 'stopped';
@@ -52,6 +55,7 @@ export class InstancesRepo {
       leader: b.leader,
       scale_label_sets: JSON.stringify(b.scaleLabelSets ?? []),
       last_heartbeat: sql<Date>`now()`,
+      ...(b.part !== undefined ? { part: b.part } : {}),
     };
     await this.db
       .insertInto('kici_instances')
@@ -69,7 +73,8 @@ export class InstancesRepo {
   async markStopped(id: string): Promise<void> {
     await this.db
       .updateTable('kici_instances')
-      .set({ stopped_at: sql<Date>`now()`, leader: false })
+      // Its agents and scalers are gone with it: no part is left to show.
+      .set({ stopped_at: sql<Date>`now()`, leader: false, part: null })
       .where('id', '=', id)
       .execute();
   }
@@ -138,10 +143,42 @@ export class InstancesRepo {
     return (await this.list()).filter((i) => i.id !== selfId && i.state === 'alive').map((i) => i.id);
   }
 
+  /** The published parts of the other instances that have not stopped cleanly, with their presence. */
+  async peerParts(selfId: string): Promise<PeerPart[]> {
+    const rows = await this.db
+      .selectFrom('kici_instances')
+      .select(['id', 'part'])
+      .where('id', '<>', selfId)
+      .where('stopped_at', 'is', null)
+      .where('part', 'is not', null)
+      .orderBy('id')
+      .execute();
+    if (!rows.length) return [];
+    const presence = new Map((await this.list()).map((i) => [i.id, i]));
+    return rows.flatMap((r) => {
+      const p = presence.get(r.id);
+      return p
+        ? [{ instance: r.id, state: p.state, heartbeatAgeMs: p.heartbeatAgeMs, part: r.part as InstancePart }]
+        : [];
+    });
+  }
+
   async list(): Promise<InstanceStatus[]> {
     const rows = await this.db
       .selectFrom('kici_instances')
-      .selectAll()
+      // Every column but the published part, which only the merged views read.
+      .select([
+        'id',
+        'address',
+        'version',
+        'heartbeat_ms',
+        'started_at',
+        'last_heartbeat',
+        'agents_connected',
+        'jobs_running',
+        'leader',
+        'stopped_at',
+      ])
       .select(sql<string>`floor(extract(epoch from (now() - last_heartbeat)) * 1000)`.as('age_ms'))
       .orderBy('id')
       .execute();

@@ -1,6 +1,7 @@
 import type { Logger } from '../util/logger.js';
 import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
+import { PART_REFRESH_BEATS, partFingerprint } from './cluster-view.js';
 import type { InstanceBeat, InstancesRepo } from './instances-repo.js';
 
 /** The live facts a heartbeat carries, read fresh on every beat. */
@@ -10,6 +11,8 @@ export interface PresenceFacts {
   jobsRunning: () => number;
   isLeader: () => boolean;
   scaleLabelSets?: () => string[][];
+  /** This instance's part of the cluster view (scaler status, diagnose, agents), published with the beat. */
+  part?: () => Promise<unknown>;
 }
 
 /**
@@ -20,6 +23,8 @@ export class InstancePresence {
   private timer: TimerHandle | undefined;
   private failing = false;
   private running: Promise<void> | undefined;
+  /** The fingerprint of the part as last stored, and the beats since: an unchanged part is not written again. */
+  private stored: { fingerprint: string; beatsAgo: number } | undefined;
 
   constructor(
     private readonly repo: InstancesRepo,
@@ -31,8 +36,28 @@ export class InstancePresence {
     private readonly clock: Clock = systemClock,
   ) {}
 
-  private beatOf(): InstanceBeat {
-    return {
+  /**
+   * The part to write with this beat: when it says something new, or when only its durations moved
+   * and the stored one is a few beats old. A part that cannot be built is skipped.
+   */
+  private async partOf(): Promise<{ json: string; fingerprint: string } | undefined> {
+    if (!this.facts.part) return undefined;
+    try {
+      const part = await this.facts.part();
+      const fingerprint = partFingerprint(part);
+      if (this.stored) this.stored.beatsAgo++;
+      if (this.stored?.fingerprint === fingerprint && this.stored.beatsAgo < PART_REFRESH_BEATS)
+        return undefined;
+      return { json: JSON.stringify(part), fingerprint };
+    } catch (err) {
+      this.log.warn({ err: errorMessage(err) }, "could not build this instance's part of the cluster view");
+      return undefined;
+    }
+  }
+
+  private async beatOf(): Promise<{ beat: InstanceBeat; fingerprint?: string }> {
+    const part = await this.partOf();
+    const beat: InstanceBeat = {
       id: this.instanceId,
       address: this.facts.address(),
       version: this.version,
@@ -41,19 +66,27 @@ export class InstancePresence {
       jobsRunning: this.facts.jobsRunning(),
       leader: this.facts.isLeader(),
       scaleLabelSets: this.facts.scaleLabelSets?.() ?? [],
+      ...(part ? { part: part.json } : {}),
     };
+    return part ? { beat, fingerprint: part.fingerprint } : { beat };
+  }
+
+  /** Store one beat; the part counts as stored only once the write went through. */
+  private async store(starting = false): Promise<void> {
+    const { beat, fingerprint } = await this.beatOf();
+    await this.repo.beat(beat, starting);
+    if (fingerprint !== undefined) this.stored = { fingerprint, beatsAgo: 0 };
   }
 
   /** First beat (a new life for the row), then one every interval. */
   async start(): Promise<void> {
-    await this.repo.beat(this.beatOf(), true);
+    await this.store(true);
     this.timer = every(this.clock, this.intervalMs, () => void this.beat());
   }
 
   /** One beat now (also used when leadership changes, so status shows it at once). */
   beat(): Promise<void> {
-    this.running ??= this.repo
-      .beat(this.beatOf())
+    this.running ??= this.store()
       .then(
         () => {
           if (this.failing) this.log.info('instance heartbeat stored again');

@@ -121,7 +121,9 @@ export async function applyReload(
   for (const k of kept) k.backend.applyReload(k.entry);
   // A changed entry may be the fix for what failed (a wrong path, a missing image): retry at once.
   const cleared = plan.updated.flatMap((name) =>
-    s.backoff.clear(name).map((labelSet) => ({ scaler: name, labelSet })),
+    s.backoff
+      .clear(name, undefined, { by: 'reload', atMs: m.opts.clock.now() })
+      .map((labelSet) => ({ scaler: name, labelSet })),
   );
   if (cleared.length) m.log.info({ cleared }, 'reload cleared the backoff of changed scalers');
   for (const b of built) s.backends.set(b.name, b);

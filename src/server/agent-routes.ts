@@ -5,6 +5,8 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { newId } from '../dispatch/job-rows.js';
 import { CloseCodes } from '../protocol/messages.js';
 import type { Store } from '../store/index.js';
+import { mergeAgents, type PeerPart } from '../cluster/cluster-view.js';
+import { partial, readPeerParts } from '../cluster/peer-read.js';
 import { monoNow, type Clock } from '../util/clock.js';
 import { uptimeMs } from './heartbeat-check.js';
 import {
@@ -24,6 +26,10 @@ export interface AgentRoutesDeps {
   store: Store;
   dispatcher: Dispatcher;
   clock: Clock;
+  /** This instance, named on its own rows of the merged list. */
+  instanceId: string;
+  /** The other instances' published parts (clustering); absent on one instance. */
+  peerParts?: (() => Promise<PeerPart[]>) | undefined;
 }
 
 function notFound(c: Context, what: string, id: string) {
@@ -67,6 +73,14 @@ function agentView(d: Dispatcher, clock: Clock, a: ConnectedAgent, gone?: Depart
   };
 }
 
+/** This instance's agents: connected ones, and static ones within their reconnect grace. */
+export function listAgents(d: Dispatcher, clock: Clock) {
+  const agents = d.registry.list().map((a) => agentView(d, clock, a));
+  for (const g of d.registry.departedWithin(clock.now(), d.reconnectGraceMs))
+    agents.push(agentView(d, clock, g.agent, g));
+  return agents;
+}
+
 /**
  * Agents and their tokens under /api/v1/agents: the list (with each agent's state), token minting,
  * listing and revocation, and an operator's drain and resume.
@@ -83,10 +97,14 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
       await next();
     });
 
-  app.get('/api/v1/agents', (c) => {
-    const agents = registry.list().map((a) => agentView(dispatcher, deps.clock, a));
-    for (const g of departed()) agents.push(agentView(dispatcher, deps.clock, g.agent, g));
-    return c.json({ agents });
+  app.get('/api/v1/agents', async (c) => {
+    const own = listAgents(dispatcher, deps.clock);
+    const peers = await readPeerParts(deps.peerParts);
+    return c.json({
+      self: deps.instanceId,
+      agents: mergeAgents(deps.instanceId, own, peers.parts),
+      ...partial(peers),
+    });
   });
 
   app.post('/api/v1/agents/tokens', async (c) => {
@@ -163,18 +181,36 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
     return gone && { a: gone.agent, gone };
   };
 
-  app.post('/api/v1/agents/:id/drain', (c) => {
+  // An agent held by another instance is acted on there: say which one instead of "does not exist".
+  const elsewhere = async (c: Context, id: string) => {
+    const holder = (await readPeerParts(deps.peerParts)).parts.find(
+      (p) => p.state === 'alive' && p.part.agents.some((a) => a.id === id),
+    );
+    return holder
+      ? c.json(
+          {
+            error: 'conflict',
+            problems: [
+              `agent ${id} is connected to instance ${holder.instance}: ask that instance (\`kici-admin cluster status\` lists its address)`,
+            ],
+          },
+          409,
+        )
+      : undefined;
+  };
+
+  app.post('/api/v1/agents/:id/drain', async (c) => {
     const id = c.req.param('id');
     const found = find(id);
-    if (!found) return notFound(c, 'agent', id);
+    if (!found) return (await elsewhere(c, id)) ?? notFound(c, 'agent', id);
     registry.hold(id);
     return c.json(agentView(dispatcher, deps.clock, found.a, found.gone));
   });
 
-  app.post('/api/v1/agents/:id/resume', (c) => {
+  app.post('/api/v1/agents/:id/resume', async (c) => {
     const id = c.req.param('id');
     const found = find(id);
-    if (!found) return notFound(c, 'agent', id);
+    if (!found) return (await elsewhere(c, id)) ?? notFound(c, 'agent', id);
     // Only an operator's drain is lifted: an agent leaving on SIGTERM, or a warm agent being retired,
     // must not be handed new work.
     if (!registry.release(id) && found.a.draining && !found.gone)

@@ -2,6 +2,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
 import { bad, describeIssues, readJsonBody } from './http-validation.js';
 
@@ -11,7 +12,10 @@ const bodySchema = z.strictObject({
   labelSet: z.string().min(1).max(8192).optional(),
 });
 
-export function registerBackoffRoutes(app: Hono, deps: { dispatcher: Dispatcher; logger: Logger }): void {
+export function registerBackoffRoutes(
+  app: Hono,
+  deps: { dispatcher: Dispatcher; logger: Logger; clock: Clock },
+): void {
   app.post('/api/v1/scaler/reset-backoff', async (c) => {
     const body = await readJsonBody(c);
     if (!body.ok) return bad(c, body.problems);
@@ -24,7 +28,7 @@ export function registerBackoffRoutes(app: Hono, deps: { dispatcher: Dispatcher;
         { error: 'not found', problems: [`scaler: no scaler named ${JSON.stringify(name)}`] },
         404,
       );
-    const cleared = scaler.backoff.clear(name, labelSet);
+    const cleared = scaler.backoff.clear(name, labelSet, { by: 'operator', atMs: deps.clock.now() });
     deps.logger.info({ scaler: name, labelSet, cleared }, 'provisioning backoff reset by an operator');
     scaler.notifyCapacityFreed();
     return c.json({ scaler: name, cleared });

@@ -32,6 +32,8 @@ import type { Metrics } from './metrics.js';
 import type { StoreProbe } from './readiness.js';
 import { describeScalerStatus, explainJob } from './scaler-views.js';
 import { diagnoseScalers } from './scaler-diagnose.js';
+import { mergeDiagnose, mergeScalerStatus, type PeerPart } from '../cluster/cluster-view.js';
+import { partial, readPeerParts } from '../cluster/peer-read.js';
 import { reapOrphans } from './reap-orphans.js';
 import { parseReloadRequest, type ReloadRequest } from './reload-request.js';
 import { registerScalerAuditRoutes } from './scaler-audit-routes.js';
@@ -60,6 +62,10 @@ export interface HttpApiDeps {
   scalerConfigPath?: string | undefined;
   /** The instances sharing this database (clustering). */
   clusterStatus?: () => Promise<unknown>;
+  /** This instance, named on its own rows of status, diagnose and the agent list. */
+  instanceId: string;
+  /** The other instances' published parts of those views (clustering); absent on one instance. */
+  peerParts?: (() => Promise<PeerPart[]>) | undefined;
   /** Clustering: a cancel that also reaches jobs held by another instance. */
   cancelJob?: (id: string) => Promise<CancelOutcome>;
   /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */
@@ -294,13 +300,26 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   registerAgentRoutes(app, deps);
   registerEventRoutes(app, deps);
 
-  app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
-  app.get('/api/v1/scaler/diagnose', async (c) =>
-    c.json({
-      ...(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+  // Every instance's part: this one's live, the others' as they last published them.
+  app.get('/api/v1/scaler/status', async (c) => {
+    const peers = await readPeerParts(deps.peerParts);
+    return c.json({
+      ...mergeScalerStatus(deps.instanceId, describeScalerStatus(dispatcher, deps.clock), peers.parts),
+      ...partial(peers),
+    });
+  });
+  app.get('/api/v1/scaler/diagnose', async (c) => {
+    const peers = await readPeerParts(deps.peerParts);
+    return c.json({
+      ...mergeDiagnose(
+        deps.instanceId,
+        await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath),
+        peers.parts,
+      ),
+      ...partial(peers),
       ...(deps.retention ? { database: await deps.retention.view() } : {}),
-    }),
-  );
+    });
+  });
   registerRetentionRoutes(app, deps);
   registerBackupRoute(app, deps);
   app.get('/api/v1/scaler/explain/:jobId', async (c) => {

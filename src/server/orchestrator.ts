@@ -25,6 +25,7 @@ import { answerClientErrors, createAgentEndpoint, type AgentEndpoint } from './a
 import { GatewayListeners, isLoopbackHost } from './gateway-listener.js';
 import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
+import { instancePart } from './instance-part.js';
 import { createHttpApi } from './http-api.js';
 import { holdUntilClosed, lockDataDir, restrictUmask } from './data-dir-lock.js';
 import { loadInstanceId } from './instance.js';
@@ -393,6 +394,8 @@ export class Orchestrator {
       ...(this.probe ? { readiness: this.probe } : {}),
       reloadScaler: (o) => this.reloadEverywhere(o),
       clusterStatus: () => this.clusterStatus(),
+      instanceId: this.instanceId,
+      peerParts: async () => (await this.cluster?.peerParts()) ?? [],
       ...(this.database.engine === 'postgres' && {
         cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
       }),
@@ -463,6 +466,11 @@ export class Orchestrator {
         jobsRunning: () => this.dispatcher.active.size,
         scaleLabelSets: () =>
           this.scaler?.scalerEntries().flatMap((e) => e.entry.labelSets.map((ls) => [...ls.labels])) ?? [],
+        // Only peers read it: one instance on PGlite answers from its live state.
+        ...(database.engine === 'postgres' && {
+          part: () =>
+            instancePart(this.dispatcher, this.opts.clock ?? systemClock, this.opts.scalerConfigPath),
+        }),
       },
       resyncQueue: () => this.dispatcher.resyncQueued(),
       applyCancels: () => applyCancelRequests(this.remoteCancelDeps()),

@@ -19,6 +19,7 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
   const book = scaler.capBook();
   const entries = scaler.entries();
   const backoff = scaler.backoff.snapshot();
+  const lifts = scaler.backoff.liftHistory();
   return {
     configured: true,
     globalMaxAgents: scaler.config.globalMaxAgents,
@@ -58,6 +59,15 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
             consecutiveFailures: b.consecutive,
             retryInMs: Math.max(0, b.deferUntilMs - now),
             lastError: b.lastError ?? null,
+          })),
+        // The last lift of each label set, so status shows why a backoff ended before its time.
+        backoffLifted: lifts
+          .filter((l) => l.scalerName === s.name)
+          .map((l) => ({
+            labelSet: l.labelSetKey,
+            by: l.by,
+            at: new Date(l.atMs).toISOString(),
+            consecutiveFailures: l.consecutive,
           })),
         warmPool:
           s.warmPool?.enabled && retiringSinceMs === undefined

@@ -439,6 +439,15 @@ const migrations: Record<string, Migration> = {
       await sql`alter table jobs add column owner text`.execute(db);
     },
   },
+  /**
+   * One cluster view: each instance publishes its own part (scaler status, diagnose rows, the agents
+   * connected to it) with its heartbeat, so whichever instance answers can show every instance's part.
+   */
+  '026_cluster_view': {
+    async up(db: Kysely<unknown>) {
+      await sql`alter table kici_instances add column part jsonb`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

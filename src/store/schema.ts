@@ -169,6 +169,8 @@ export interface KiciInstancesTable {
   leader: Generated<boolean>;
   stopped_at: NullableTimestamp;
   scale_label_sets: ColumnType<string[][], string | undefined, string>;
+  /** What this instance last published of its own state (the cluster view); null before the first. */
+  part: ColumnType<unknown, string | null | undefined, string | null>;
 }
 
 export interface Database {

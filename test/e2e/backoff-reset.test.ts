@@ -26,7 +26,16 @@ const broken = () => bareMetalConfig({}, [{ labels: ['linux', 'small'], binaryPa
 const fixed = () => bareMetalConfig({}, [{ labels: ['linux', 'small'], binaryPath: AGENT_BIN }]);
 
 interface Status {
-  scalers: { name: string; backoff: { labelSet: string; consecutiveFailures: number }[] }[];
+  scalers: {
+    name: string;
+    backoff: { labelSet: string; consecutiveFailures: number }[];
+    backoffLifted: { labelSet: string; by: string; at: string; consecutiveFailures: number }[];
+  }[];
+}
+
+async function lifts(): Promise<[string, string][]> {
+  const { body } = await t!.api<Status>('GET', '/api/v1/scaler/status');
+  return body.scalers.flatMap((s) => s.backoffLifted.map((l) => [l.labelSet, l.by] as [string, string]));
 }
 
 async function backingOff(): Promise<string[]> {
@@ -50,6 +59,7 @@ describe('provisioning backoff', () => {
     const res = await t.api<{ result: string }>('POST', '/api/v1/scaler/reload');
     expect(res.body.result).toBe('applied');
     expect(await backingOff()).toEqual([]);
+    expect(await lifts()).toEqual([['linux,small', 'reload']]);
     const done = await t.waitForJob(id, undefined, 20_000);
     expect(done.state).toBe('succeeded');
   });
@@ -64,6 +74,11 @@ describe('provisioning backoff', () => {
     ).exited;
     expect(r.code, r.stderr).toBe(0);
     expect(JSON.parse(r.stdout)).toEqual({ scaler: 'bm', cleared: ['linux,small'] });
+    expect(await lifts()).toEqual([['linux,small', 'operator']]);
+    const text = await runNode([ADMIN_BIN, 'scaler', 'status'], env).exited;
+    expect(text.stdout).toMatch(
+      /^bm: backoff of \[linux,small\] lifted by an operator at \S+ \(after \d+ failure\(s\)\)$/m,
+    );
     const missing = await runNode([ADMIN_BIN, 'scaler', 'reset-backoff', 'nope'], env).exited;
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/no scaler named "nope"/);

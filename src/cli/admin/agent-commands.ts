@@ -3,9 +3,10 @@ import { parseDurationMs } from '../../util/duration.js';
 import { UsageError } from '../../util/errors.js';
 import { age, printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { instanceCell, manyInstances, warnIfPartial, type InstanceMarked } from './instance-column.js';
 import { registerTokenAdminCommands } from './token-commands.js';
 
-interface AgentView {
+interface AgentView extends InstanceMarked {
   id: string;
   kind: string;
   scaler: string | null;
@@ -49,10 +50,17 @@ async function fleetTargets(c: AdminClient, agentId: string | undefined, o: Flee
     .filter(Boolean);
   if (o.selector !== undefined && !want.length)
     throw new UsageError('--selector: at least one label, comma-separated (linux,gpu)');
-  const { agents } = await c.request<{ agents: AgentView[] }>('GET', '/api/v1/agents');
-  return agents
-    .filter((a) => a.state !== 'disconnected' && want.every((l) => a.labels.includes(l)))
-    .map((a) => a.id);
+  const { self, agents } = await c.request<{ self?: string; agents: AgentView[] }>('GET', '/api/v1/agents');
+  const chosen = agents.filter((a) => a.state !== 'disconnected' && want.every((l) => a.labels.includes(l)));
+  // The list shows every instance's agents; a drain is carried out by the instance that holds the agent.
+  const elsewhere = chosen.filter(
+    (a) => self !== undefined && a.instance !== undefined && a.instance !== self,
+  );
+  if (elsewhere.length)
+    process.stderr.write(
+      `left ${elsewhere.length} agent(s) connected to other instances (${elsewhere.map((a) => `${a.id} on ${instanceCell(a)}`).join(', ')}): run the drain against those instances; \`kici-admin cluster status\` lists their addresses\n`,
+    );
+  return chosen.filter((a) => !elsewhere.includes(a)).map((a) => a.id);
 }
 
 export function registerAgentCommands(program: Command, client: (c: Command) => Promise<AdminClient>): void {
@@ -63,11 +71,28 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
     .description('agents: connected ones, and static ones within their reconnect grace')
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
-      const res = await (await client(cmd)).request<{ agents: AgentView[] }>('GET', '/api/v1/agents');
+      const res = await (
+        await client(cmd)
+      ).request<{ agents: AgentView[]; peersUnavailable?: string }>('GET', '/api/v1/agents');
+      warnIfPartial(res);
       if (o.json) return printJson(res.agents);
+      const many = manyInstances(res.agents);
       process.stdout.write(
         table(
-          ['AGENT', 'KIND', 'STATE', 'JOB', 'SCALER', 'BACKEND', 'HOST', 'VERSION', 'UP', 'IDLE', 'LABELS'],
+          [
+            'AGENT',
+            'KIND',
+            'STATE',
+            'JOB',
+            'SCALER',
+            'BACKEND',
+            'HOST',
+            'VERSION',
+            'UP',
+            'IDLE',
+            'LABELS',
+            ...(many ? ['INSTANCE'] : []),
+          ],
           res.agents.map((a) => [
             a.id,
             a.kind,
@@ -80,6 +105,7 @@ export function registerAgentCommands(program: Command, client: (c: Command) => 
             a.state === 'disconnected' ? `gone ${age(a.disconnectedAt)}` : upFor(a),
             typeof a.idleMs === 'number' ? age(new Date(0), new Date(a.idleMs)) : '-',
             a.labels.filter((l) => !l.startsWith('kici:')).join(','),
+            ...(many ? [instanceCell(a)] : []),
           ]),
         ) + '\n',
       );

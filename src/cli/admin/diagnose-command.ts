@@ -1,13 +1,15 @@
 import type { Command } from 'commander';
 import { printJson } from '../output.js';
 import type { AdminClient } from './client.js';
+import { instanceCell, manyInstances, warnIfPartial, type InstanceMarked } from './instance-column.js';
 import type { DatabaseView } from '../../server/retention.js';
 
 interface Diagnosis {
   configured: boolean;
+  peersUnavailable?: string;
   database?: DatabaseView;
   healthy: boolean;
-  scalers: {
+  scalers: (InstanceMarked & {
     name: string;
     type: string;
     healthy: boolean;
@@ -31,9 +33,9 @@ interface Diagnosis {
     findings: { problem: string; fix: string }[];
     /** Unconfined label sets (trust: host) and what a job there can do. */
     risks?: string[];
-  }[];
-  /** PASS / WARN / FAIL per scaler, on the spawn failures of the last five minutes. */
-  checks?: { name: string; status: 'PASS' | 'WARN' | 'FAIL'; message: string }[];
+  })[];
+  /** PASS / WARN / FAIL per scaler, on the spawn failures of the last five minutes; WARN for a dead instance. */
+  checks?: (InstanceMarked & { name: string; status: 'PASS' | 'WARN' | 'FAIL'; message: string })[];
 }
 
 const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
@@ -41,11 +43,14 @@ const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 /** The human report: one block per scaler, headed `scaler:<name>` as the backoff message says. */
 function render(d: Diagnosis): string {
   const db = d.database ? renderDatabase(d.database) : '';
-  const rows = (d.checks ?? []).map((c) => `${c.status.padEnd(4)}  ${c.name}  ${c.message}`);
+  // Rows of several instances name theirs; one instance's report reads as it always did.
+  const many = manyInstances([...d.scalers, ...(d.checks ?? [])]);
+  const on = (r: InstanceMarked) => (many ? ` on ${instanceCell(r)}` : '');
+  const rows = (d.checks ?? []).map((c) => `${c.status.padEnd(4)}  ${c.name}${on(c)}  ${c.message}`);
   if (!d.configured) return `${db}${[...rows, 'no scaler is configured', ''].join('\n')}`;
   const out: string[] = [...(db ? [db.trimEnd()] : []), ...rows];
   for (const s of d.scalers) {
-    out.push(`scaler:${s.name} (${s.type}): ${s.healthy ? 'ok' : 'PROBLEM'}`);
+    out.push(`scaler:${s.name} (${s.type})${on(s)}: ${s.healthy ? 'ok' : 'PROBLEM'}`);
     const cap = s.caps.resourceCap;
     out.push(
       `  caps: ${s.caps.active}/${s.caps.maxAgents} agents, ${s.caps.reserved} reserved, ${s.caps.usage.cpus} cpu, ${mib(s.caps.usage.memBytes)}` +
@@ -102,6 +107,7 @@ export function registerDiagnoseCommand(
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
       const d = await (await client(cmd)).request<Diagnosis>('GET', '/api/v1/scaler/diagnose');
+      warnIfPartial(d);
       if (o.json) printJson(d);
       else process.stdout.write(render(d));
       // Scripts and health checks read the exit status: 1 when anything needs fixing.

@@ -1,16 +1,23 @@
 import type { Command } from 'commander';
 import { printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { instanceCell, manyInstances, warnIfPartial, type InstanceMarked } from './instance-column.js';
 import { registerOrphanCommands } from './orphan-commands.js';
 import { registerReloadCommand } from './reload-command.js';
 
-interface StatusView {
-  configured: boolean;
+interface GlobalFigures {
   globalMaxAgents?: number;
   globalActive?: number;
   globalReserved?: number;
   globalUsage?: { cpus: number; memBytes: number };
-  scalers: {
+}
+
+interface StatusView extends GlobalFigures {
+  configured: boolean;
+  /** Each instance's global figures (cluster view); absent from servers that predate it. */
+  instances?: (GlobalFigures & InstanceMarked & { configured: boolean })[];
+  peersUnavailable?: string;
+  scalers: (InstanceMarked & {
     name: string;
     type: string;
     /** Removed by a reload and still draining its agents. */
@@ -27,6 +34,13 @@ interface StatusView {
       consecutiveFailures: number;
       retryInMs: number;
       lastError: { kind: string; message: string } | null;
+    }[];
+    /** The last lift of each label set's backoff: by a reload that changed the scaler, or by an operator. */
+    backoffLifted?: {
+      labelSet: string;
+      by: 'reload' | 'operator';
+      at: string;
+      consecutiveFailures: number;
     }[];
     /** Bare-metal: how each label set's jobs are confined, and the risk of an unconfined one. */
     confinement?: { labelSet: string; mode: string; risk: string | null }[];
@@ -51,8 +65,11 @@ interface StatusView {
       }[];
       skipped?: { labelSet: string; reason: string }[];
     } | null;
-  }[];
+  })[];
 }
+
+const globalLine = (g: GlobalFigures) =>
+  `${g.globalActive}/${g.globalMaxAgents} agents, ${g.globalReserved} reserved, ${g.globalUsage!.cpus} cpu, ${mib(g.globalUsage!.memBytes)}`;
 
 const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 
@@ -66,11 +83,15 @@ export function registerScalerApiCommands(
     .option('--json', 'machine-readable output')
     .action(async (o: { json?: boolean }, cmd: Command) => {
       const s = await (await client(cmd)).request<StatusView>('GET', '/api/v1/scaler/status');
+      warnIfPartial(s);
       if (o.json) return printJson(s);
       if (!s.configured) return void process.stdout.write('no scaler is configured\n');
-      process.stdout.write(
-        `global: ${s.globalActive}/${s.globalMaxAgents} agents, ${s.globalReserved} reserved, ${s.globalUsage!.cpus} cpu, ${mib(s.globalUsage!.memBytes)}\n`,
-      );
+      const many = manyInstances(s.scalers);
+      if (!many) process.stdout.write(`global: ${globalLine(s)}\n`);
+      // One line per instance: each holds its own caps and counts.
+      else
+        for (const g of (s.instances ?? []).filter((x) => x.configured))
+          process.stdout.write(`global (${instanceCell(g)}): ${globalLine(g)}\n`);
       process.stdout.write(
         table(
           [
@@ -85,6 +106,7 @@ export function registerScalerApiCommands(
             'CAP',
             'WARM',
             'BACKOFF',
+            ...(many ? ['INSTANCE'] : []),
           ],
           s.scalers.map((r) => [
             r.retiring ? `${r.name} (retiring)` : r.name,
@@ -114,27 +136,36 @@ export function registerScalerApiCommands(
                   )
                   .join('; ')
               : '-',
+            ...(many ? [instanceCell(r)] : []),
           ]),
         ) + '\n',
       );
+      const who = (r: InstanceMarked & { name: string }) =>
+        many ? `${r.name} (${instanceCell(r)})` : r.name;
       for (const r of s.scalers) {
         for (const k of r.warmPool?.skipped ?? [])
-          process.stdout.write(`${r.name}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
+          process.stdout.write(`${who(r)}: the warm pool skips label set [${k.labelSet}]: ${k.reason}\n`);
       }
       for (const r of s.scalers) {
-        for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${r.name}: risk: ${c.risk}\n`);
+        for (const l of r.backoffLifted ?? [])
+          process.stdout.write(
+            `${who(r)}: backoff of [${l.labelSet}] lifted by ${l.by === 'reload' ? 'a reload' : 'an operator'} at ${l.at} (after ${l.consecutiveFailures} failure(s))\n`,
+          );
+      }
+      for (const r of s.scalers) {
+        for (const c of r.confinement ?? []) if (c.risk) process.stdout.write(`${who(r)}: risk: ${c.risk}\n`);
       }
       for (const r of s.scalers) {
         const g = r.deliveryGivenUp;
         if (g)
           process.stdout.write(
-            `${r.name}: ${g.event} for ${g.agentId} to ${g.target} was given up: ${g.lastError} (kici-admin event show ${g.eventId})\n`,
+            `${who(r)}: ${g.event} for ${g.agentId} to ${g.target} was given up: ${g.lastError} (kici-admin event show ${g.eventId})\n`,
           );
       }
       for (const r of s.scalers.filter((x) => x.retiring)) {
         const left = (r.agents ?? []).map((a) => `${a.agentId} (${a.phase})`).join(', ');
         process.stdout.write(
-          `${r.name}: retiring, ${r.agents?.length ?? 0} agent(s) left${left ? `: ${left}` : ''}\n`,
+          `${who(r)}: retiring, ${r.agents?.length ?? 0} agent(s) left${left ? `: ${left}` : ''}\n`,
         );
       }
     });

@@ -50,6 +50,16 @@ export interface BackoffStreak {
   lastError?: BackoffError;
 }
 
+/** The last time a label set's backoff was lifted before it ran out, and by whom (shown in status). */
+export interface BackoffLift {
+  scalerName: string;
+  labelSetKey: string;
+  by: 'reload' | 'operator';
+  atMs: number;
+  /** The streak the lift ended. */
+  consecutive: number;
+}
+
 export type BackoffCheck =
   | { blocked: false }
   | { blocked: true; retryAfterMs: number; consecutive: number; lastError?: BackoffError; reason: string };
@@ -108,6 +118,8 @@ export class ProvisionBackoff {
    * provision (local prune and leader reaper both see it) cannot re-arm a recovered label set.
    */
   private readonly counted = new Map<string, Set<string>>();
+  /** Per key, the last lift (operator or reload): a lift is news until the next one replaces it. */
+  private readonly lifts = new Map<string, BackoffLift>();
 
   constructor(opts: ProvisionBackoffOptions = {}) {
     this.baseMs = opts.baseMs ?? DEFAULT_PROVISION_BACKOFF.baseMs;
@@ -218,21 +230,27 @@ export class ProvisionBackoff {
    * the cause. The memory of counted agents stays, so a late report of an old failure cannot re-arm
    * it. Returns the label set keys that had a backoff.
    */
-  clear(scalerName: string, labelSetKey?: string): string[] {
+  clear(scalerName: string, labelSetKey?: string, lift?: { by: BackoffLift['by']; atMs: number }): string[] {
     const cleared: string[] = [];
-    for (const key of [...this.states.keys()]) {
+    for (const [key, state] of [...this.states]) {
       const k = parseBackoffKey(key);
       if (k.scalerName !== scalerName || (labelSetKey !== undefined && k.labelSetKey !== labelSetKey))
         continue;
       this.states.delete(key);
       cleared.push(k.labelSetKey);
+      if (lift) this.lifts.set(key, { ...k, ...lift, consecutive: state.consecutive });
     }
     return cleared;
   }
 
+  /** The last lift of each label set, oldest first. */
+  liftHistory(): BackoffLift[] {
+    return [...this.lifts.values()].sort((x, y) => x.atMs - y.atMs);
+  }
+
   /** Forget everything about keys whose scaler is gone (reload removed it). */
   forgetScaler(scalerName: string): void {
-    for (const map of [this.states, this.counted]) {
+    for (const map of [this.states, this.counted, this.lifts]) {
       for (const key of map.keys()) if (parseBackoffKey(key).scalerName === scalerName) map.delete(key);
     }
   }

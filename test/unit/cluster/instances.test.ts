@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { resolveInstanceId } from '../../../src/cluster/instance-id.js';
 import { InstancesRepo } from '../../../src/cluster/instances-repo.js';
 import { InstancePresence } from '../../../src/cluster/presence.js';
+import { PART_REFRESH_BEATS } from '../../../src/cluster/cluster-view.js';
 import { ClusterNode } from '../../../src/cluster/cluster-node.js';
 import { renderClusterStatus } from '../../../src/cli/admin/cluster-commands.js';
 import { UserError } from '../../../src/util/errors.js';
@@ -96,6 +97,48 @@ describe('kici_instances', () => {
     await eventually(async () => (await repo.list())[0]?.agentsConnected === 4, 5_000, 'a later beat');
     await p.stop();
     expect((await repo.list())[0]!.state).toBe('stopped');
+  });
+
+  it('publishes its part of the cluster view with the beat, only when it changed; peers read it with presence', async () => {
+    let agents = [{ id: 'ag-1' }];
+    const part = () =>
+      Promise.resolve({
+        scalerStatus: { configured: false, scalers: [] },
+        diagnose: { configured: false, healthy: true, scalers: [] },
+        agents,
+      });
+    const facts = {
+      address: () => 'http://x:1',
+      agentsConnected: () => agents.length,
+      jobsRunning: () => 0,
+      isLeader: () => false,
+      part,
+    };
+    // A long interval: every beat in this test is asked for.
+    const p = new InstancePresence(repo, 'orch-v', '1.2.3', 60_000, facts, pino({ level: 'silent' }));
+    await p.start();
+    const ids = async () => (await repo.peerParts('other')).map((x) => [x.instance, x.state, x.part.agents]);
+    expect(await ids()).toEqual([['orch-v', 'alive', [{ id: 'ag-1' }]]]);
+    expect(await repo.peerParts('orch-v')).toEqual([]); // never its own
+
+    // Unchanged: the beat leaves the stored part alone (a marker written behind its back survives).
+    await sql`update kici_instances set part = '{"marker":true}'`.execute(fresh.store.db);
+    await p.beat();
+    expect((await repo.peerParts('other'))[0]!.part).toEqual({ marker: true });
+    // Only the time passed: still not news until the part is a few beats old, then rewritten.
+    for (let i = 2; i < PART_REFRESH_BEATS; i++) await p.beat();
+    expect((await repo.peerParts('other'))[0]!.part).toEqual({ marker: true });
+    await p.beat();
+    expect(await ids()).toEqual([['orch-v', 'alive', [{ id: 'ag-1' }]]]);
+    agents = [{ id: 'ag-2' }];
+    await p.beat();
+    expect(await ids()).toEqual([['orch-v', 'alive', [{ id: 'ag-2' }]]]);
+
+    // A dead instance's part stays, marked dead; a clean stop takes it away.
+    await sql`update kici_instances set last_heartbeat = now() - interval '1 hour'`.execute(fresh.store.db);
+    expect((await ids())[0]![1]).toBe('dead');
+    await p.stop();
+    expect(await ids()).toEqual([]);
   });
 });
 

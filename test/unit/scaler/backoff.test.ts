@@ -146,6 +146,32 @@ describe('ProvisionBackoff', () => {
   });
 });
 
+describe('ProvisionBackoff lifts', () => {
+  it('remembers the last lift of each label set, by whom and the streak it ended; a plain clear leaves none', () => {
+    const b = new ProvisionBackoff();
+    const other = backoffKey('bm', 'linux,arm');
+    b.recordFailure(KEY, T0);
+    b.recordFailure(KEY, T0 + 1);
+    b.recordFailure(other, T0);
+    expect(b.clear('bm', 'linux,x64', { by: 'operator', atMs: T0 + 5 })).toEqual(['linux,x64']);
+    expect(b.check(KEY, T0 + 6)).toEqual({ blocked: false });
+    expect(b.liftHistory()).toEqual([
+      { scalerName: 'bm', labelSetKey: 'linux,x64', by: 'operator', atMs: T0 + 5, consecutive: 2 },
+    ]);
+    // A reload lifts the rest; a label set that was not backing off gets no row.
+    expect(b.clear('bm', undefined, { by: 'reload', atMs: T0 + 9 })).toEqual(['linux,arm']);
+    expect(b.liftHistory().map((l) => [l.labelSetKey, l.by])).toEqual([
+      ['linux,x64', 'operator'],
+      ['linux,arm', 'reload'],
+    ]);
+    b.recordFailure(KEY, T0 + 10);
+    b.clear('bm');
+    expect(b.liftHistory()).toHaveLength(2);
+    b.forgetScaler('bm');
+    expect(b.liftHistory()).toEqual([]);
+  });
+});
+
 describe('backoffKey', () => {
   it('is scaler|labelSetKey and round-trips names with separators', () => {
     expect(backoffKey('bm', 'a,b')).toBe('bm|a,b');

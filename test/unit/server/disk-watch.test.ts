@@ -87,6 +87,7 @@ describe('the HTTP surface while the disk is low', () => {
     onTestFinished(() => s.close());
     const { token } = await s.store.accessTokens.create({ name: 'ops', role: 'operator', now: new Date() });
     const app = createHttpApi({
+      instanceId: 'test',
       isReady: () => true,
       diskSpace: { verdict: () => ({ ok: false, freeBytes: 10 * MiB, problem }) },
       store: s.store,

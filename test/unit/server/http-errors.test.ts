@@ -25,6 +25,7 @@ describe('HTTP API when the store fails', () => {
     const dispatcher = new Dispatcher({ store, clock: systemClock, logger: pino({ level: 'silent' }) });
     const probe = new StoreProbe(db.db, [], logger);
     const app = createHttpApi({
+      instanceId: 'test',
       store,
       dispatcher,
       clock: systemClock,

@@ -20,6 +20,7 @@ async function api(metricsPublic: boolean) {
   close = fresh.close;
   const logger = pino({ level: 'silent' });
   const app = createHttpApi({
+    instanceId: 'test',
     store: fresh.store,
     dispatcher: new Dispatcher({ store: fresh.store, clock: systemClock, logger }),
     clock: systemClock,

@@ -26,6 +26,7 @@ beforeAll(async () => {
   const dispatcher = new Dispatcher({ store: s.store, clock: systemClock, logger });
   const metrics = new Metrics();
   app = createHttpApi({
+    instanceId: 'test',
     retention: new RetentionService(
       s.db.db,
       s.db.engine,

@@ -22,6 +22,7 @@ beforeAll(async () => {
   auth.authorization = `Bearer ${token}`;
   const logger = pino({ level: 'silent' });
   app = createHttpApi({
+    instanceId: 'test',
     store: s.store,
     dispatcher: new Dispatcher({ store: s.store, clock: systemClock, logger }),
     clock: systemClock,
