@@ -1,3 +1,4 @@
+import type { LiveScalerSettings } from '../cluster/live-settings.js';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
@@ -60,6 +61,8 @@ export interface HttpApiDeps {
   scalerConfigPath?: string | undefined;
   /** The instances sharing this database (clustering). */
   clusterStatus?: () => Promise<unknown>;
+  /** Settings an admin changes for every instance on the database (`kici-admin cluster-settings`). */
+  clusterSettings?: LiveScalerSettings | undefined;
   /** Clustering: a cancel that also reaches jobs held by another instance. */
   cancelJob?: (id: string) => Promise<CancelOutcome>;
   /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */

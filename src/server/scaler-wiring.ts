@@ -1,3 +1,4 @@
+import type { LiveScalerSettings } from '../cluster/live-settings.js';
 import type { ScalerConfig, ScalerEntry } from '../config/index.js';
 import { NftAgentIsolation } from '../net/nft-isolation.js';
 import { createNftRunner } from '../net/nft-runner.js';
@@ -51,6 +52,8 @@ export async function buildScaler(
     instanceId: string;
     agentUrl: () => string;
     scaleEvents: ScaleEventRouter;
+    /** Cluster-wide values that replace the timing below while running. */
+    live?: LiveScalerSettings | undefined;
   },
 ): Promise<ScalerManager> {
   const backends = [];
@@ -73,7 +76,8 @@ export async function buildScaler(
     for (const pool of config.machinePools) ledger.registerPool(pool.name, pool.cap);
     ledger.start();
   }
-  return new ScalerManager({
+  const live = deps.live;
+  const manager = new ScalerManager({
     config,
     ledger,
     backends,
@@ -84,7 +88,15 @@ export async function buildScaler(
     orchestratorUrlFor: (entry: ScalerEntry) => entry.orchestratorUrl ?? deps.agentUrl(),
     scaleEvents: deps.scaleEvents,
     ...managerTiming(opts),
+    ...(live ? { liveAgentTokenTtlMs: () => live.get('agentTokenTtlMs') } : {}),
   });
+  if (live)
+    manager.state.backoff.follow(() => ({
+      baseMs: live.get('scalerProvisionBackoffBaseMs'),
+      maxMs: live.get('scalerProvisionBackoffMaxMs'),
+      maxConsecutiveFailures: live.get('scalerProvisionMaxConsecutiveFailures'),
+    }));
+  return manager;
 }
 
 /** The manager's deadlines and backoff from the orchestrator's options (the manager's defaults otherwise). */

@@ -439,6 +439,20 @@ const migrations: Record<string, Migration> = {
       await sql`alter table jobs add column owner text`.execute(db);
     },
   },
+  /**
+   * Settings an admin changes for every orchestrator on this database at once; a missing row means
+   * each instance uses its own flag, variable or default.
+   */
+  '025_cluster_settings': {
+    async up(db: Kysely<unknown>) {
+      await sql`create table cluster_settings (
+        key text primary key,
+        value bigint not null,
+        updated_at timestamptz not null default now(),
+        updated_by text
+      )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };
