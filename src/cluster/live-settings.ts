@@ -67,7 +67,10 @@ export class LiveScalerSettings {
       this.failing = false;
     } catch (err) {
       if (!this.failing)
-        this.log.warn({ err: errorMessage(err) }, 'could not read the cluster settings; keeping the last ones');
+        this.log.warn(
+          { err: errorMessage(err) },
+          'could not read the cluster settings; keeping the last ones',
+        );
       this.failing = true;
     }
   }

@@ -256,9 +256,7 @@ export class EventProvisionReaper {
   }
 
   private async purge(now: number): Promise<void> {
-    const purged = await this.claims.purgeExpired(
-      new Date(now - this.claimRetentionMs),
-    );
+    const purged = await this.claims.purgeExpired(new Date(now - this.claimRetentionMs));
     if (purged) this.log.info({ purged }, 'expired claim codes purged');
     // An outcome answers "was it adopted?" for a spawner's stale prune, which runs a spawn deadline
     // after the provision, and records how it ended: kept a day, or twice the spawn deadline.

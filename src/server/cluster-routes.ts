@@ -28,11 +28,13 @@ export function registerClusterRoutes(app: Hono, deps: ClusterRouteDeps): void {
   // PUT /api/v1/cluster/settings { values: { <key>: <number | null> } } → the settings as now in force.
   app.put('/api/v1/cluster/settings', async (c) => {
     const live = deps.clusterSettings;
-    if (!live) return c.json({ error: 'not available', problems: ['this server has no cluster settings'] }, 404);
+    if (!live)
+      return c.json({ error: 'not available', problems: ['this server has no cluster settings'] }, 404);
     const body = await readJsonBody(c);
     if (!body.ok) return bad(c, body.problems);
     const values = (body.value as { values?: unknown } | null)?.values;
-    if (values && typeof values === 'object') c.set('auditTarget', Object.keys(values).join(',').slice(0, 200));
+    if (values && typeof values === 'object')
+      c.set('auditTarget', Object.keys(values).join(',').slice(0, 200));
     const r = await live.set(values, c.get('accessToken')?.name ?? null, new Date(deps.clock.now()));
     if (!r.ok) return bad(c, r.problems);
     return c.json({ settings: r.settings });

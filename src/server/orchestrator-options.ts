@@ -128,7 +128,8 @@ export function instanceSettings(opts: OrchestratorOptions): ScalerSettings {
     agentTokenTtlMs: opts.agentTokenTtlMs ?? s.agentTokenTtlMs,
     scalerProvisionBackoffBaseMs: b?.baseMs ?? s.scalerProvisionBackoffBaseMs,
     scalerProvisionBackoffMaxMs: b?.maxMs ?? s.scalerProvisionBackoffMaxMs,
-    scalerProvisionMaxConsecutiveFailures: b?.maxConsecutiveFailures ?? s.scalerProvisionMaxConsecutiveFailures,
+    scalerProvisionMaxConsecutiveFailures:
+      b?.maxConsecutiveFailures ?? s.scalerProvisionMaxConsecutiveFailures,
   };
 }
 
