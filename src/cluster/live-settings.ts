@@ -61,8 +61,11 @@ export class LiveScalerSettings {
 
   async refresh(): Promise<void> {
     try {
-      this.overrides = await this.repo.read();
+      const read = await this.repo.read();
+      const changed = JSON.stringify(read) !== JSON.stringify(this.overrides);
+      this.overrides = read;
       this.current = applyOverrides(this.base, this.overrides);
+      if (changed) this.log.info({ clusterSettings: read }, 'cluster settings in force');
       if (this.failing) this.log.info('cluster settings read again');
       this.failing = false;
     } catch (err) {

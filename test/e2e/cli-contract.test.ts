@@ -58,6 +58,12 @@ const badValue = (): Record<string, string[] | string[][]> => ({
   'event list': ['event', 'list', '--name', 'bad name'],
   'event show': ['event', 'show', 'bad id'],
   'cluster status': [...BAD_URL, 'cluster', 'status'],
+  'cluster-settings show': [...BAD_URL, 'cluster-settings', 'show'],
+  'cluster-settings set': [
+    ['cluster-settings', 'set', 'agent_token_ttl_ms', 'soon'],
+    ['cluster-settings', 'set', '--scaler-reap-interval-ms', '10'],
+    ['cluster-settings', 'set'],
+  ],
   'firecracker list': [...BAD_URL, 'firecracker', 'list'],
   completion: ['completion', 'tcsh'],
   'agent token rotate': ['agent', 'token', 'rotate', 'bad id'],
