@@ -50,6 +50,8 @@ export interface HostPorts {
 /** What provision made on this host (teardown's whole list). */
 export interface ProvisionRecord {
   bridge?: string;
+  /** The gateway address added to a bridge that was already there (`<cidr> dev <bridge>`). */
+  address?: { cidr: string; dev: string };
   table?: string;
   /** The NAT chain added to a table that was already there. */
   natChain?: string;
@@ -311,6 +313,7 @@ export async function provisionHost(
   const want = gatewayCidr(network);
   if (!b.addrs.includes(want)) {
     await ports.run('ip', ['addr', 'add', want, 'dev', bridge]);
+    if (b.exists) record.address = { cidr: want, dev: bridge };
     made.push(`address ${want} on ${bridge}`);
   }
   if (!b.up) await ports.run('ip', ['link', 'set', bridge, 'up']);
@@ -377,6 +380,13 @@ export async function teardownHost(
       if (!/Cannot find device|does not exist/.test(errorMessage(err))) throw err;
     });
     removed.push(`bridge ${record.bridge}`);
+  }
+  if (record.address && record.address.dev !== record.bridge) {
+    const { cidr, dev } = record.address;
+    await ports.run('ip', ['addr', 'del', cidr, 'dev', dev]).catch((err: unknown) => {
+      if (!/Cannot assign|Cannot find device|does not exist/.test(errorMessage(err))) throw err;
+    });
+    removed.push(`address ${cidr} on ${dev}`);
   }
   if (record.ipForward) {
     await ports.run('sysctl', ['-w', 'net.ipv4.ip_forward=0']);
