@@ -65,6 +65,12 @@ const badValue = (): Record<string, string[] | string[][]> => ({
     ['cluster-settings', 'set'],
   ],
   'firecracker list': [...BAD_URL, 'firecracker', 'list'],
+  'firecracker verify': [
+    ['firecracker', 'verify', '--config', ''],
+    ['firecracker', 'verify'],
+  ],
+  'firecracker provision': ['firecracker', 'provision', '--config', ''],
+  'firecracker teardown': ['firecracker', 'teardown', '--record', ''],
   completion: ['completion', 'tcsh'],
   'agent token rotate': ['agent', 'token', 'rotate', 'bad id'],
   'access token create': ['access', 'token', 'create', '--name', 'ops', '--role', 'superuser'],
