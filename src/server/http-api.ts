@@ -63,6 +63,10 @@ export interface HttpApiDeps {
   clusterStatus?: () => Promise<unknown>;
   /** Settings an admin changes for every instance on the database (`kici-admin cluster-settings`). */
   clusterSettings?: LiveScalerSettings | undefined;
+  /** `diagnose`'s firecracker-network row; undefined when no VM scaler is configured. */
+  vmNetworkCheck?: () => Promise<
+    { name: string; status: 'PASS' | 'WARN' | 'FAIL'; message: string } | undefined
+  >;
   /** Clustering: a cancel that also reaches jobs held by another instance. */
   cancelJob?: (id: string) => Promise<CancelOutcome>;
   /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */
@@ -300,7 +304,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
   app.get('/api/v1/scaler/status', (c) => c.json(describeScalerStatus(dispatcher, deps.clock)));
   app.get('/api/v1/scaler/diagnose', async (c) =>
     c.json({
-      ...(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath)),
+      ...(await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath, deps.vmNetworkCheck)),
       ...(deps.retention ? { database: await deps.retention.view() } : {}),
     }),
   );

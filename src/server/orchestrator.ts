@@ -55,6 +55,7 @@ import { retentionFromSettings } from '../store/retention/policy.js';
 import { agentHeartbeatMs, instanceSettings, withScalerSettings } from './orchestrator-options.js';
 import { LiveScalerSettings } from '../cluster/live-settings.js';
 import { ClusterSettingsRepo } from '../store/cluster-settings-repo.js';
+import { vmNetworkCheck } from './vm-network-check.js';
 import { startPendingSweep } from './pending-sweep.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
@@ -363,6 +364,7 @@ export class Orchestrator {
       reloadScaler: (o) => this.reloadEverywhere(o),
       clusterStatus: () => this.clusterStatus(),
       clusterSettings: this.liveSettings,
+      vmNetworkCheck: () => vmNetworkCheck(this.scaler?.config),
       ...(this.database.engine === 'postgres' && {
         cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
       }),

@@ -397,3 +397,19 @@ export async function teardownHost(
     else kept.push(`directory ${dir} (not empty)`);
   return { removed, kept };
 }
+
+/** The `firecracker-network` row of `diagnose`: the bridge and table rows folded into one, worst first. */
+export function networkDiagnoseRow(rows: readonly HostRow[]): {
+  name: string;
+  status: RowStatus;
+  message: string;
+} {
+  const rank: Record<RowStatus, number> = { PASS: 0, WARN: 1, FAIL: 2 };
+  const worst = rows.reduce<RowStatus>((w, r) => (rank[r.status] > rank[w] ? r.status : w), 'PASS');
+  const shown = worst === 'PASS' ? rows : rows.filter((r) => r.status !== 'PASS');
+  return {
+    name: 'firecracker-network',
+    status: worst,
+    message: shown.map((r) => (r.fix ? `${r.message} (fix: ${r.fix})` : r.message)).join('; '),
+  };
+}

@@ -3,8 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { firecrackerNetworkSchema } from '../../../../src/config/index.js';
 import type { NftCommand, NftObject } from '../../../../src/net/nft-runner.js';
 import {
+  checkNetwork,
   IP_FORWARD,
   NAT_CHAIN,
+  networkDiagnoseRow,
   provisionHost,
   teardownHost,
   verifyHost,
@@ -243,5 +245,25 @@ describe('firecracker host set-up', () => {
       ),
       { numRuns: 64 },
     );
+  });
+
+  it("diagnose's firecracker-network row: the worst of the bridge and table rows, with the fix", async () => {
+    const host = new FakeHost();
+    const bare = networkDiagnoseRow(await checkNetwork(host.ports(), network));
+    expect(bare.name).toBe('firecracker-network');
+    expect(bare.status).toBe('FAIL');
+    expect(bare.message).toMatch(
+      /bridge kici-br9 does not exist \(fix: run kici-admin firecracker provision/,
+    );
+    expect(bare.message).toMatch(/table inet kici9 is missing/);
+    await provisionHost(host.ports(), network, needs, {});
+    host.tables.get('kici9')!.rules = host.tables.get('kici9')!.rules.filter((r) => r.chain !== NAT_CHAIN);
+    const noNat = networkDiagnoseRow(await checkNetwork(host.ports(), network));
+    expect(noNat).toMatchObject({
+      status: 'FAIL',
+      message: expect.stringMatching(/^table inet kici9 lacks NAT/),
+    });
+    await provisionHost(host.ports(), network, needs, {});
+    expect(networkDiagnoseRow(await checkNetwork(host.ports(), network)).status).toBe('PASS');
   });
 });
