@@ -1,7 +1,5 @@
 import { firecrackerNetworkSchema, type ScalerConfig } from '../config/index.js';
-import { createNftRunner } from '../net/nft-runner.js';
-import { commandRunner } from '../scaler/backends/firecracker/host-net.js';
-import { checkNetwork, networkDiagnoseRow } from '../scaler/backends/firecracker/host-setup.js';
+import { checkNetwork, hostTools, networkDiagnoseRow } from '../scaler/backends/registry.js';
 import { errorMessage } from '../util/errors.js';
 
 /**
@@ -14,12 +12,7 @@ export async function vmNetworkCheck(config: ScalerConfig | undefined) {
   const sudo = vms.some((e) => e.requireSudo);
   const network = config.firecracker ?? firecrackerNetworkSchema.parse({});
   try {
-    return networkDiagnoseRow(
-      await checkNetwork(
-        { run: commandRunner({ sudo, timeoutMs: 5000 }), nft: createNftRunner({ sudo }) },
-        network,
-      ),
-    );
+    return networkDiagnoseRow(await checkNetwork(hostTools(sudo, 5000), network));
   } catch (err) {
     return {
       name: 'firecracker-network',

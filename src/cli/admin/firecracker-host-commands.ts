@@ -12,9 +12,8 @@ import {
   loadScalerConfigForPeople,
   type ScalerConfig,
 } from '../../config/index.js';
-import { createNftRunner } from '../../net/nft-runner.js';
-import { commandRunner } from '../../scaler/backends/firecracker/host-net.js';
 import {
+  hostTools,
   provisionHost,
   teardownHost,
   verifyHost,
@@ -22,7 +21,7 @@ import {
   type HostRow,
   type ProvisionRecord,
   type VmHostNeeds,
-} from '../../scaler/backends/firecracker/host-setup.js';
+} from '../../scaler/backends/registry.js';
 import { resolveDataDir } from '../../util/default-data-dir.js';
 import { UsageError, UserError } from '../../util/errors.js';
 import { printJson, table } from '../output.js';
@@ -38,8 +37,7 @@ const MODE = { r: constants.R_OK, rw: constants.R_OK | constants.W_OK, x: consta
 
 export function realHostPorts(sudo: boolean): HostPorts {
   return {
-    run: commandRunner({ sudo }),
-    nft: createNftRunner({ sudo }),
+    ...hostTools(sudo),
     fs: {
       access: (p, mode) =>
         access(p, MODE[mode]).then(

@@ -6,11 +6,11 @@
  * or a table an operator made stays).
  */
 import { baseCommands } from '../../../net/nft-rules.js';
-import type { NftCommand, NftObject, NftRunner } from '../../../net/nft-runner.js';
+import { createNftRunner, type NftCommand, type NftObject, type NftRunner } from '../../../net/nft-runner.js';
 import { parseIpv4Cidr } from '../../../config/addresses.js';
 import type { FirecrackerNetwork } from '../../../config/index.js';
 import { errorMessage } from '../../../util/errors.js';
-import type { CommandRunner } from './host-net.js';
+import { commandRunner, type CommandRunner } from './host-net.js';
 
 export type RowStatus = 'PASS' | 'WARN' | 'FAIL';
 export interface HostRow {
@@ -58,6 +58,14 @@ export interface ProvisionRecord {
   /** IPv4 forwarding was off before provision turned it on. */
   ipForward?: boolean;
   chrootDirs?: string[];
+}
+
+/** The real `ip`/`sysctl` and `nft`, through `sudo -n` when a VM scaler sets requireSudo. */
+export function hostTools(sudo: boolean, timeoutMs?: number): Pick<HostPorts, 'run' | 'nft'> {
+  return {
+    run: commandRunner({ sudo, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
+    nft: createNftRunner({ sudo }),
+  };
 }
 
 export const NAT_CHAIN = 'postrouting';
