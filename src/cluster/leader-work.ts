@@ -38,7 +38,11 @@ export class LeaderWork {
     this.end();
     const controller = new AbortController();
     const timers = this.tasks.map((t) =>
-      every(this.clock, t.intervalMs, () => this.runOnce(t, controller.signal)),
+      every(
+        this.clock,
+        () => t.intervalMs,
+        () => this.runOnce(t, controller.signal),
+      ),
     );
     this.term = { controller, timers };
     for (const t of this.tasks) this.runOnce(t, controller.signal);

@@ -43,6 +43,15 @@ export interface EventReaperOptions {
   connectedHere?: (agentId: string) => boolean;
   /** Peers configured up front, known before any of them was seen. */
   staticPeers?: number;
+  /** Values an admin may change while running (cluster settings), read on each use over the above. */
+  live?: LiveReapTuning;
+}
+
+/** The reaper's tuning as it stands now; each read may differ from the last. */
+export interface LiveReapTuning {
+  windows(): Omit<ReapWindows, 'spawnTimeoutMs'>;
+  claimRetentionMs(): number;
+  intervalMs(): number;
 }
 
 /**
@@ -72,13 +81,26 @@ export class EventProvisionReaper {
   private readonly log: Logger;
   private readonly claims: ClaimsRepo;
   private readonly outcomes: AdoptionRepo;
-  private readonly windows: ReapWindows;
+  private readonly fixedWindows: ReapWindows;
 
   constructor(private readonly opts: EventReaperOptions) {
     this.log = opts.logger.child({ component: 'event-provision-reaper', instanceId: opts.instanceId });
     this.claims = new ClaimsRepo(opts.db);
     this.outcomes = new AdoptionRepo(opts.db);
-    this.windows = { ...DEFAULT_REAP_WINDOWS, ...opts.windows, spawnTimeoutMs: opts.spawnTimeoutMs };
+    this.fixedWindows = { ...DEFAULT_REAP_WINDOWS, ...opts.windows, spawnTimeoutMs: opts.spawnTimeoutMs };
+  }
+
+  private get windows(): ReapWindows {
+    const live = this.opts.live?.windows();
+    return live ? { ...live, spawnTimeoutMs: this.opts.spawnTimeoutMs } : this.fixedWindows;
+  }
+
+  private get claimRetentionMs(): number {
+    return this.opts.live?.claimRetentionMs() ?? this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS;
+  }
+
+  private get intervalMs(): number {
+    return this.opts.live?.intervalMs() ?? this.opts.intervalMs;
   }
 
   get isLeader(): boolean {
@@ -87,16 +109,20 @@ export class EventProvisionReaper {
 
   /** The leader-only part, for the cluster's leader work loop. */
   leaderTask(): LeaderTask {
+    // A getter: the leader work loop re-reads it for every pass, so a changed setting applies.
+    const intervalMs = () => this.intervalMs;
     return {
       name: 'event-provision-reaper',
-      intervalMs: this.opts.intervalMs,
+      get intervalMs() {
+        return intervalMs();
+      },
       run: (signal) => (this.stopped ? Promise.resolve() : this.leaderPass(signal)),
     };
   }
 
   /** Every instance: drop own provisions a peer adopted or the leader reaped. */
   start(): void {
-    this.timer = setInterval(() => void this.tick(FOREVER, false), this.opts.intervalMs);
+    this.timer = setInterval(() => void this.tick(FOREVER, false), this.intervalMs);
     this.timer.unref();
     void this.tick(FOREVER, false);
   }
@@ -230,9 +256,7 @@ export class EventProvisionReaper {
   }
 
   private async purge(now: number): Promise<void> {
-    const purged = await this.claims.purgeExpired(
-      new Date(now - (this.opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS)),
-    );
+    const purged = await this.claims.purgeExpired(new Date(now - this.claimRetentionMs));
     if (purged) this.log.info({ purged }, 'expired claim codes purged');
     // An outcome answers "was it adopted?" for a spawner's stale prune, which runs a spawn deadline
     // after the provision, and records how it ended: kept a day, or twice the spawn deadline.

@@ -63,6 +63,8 @@ export interface SpawnDeps extends LifecycleDeps {
   readonly orchestratorUrlFor: (entry: ScalerEntry) => string;
   readonly spawnTimeoutMs?: number | undefined;
   readonly agentTokenTtlMs?: number | undefined;
+  /** The token lifetime as it stands now (cluster settings), read per spawn over the fixed one. */
+  readonly liveAgentTokenTtlMs?: (() => number) | undefined;
 }
 
 /** Spawning: reserve and record an agent, run the backend call, and fail it cleanly (spawn.ts). */

@@ -64,6 +64,8 @@ export interface ScalerManagerOptions {
   orchestratorUrlFor: (entry: ScalerEntry) => string;
   spawnTimeoutMs?: number;
   agentTokenTtlMs?: number;
+  /** The token lifetime as it stands now (cluster settings), read per spawn over the fixed one. */
+  liveAgentTokenTtlMs?: () => number;
   backoff?: ProvisionBackoffOptions;
   ledger?: MachineLedger | undefined;
   isDraining?: () => boolean;

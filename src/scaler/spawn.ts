@@ -116,7 +116,7 @@ export async function provisionAgent(
         agentId,
         labels: m.fullLabels,
         kind: 'ephemeral',
-        ttlMs: host.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
+        ttlMs: host.opts.liveAgentTokenTtlMs?.() ?? host.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
         now: new Date(now),
       })
     ).token;

@@ -1,5 +1,5 @@
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import { EventProvisionReaper } from '../scaler/event-reaper.js';
+import { EventProvisionReaper, type LiveReapTuning } from '../scaler/event-reaper.js';
 import type { ScaleEventRouter } from '../scaler/events/router.js';
 import type { ReapWindows } from '../scaler/reap-decide.js';
 import { DEFAULT_SPAWN_TIMEOUT_MS, type ScalerManager } from '../scaler/manager.js';
@@ -28,6 +28,8 @@ export function wireEventScaling(deps: {
   spawnTimeoutMs: number | undefined;
   reapIntervalMs: number | undefined;
   reapWindows?: Partial<Omit<ReapWindows, 'spawnTimeoutMs'>> | undefined;
+  /** Cluster-wide values read on each use over the fixed ones above. */
+  live?: LiveReapTuning | undefined;
 }): EventProvisionReaper | undefined {
   const { scaler } = deps;
   const counts = new EventMetrics(
@@ -60,6 +62,7 @@ export function wireEventScaling(deps: {
     spawnTimeoutMs: deps.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS,
     intervalMs: deps.reapIntervalMs ?? 30_000,
     ...(deps.reapWindows ? { windows: deps.reapWindows } : {}),
+    ...(deps.live ? { live: deps.live } : {}),
     connectedHere: (agentId) => deps.dispatcher.registry.get(agentId) !== undefined,
   });
 }

@@ -1,3 +1,4 @@
+import type { LiveScalerSettings } from '../cluster/live-settings.js';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
@@ -66,6 +67,12 @@ export interface HttpApiDeps {
   instanceId: string;
   /** The other instances' published parts of those views (clustering); absent on one instance. */
   peerParts?: (() => Promise<PeerPart[]>) | undefined;
+  /** Settings an admin changes for every instance on the database (`kici-admin cluster-settings`). */
+  clusterSettings?: LiveScalerSettings | undefined;
+  /** `diagnose`'s firecracker-network row; undefined when no VM scaler is configured. */
+  vmNetworkCheck?: () => Promise<
+    { name: string; status: 'PASS' | 'WARN' | 'FAIL'; message: string } | undefined
+  >;
   /** Clustering: a cancel that also reaches jobs held by another instance. */
   cancelJob?: (id: string) => Promise<CancelOutcome>;
   /** Retention: prune routes, the database view in diagnose, and the answer for a pruned job. */
@@ -313,7 +320,7 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     return c.json({
       ...mergeDiagnose(
         deps.instanceId,
-        await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath),
+        await diagnoseScalers(dispatcher, deps.clock, deps.scalerConfigPath, deps.vmNetworkCheck),
         peers.parts,
       ),
       ...partial(peers),

@@ -1,4 +1,5 @@
-import type { ScalerSettings } from '../config/scaler-settings.js';
+import { readScalerSettings, type ScalerSettings } from '../config/scaler-settings.js';
+import { DEFAULT_CLAIM_RETENTION_MS, DEFAULT_REAP_WINDOWS } from '../scaler/event-reaper.js';
 import type { BackendDeps } from '../scaler/backends/deps.js';
 import type { ProvisionBackoffOptions } from '../scaler/core/backoff.js';
 import type { WebhookRetryPolicy } from '../scaler/events/webhook.js';
@@ -106,6 +107,29 @@ export function withScalerSettings(opts: OrchestratorOptions): OrchestratorOptio
       maxConsecutiveFailures: s.scalerProvisionMaxConsecutiveFailures,
     },
     claimRetentionMs: opts.claimRetentionMs ?? s.scalerClaimRetentionMs,
+  };
+}
+
+/**
+ * The settings this instance runs with before any cluster-wide value: the serve settings, with the
+ * options given explicitly (tests, embedders) in their place. The cluster settings override these.
+ */
+export function instanceSettings(opts: OrchestratorOptions): ScalerSettings {
+  const s = opts.scalerSettings ?? readScalerSettings({});
+  const w = opts.reapWindows;
+  const b = opts.provisionBackoff;
+  return {
+    ...s,
+    scalerReapIntervalMs: opts.reapIntervalMs ?? (opts.scalerSettings ? s.scalerReapIntervalMs : 30_000),
+    scalerReapStrandedTimeoutMs: w?.strandedTimeoutMs ?? DEFAULT_REAP_WINDOWS.strandedTimeoutMs,
+    scalerReapReattemptIntervalMs: w?.reattemptIntervalMs ?? DEFAULT_REAP_WINDOWS.reattemptIntervalMs,
+    rerouteFlapGraceMs: w?.flapGraceMs ?? DEFAULT_REAP_WINDOWS.flapGraceMs,
+    scalerClaimRetentionMs: opts.claimRetentionMs ?? DEFAULT_CLAIM_RETENTION_MS,
+    agentTokenTtlMs: opts.agentTokenTtlMs ?? s.agentTokenTtlMs,
+    scalerProvisionBackoffBaseMs: b?.baseMs ?? s.scalerProvisionBackoffBaseMs,
+    scalerProvisionBackoffMaxMs: b?.maxMs ?? s.scalerProvisionBackoffMaxMs,
+    scalerProvisionMaxConsecutiveFailures:
+      b?.maxConsecutiveFailures ?? s.scalerProvisionMaxConsecutiveFailures,
   };
 }
 

@@ -54,7 +54,10 @@ import { closeSilentAgents } from './heartbeat-check.js';
 import { RetentionService } from './retention.js';
 import { DiskSpaceWatcher } from './disk-watch.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
-import { agentHeartbeatMs, withScalerSettings } from './orchestrator-options.js';
+import { agentHeartbeatMs, instanceSettings, withScalerSettings } from './orchestrator-options.js';
+import { LiveScalerSettings } from '../cluster/live-settings.js';
+import { ClusterSettingsRepo } from '../store/cluster-settings-repo.js';
+import { vmNetworkCheck } from './vm-network-check.js';
 import { startPendingSweep } from './pending-sweep.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
@@ -90,6 +93,7 @@ export class Orchestrator {
   /** Compares the store with what the backends have; runs on a timer for the drift gauge. */
   auditor: ScalerAuditor | undefined;
   private disk: DiskSpaceWatcher | undefined;
+  private liveSettings: LiveScalerSettings | undefined;
   private emitter = new TypedEvents<OrchestratorEvents>();
 
   private constructor(
@@ -170,6 +174,9 @@ export class Orchestrator {
         ...(opts.webhookRetry ? { webhookRetry: opts.webhookRetry } : {}),
         now: () => clock.now(),
       });
+      // Cluster-wide values over this instance's own settings, read before anything uses them.
+      const live = new LiveScalerSettings(instanceSettings(opts), new ClusterSettingsRepo(database.db), log);
+      await live.refresh();
       const scaler = config
         ? await buildScaler(config, opts, {
             store,
@@ -179,6 +186,7 @@ export class Orchestrator {
             agentUrl: () => urlForAgents!,
             gatewayUrlFor: (name) => self.orch?.gatewayUrlFor(name),
             scaleEvents,
+            live,
           })
         : undefined;
       // Listener errors are logged, never thrown into the code that emitted.
@@ -221,6 +229,7 @@ export class Orchestrator {
       self.orch = orch;
       orch.emitter = events;
       orch.probe = probe;
+      orch.liveSettings = live;
       if (opened.engine === 'pglite') {
         orch.disk = new DiskSpaceWatcher(dataDir, log, opts.dataMinFreeBytes);
         orch.disk.onChange = (low) => void (low || dispatcher.requestPump());
@@ -257,6 +266,7 @@ export class Orchestrator {
         spawnTimeoutMs: opts.spawnTimeoutMs,
         reapIntervalMs: opts.reapIntervalMs,
         reapWindows: opts.reapWindows,
+        live: live.reapTuning(),
       });
       probe.onRecovered = () => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued'));
       scaler?.setHooks(
@@ -306,6 +316,8 @@ export class Orchestrator {
       if (opts.scalerAuditIntervalMs !== 0) orch.auditor?.start(opts.scalerAuditIntervalMs);
       orch.reaper?.start();
       await orch.startCluster(database, clusterTiming);
+      // Changes made through a peer arrive with the heartbeat's rhythm.
+      await live.start(clock, clusterTiming.heartbeatMs);
       clusterRef.node = orch.cluster;
       probe.start();
       orch.disk?.start();
@@ -396,6 +408,8 @@ export class Orchestrator {
       clusterStatus: () => this.clusterStatus(),
       instanceId: this.instanceId,
       peerParts: async () => (await this.cluster?.peerParts()) ?? [],
+      clusterSettings: this.liveSettings,
+      vmNetworkCheck: () => vmNetworkCheck(this.scaler?.config),
       ...(this.database.engine === 'postgres' && {
         cancelJob: (id: string) => cancelAnywhere(this.remoteCancelDeps(), id),
       }),
@@ -636,6 +650,7 @@ export class Orchestrator {
     this.heartbeatTimer?.cancel();
     this.auditor?.stop();
     this.disk?.stop();
+    this.liveSettings?.stop();
     await this.reaper?.stop();
     await this.dispatcher.stop();
     // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.

@@ -62,6 +62,9 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'GET /api/v1/events': { access: 'viewer', action: 'event.list' },
   'GET /api/v1/events/:id': { access: 'viewer', action: 'event.get' },
   'GET /api/v1/cluster/status': { access: 'viewer', action: 'cluster.status' },
+  'GET /api/v1/cluster/settings': { access: 'viewer', action: 'cluster.settings' },
+  // Retunes every orchestrator on the database at once.
+  'PUT /api/v1/cluster/settings': { access: 'admin', action: 'cluster.settings-set' },
 
   'POST /api/v1/access/tokens': { access: 'admin', action: 'access-token.create' },
   'GET /api/v1/access/tokens': { access: 'admin', action: 'access-token.list' },

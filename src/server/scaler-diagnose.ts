@@ -4,6 +4,7 @@ import { describeScalerStatus } from './scaler-views.js';
 import { preflightTools } from '../scaler/preflight.js';
 
 import {
+  type CheckStatus,
   SCALER_FAILURE_WINDOW_MS as FAILURE_WINDOW_MS,
   scalerProvisioningRows,
 } from './scaler-provisioning-check.js';
@@ -35,7 +36,13 @@ function fixForKind(kind: string, file: string): string {
  * `kici-admin diagnose`: per scaler, what is wrong and what to do about it. Built from the same state
  * `scaler status` shows, plus recent classified failures and a check of the tools each scaler needs.
  */
-export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: string | undefined) {
+export async function diagnoseScalers(
+  d: Dispatcher,
+  clock: Clock,
+  configPath: string | undefined,
+  /** The VM bridge and its NAT and isolation rules, when a VM scaler is configured. */
+  networkCheck?: () => Promise<{ name: string; status: CheckStatus; message: string } | undefined>,
+) {
   const scaler = d.scaler;
   if (!scaler)
     return {
@@ -135,6 +142,10 @@ export async function diagnoseScalers(d: Dispatcher, clock: Clock, configPath: s
         ?.getActiveCount() ?? 0,
     retiring: retiringSinceMs !== undefined,
   }));
-  const checks = scalerProvisioningRows(views, scaler.failures.records(), now);
+  const network = await networkCheck?.();
+  const checks = [
+    ...scalerProvisioningRows(views, scaler.failures.records(), now),
+    ...(network ? [{ ...network, details: null }] : []),
+  ];
   return { configured: true, healthy: scalers.every((s) => s.healthy), scalers, checks };
 }

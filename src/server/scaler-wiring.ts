@@ -1,3 +1,4 @@
+import type { LiveScalerSettings } from '../cluster/live-settings.js';
 import type { ScalerConfig, ScalerEntry } from '../config/index.js';
 import { NftAgentIsolation } from '../net/nft-isolation.js';
 import { createNftRunner } from '../net/nft-runner.js';
@@ -54,6 +55,8 @@ export async function buildScaler(
     /** The URL of our agent-only listener on the gateway this scaler's agents sit behind, if open. */
     gatewayUrlFor?: (scalerName: string) => string | undefined;
     scaleEvents: ScaleEventRouter;
+    /** Cluster-wide values that replace the timing below while running. */
+    live?: LiveScalerSettings | undefined;
   },
 ): Promise<ScalerManager> {
   const backends = [];
@@ -76,7 +79,8 @@ export async function buildScaler(
     for (const pool of config.machinePools) ledger.registerPool(pool.name, pool.cap);
     ledger.start();
   }
-  return new ScalerManager({
+  const live = deps.live;
+  const manager = new ScalerManager({
     config,
     ledger,
     backends,
@@ -91,7 +95,15 @@ export async function buildScaler(
     },
     scaleEvents: deps.scaleEvents,
     ...managerTiming(opts),
+    ...(live ? { liveAgentTokenTtlMs: () => live.get('agentTokenTtlMs') } : {}),
   });
+  if (live)
+    manager.state.backoff.follow(() => ({
+      baseMs: live.get('scalerProvisionBackoffBaseMs'),
+      maxMs: live.get('scalerProvisionBackoffMaxMs'),
+      maxConsecutiveFailures: live.get('scalerProvisionMaxConsecutiveFailures'),
+    }));
+  return manager;
 }
 
 function loopbackUrl(url: string): boolean {

@@ -440,6 +440,20 @@ const migrations: Record<string, Migration> = {
     },
   },
   /**
+   * Settings an admin changes for every orchestrator on this database at once; a missing row means
+   * each instance uses its own flag, variable or default.
+   */
+  '025_cluster_settings': {
+    async up(db: Kysely<unknown>) {
+      await sql`create table cluster_settings (
+        key text primary key,
+        value bigint not null,
+        updated_at timestamptz not null default now(),
+        updated_by text
+      )`.execute(db);
+    },
+  },
+  /**
    * One cluster view: each instance publishes its own part (scaler status, diagnose rows, the agents
    * connected to it) with its heartbeat, so whichever instance answers can show every instance's part.
    */

@@ -191,6 +191,16 @@ export interface Database {
   agent_sessions: AgentSessionsTable;
   access_tokens: AccessTokensTable;
   admin_audit: AdminAuditTable;
+  cluster_settings: ClusterSettingsTable;
+}
+
+/** A live-tunable setting's cluster-wide value (migration 025_cluster_settings). */
+export interface ClusterSettingsTable {
+  key: string;
+  /** bigint: the drivers hand it back as a string. */
+  value: ColumnType<string, number, number>;
+  updated_at: Generated<Date>;
+  updated_by: string | null;
 }
 
 /** One agent's session: only the SHA-256 of its secret is kept (migration 014_agent_sessions). */

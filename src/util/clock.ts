@@ -21,12 +21,13 @@ export interface Clock {
 /**
  * `fn` every `ms` on `clock` until cancelled. The next run is armed before `fn` runs, so a
  * throwing `fn` does not stop the series; on a manual clock, `advance` fires each due run in order.
+ * A function for `ms` is asked again for each run, so an interval changed while running applies.
  */
-export function every(clock: Clock, ms: number, fn: () => void): TimerHandle {
+export function every(clock: Clock, ms: number | (() => number), fn: () => void): TimerHandle {
   let current: TimerHandle | undefined;
   let cancelled = false;
   const arm = (): void => {
-    current = clock.setTimer(ms, () => {
+    current = clock.setTimer(typeof ms === 'number' ? ms : ms(), () => {
       if (cancelled) return;
       arm();
       fn();

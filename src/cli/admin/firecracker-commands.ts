@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { printJson, table } from '../output.js';
 import type { AdminClient } from './client.js';
+import { registerFirecrackerHostCommands } from './firecracker-host-commands.js';
 
 interface VmView {
   scaler: string;
@@ -20,7 +21,7 @@ function age(s: number): string {
   return `${Math.floor(s / 3600)}h`;
 }
 
-/** `kici-admin firecracker list`: the micro-VMs of every VM scaler (type firecracker, any VMM). */
+/** `kici-admin firecracker list`: the micro-VMs of every VM scaler (type firecracker, any VMM); and the host set-up commands. */
 export function registerFirecrackerCommands(
   program: Command,
   client: (cmd: Command) => Promise<AdminClient>,
@@ -53,4 +54,5 @@ export function registerFirecrackerCommands(
         ) + '\n',
       );
     });
+  registerFirecrackerHostCommands(fc);
 }

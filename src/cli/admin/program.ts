@@ -4,6 +4,7 @@ import { registerAccessCommands } from './access-commands.js';
 import { registerAgentCommands } from './agent-commands.js';
 import { AdminClient } from './client.js';
 import { registerClusterCommands } from './cluster-commands.js';
+import { registerClusterSettingsCommands } from './cluster-settings-commands.js';
 import { registerCompletionCommand } from './completion.js';
 import { registerDiagnoseCommand } from './diagnose-command.js';
 import { registerEventCommands } from './event-commands.js';
@@ -58,6 +59,7 @@ export function buildAdminProgram(): Command {
   registerDiagnoseCommand(program, client);
   registerEventCommands(program, client);
   registerClusterCommands(program, client);
+  registerClusterSettingsCommands(program, client);
   registerFirecrackerCommands(program, client);
   registerAccessCommands(program, client);
   registerPruneCommand(program, client);

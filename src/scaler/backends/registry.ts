@@ -21,6 +21,18 @@ const DESCRIPTORS: ReadonlyMap<ScalerType, BackendDescriptor> = new Map([
 export { runDiskGuard, type DiskGuardResult } from './firecracker/index.js';
 export { DEFAULT_DISK_GUARD_THRESHOLD_BYTES, freeBytes, type StatfsFn } from './firecracker/disk-guard.js';
 export { vmBridgeExists } from './firecracker/index.js';
+export {
+  checkNetwork,
+  hostTools,
+  networkDiagnoseRow,
+  provisionHost,
+  teardownHost,
+  verifyHost,
+  type HostPorts,
+  type HostRow,
+  type ProvisionRecord,
+  type VmHostNeeds,
+} from './firecracker/host-setup.js';
 
 export class UnsupportedBackendError extends UserError {}
 

@@ -108,9 +108,10 @@ export function parseBackoffKey(key: string): { scalerName: string; labelSetKey:
 }
 
 export class ProvisionBackoff {
-  readonly baseMs: number;
-  readonly maxMs: number;
-  readonly maxConsecutiveFailures: number;
+  private readonly fixedBaseMs: number;
+  private readonly fixedMaxMs: number;
+  private readonly fixedMaxConsecutive: number;
+  private live: (() => Required<ProvisionBackoffOptions>) | undefined;
   private readonly states = new Map<string, Entry>();
   /**
    * Agent ids already counted, per key, oldest first. Kept apart from the state on purpose: a
@@ -121,10 +122,27 @@ export class ProvisionBackoff {
   /** Per key, the last lift (operator or reload): a lift is news until the next one replaces it. */
   private readonly lifts = new Map<string, BackoffLift>();
 
+  /** Take the timing from `source` on each use from now on: values changed while running (cluster settings), judged where they are set. */
+  follow(source: () => Required<ProvisionBackoffOptions>): void {
+    this.live = source;
+  }
+
+  get baseMs(): number {
+    return this.live?.().baseMs ?? this.fixedBaseMs;
+  }
+
+  get maxMs(): number {
+    return this.live?.().maxMs ?? this.fixedMaxMs;
+  }
+
+  get maxConsecutiveFailures(): number {
+    return this.live?.().maxConsecutiveFailures ?? this.fixedMaxConsecutive;
+  }
+
   constructor(opts: ProvisionBackoffOptions = {}) {
-    this.baseMs = opts.baseMs ?? DEFAULT_PROVISION_BACKOFF.baseMs;
-    this.maxMs = opts.maxMs ?? DEFAULT_PROVISION_BACKOFF.maxMs;
-    this.maxConsecutiveFailures =
+    this.fixedBaseMs = opts.baseMs ?? DEFAULT_PROVISION_BACKOFF.baseMs;
+    this.fixedMaxMs = opts.maxMs ?? DEFAULT_PROVISION_BACKOFF.maxMs;
+    this.fixedMaxConsecutive =
       opts.maxConsecutiveFailures ?? DEFAULT_PROVISION_BACKOFF.maxConsecutiveFailures;
     if (!(Number.isFinite(this.baseMs) && this.baseMs > 0)) {
       throw new RangeError(`provision backoff base must be a positive number of ms, got ${this.baseMs}`);
