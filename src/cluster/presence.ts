@@ -55,8 +55,10 @@ export class InstancePresence {
     }
   }
 
-  private async beatOf(): Promise<{ beat: InstanceBeat; fingerprint?: string }> {
-    const part = await this.partOf();
+  private beatOf(part: { json: string; fingerprint: string } | undefined): {
+    beat: InstanceBeat;
+    fingerprint?: string;
+  } {
     const beat: InstanceBeat = {
       id: this.instanceId,
       address: this.facts.address(),
@@ -73,7 +75,9 @@ export class InstancePresence {
 
   /** Store one beat; the part counts as stored only once the write went through. */
   private async store(starting = false): Promise<void> {
-    const { beat, fingerprint } = await this.beatOf();
+    // Without a part to build, the beat goes out in the same turn as its timer, as it did before.
+    const part = this.facts.part ? await this.partOf() : undefined;
+    const { beat, fingerprint } = this.beatOf(part);
     await this.repo.beat(beat, starting);
     if (fingerprint !== undefined) this.stored = { fingerprint, beatsAgo: 0 };
   }
