@@ -17,6 +17,11 @@ export class EventQueue<E> {
     return this.items.length ? this.times[0]! : Infinity;
   }
 
+  /** The earliest event without removing it. */
+  peek(): E | undefined {
+    return this.items[0];
+  }
+
   push(at: number, item: E): void {
     let i = this.items.length;
     this.times.push(at);

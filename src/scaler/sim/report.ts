@@ -26,6 +26,7 @@ export interface RunOptions {
   /** Cost per agent-hour per label set key or `scaler/labelSet` (the longer key wins). */
   cost?: Record<string, number>;
   agentIdleMs?: number;
+  releaseMs?: number;
   timelinePoints?: number;
 }
 
@@ -44,6 +45,7 @@ export function runSimulation(config: ScalerConfig, trace: readonly TraceJob[], 
   for (const e of config.scalers) spawnTimeOf(o.spawnMs, e);
   const opts: SimOptions = { spawnMs: (e) => spawnTimeOf(o.spawnMs, e) };
   if (o.agentIdleMs !== undefined) opts.agentIdleMs = o.agentIdleMs;
+  if (o.releaseMs !== undefined) opts.releaseMs = o.releaseMs;
   if (o.timelinePoints !== undefined) opts.timelinePoints = o.timelinePoints;
   const raw = simulate(config, trace, opts);
   const pools = raw.pools.map((c) => reportPool(c, o.cost?.[c.key] ?? o.cost?.[c.labelSetKey]));

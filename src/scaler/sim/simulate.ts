@@ -28,6 +28,8 @@ export interface SimOptions {
   spawnMs: (entry: ScalerEntry) => number;
   /** How long an agent that found no job waits before it leaves (ms; warm agents wait for work). */
   agentIdleMs?: number;
+  /** From a job's end until its agent's capacity is free again (exit, disconnect, destroy), ms. */
+  releaseMs?: number;
   /** Points on the over-time chart. */
   timelinePoints?: number;
 }
@@ -88,11 +90,13 @@ interface Agent {
 type Ev =
   | { k: 'registered'; a: Agent }
   | { k: 'done'; a: Agent }
+  | { k: 'gone'; a: Agent }
   | { k: 'idle-exit'; a: Agent }
   | { k: 'warm'; tick: boolean };
 
 export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts: SimOptions): SimRaw {
   const idleMs = opts.agentIdleMs ?? 5_000;
+  const releaseMs = opts.releaseMs ?? 0;
   const state = new ScalerState(config, []);
   // Routing must not depend on the machine the simulation runs on.
   const table = buildRoutingTable(config, { host: { os: 'linux', arch: 'x64' } });
@@ -258,7 +262,9 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
 
   const dispatch = (now: number) => {
     ds.now = now;
+    // The dispatcher serves the whole queue in order (priority, then submission), not group by group.
     const order = groupOrder.filter((g) => g.queue.size > 0);
+    if (order.length > 1) order.sort((x, y) => headRank(x) - headRank(y));
     for (const g of order) {
       const p = g.pool;
       if (!p) continue;
@@ -326,8 +332,10 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
       if (e.k === 'registered') registered(e.a, t);
       else if (e.k === 'done') {
         running--;
-        leave(e.a, t);
-      } else if (e.k === 'idle-exit') {
+        if (releaseMs > 0) events.push(t + releaseMs, { k: 'gone', a: e.a });
+        else leave(e.a, t);
+      } else if (e.k === 'gone') leave(e.a, t);
+      else if (e.k === 'idle-exit') {
         if (e.a.pool.idle.delete(e.a)) leave(e.a, t);
       } else {
         if (!e.tick) warmAsked = false;
@@ -342,6 +350,10 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
   }
   unserved += waiting;
   for (const a of alive) leave(a, lastMs);
+
+  function headRank(g: Group): number {
+    return g.queue.peekTime() * trace.length + g.queue.peek()!;
+  }
 
   function hasPendingSpawns(): boolean {
     for (const g of groupOrder) if (g.inflight > 0) return true;

@@ -169,7 +169,7 @@ describe('simulator invariants (property)', () => {
             js
               .map((j) =>
                 formatTraceLine({
-                  ...job(j.at, j.set, j.runMs),
+                  ...job(j.at, [...j.set], j.runMs),
                   ...(j.cpus ? { resources: { requests: { cpus: j.cpus }, limits: { cpus: j.cpus } } } : {}),
                 }),
               )

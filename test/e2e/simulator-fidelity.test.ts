@@ -1,0 +1,107 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { normalizeLabelSet, scalerFileSchema } from '../../src/config/index.js';
+import { runSimulation } from '../../src/scaler/sim/report.js';
+import { spawnLatencyFromMetrics } from '../../src/scaler/sim/spawn-latency.js';
+import { percentile, sortedCopy } from '../../src/scaler/sim/stats.js';
+import { parseTrace } from '../../src/scaler/sim/trace.js';
+import {
+  AGENT_BIN,
+  bareMetalConfig,
+  eventually,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
+
+let t: TestOrchestrator | undefined;
+afterEach(async () => {
+  await t?.stop();
+  t = undefined;
+});
+
+const JOBS = 100;
+
+describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then a replay)', () => {
+  it('simulated queue-wait p50/p95 per label set are within 20 % (or 100 ms) of the real ones', async () => {
+    const config = bareMetalConfig({ maxAgents: 6, warmPool: { enabled: true, size: 1 } }, [
+      { labels: ['linux', 'small'], binaryPath: AGENT_BIN, resources: { requests: { cpus: 0.5 } } },
+      { labels: ['linux', 'large'], binaryPath: AGENT_BIN, resources: { requests: { cpus: 1 } } },
+    ]);
+    t = await startTestOrchestrator({ config });
+    const scaler = t.orch.scaler!;
+    // Both warm agents are up before the workload arrives, as the replay assumes.
+    const ready = () => scaler.warm.specs().reduce((n, p) => n + scaler.warm.ready(p).length, 0);
+    await eventually(
+      () => ready() === 2,
+      20_000,
+      `warm pool filled (${JSON.stringify({ specs: scaler.warm.specs(), skipped: scaler.warm.skipped() })})`,
+    ).catch(async (err: Error) => {
+      const st = await t!.api('GET', '/api/v1/scaler/status');
+      throw new Error(
+        `${JSON.stringify(st.body)} ` +
+          `${err.message}; agents: ${JSON.stringify(scaler.entries().map((e) => [e.labelSetKey, e.phase]))}`,
+      );
+    });
+    const jobs: Record<string, unknown> = {};
+    for (let i = 0; i < JOBS; i++) {
+      jobs[`j${i}`] = {
+        runsOn: ['linux', i % 3 === 0 ? 'large' : 'small'],
+        steps: [{ run: `sleep ${[0.05, 0.1, 0.15, 0.2][i % 4]}` }],
+      };
+    }
+    const { status, body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs });
+    expect(status).toBe(201);
+    const done = await Promise.all(body.jobs.map((j) => t!.waitForJob(j.id, undefined, 200_000)));
+    for (const j of done) expect(j.state, `${j.id}: ${j.reason}`).toBe('succeeded');
+
+    const get = async (path: string) => {
+      const res = await fetch(`${t!.orch.url}${path}`, {
+        headers: { authorization: `Bearer ${t!.orch.adminToken}` },
+      });
+      expect(res.status, path).toBe(200);
+      return res.text();
+    };
+    const trace = parseTrace(await get('/api/v1/trace/jobs?since=1h'));
+    expect(trace).toHaveLength(JOBS);
+    const spawnMs = spawnLatencyFromMetrics(await get('/metrics'))['bare-metal'];
+    expect(spawnMs).toBeGreaterThan(0);
+    // What the server measured around a spawn: registration to the job starting, and the job ending
+    // to the agent being gone (its capacity free again).
+    const rows = await t.orch.store.db
+      .selectFrom('jobs')
+      .innerJoin('agents', 'agents.id', 'jobs.agent_id')
+      .select(['jobs.started_at', 'jobs.finished_at', 'agents.connected_at', 'agents.disconnected_at'])
+      .execute();
+    const ms = (d: unknown) => new Date(d as string).getTime();
+    const median = (xs: number[]) => percentile(sortedCopy(xs), 50);
+    const startGap = median(rows.map((r) => ms(r.started_at) - ms(r.connected_at)));
+    const releaseMs = median(
+      rows.filter((r) => r.disconnected_at).map((r) => ms(r.disconnected_at) - ms(r.finished_at)),
+    );
+
+    const sim = runSimulation(scalerFileSchema.parse(config), trace, {
+      spawnMs: { 'bare-metal': spawnMs! + startGap },
+      releaseMs,
+    });
+    const lines = [`spawn ${spawnMs} ms + start ${startGap} ms, release ${releaseMs} ms`];
+    for (const set of ['linux,small', 'large,linux']) {
+      const real = sortedCopy(
+        trace.filter((j) => normalizeLabelSet(j.labels) === set).map((j) => j.queueWaitMs!),
+      );
+      const p = sim.pools.find((x) => x.key === `bm/${set}`)!;
+      expect(p.jobs).toBe(real.length);
+      for (const [q, simulated] of [
+        [50, p.waitP50Ms],
+        [95, p.waitP95Ms],
+      ] as const) {
+        const observed = percentile(real, q);
+        lines.push(`${set} p${q}: real ${observed} ms, simulated ${simulated} ms`);
+        expect(
+          Math.abs(simulated - observed),
+          `${set} p${q}: real ${observed} ms, simulated ${simulated} ms`,
+        ).toBeLessThanOrEqual(Math.max(100, 0.2 * observed));
+      }
+    }
+    process.stderr.write(`simulator fidelity:\n  ${lines.join('\n  ')}\n`);
+    expect(sim.jobs.unserved).toBe(0);
+  }, 240_000);
+});
