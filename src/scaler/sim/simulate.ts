@@ -3,7 +3,6 @@ import {
   normalizeLabelSet,
   warmSkipReason,
   type ScalerConfig,
-  type ScalerEntry,
 } from '../../config/index.js';
 import { ProvisionBackoff } from '../core/backoff.js';
 import { CapBook } from '../core/caps.js';
@@ -13,9 +12,12 @@ import { buildRoutingTable, findLabelSet, type RoutableLabelSet } from '../core/
 import { ScalerState } from '../state.js';
 import { WARM_TICK_MS } from '../warm-pool.js';
 import { EventQueue } from './event-queue.js';
-import { newCounters, type PoolCounters } from './stats.js';
+import { newCounters } from './stats.js';
 import { Timeline } from './timeline.js';
 import type { TraceJob } from './trace.js';
+import type { Agent, Ev, Group, Pool, SimOptions, SimRaw, Usage } from './model.js';
+
+export type { SimOptions, SimRaw, Usage } from './model.js';
 
 /**
  * A what-if replay of a trace on a virtual clock. Every spawn goes through the scaler's own
@@ -23,76 +25,6 @@ import type { TraceJob } from './trace.js';
  * (time, agent counts) and plays the parts the outside world plays — a spawn takes the backend's
  * spawn time, a job runs for its traced run time, an agent leaves after its one job.
  */
-export interface SimOptions {
-  /** Spawn time of one agent of this scaler, ms (from flags or measured latencies). */
-  spawnMs: (entry: ScalerEntry) => number;
-  /** How long an agent that found no job waits before it leaves (ms; warm agents wait for work). */
-  agentIdleMs?: number;
-  /** From a job's end until its agent's capacity is free again (exit, disconnect, destroy), ms. */
-  releaseMs?: number;
-  /** Points on the over-time chart. */
-  timelinePoints?: number;
-}
-
-export interface SimRaw {
-  pools: PoolCounters[];
-  replayed: number;
-  /** Jobs the trace shows never started (not replayed). */
-  skipped: number;
-  /** Jobs no label set serves, or still queued when the replay ran dry. */
-  unserved: number;
-  startMs: number;
-  endMs: number;
-  timeline: Timeline;
-  /** Highest agents and summed requests held at once, per scaler and over all. */
-  scalerPeaks: Record<string, Usage>;
-  globalPeak: Usage;
-}
-
-export interface Usage {
-  agents: number;
-  cpus: number;
-  memBytes: number;
-}
-
-interface Group {
-  labels: string[];
-  resources: TraceJob['resources'];
-  match: RoutableLabelSet | undefined;
-  pool: Pool | undefined;
-  queue: EventQueue<number>;
-  /** Spawns made for this group's jobs that have not registered yet. */
-  inflight: number;
-  /** Jobs already counted as held by a cap that still wait without a spawn (oldest first). */
-  blocked: number;
-}
-
-interface Pool {
-  entry: ScalerEntry;
-  match: RoutableLabelSet;
-  c: PoolCounters;
-  idle: Set<Agent>;
-  warmIdle: number;
-  warmPending: number;
-  warmSize: number;
-  groups: Group[];
-}
-
-interface Agent {
-  id: string;
-  pool: Pool;
-  group: Group | undefined;
-  warm: boolean;
-  requests: ResourceAmount;
-  bornMs: number;
-}
-
-type Ev =
-  | { k: 'registered'; a: Agent }
-  | { k: 'done'; a: Agent }
-  | { k: 'gone'; a: Agent }
-  | { k: 'idle-exit'; a: Agent }
-  | { k: 'warm'; tick: boolean };
 
 export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts: SimOptions): SimRaw {
   const idleMs = opts.agentIdleMs ?? 5_000;
