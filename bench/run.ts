@@ -12,6 +12,7 @@ import { benchLogs } from './logs.ts';
 import { benchReconcile } from './reconcile.ts';
 import { benchSoak } from './soak.ts';
 import { benchScale } from './scale.ts';
+import { benchSimulate } from './simulate.ts';
 import { benchVmStart } from './vm-start.ts';
 import type { BenchResult } from './stats.ts';
 
@@ -23,6 +24,8 @@ const benches: [string, () => Promise<Out | Out[]>][] = [
   ['config-load', benchConfigLoad],
   ['cold-start', () => benchColdStart(50)],
   ['reconcile', benchReconcile],
+  // The what-if simulator: a synthetic year (~2M jobs) on a virtual clock, in under 60 s.
+  ['sim', benchSimulate],
   // A 1,000-job burst through a real server and 4 real agents (PostgreSQL too when one is named).
   ['hot-path', benchHotPath],
   // Job output: lines per second into the store, bytes per million lines.

@@ -32,6 +32,7 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'GET /api/v1/jobs': { access: 'viewer', action: 'job.list' },
   'GET /api/v1/jobs/:id': { access: 'viewer', action: 'job.get' },
   'GET /api/v1/jobs/:id/logs': { access: 'viewer', action: 'job.logs' },
+  'GET /api/v1/trace/jobs': { access: 'viewer', action: 'job.export-trace' },
   'POST /api/v1/jobs/:id/cancel': { access: 'operator', action: 'job.cancel' },
   'POST /api/v1/jobs/:id/retry': { access: 'operator', action: 'job.retry' },
 

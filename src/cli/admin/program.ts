@@ -16,6 +16,7 @@ import { registerPruneCommand } from './prune-command.js';
 import { registerBackupCommand } from './backup-command.js';
 import { registerScalerApiCommands } from './scaler-commands.js';
 import { registerScalerConfigCommands } from './scaler-config-commands.js';
+import { registerExportTraceCommand, registerSimulateCommand } from './simulate-command.js';
 
 /** The kici-admin program, built as a value so tests can run it in-process. */
 export function buildAdminProgram(): Command {
@@ -56,6 +57,11 @@ export function buildAdminProgram(): Command {
   const scaler = program.command('scaler').description('the autoscaler: configuration, status, explanations');
   registerScalerConfigCommands(scaler);
   registerScalerApiCommands(scaler, client);
+  registerSimulateCommand(scaler, client);
+  registerExportTraceCommand(
+    program.commands.find((c) => c.name() === 'job')!,
+    client,
+  );
   registerDiagnoseCommand(program, client);
   registerEventCommands(program, client);
   registerClusterCommands(program, client);

@@ -1,0 +1,80 @@
+import type { ScalerEntry } from '../../config/index.js';
+import type { ResourceAmount } from '../core/resources.js';
+import type { RoutableLabelSet } from '../core/routing.js';
+import type { EventQueue } from './event-queue.js';
+import type { PoolCounters } from './stats.js';
+import type { Timeline } from './timeline.js';
+import type { TraceJob } from './trace.js';
+
+/** The simulator's inputs, outputs and the world it keeps: label-set pools, job groups, agents. */
+
+export interface SimOptions {
+  /** Spawn time of one agent of this scaler, ms (from flags or measured latencies). */
+  spawnMs: (entry: ScalerEntry) => number;
+  /** How long an agent that found no job waits before it leaves (ms; warm agents wait for work). */
+  agentIdleMs?: number;
+  /** From a job's end until its agent's capacity is free again (exit, disconnect, destroy), ms. */
+  releaseMs?: number;
+  /** Points on the over-time chart. */
+  timelinePoints?: number;
+}
+
+export interface SimRaw {
+  pools: PoolCounters[];
+  replayed: number;
+  /** Jobs the trace shows never started (not replayed). */
+  skipped: number;
+  /** Jobs no label set serves, or still queued when the replay ran dry. */
+  unserved: number;
+  startMs: number;
+  endMs: number;
+  timeline: Timeline;
+  /** Highest agents and summed requests held at once, per scaler and over all. */
+  scalerPeaks: Record<string, Usage>;
+  globalPeak: Usage;
+}
+
+export interface Usage {
+  agents: number;
+  cpus: number;
+  memBytes: number;
+}
+
+export interface Group {
+  labels: string[];
+  resources: TraceJob['resources'];
+  match: RoutableLabelSet | undefined;
+  pool: Pool | undefined;
+  queue: EventQueue<number>;
+  /** Spawns made for this group's jobs that have not registered yet. */
+  inflight: number;
+  /** Jobs already counted as held by a cap that still wait without a spawn (oldest first). */
+  blocked: number;
+}
+
+export interface Pool {
+  entry: ScalerEntry;
+  match: RoutableLabelSet;
+  c: PoolCounters;
+  idle: Set<Agent>;
+  warmIdle: number;
+  warmPending: number;
+  warmSize: number;
+  groups: Group[];
+}
+
+export interface Agent {
+  id: string;
+  pool: Pool;
+  group: Group | undefined;
+  warm: boolean;
+  requests: ResourceAmount;
+  bornMs: number;
+}
+
+export type Ev =
+  | { k: 'registered'; a: Agent }
+  | { k: 'done'; a: Agent }
+  | { k: 'gone'; a: Agent }
+  | { k: 'idle-exit'; a: Agent }
+  | { k: 'warm'; tick: boolean };
