@@ -49,7 +49,7 @@ const opArb = fc.oneof(
 );
 
 const jobArb = fc.record({
-  runsOn: fc.oneof(fc.constant(['linux']), fc.subarray(LABELS.slice(0, 4), { minLength: 1 })),
+  runsOn: fc.oneof(fc.constant<string[]>(['linux']), fc.subarray(LABELS.slice(0, 4), { minLength: 1 })),
   role: fc.constantFrom(undefined, 'build', 'init'),
   container: fc.boolean(),
   exclude: fc.subarray(['gpu', 'big'], { maxLength: 1 }),
