@@ -179,7 +179,7 @@ export class AgentRegistry {
   private readonly held = new Set<string>();
   private readonly departed = new Map<string, DepartedAgent>();
   /** The same agents arranged for dispatch; only `add` and `remove` change it. */
-  private readonly index = new IdleIndex();
+  private readonly index = new IdleIndex<ConnectedAgent>();
 
   get size(): number {
     return this.agents.size;

@@ -1,8 +1,17 @@
 import type { FreeAgents } from '../scaler/core/plan.js';
-import type { ConnectedAgent } from './agent-registry.js';
+
+/** What the index reads of an agent (the registry's connected agent has these and more). */
+export interface IndexedAgent {
+  readonly id: string;
+  readonly kind: 'static' | 'scaler';
+  readonly labels: ReadonlySet<string>;
+  readonly gate: readonly string[];
+  readonly version?: string | undefined;
+  readonly boundJobId?: string | undefined;
+}
 
 /** Connected agents of one shape, in the order they joined the registry. */
-interface Bucket {
+interface Bucket<ConnectedAgent> {
   agents: Map<ConnectedAgent, number>;
   /** The highest join number in `agents`: an insert below it must re-sort the bucket. */
   last: number;
@@ -22,9 +31,9 @@ interface Bucket {
  * busy one. Busy agents are skipped as a dispatch walks a shape, so the walk costs the busy agents
  * ahead of the first free one, never a listing and sort of every idle agent.
  */
-export class IdleIndex {
+export class IdleIndex<ConnectedAgent extends IndexedAgent> {
   private readonly order = new Map<string, number>();
-  private readonly shapes = new Map<string, Bucket>();
+  private readonly shapes = new Map<string, Bucket<ConnectedAgent>>();
   private readonly shapeOf = new Map<ConnectedAgent, string>();
   private readonly scaled = new Map<ConnectedAgent, number>();
   private scaledLast = -1;
@@ -128,12 +137,12 @@ export class IdleIndex {
 }
 
 /** What makes two static agents interchangeable to `canAgentRunJob`. */
-function shapeKey(a: ConnectedAgent): string {
+function shapeKey(a: IndexedAgent): string {
   return JSON.stringify([a.version ?? null, [...a.labels].sort(), [...a.gate].sort(), a.boundJobId ?? null]);
 }
 
 /** Insert in join order; a replacement joining under an earlier number re-sorts its map (rare). */
-function insert(
+function insert<ConnectedAgent>(
   m: Map<ConnectedAgent, number>,
   agent: ConnectedAgent,
   seq: number,
