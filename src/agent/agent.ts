@@ -14,6 +14,7 @@ import { coalesceWrites } from '../util/coalesce-writes.js';
 import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
 import { JobRunner } from './job-runner.js';
+import { DeadManSwitch } from './dead-man.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 
@@ -41,6 +42,8 @@ export class Agent {
   private hold: (() => void) | undefined;
   private registered = false;
   private runner: JobRunner | undefined;
+  /** One dead-man switch for all of this agent's jobs (dead-man.ts), started before the first. */
+  private deadMan: DeadManSwitch | undefined;
   private jobsDone = 0;
   /** This process's session secret (from its first register.ack): proves a reconnect is us. */
   private session: string | undefined;
@@ -228,6 +231,7 @@ export class Agent {
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
             insideJobImage: this.cfg.jobImage,
+            deadMan: this.watcher(),
             congested: () => (this.ws?.bufferedAmount ?? 0) > SEND_BACKLOG_BYTES,
           }),
         );
@@ -249,8 +253,16 @@ export class Agent {
     }
   }
 
+  /** The agent's dead-man switch, started again if it is gone (someone killed it). */
+  private watcher(): DeadManSwitch {
+    if (!this.deadMan?.alive) this.deadMan = new DeadManSwitch(true);
+    return this.deadMan;
+  }
+
   private onRegistered(ack: RegisterAckMessage): void {
     this.registered = true;
+    // Started while nothing waits on it, so a job's start does not spawn a process.
+    if (!this.runner && !this.stopping) this.watcher();
     this.busyStreak = 0;
     this.everRegistered = true;
     this.attempt = 0;
@@ -384,6 +396,8 @@ export class Agent {
 
   private exit(code: number): void {
     this.clearIdle();
+    // Every job's processes were stopped before the agent exits: the watcher leaves quietly.
+    if (!this.runner) this.deadMan?.disarm();
     if (this.heartbeat) clearInterval(this.heartbeat);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.ws?.removeAllListeners('close');

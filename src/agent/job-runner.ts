@@ -6,7 +6,7 @@ import type { AgentMessage, AssignedJob, JobResult, LogStream } from '../protoco
 import { setLongTimeout } from '../util/long-timer.js';
 import { stopProcesses } from '../util/proc-tree.js';
 import { MAX_FRAME_BYTES } from './frames.js';
-import { oomMessage, oomProbe } from './oom.js';
+import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
 import { SECRET_ENV } from './token-handoff.js';
@@ -34,6 +34,13 @@ export interface JobRunnerOptions {
   reapGraceMs?: number;
   /** True while sent messages pile up unsent; output is then not read, so a flood cannot fill memory. */
   congested?: () => boolean;
+  /** Where OOM kills are counted (default: this process's own memory cgroup). */
+  oom?: OomProbe | undefined;
+  /**
+   * The agent's long-lived dead-man switch (dead-man.ts); without one the job starts its own, as a
+   * job run outside an agent does.
+   */
+  deadMan?: DeadManSwitch | undefined;
   /** The agent was injected into the job's own image: a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
 }
@@ -48,12 +55,14 @@ export class JobRunner {
   /** Every step run so far: their process groups and pipes are the job's until it ends. */
   private readonly steps: RunningStep[] = [];
   /** Kills the steps' process groups if the agent dies before it cleans up (dead-man.ts). */
-  private readonly deadMan = new DeadManSwitch();
+  private readonly deadMan: DeadManSwitch;
   private ended = false;
   private congestionTimer: NodeJS.Timeout | undefined;
   private releasing = false;
 
-  constructor(private readonly opts: JobRunnerOptions) {}
+  constructor(private readonly opts: JobRunnerOptions) {
+    this.deadMan = opts.deadMan ?? new DeadManSwitch();
+  }
 
   get jobId(): string {
     return this.opts.job.id;
@@ -75,7 +84,7 @@ export class JobRunner {
     let result: JobResult = 'succeeded';
     let exitCode: number | null = 0;
     let message: string | undefined;
-    const oom = oomProbe();
+    const oom = this.opts.oom ?? agentOomProbe();
     try {
       if (job.container && !this.opts.insideJobImage) {
         result = 'failed';
@@ -191,7 +200,7 @@ export class JobRunner {
       { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks },
       this.opts.reapGraceMs,
     );
-    this.deadMan.disarm();
+    this.deadMan.release();
     // The last output is read without backpressure: the writers are gone, the pipes hold little.
     this.releasing = true;
     if (this.congestionTimer) clearTimeout(this.congestionTimer);

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -14,7 +15,10 @@ export interface OomProbe {
 }
 
 export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgroup'): OomProbe {
-  const dirs = async (): Promise<{ dir: string; v: 1 | 2 }[]> => {
+  // A process does not change memory cgroup on its own: where to look is worked out once.
+  let where: Promise<{ dir: string; v: 1 | 2 }[]> | undefined;
+  const dirs = () => (where ??= locate());
+  const locate = async (): Promise<{ dir: string; v: 1 | 2 }[]> => {
     const lines = (await readFile(selfCgroup, 'utf8').catch(() => '')).split('\n');
     const out: { dir: string; v: 1 | 2 }[] = [];
     for (const line of lines) {
@@ -29,8 +33,10 @@ export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgrou
   };
   const firstNumber = async (file: (d: { dir: string; v: 1 | 2 }) => string, re: RegExp) => {
     for (const d of await dirs()) {
-      // A controller file that is missing (no such controller, or the group is gone) holds no OOM evidence.
-      const text = await readFile(file(d), 'utf8').catch(() => undefined);
+      // A controller file that is missing (no such controller, or the group is gone) holds no OOM
+      // evidence. Read at once: a cgroup file is generated in memory, and this read sits between a
+      // step's start message and its process.
+      const text = readNow(file(d));
       const m = text === undefined ? null : re.exec(text);
       if (m) return Number(m[1]);
     }
@@ -51,6 +57,20 @@ export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgrou
       return n !== undefined && n < 2 ** 62 ? n : undefined;
     },
   };
+}
+
+function readNow(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The agent's own probe: every job of this process reads the same cgroup. */
+let shared: OomProbe | undefined;
+export function agentOomProbe(): OomProbe {
+  return (shared ??= oomProbe());
 }
 
 /** The job reason for a step the OOM killer ended. */

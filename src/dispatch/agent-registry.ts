@@ -1,4 +1,6 @@
 import type { OrchestratorMessage } from '../protocol/messages.js';
+import type { FreeAgents } from '../scaler/core/plan.js';
+import { IdleIndex } from './idle-index.js';
 import type { QueuedJob } from './job-queue.js';
 
 export interface ConnectedAgent {
@@ -176,6 +178,8 @@ export class AgentRegistry {
    */
   private readonly held = new Set<string>();
   private readonly departed = new Map<string, DepartedAgent>();
+  /** The same agents arranged for dispatch; only `add` and `remove` change it. */
+  private readonly index = new IdleIndex<ConnectedAgent>();
 
   get size(): number {
     return this.agents.size;
@@ -186,6 +190,7 @@ export class AgentRegistry {
   }
 
   add(agent: ConnectedAgent): void {
+    this.index.join(agent, this.agents.get(agent.id));
     this.agents.set(agent.id, agent);
     this.departed.delete(agent.id);
   }
@@ -195,6 +200,7 @@ export class AgentRegistry {
     if (!agent || this.agents.get(id) === agent) {
       const a = this.agents.get(id);
       this.agents.delete(id);
+      if (a) this.index.leave(a);
       if (a && goneAtMs !== undefined && a.kind === 'static' && !a.revoked)
         this.departed.set(id, { agent: a, goneAtMs, jobId: a.busyJobId });
       // A scaler agent never returns under the same id: its hold would only linger.
@@ -241,6 +247,19 @@ export class AgentRegistry {
     const out: ConnectedAgent[] = [];
     for (const a of this.agents.values()) if (this.isAvailable(a)) out.push(a);
     return out.sort((a, b) => Number(a.kind !== 'static') - Number(b.kind !== 'static'));
+  }
+
+  /**
+   * The same agents as `idle()`, in the same order, for one planning pass, without listing them:
+   * a pass picks through the index (each pick costs the shapes of agent, not the fleet).
+   */
+  free(): FreeAgents<ConnectedAgent> {
+    return this.index.free((a) => this.isAvailable(a));
+  }
+
+  /** Is any agent free for work? Stops at the first. */
+  anyIdle(): boolean {
+    return this.index.anyFree((a) => this.isAvailable(a));
   }
 
   /** Any connected agent, busy or not, that could ever run the job (a used single-use agent never will). */

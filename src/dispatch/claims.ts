@@ -146,8 +146,8 @@ export class Claims {
    */
   takeNew(jobs: QueuedJob[]): Taken[] {
     if (this.deps.halted() || this.deps.queue.size || !jobs.length) return [];
-    const idle = this.deps.registry.idle();
-    if (!idle.length) return [];
+    if (!this.deps.registry.anyIdle()) return [];
+    const idle = this.deps.registry.free();
     const fresh = new JobQueue();
     for (const j of jobs) fresh.add(j);
     const taken: Taken[] = [];

@@ -2,7 +2,7 @@ import { canonicalizeLabels } from '../config/index.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import type { ScaleJob } from '../scaler/types.js';
 import { CapBook } from '../scaler/core/caps.js';
-import { planReconcile } from '../scaler/core/plan.js';
+import { planReconcile, type FreeAgents } from '../scaler/core/plan.js';
 import { canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 import type { JobQueue, QueuedJob } from './job-queue.js';
 
@@ -28,7 +28,7 @@ export function toScaleJob(job: QueuedJob): ScaleJob {
  */
 export function planDispatch(
   queue: JobQueue,
-  idleAgents: ConnectedAgent[],
+  idleAgents: readonly ConnectedAgent[] | FreeAgents<ConnectedAgent>,
   scaler: ScalerManager | undefined,
   now: number,
 ) {

@@ -274,7 +274,7 @@ export class Dispatcher {
   }
 
   /** The decision half of a reconcile: synchronous, no I/O. */
-  plan(idleAgents = this.registry.idle()) {
+  plan(idleAgents: Parameters<typeof planDispatch>[1] = this.registry.free()) {
     return planDispatch(this.queue, idleAgents, this.opts.scaler, this.opts.clock.now());
   }
 

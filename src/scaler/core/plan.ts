@@ -28,9 +28,34 @@ export interface PlanAgent {
   id: string;
 }
 
+/**
+ * The idle agents one pass may hand jobs to, each at most once. `matching(fits)` gives a picker for
+ * one group: each call takes and returns the first agent, in the order agents are preferred, that
+ * `fits` and is not yet taken in this pass.
+ */
+export interface FreeAgents<A> {
+  matching(fits: (agent: A) => boolean): () => A | undefined;
+}
+
+/** Free agents from a list in preference order (the list is scanned for each pick). */
+export function freeList<A>(agents: readonly A[]): FreeAgents<A> {
+  const free = new Set(agents);
+  return {
+    matching: (fits) => () => {
+      for (const a of free)
+        if (fits(a)) {
+          free.delete(a);
+          return a;
+        }
+      return undefined;
+    },
+  };
+}
+
 export interface PlanInput<A extends PlanAgent, G extends PlanGroup = PlanGroup> {
   groups: readonly G[];
-  idleAgents: readonly A[];
+  /** Idle agents in preference order, or an index that picks as that list would. */
+  idleAgents: readonly A[] | FreeAgents<A>;
   canRun: (agent: A, group: G) => boolean;
   table: readonly RoutableLabelSet[];
   caps: CapBook;
@@ -69,7 +94,7 @@ export interface GroupDecision {
 export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
   input: PlanInput<A, G>,
 ): GroupDecision[] {
-  const free = new Set(input.idleAgents);
+  const free = 'matching' in input.idleAgents ? input.idleAgents : freeList(input.idleAgents);
   const caps = input.caps.clone();
   const perScaler = new Map(input.live.perScaler);
   let live = input.live.global;
@@ -106,11 +131,11 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
     };
     let pending = next();
     // Idle agents first: a warm or static agent starts the job with no spawn at all.
-    for (const a of free) {
-      if (pending === undefined) break;
-      if (!input.canRun(a, g)) continue;
+    const pick = pending === undefined ? undefined : free.matching((a) => input.canRun(a, g));
+    while (pending !== undefined) {
+      const a = pick!();
+      if (a === undefined) break;
       d.assign.push({ jobId: pending, agentId: a.id });
-      free.delete(a);
       pending = next();
     }
     if (pending === undefined) continue;
