@@ -1,4 +1,5 @@
-import type { InstanceState } from './instances-repo.js';
+/** Whether an instance beats (alive), stopped cleanly, or went silent without stopping (dead). */
+export type InstanceState = 'alive' | 'dead' | 'stopped';
 
 /**
  * One cluster view: each instance publishes its own part of `scaler status`, `diagnose` and

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../store/schema.js';
-import type { InstancePart, PeerPart } from './cluster-view.js';
+import type { InstancePart, InstanceState, PeerPart } from './cluster-view.js';
 
 /** What one orchestrator reports about itself on every heartbeat. */
 export interface InstanceBeat {
@@ -17,7 +17,7 @@ export interface InstanceBeat {
   part?: string;
 }
 
-export type InstanceState = 'alive' | 'dead' | 'stopped';
+export type { InstanceState } from './cluster-view.js';
 
 /** An instance as `kici-admin cluster status` shows it. */
 export interface InstanceStatus {
