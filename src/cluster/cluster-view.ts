@@ -1,12 +1,12 @@
-/** Whether an instance beats (alive), stopped cleanly, or went silent without stopping (dead). */
-export type InstanceState = 'alive' | 'dead' | 'stopped';
-
 /**
  * One cluster view: each instance publishes its own part of `scaler status`, `diagnose` and
  * `agent list`; the instance that answers puts its own (live) part first and the peers' published
  * parts after it, every row marked with the instance it belongs to and whether that one is alive.
  * Pure: the shapes of the rows are the routes' own, only the marks are added here.
  */
+
+/** Whether an instance beats (alive), stopped cleanly, or went silent without stopping (dead). */
+export type InstanceState = 'alive' | 'dead' | 'stopped';
 
 /** What one instance publishes of its own state, in the shapes its routes answer with. */
 export interface InstancePart {
