@@ -52,6 +52,8 @@ export interface Group {
   blocked: number;
 }
 
+import type { WarmTarget } from './warm-target.js';
+
 export interface Pool {
   entry: ScalerEntry;
   match: RoutableLabelSet;
@@ -59,7 +61,9 @@ export interface Pool {
   idle: Set<Agent>;
   warmIdle: number;
   warmPending: number;
+  /** The size in force at the last warm pass. */
   warmSize: number;
+  warmTarget: WarmTarget;
   groups: Group[];
 }
 

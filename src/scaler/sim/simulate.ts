@@ -11,6 +11,7 @@ import { resolveResources, type ResourceAmount } from '../core/resources.js';
 import { buildRoutingTable, findLabelSet, type RoutableLabelSet } from '../core/routing.js';
 import { ScalerState } from '../state.js';
 import { WARM_TICK_MS } from '../warm-pool.js';
+import { WarmTarget } from './warm-target.js';
 import { EventQueue } from './event-queue.js';
 import { newCounters } from './stats.js';
 import { Timeline } from './timeline.js';
@@ -59,7 +60,11 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
     if (!p) {
       const entry = entries.get(m.scalerName)!;
       const ls = entry.labelSets[m.index]!;
-      const warm = entry.warmPool?.enabled && !warmSkipReason(ls, config.defaults) ? entry.warmPool.size : 0;
+      const warmOn = entry.warmPool?.enabled && !warmSkipReason(ls, config.defaults);
+      const warmTarget = new WarmTarget(
+        warmOn ? entry.warmPool!.size : 0,
+        warmOn ? entry.warmPool!.schedule : undefined,
+      );
       p = {
         entry,
         match: m,
@@ -67,7 +72,8 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
         idle: new Set(),
         warmIdle: 0,
         warmPending: 0,
-        warmSize: warm,
+        warmSize: warmTarget.at(startMs),
+        warmTarget,
         groups: [],
       };
       pools.set(key, p);
@@ -75,7 +81,7 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
     return p;
   };
   for (const m of table) poolOf(m);
-  const hasWarm = [...pools.values()].some((p) => p.warmSize > 0);
+  const hasWarm = [...pools.values()].some((p) => p.warmTarget.everWarm);
   const maxSpawnMs = () => Math.max(0, ...config.scalers.map((e) => opts.spawnMs(e)));
   const alive = new Set<Agent>();
 
@@ -187,6 +193,16 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
   };
   const warmPass = (now: number) => {
     for (const p of pools.values()) {
+      const size = p.warmTarget.at(now);
+      // A scheduled drop frees idle warm agents at once, as the orchestrator's pools do.
+      for (const a of [...p.idle]) {
+        if (p.warmIdle <= size) break;
+        if (!a.warm) continue;
+        p.idle.delete(a);
+        p.warmIdle--;
+        leave(a, now);
+      }
+      p.warmSize = size;
       let deficit = p.warmSize - p.warmIdle - p.warmPending;
       while (deficit-- > 0 && spawn(p, requestsFor(p.match, undefined), now, undefined));
     }
@@ -273,8 +289,12 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
         if (!e.tick) warmAsked = false;
         warmPass(t);
         // Ticks stop once nothing else can happen: jobs a cap never admits must not spin forever.
-        if (e.tick && (next < trace.length || running > 0 || events.size > 0))
+        if (e.tick && (next < trace.length || running > 0 || events.size > 0)) {
           events.push(t + WARM_TICK_MS, { k: 'warm', tick: true });
+          // A schedule's moment between two ticks gets its own pass, as the pools' timer gives it.
+          const change = Math.min(...[...pools.values()].map((p) => p.warmTarget.nextChangeMs));
+          if (change > t && change < t + WARM_TICK_MS) events.push(change, { k: 'warm', tick: false });
+        }
       }
     }
     dispatch(t);

@@ -73,6 +73,46 @@ describe('what-if simulator', () => {
     expect(p.warmSpawns).toBeGreaterThanOrEqual(3);
   });
 
+  it('honours a warm-pool schedule: warm during the scheduled hours, cold and empty outside them', () => {
+    const base = config({ maxAgents: 4 });
+    const scheduled: ScalerConfig = {
+      ...base,
+      scalers: base.scalers.map((e) =>
+        e.name === 'bm'
+          ? {
+              ...e,
+              warmPool: {
+                enabled: true,
+                size: 0,
+                idleTimeoutSeconds: 300,
+                schedule: [
+                  { cron: '0 8 * * *', size: 1, timezone: 'UTC' },
+                  { cron: '0 18 * * *', size: 0, timezone: 'UTC' },
+                ],
+              },
+            }
+          : e,
+      ),
+    };
+    const h = (iso: string) => Date.parse(`2027-03-01T${iso}Z`);
+    const trace = [
+      job(h('07:00:00'), ['docker'], 1000), // before the pool's hours: nothing is warm for anyone
+      job(h('09:00:00'), ['linux', 'small'], 1000), // a warm hit
+      job(h('20:00:00'), ['linux', 'small'], 1000), // after 18:00 the pool is empty: a cold spawn
+    ];
+    const r = runSimulation(scheduled, trace, { spawnMs });
+    const small = r.pools.find((x) => x.key === 'bm/linux,small')!;
+    expect(small.waitP50Ms).toBe(0);
+    expect(small.waitP99Ms).toBe(100);
+    expect(small.spawns).toBe(1);
+    // Warm stock exists only from 08:00 to 18:00, one agent per label set (small and large): about
+    // 2 x 10 h, plus the jobs' own short agents. Unscheduled (size 1 all day) it would be 2 x 13 h.
+    expect(r.totals.agentHours).toBeGreaterThan(19.9);
+    expect(r.totals.agentHours).toBeLessThan(20.2);
+    const plain = runSimulation(config({ maxAgents: 4, warm: 1 }), trace, { spawnMs });
+    expect(plain.totals.agentHours).toBeGreaterThan(25.9);
+  });
+
   it('a job no label set serves is counted unserved; a job that never ran is skipped', () => {
     const trace = [job(0, ['gpu'], 10), { ...job(0, ['docker'], 10), runMs: null }];
     const r = runSimulation(config(), trace, { spawnMs });
