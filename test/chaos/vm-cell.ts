@@ -9,13 +9,12 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { CellOutcome, Fault } from './matrix.js';
 import { runServeCell, type ServeCellSpec } from './serve-cell.js';
+import { httpGate, type HttpGate } from '../helpers/http-gate.js';
 import { deleteLink, qemuPidsUnder, tapsOn, vmConfig } from '../helpers/vm.js';
 
 const exec = promisify(execFile);
@@ -34,24 +33,6 @@ export const VM_FAULTS: readonly Fault[] = [
   'data-dir disk full',
 ];
 
-/** An HTTP gate on every address: 503 until opened, then 200. */
-async function httpGate(): Promise<{ port: number; open(): void; close(): Promise<void> }> {
-  let open = false;
-  const server: Server = createServer((_req, res) => {
-    res.writeHead(open ? 200 : 503).end();
-  });
-  await new Promise<void>((r) => server.listen(0, '0.0.0.0', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    open: () => void (open = true),
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
-}
-
 async function vmDirs(base: string): Promise<string[]> {
   return readdir(join(base, 'firecracker')).catch(() => []);
 }
@@ -64,16 +45,19 @@ async function sweep(base: string, net: SlotNet): Promise<void> {
   await exec('nft', ['delete', 'table', 'inet', net.table]).catch(() => {});
 }
 
-export function vmSpec(base: string, net: SlotNet, gate: { port: number; open(): void }): ServeCellSpec {
+export function vmSpec(base: string, net: SlotNet, gate: HttpGate): ServeCellSpec {
   const config = vmConfig({ ...net, base, maxAgents: 2 });
   const [labelSet] = config.scalers[0]!.labelSets;
-  const gateAt = `${net.subnet}.1:${gate.port}`;
+  const gateHost = `${net.subnet}.1`;
   return {
     config: {
       ...config,
       globalMaxAgents: 2,
       scalers: [
-        { ...config.scalers[0]!, labelSets: [{ ...labelSet!, networkPolicy: { hostAccess: [gateAt] } }] },
+        {
+          ...config.scalers[0]!,
+          labelSets: [{ ...labelSet!, networkPolicy: { hostAccess: [`${gateHost}:${gate.port}`] } }],
+        },
       ],
     },
     host: '0.0.0.0',
@@ -83,9 +67,7 @@ export function vmSpec(base: string, net: SlotNet, gate: { port: number; open():
     runsOn: ['linux', net.name],
     // Starting serve probes whether KVM can boot a guest, slow on a busy host.
     readyTimeoutMs: 180_000,
-    // busybox wget exits non-zero on the 503 of a shut gate.
-    step: () =>
-      `echo chaos-start; until wget -q -O /dev/null http://${gateAt}/; do sleep 0.2; done; echo chaos-end`,
+    step: () => `echo chaos-start; ${gate.wait(gateHost)}; echo chaos-end`,
     release: () => Promise.resolve(gate.open()),
     starts: (h, ids) =>
       Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
