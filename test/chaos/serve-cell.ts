@@ -174,6 +174,8 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
   // A token file of the cell's own, so cells of different backends can run side by side.
   const env: NodeJS.ProcessEnv = { ...clock.env, KICI_ADMIN_TOKEN_FILE: join(work, 'admin-token') };
   if (postgres) env.KICI_DATABASE_URL = await postgres.database(`chaos_${tag}`);
+  // A floor the small file system clears until it is filled (the default is larger than it).
+  if (disk) env.KICI_DATA_MIN_FREE_MB = '32';
   const config = spec.configPath ?? (await writeConfig(spec.config));
   let h = await start(config, port, dataDir, env, spec).catch(async (err: unknown) => {
     await postgres?.stop();
