@@ -1,24 +1,21 @@
 /**
  * Chaos cells on the container backend (the engine the suite runs against: Docker or Podman). The
  * orchestrator is in-process and reaches the engine through a socket proxy the test can shut (an
- * engine outage). Its agents' steps run inside their containers: the in-process cells hold a step
- * by a sleep, the serve cells by a gate the container asks over HTTP.
+ * engine outage); its agents' steps run inside their containers, so a step is held by a sleep long
+ * enough to inject the fault while every job runs.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { networkGateway } from '../../src/scaler/backends/container/network.js';
 import {
   containerScaler,
   docker,
-  ENGINE,
   ENGINE_SOCKET,
   RecordingIsolation,
   removeScalerContainers,
   scalerContainers,
 } from '../helpers/engine.js';
-import { httpGate, type HttpGate } from '../helpers/http-gate.js';
 import { submit } from '../helpers/jobs.js';
 import { eventually, startTestOrchestrator, type JobBody } from '../helpers/orchestrator.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
@@ -39,16 +36,17 @@ export const CONTAINER_SERVE_FAULTS: readonly Fault[] = [
 
 /**
  * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
- * scaler runs without isolation: its containers reach the host at their network's gateway, where
- * the steps wait on the test's gate.
+ * scaler runs without isolation; a step is held by a sleep long enough for the fault (two clock
+ * steps of two heartbeats each, at the 1 s heartbeat the clock cells set, need a few seconds).
  */
-export function containerServeSpec(name: string, gate: HttpGate, gateHost: string): ServeCellSpec {
+export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
+  const hold = fault === 'wall clock ±1 h' ? 25 : 15;
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
     runsOn: [name],
-    step: () => `echo chaos-start; ${gate.wait(gateHost)}; echo chaos-end`,
-    release: () => Promise.resolve(gate.open()),
+    step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
+    release: () => Promise.resolve(),
     starts: (h, ids) =>
       Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
     hostLeft: async () => (await scalerContainers(name)).length,
@@ -62,20 +60,7 @@ export function containerServeSpec(name: string, gate: HttpGate, gateHost: strin
 }
 
 export async function runContainerServeCell(fault: Fault, name: string): Promise<CellOutcome> {
-  // The network a container without isolation joins: the engine's default one.
-  const gateHost = await networkGateway(docker, ENGINE === 'podman' ? 'podman' : 'bridge');
-  if (!gateHost) throw new Error(`no gateway found for the ${ENGINE} default network`);
-  const gate = await httpGate();
-  try {
-    return await runServeCell(
-      fault,
-      containerServeSpec(name, gate, gateHost),
-      randomBytes(4).toString('hex'),
-    );
-  } finally {
-    gate.open();
-    await gate.close();
-  }
+  return runServeCell(fault, containerServeSpec(name, fault), randomBytes(4).toString('hex'));
 }
 
 export async function runContainerCell(fault: Fault, name: string): Promise<CellOutcome> {

@@ -179,6 +179,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
   const config = spec.configPath ?? (await writeConfig(spec.config));
   let h = await start(config, port, dataDir, env, spec).catch(async (err: unknown) => {
     await postgres?.stop();
+    await disk?.unmount();
     throw err;
   });
   try {
