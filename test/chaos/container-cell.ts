@@ -27,12 +27,7 @@ const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
 export const CONTAINER_FAULTS: readonly Fault[] = ['engine outage', 'agent killed mid-step'];
 /** Cells that need the orchestrator as its own process (killed, or its clock stepped). */
-export const CONTAINER_SERVE_FAULTS: readonly Fault[] = [
-  'kill -9 orchestrator',
-  'wall clock ±1 h',
-  'PostgreSQL restart',
-  'data-dir disk full',
-];
+export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator', 'wall clock ±1 h'];
 
 /**
  * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
