@@ -11,12 +11,14 @@ import { makeEventCloud } from '../helpers/event-instance.js';
 import { jobGate } from '../helpers/jobs.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 import type { CellOutcome, Fault } from './matrix.js';
-import { runServeCell, type ServeCellSpec } from './serve-cell.js';
+import { endedInFile, runServeCell, type ServeCellSpec } from './serve-cell.js';
 
 export const EVENT_FAULTS: readonly Fault[] = [
   'agent killed mid-step',
   'wall clock ±1 h',
   'kill -9 orchestrator',
+  'PostgreSQL restart',
+  'data-dir disk full',
 ];
 
 /** Instances the cloud booted and has not stopped (their pid files), and what still runs. */
@@ -44,6 +46,7 @@ export async function runEventCell(fault: Fault): Promise<CellOutcome> {
     runsOn: ['cloud'],
     step: (ran) => `echo "start $KICI_JOB_ID" >> '${ran}'; ${gate.wait}; echo "end $KICI_JOB_ID" >> '${ran}'`,
     release: () => gate.open(),
+    ended: endedInFile,
     async starts(_h, ids, ran) {
       const text = await readFile(ran, 'utf8');
       return ids.map((id) => text.split('\n').filter((l) => l === `start ${id}`).length);

@@ -12,6 +12,7 @@ import { listAgentProcesses } from '../../src/scaler/backends/bare-metal/orphans
 import { freePort, startServe, type ServeProcess } from '../helpers/crash.js';
 import { clockOffset, twoBeats, type AgentBeatView } from '../helpers/faketime.js';
 import { jobGate } from '../helpers/jobs.js';
+import { MiB, mountLoopDataDir } from '../helpers/loop-data-dir.js';
 import {
   ADMIN_BIN,
   AGENT_BIN,
@@ -21,6 +22,7 @@ import {
   writeConfig,
   type JobBody,
 } from '../helpers/orchestrator.js';
+import { startOwnPostgres } from '../helpers/own-postgres.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 import type { CellOutcome, Fault } from './matrix.js';
 
@@ -29,17 +31,25 @@ const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
 /** What one backend brings to a serve cell. */
 export interface ServeCellSpec {
+  /** Jobs in the burst (default 3). */
+  jobs?: number;
+  /** How long the burst may take to be running (default 120 s): a VM boots slower than a process. */
+  runningTimeoutMs?: number;
   /** The scaler config (one scaler); its jobs run on `runsOn`. */
   config: unknown;
   /** A config file already written (with what it refers to beside it), instead of `config`. */
   configPath?: string;
   /** Listen address (container agents need one they can reach). */
   host?: string;
+  /** How long serve may take to be ready (default 60 s). */
+  readyTimeoutMs?: number;
   runsOn: string[];
   /** The step's command, given where it appends its start line; it must run until `release`. */
   step(ran: string): string;
   /** Let every held step finish. */
   release(): Promise<void>;
+  /** Every step has finished, where the host can see it (a host file); else ending is not awaited. */
+  ended?(ids: string[], ran: string): Promise<boolean>;
   /** Where the step writes its start line, and how the test reads it back (job output, a host file). */
   starts(h: { log: (jobId: string) => Promise<string[]> }, ids: string[], ran: string): Promise<number[]>;
   /** Agents, steps, containers still on the host. */
@@ -51,10 +61,18 @@ export interface ServeCellSpec {
   cleanup(): Promise<void>;
 }
 
+/** Every job's step wrote its end line to the host file `ran`. */
+export async function endedInFile(ids: string[], ran: string): Promise<boolean> {
+  const lines = new Set((await readFile(ran, 'utf8')).split('\n'));
+  return ids.every((id) => lines.has(`end ${id}`));
+}
+
 export const BARE_METAL_FAULTS: readonly Fault[] = [
   'agent killed mid-step',
   'wall clock ±1 h',
   'kill -9 orchestrator',
+  'PostgreSQL restart',
+  'data-dir disk full',
 ];
 
 /** The bare-metal spec: steps wait on a host file (a gate), agents are host processes. */
@@ -68,6 +86,7 @@ export async function bareMetalSpec(tag: string): Promise<ServeCellSpec> {
     runsOn: ['linux', 'chaos'],
     step: (ran) => `echo "start $KICI_JOB_ID" >> '${ran}'; ${gate.wait}; echo "end $KICI_JOB_ID" >> '${ran}'`,
     release: () => gate.open(),
+    ended: (ids, ran) => endedInFile(ids, ran),
     async starts(_h, ids, ran) {
       const text = await readFile(ran, 'utf8');
       return ids.map((id) => text.split('\n').filter((l) => l === `start ${id}`).length);
@@ -98,11 +117,18 @@ async function start(
   port: number,
   dataDir: string,
   env: NodeJS.ProcessEnv,
-  host: string | undefined,
+  spec: Pick<ServeCellSpec, 'host' | 'readyTimeoutMs'>,
 ): Promise<Harness> {
-  const serve = await startServe({ config, port, dataDir, env, ...(host ? { host } : {}) });
-  // Each start may write a fresh bootstrap token to the shared file: read it after the start.
-  const token = (await readFile(process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
+  const serve = await startServe({
+    config,
+    port,
+    dataDir,
+    env,
+    ...(spec.host ? { host: spec.host } : {}),
+    ...(spec.readyTimeoutMs ? { readyTimeoutMs: spec.readyTimeoutMs } : {}),
+  });
+  // Each start may write a fresh bootstrap token to the cell's file: read it after the start.
+  const token = (await readFile(env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
   return { serve, token };
 }
 
@@ -118,6 +144,12 @@ async function api<T>(h: Harness, method: string, path: string, body?: unknown):
   return (await res.json()) as T;
 }
 
+/** What /readyz says: `ready`, or the status of a 503 (`disk-low`, `store-unwritable`, …). */
+async function readyz(h: Harness): Promise<string> {
+  const r = await fetch(`${h.serve.url}/readyz`);
+  return r.status === 200 ? 'ready' : ((await r.json()) as { status: string }).status;
+}
+
 /** Drift `kici-admin scaler audit` reports (the real CLI against the running server). */
 async function auditDrift(h: Harness): Promise<number> {
   const r = await runNode([ADMIN_BIN, 'scaler', 'audit', '--json'], {
@@ -130,23 +162,36 @@ async function auditDrift(h: Harness): Promise<number> {
 
 export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: string): Promise<CellOutcome> {
   const port = await freePort();
-  const dataDir = await mkdtemp(join(tmpdir(), 'kici-chaos-data-'));
+  // The disk fault needs a small file system of its own to fill.
+  const disk = fault === 'data-dir disk full' ? await mountLoopDataDir(128) : undefined;
+  const dataDir = disk ? join(disk.mnt, 'data') : await mkdtemp(join(tmpdir(), 'kici-chaos-data-'));
   const work = await mkdtemp(join(tmpdir(), 'kici-chaos-'));
   const ran = join(work, 'ran.log');
   await writeFile(ran, '');
   const clock = await clockOffset();
+  // The restart fault needs a server of its own: the shared one must never be restarted.
+  const postgres = fault === 'PostgreSQL restart' ? await startOwnPostgres() : undefined;
+  // A token file of the cell's own, so cells of different backends can run side by side.
+  const env: NodeJS.ProcessEnv = { ...clock.env, KICI_ADMIN_TOKEN_FILE: join(work, 'admin-token') };
+  if (postgres) env.KICI_DATABASE_URL = await postgres.database(`chaos_${tag}`);
+  // A floor the small file system clears until it is filled (the default is larger than it).
+  if (disk) env.KICI_DATA_MIN_FREE_MB = '32';
   const config = spec.configPath ?? (await writeConfig(spec.config));
-  let h = await start(config, port, dataDir, clock.env, spec.host);
+  let h = await start(config, port, dataDir, env, spec).catch(async (err: unknown) => {
+    await postgres?.stop();
+    await disk?.unmount();
+    throw err;
+  });
   try {
     const jobs: Record<string, unknown> = {};
-    for (let i = 0; i < JOBS; i++)
+    for (let i = 0; i < (spec.jobs ?? JOBS); i++)
       jobs[`c${i}`] = { runsOn: spec.runsOn, env: { TEST_TAG: tag }, steps: [{ run: spec.step(ran) }] };
     const run = await api<{ jobs: { id: string }[] }>(h, 'POST', '/api/v1/runs', { jobs });
     const ids = run.jobs.map((j) => j.id);
     const jobsNow = () => Promise.all(ids.map((id) => api<JobBody>(h, 'GET', `/api/v1/jobs/${id}`)));
     await eventually(
       async () => (await jobsNow()).every((j) => j.state === 'running'),
-      120_000,
+      spec.runningTimeoutMs ?? 120_000,
       'every job of the burst running',
     );
 
@@ -162,7 +207,17 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     } else if (fault === 'kill -9 orchestrator') {
       process.kill(h.serve.pid, 'SIGKILL');
       await h.serve.exited;
-      h = await start(config, port, dataDir, clock.env, spec.host);
+      h = await start(config, port, dataDir, env, spec);
+    } else if (fault === 'PostgreSQL restart' && postgres) {
+      // Every connection ended, the server away until it is back; the jobs go on meanwhile.
+      await postgres.restart();
+    } else if (fault === 'data-dir disk full' && disk) {
+      // The data dir down to its last MiB while the steps run and end; then the space is back.
+      disk.fill('filler', MiB);
+      await eventually(async () => (await readyz(h)) === 'disk-low', 60_000, 'readyz disk-low');
+      await spec.release();
+      if (spec.ended) await eventually(() => spec.ended!(ids, ran), 60_000, 'every step ended');
+      await disk.unfill();
     } else throw new Error(`no serve-cell runner for ${fault}`);
 
     await spec.release();
@@ -208,6 +263,8 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       await h.serve.exited;
     }
     await spec.cleanup();
+    await postgres?.stop();
+    await disk?.unmount();
     await clock.close();
     for (const d of [dataDir, work, dirname(config)]) await rm(d, { recursive: true, force: true });
   }

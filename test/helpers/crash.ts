@@ -59,6 +59,7 @@ export async function startServe(opts: {
     { KICI_LOG_LEVEL: 'info', ...opts.env },
   );
   const pid = proc.child.pid!;
+  // A serve that never got ready is not left behind for the next test to trip over.
   const ready = await eventually(
     () => {
       const m = /"url":"(http:[^"]+)"/.exec(proc.output().stdout);
@@ -73,7 +74,13 @@ export async function startServe(opts: {
     },
     opts.readyTimeoutMs ?? 60_000,
     `serve on port ${opts.port} to log its ready line`,
-  );
+  ).catch(async (err: unknown) => {
+    if (proc.child.exitCode === null && proc.child.signalCode === null) {
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+    }
+    throw err;
+  });
   return Object.assign(proc, { pid, url: ready[1]! });
 }
 

@@ -1,14 +1,24 @@
 /**
- * The chaos suite (`npm run chaos`, also part of the system tier), on bare-metal and on the event
- * backend: a burst of jobs with one fault injected mid-step, then the count of jobs lost, jobs run
- * twice and resources left (by `scaler audit` and from the host). Prints the fault × backend
- * table; a cell without a runner shows "not run". KICI_CHAOS_TABLE=<file> also writes it there.
+ * The chaos suite (`npm run chaos`, also part of the system tier), on bare-metal, on micro-VMs
+ * (QEMU) and on the event backend: a burst of jobs with one fault injected mid-step, then the count
+ * of jobs lost, jobs run twice and resources left (by `scaler audit` and from the host). Prints the
+ * fault × backend table; a cell without a runner shows "not run". KICI_CHAOS_TABLE=<file> also
+ * writes it there.
  */
 import { writeFile } from 'node:fs/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BARE_METAL_FAULTS, runBareMetalCell } from '../chaos/serve-cell.js';
 import { EVENT_FAULTS, runEventCell } from '../chaos/event-cell.js';
-import { BACKENDS, ChaosTable, FAULTS, passed, type Backend, type Fault } from '../chaos/matrix.js';
+import {
+  BACKENDS,
+  ChaosTable,
+  FAULTS,
+  passed,
+  type Backend,
+  type CellOutcome,
+  type Fault,
+} from '../chaos/matrix.js';
+import { runVmCell, VM_FAULTS } from '../chaos/vm-cell.js';
 
 const table = new ChaosTable();
 
@@ -37,31 +47,74 @@ afterAll(async () => {
   if (process.env.KICI_CHAOS_TABLE) await writeFile(process.env.KICI_CHAOS_TABLE, `${md}\n`);
 });
 
-describe('chaos: bare-metal', () => {
-  for (const fault of BARE_METAL_FAULTS)
-    it(`${fault}: nothing lost, nothing run twice, nothing left`, async () => {
-      try {
-        const outcome = await runBareMetalCell(fault);
-        table.set(fault, 'bare-metal', { status: 'ran', outcome });
-      } catch (err) {
-        table.set(fault, 'bare-metal', { status: 'error', error: (err as Error).message });
-        throw err;
-      }
-      const cell = table.get(fault, 'bare-metal')!;
-      expect(passed(cell), JSON.stringify(cell)).toBe(true);
-    });
-});
+/**
+ * Cells of one lane run one after the other; the lanes run side by side. The VM cells mostly wait
+ * on guests booting, the host cells on their gates: together they take little longer than the
+ * longest lane alone. Each cell has its own serve, scaler, subnet and token file, so the lanes share
+ * nothing.
+ */
+const lanes = new Map<string, Promise<unknown>>();
+function inLane<T>(lane: string, run: () => Promise<T>): Promise<T> {
+  const next = (lanes.get(lane) ?? Promise.resolve()).catch(() => undefined).then(run);
+  lanes.set(lane, next);
+  return next;
+}
 
-describe('chaos: event (a stand-in cloud booting instances on this host)', () => {
-  for (const fault of EVENT_FAULTS)
-    it(`${fault}: nothing lost, nothing run twice, nothing left`, async () => {
-      try {
-        table.set(fault, 'event', { status: 'ran', outcome: await runEventCell(fault) });
-      } catch (err) {
-        table.set(fault, 'event', { status: 'error', error: (err as Error).message });
-        throw err;
-      }
-      const cell = table.get(fault, 'event')!;
-      expect(passed(cell), JSON.stringify(cell)).toBe(true);
-    });
+/** A cell's wait in its lane counts towards its test's timeout: room for every cell before it. */
+const LANE_TIMEOUT = 900_000;
+
+interface CellRun {
+  backend: Backend;
+  fault: Fault;
+  run: (f: Fault) => Promise<CellOutcome>;
+}
+
+const byLane: Record<string, CellRun[]> = {
+  host: [
+    ...BARE_METAL_FAULTS.map((fault) => ({ backend: 'bare-metal' as const, fault, run: runBareMetalCell })),
+    // The event backend: a stand-in cloud booting instances on this host.
+    ...EVENT_FAULTS.map((fault) => ({ backend: 'event' as const, fault, run: runEventCell })),
+  ],
+  // Two VM lanes, each on its own bridge and subnet: a guest mostly waits on its emulated boot.
+  ...Object.fromEntries(
+    [0, 1].map((slot) => [
+      `vm${slot}`,
+      VM_FAULTS.filter((_, i) => i % 2 === slot).map((fault) => ({
+        backend: 'qemu' as const,
+        fault,
+        run: (f: Fault) => runVmCell(f, slot),
+      })),
+    ]),
+  ),
+};
+
+/**
+ * Declared in turn from each lane: vitest starts only a few concurrent tests at once, in declaration
+ * order, and a test waiting in its lane holds a place, so every lane must have one among the first.
+ */
+const order: [string, CellRun][] = [];
+for (let i = 0; Object.values(byLane).some((l) => i < l.length); i++)
+  for (const [lane, list] of Object.entries(byLane)) {
+    const cell = list[i];
+    if (cell) order.push([lane, cell]);
+  }
+
+describe('chaos', () => {
+  for (const [lane, { backend, fault, run }] of order)
+    it.concurrent(
+      `${backend}, ${fault}: nothing lost, nothing run twice, nothing left`,
+      async () => {
+        await inLane(lane, async () => {
+          try {
+            table.set(fault, backend, { status: 'ran', outcome: await run(fault) });
+          } catch (err) {
+            table.set(fault, backend, { status: 'error', error: (err as Error).message });
+            throw err;
+          }
+        });
+        const cell = table.get(fault, backend)!;
+        expect(passed(cell), JSON.stringify(cell)).toBe(true);
+      },
+      LANE_TIMEOUT,
+    );
 });
