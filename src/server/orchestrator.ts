@@ -53,6 +53,7 @@ import { jobTargetProblems } from '../scaler/events/job-targets.js';
 import { closeSilentAgents } from './heartbeat-check.js';
 import { RetentionService } from './retention.js';
 import { DiskSpaceWatcher } from './disk-watch.js';
+import { WalKeeper } from '../store/wal-keeper.js';
 import { retentionFromSettings } from '../store/retention/policy.js';
 import { agentHeartbeatMs, instanceSettings, withScalerSettings } from './orchestrator-options.js';
 import { LiveScalerSettings } from '../cluster/live-settings.js';
@@ -93,6 +94,7 @@ export class Orchestrator {
   /** Compares the store with what the backends have; runs on a timer for the drift gauge. */
   auditor: ScalerAuditor | undefined;
   private disk: DiskSpaceWatcher | undefined;
+  private walKeeper: WalKeeper | undefined;
   private liveSettings: LiveScalerSettings | undefined;
   private emitter = new TypedEvents<OrchestratorEvents>();
 
@@ -237,6 +239,7 @@ export class Orchestrator {
         const disk = orch.disk;
         dispatcher.holdNewWork = () => disk.low;
         dispatcher.logs.holdWrites = () => disk.low;
+        orch.walKeeper = new WalKeeper(database.db, clock, log);
       }
       orch.retention = new RetentionService(
         database.db,
@@ -321,6 +324,7 @@ export class Orchestrator {
       clusterRef.node = orch.cluster;
       probe.start();
       orch.disk?.start();
+      orch.walKeeper?.start();
       scaler?.warm.start();
       orch.ready = true;
       log.info(
@@ -650,6 +654,7 @@ export class Orchestrator {
     this.heartbeatTimer?.cancel();
     this.auditor?.stop();
     this.disk?.stop();
+    await this.walKeeper?.stop();
     this.liveSettings?.stop();
     await this.reaper?.stop();
     await this.dispatcher.stop();

@@ -17,10 +17,10 @@ export function dataSyncFromEnv(env: NodeJS.ProcessEnv = process.env): DataSync 
 }
 
 /**
- * The embedded database runs without a background checkpointer, so it checkpoints only when its
- * log reaches max_wal_size: at the stock 1 GB the log alone would outgrow a small data dir. A
- * small bound checkpoints often (a few MiB of data each time) and keeps two recycled segments,
- * so the log seldom needs a new 16 MiB file.
+ * The embedded database runs as one backend without a checkpointer, and such a backend never
+ * starts a checkpoint on its own, whatever max_wal_size says: the orchestrator runs them (see
+ * wal-keeper.ts). min_wal_size is what a checkpoint keeps of the old log as two recycled segments,
+ * so the log seldom needs a new 16 MiB file; max_wal_size caps what it keeps beyond that.
  */
 const WAL_BOUNDS = ['-c', 'max_wal_size=64MB', '-c', 'min_wal_size=32MB'];
 
