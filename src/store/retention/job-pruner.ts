@@ -25,9 +25,10 @@ export class JobPruner {
 
   /**
    * One short transaction: pick finished jobs (skipping any row another writer holds), delete
-   * them and their step rows, and leave a tombstone for each. Returns the ids moved.
+   * them and their step rows, and leave a tombstone for each. Returns the ids moved and the step
+   * rows deleted (counted like every other table, so the embedded store vacuums them too).
    */
-  async pruneBatch(cutoff: Date, now: Date, limit: number): Promise<string[]> {
+  async pruneBatch(cutoff: Date, now: Date, limit: number): Promise<{ ids: string[]; stepRows: number }> {
     return this.db.transaction().execute(async (trx) => {
       const moved = await sql<{ id: string }>`
         with picked as (
@@ -42,8 +43,9 @@ export class JobPruner {
         on conflict (id) do nothing
         returning id`.execute(trx);
       const ids = moved.rows.map((r) => r.id);
-      if (ids.length) await sql`delete from step_results where job_id = any(${ids})`.execute(trx);
-      return ids;
+      if (!ids.length) return { ids, stepRows: 0 };
+      const steps = await sql`delete from step_results where job_id = any(${ids})`.execute(trx);
+      return { ids, stepRows: Number(steps.numAffectedRows ?? 0) };
     });
   }
 

@@ -70,8 +70,9 @@ export class Pruner {
       else {
         for (;;) {
           if (stop()) break;
-          const ids = await this.jobs.pruneBatch(jobCutoff, new Date(this.deps.now()), limit);
+          const { ids, stepRows } = await this.jobs.pruneBatch(jobCutoff, new Date(this.deps.now()), limit);
           add('jobs', ids.length);
+          add('step_results', stepRows);
           if (ids.length < limit) break;
         }
       }
