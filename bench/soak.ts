@@ -51,12 +51,12 @@ async function rssBytes(pid: number): Promise<number> {
   return Number(/VmRSS:\s+(\d+) kB/.exec(st)?.[1] ?? 0) * 1024;
 }
 
-// Nearest rank: with 100 probes, p99 is the 99th value, not the largest one.
+// Nearest rank: with 200 probes, p99 is the 198th value, not the largest one.
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(s.length * p) - 1))] ?? NaN;
 };
-const PROBES = 100;
+const PROBES = 200;
 
 export async function benchSoak(): Promise<BenchResult[]> {
   const total = arg('jobs', 50_000);
