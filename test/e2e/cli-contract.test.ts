@@ -27,6 +27,7 @@ const badValue = (): Record<string, string[] | string[][]> => ({
   'job logs': ['job', 'logs', 'bad id'],
   'job retry': ['job', 'retry', 'bad id'],
   'job cancel': ['job', 'cancel', 'bad id'],
+  'job export-trace': ['job', 'export-trace', '--since', 'soon'],
   'agent list': [...BAD_URL, 'agent', 'list'],
   'agent drain': [
     ['agent', 'drain', 'bad id'],
@@ -52,6 +53,10 @@ const badValue = (): Record<string, string[] | string[][]> => ({
     ['scaler', 'reap-orphans', '--force', '--config', ''],
   ],
   'scaler orphans': [...BAD_URL, 'scaler', 'orphans'],
+  'scaler simulate': [
+    ['scaler', 'simulate', '--config', 'p.yaml', '--trace', 't.jsonl', '--agent-idle-ms', 'soon'],
+    ['scaler', 'simulate', '--config', 'p.yaml', '--trace', 't.jsonl', '--spawn-ms', 'container'],
+  ],
   'scaler audit': [...BAD_URL, 'scaler', 'audit'],
   'scaler reset-backoff': ['scaler', 'reset-backoff', 'bm', '--label-set', ''],
   diagnose: [...BAD_URL, 'diagnose'],
