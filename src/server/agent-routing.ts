@@ -105,7 +105,9 @@ export async function routeMessage(
     case 'job.started':
       return d.active.onJobStarted(a.id, msg.jobId);
     case 'step.started':
-      if (mine) d.active.stepStarted(msg.jobId, msg.idx, msg.name, now);
+      // A step row is stored only after the output that came before it: a reader that sees the
+      // row then has every line the step follows (the log renderer frames steps by these rows).
+      if (mine) void d.logs.flush().then(() => d.active.stepStarted(msg.jobId, msg.idx, msg.name, now));
       return;
     case 'log':
       if (mine)
@@ -120,7 +122,10 @@ export async function routeMessage(
         );
       return;
     case 'step.finished':
-      if (mine) d.active.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now);
+      if (mine)
+        void d.logs
+          .flush()
+          .then(() => d.active.stepFinished(msg.jobId, msg.idx, msg.exitCode, msg.timedOut, now));
       return;
     case 'job.finished': {
       // Ack only once the result is stored: until then the agent keeps it and re-sends it after a reconnect.

@@ -59,9 +59,16 @@ export class LogRenderer {
    */
   feed(lines: LogLineView[], before: StepView[], after: StepView[]): void {
     const known = new Map(after.map((s) => [s.idx, s]));
-    for (const l of lines) {
+    // Job-level lines (the agent's own output) reach the store by another path than step output,
+    // so one can be stored before step lines that came earlier: within a poll, time decides.
+    const byTime = [...lines].sort((a, b) => Date.parse(a.ts) - Date.parse(b.ts) || a.id - b.id);
+    // Placing a job-level line may frame only steps read before the lines: their rows were stored
+    // after their output, so that output is among these lines. A step first seen after the lines
+    // may still have output on its way.
+    const settled = new Map(before.map((s) => [s.idx, s]));
+    for (const l of byTime) {
       if (l.step !== null) this.advanceTo(l.step, known);
-      else this.catchUp(l.ts, after, known);
+      else this.catchUp(l.ts, before, settled);
       const text = l.stream === 'system' ? `» ${neutraliseTerminal(l.line)}` : escapeOutputLine(l.line);
       this.emit(text, l.ts);
     }

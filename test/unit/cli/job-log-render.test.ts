@@ -48,6 +48,41 @@ describe('LogRenderer', () => {
     ]);
   });
 
+  it("the agent's own line stored before the step lines it follows in time still comes after them", () => {
+    const out: string[] = [];
+    const r = new LogRenderer((l) => out.push(l), { totalSteps: 2 });
+    const steps = [step(0, 'a', 1, 2, 0), step(1, 'b', 2, 4, 3)];
+    // Stored first (a lower id), but written at t=5, after both steps ended.
+    const agentLine = line(null, 'agent: job failed', 5, 'system');
+    r.feed([agentLine, line(0, 'one', 1), line(1, 'two', 3)], steps, steps);
+    r.end(steps);
+    expect(out).toEqual([
+      '── step 1/2 "a" ──',
+      'one',
+      '── step "a" exited 0 in 1.0s ──',
+      '── step 2/2 "b" ──',
+      'two',
+      '── step "b" exited 3 in 2.0s ──',
+      '» agent: job failed',
+    ]);
+  });
+
+  it('a job-level line frames no step first seen after the lines were read: its output may still come', () => {
+    const out: string[] = [];
+    const r = new LogRenderer((l) => out.push(l), { totalSteps: 1 });
+    const done = [step(0, 'a', 1, 2, 0)];
+    // The step's row showed up only after the lines were read; its own line arrives next poll.
+    r.feed([line(null, 'agent: job done', 3, 'system')], [], done);
+    r.feed([line(0, 'one', 1)], done, done);
+    r.end(done);
+    expect(out).toEqual([
+      '» agent: job done',
+      '── step 1/1 "a" ──',
+      'one',
+      '── step "a" exited 0 in 1.0s ──',
+    ]);
+  });
+
   it('across polls: a running step is not closed until it has finished', () => {
     const out: string[] = [];
     const r = new LogRenderer((l) => out.push(l), { timestamps: true, prefix: 'job | ' });
