@@ -4,6 +4,7 @@
  * steps inside that image; the engine's own inspect shows labels, PidsLimit, limits and network.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { AGENT_CONTAINER_CAP_DROP } from '../../../src/scaler/backends/agent-container-host.js';
 import { outputLines, submit } from '../../helpers/jobs.js';
 import {
   BUSYBOX_IMAGE,
@@ -122,7 +123,8 @@ describe(`container backend round trip on ${ENGINE}`, () => {
     expect(info.HostConfig.Memory).toBe(256 * 1024 * 1024);
     expect(info.HostConfig.NanoCpus).toBe(500_000_000);
     expect(info.HostConfig.AutoRemove).toBe(false);
-    expect(info.HostConfig.CapDrop ?? []).toEqual([]);
+    // The capabilities that would let a root step read its agent's memory are dropped explicitly.
+    expect([...(info.HostConfig.CapDrop ?? [])].sort()).toEqual([...AGENT_CONTAINER_CAP_DROP].sort());
     expect(Object.keys(info.NetworkSettings.Networks)).toEqual(['kici-agent-net']);
     expect(info.NetworkSettings.Networks['kici-agent-net']!.IPAddress).toMatch(/^172\.30\./);
     expect((await t.waitForJob(jobId!, undefined, 60_000)).state).toBe('succeeded');

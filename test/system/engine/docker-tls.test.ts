@@ -83,6 +83,8 @@ async function waitForDockerd(sock: string, deadlineMs: number): Promise<void> {
   }
 }
 
+const BRIDGE = 'kici-dtls0';
+
 // The engine suite runs once per engine, each in its own namespace; the Docker run covers this.
 describe.runIf(ENGINE === 'docker')('a remote Docker engine over TLS', () => {
   beforeAll(async () => {
@@ -93,6 +95,9 @@ describe.runIf(ENGINE === 'docker')('a remote Docker engine over TLS', () => {
     issue('client', 'kici-test-client', 'ca', 'extendedKeyUsage=clientAuth\n');
     issue('stranger', 'kici-test-stranger', 'other-ca', 'extendedKeyUsage=clientAuth\n');
     port = await freePort();
+    execFileSync('ip', ['link', 'add', BRIDGE, 'type', 'bridge']);
+    execFileSync('ip', ['addr', 'add', '10.233.77.1/24', 'dev', BRIDGE]);
+    execFileSync('ip', ['link', 'set', BRIDGE, 'up']);
     const sock = join(dir, 'docker.sock');
     dockerd = spawn(
       'dockerd',
@@ -101,8 +106,9 @@ describe.runIf(ENGINE === 'docker')('a remote Docker engine over TLS', () => {
         ...['--pidfile', join(dir, 'dockerd.pid'), '-H', `unix://${sock}`, '-H', `tcp://127.0.0.1:${port}`],
         ...['--tlsverify', '--tlscacert', join(dir, 'ca.crt')],
         ...['--tlscert', join(dir, 'server.crt'), '--tlskey', join(dir, 'server.key')],
-        // Beside the shared dockerd: no bridge, no firewall rules, no userland proxy of its own.
-        ...['--bridge=none', '--iptables=false', '--ip6tables=false', '--userland-proxy=false'],
+        // Beside the shared dockerd: a bridge of its own, no firewall rules, no userland proxy. Not
+        // `--bridge=none`: a dockerd started so deletes the namespace's docker0, the shared one's.
+        ...[`--bridge=${BRIDGE}`, '--iptables=false', '--ip6tables=false', '--userland-proxy=false'],
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -119,6 +125,11 @@ describe.runIf(ENGINE === 'docker')('a remote Docker engine over TLS', () => {
       await gone;
     }
     if (dir) await rm(dir, { recursive: true, force: true });
+    try {
+      execFileSync('ip', ['link', 'del', BRIDGE]);
+    } catch {
+      // never made: the set-up failed before it
+    }
   }, 60_000);
 
   it('pings, reads the version and lists containers with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH', async () => {
