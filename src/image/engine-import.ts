@@ -108,11 +108,13 @@ export async function importRootfs(
     const latest = await docker
       .getImage(`${repo}:latest`)
       .inspect()
+      // No such name: the engine did not add one, so there is nothing to drop.
       .catch(() => undefined);
     if (latest && latest.Id.endsWith(id.replace('sha256:', '')))
       await docker
         .getImage(`${repo}:latest`)
         .remove({ noprune: true })
+        // Only a spare name for the image just built is left behind; the requested tag is in place.
         .catch(() => undefined);
   }
   return (await docker.getImage(ref).inspect()).Size;

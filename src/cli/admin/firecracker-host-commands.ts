@@ -49,6 +49,7 @@ export function realHostPorts(sudo: boolean): HostPorts {
           (s) => s.isDirectory(),
           () => false,
         ),
+      // Unreadable or absent: no record of a provision, which the callers report as such.
       readText: (p) => readFile(p, 'utf8').catch(() => undefined),
       writeText: async (p, text) => {
         await mkdir(dirname(p), { recursive: true, mode: 0o700 });
