@@ -38,6 +38,9 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v strace >/dev/null || need+=(strace)
 # docker-compose 1.29 (Python, speaks the Docker API) for the compose example's test.
 command -v docker-compose >/dev/null || need+=(docker-compose)
+# A registry (distribution 2.8) with htpasswd auth for the job-image pull-credential tests.
+command -v docker-registry >/dev/null || need+=(docker-registry)
+command -v htpasswd >/dev/null || need+=(apache2-utils)
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   # Deny service starts during the install (unless the image already has its own policy).

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { isMemoryString, parseMemoryString } from '../config/memory.js';
 import { LIMITS } from '../protocol/limits.js';
+import { imageAuthSchema } from './image-auth.js';
 import { checkJobSizes, MAX_MEMORY_BYTES } from './run-limits.js';
 import { dropShadowedRequired, runSpecIssueMessage } from './run-spec-messages.js';
 import { clip, findUnsafeText } from './safe-text.js';
@@ -89,7 +90,13 @@ export const jobSpecSchema = z
     steps: z.array(stepSpecSchema).min(1, 'at least one step'),
     env: envSchema.optional(),
     resources: jobResourcesSchema.optional(),
-    container: z.strictObject({ image: z.string().min(1) }).optional(),
+    container: z
+      .strictObject({
+        image: z.string().min(1),
+        /** Registry credentials for pulling `image`, by secret-store reference. */
+        auth: imageAuthSchema.optional(),
+      })
+      .optional(),
     timeoutSeconds: timeoutSchema.optional(),
     role: z.enum(JOB_ROLES).default('execution'),
     /** Never run on an agent (or scaler label set) carrying any of these labels. */

@@ -107,7 +107,7 @@ export async function provisionAgent(
         return { action: 'skipped', reason: slot.reason };
       }
       // The instance's agent redeems a claim code the backend issues; no token is minted here.
-      void runSpawn(host, m, backend, entry, '', job?.container?.image);
+      void runSpawn(host, m, backend, entry, '', job?.container);
       return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
     }
     await host.opts.store.spawns.insertSpawn(record, reservation);
@@ -128,7 +128,7 @@ export async function provisionAgent(
       .catch((e: unknown) => host.noteSwallowed('scaler.spawn-record-delete', e, { agentId }));
     return { action: 'skipped', reason: `state store unavailable: ${errorMessage(err)}` };
   }
-  void runSpawn(host, m, backend, entry, token, job?.container?.image);
+  void runSpawn(host, m, backend, entry, token, job?.container);
   return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
 }
 
@@ -138,7 +138,7 @@ async function runSpawn(
   backend: ScalerBackend,
   entry: ScalerEntry,
   token: string,
-  image: string | undefined,
+  container: ScaleJob['container'],
 ): Promise<void> {
   const timeoutMs = host.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
   const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
@@ -166,7 +166,8 @@ async function runSpawn(
               limits,
               boundJobId: m.boundJobId,
               runId: m.runId,
-              image,
+              image: container?.image,
+              imageAuth: container?.auth,
               signal,
               onEvent: (type, detail) => onBackendEvent(host, m, type, detail),
             }),

@@ -1,4 +1,5 @@
 import type { ScalerEntry, ScalerType } from '../config/index.js';
+import type { ImageAuthSpec } from '../jobs/image-auth.js';
 
 /** Lifecycle notes a backend reports while it provisions; they reach the waiting job's timeline. */
 export type ScalerEventType =
@@ -48,6 +49,11 @@ export interface SpawnContext {
   runId: string | undefined;
   /** The bound job's `container.image`, for backends that run the job inside it. */
   image: string | undefined;
+  /**
+   * Registry credentials for pulling `image`, as secret-store references: the backend reads the
+   * values when it pulls, so they never sit in the manager's state or reach a log.
+   */
+  imageAuth?: ImageAuthSpec | undefined;
   /** Aborted on the spawn deadline, on destroy and on shutdown: the backend must then leave no compute. */
   signal: AbortSignal;
   onEvent: (type: ScalerEventType, detail: string) => void;
@@ -293,7 +299,7 @@ export interface ScaleJob {
   runId: string;
   runsOn: string[];
   resources?: { requests?: { cpus?: number; memory?: string }; limits?: { cpus?: number; memory?: string } };
-  container?: { image: string };
+  container?: { image: string; auth?: ImageAuthSpec | undefined };
   role?: 'execution' | 'build' | 'init';
   /** Label sets carrying any of these labels may not serve the job. */
   excludeLabels?: string[];

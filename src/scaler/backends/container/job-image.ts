@@ -17,19 +17,48 @@ export interface InjectedRuntime {
   cmd: string[];
 }
 
-/** The command recorded in the agent image, with its init in front when it ships one. */
-export function injectedCommand(labels: Record<string, string> | undefined, image: string): string[] {
-  const raw = labels?.[RUNTIME_CMD_LABEL];
-  if (!raw)
-    throw new Error(
-      `agent image ${image} has no ${RUNTIME_CMD_LABEL} label, so it cannot run jobs in their own image; build it with npm run image:agent`,
-    );
-  // Comma-separated (no quotes or spaces survive every engine's import), or a JSON list.
-  const cmd = (raw.startsWith('[') ? JSON.parse(raw) : raw.split(',')) as unknown;
-  if (!Array.isArray(cmd) || cmd.length === 0 || !cmd.every((c) => typeof c === 'string' && c !== ''))
-    throw new Error(`agent image ${image}: label ${RUNTIME_CMD_LABEL} is not a comma-separated command`);
-  const init = labels?.[RUNTIME_INIT_LABEL];
-  return init ? [init, '--', ...cmd] : cmd;
+/**
+ * Where any agent image keeps Node and the agent under /opt/kici, so an operator's own image runs
+ * job images without our labels. Ours adds a loader (the label) so its Node runs on any libc.
+ */
+export const FIXED_AGENT_COMMAND: readonly string[] = [
+  `${RUNTIME_MOUNT}/bin/node`,
+  `${RUNTIME_MOUNT}/app/dist/cli/agent.js`,
+];
+
+/** The image's own entrypoint names tini under /opt/kici (the only part of it a job container sees). */
+function initFromEntrypoint(entrypoint: string[] | string | null | undefined): string | undefined {
+  const first = Array.isArray(entrypoint) ? entrypoint[0] : undefined;
+  if (!first?.startsWith(`${RUNTIME_MOUNT}/`)) return undefined;
+  return /(^|\/)tini(-static)?$/.test(first) ? first : undefined;
+}
+
+/**
+ * The command that starts the agent from the mounted runtime: the image's `kici.runtime.cmd` label
+ * when it carries one, else the fixed Node-plus-agent command; with an init in front when the image
+ * names one (its `kici.runtime.init` label, or tini as its entrypoint).
+ */
+export function injectedCommand(
+  labels: Record<string, string> | undefined,
+  image: string,
+  entrypoint?: string[] | string | null,
+): string[] {
+  const raw = labels?.[RUNTIME_CMD_LABEL]?.trim();
+  let cmd: unknown = [...FIXED_AGENT_COMMAND];
+  if (raw) {
+    // Comma-separated (no quotes or spaces survive every engine's import), or a JSON list.
+    try {
+      cmd = raw.startsWith('[') ? JSON.parse(raw) : raw.split(',');
+    } catch {
+      cmd = undefined;
+    }
+    if (!Array.isArray(cmd) || cmd.length === 0 || !cmd.every((c) => typeof c === 'string' && c !== ''))
+      throw new Error(
+        `agent image ${image}: label ${RUNTIME_CMD_LABEL} is not a comma-separated command (or a JSON list); fix the label or remove it to use ${FIXED_AGENT_COMMAND.join(' ')}`,
+      );
+  }
+  const init = labels?.[RUNTIME_INIT_LABEL]?.trim() || initFromEntrypoint(entrypoint);
+  return init ? [init, '--', ...(cmd as string[])] : (cmd as string[]);
 }
 
 async function volumeExists(docker: Docker, name: string): Promise<boolean> {
@@ -87,7 +116,7 @@ const filling = new WeakMap<Docker, Map<string, Promise<InjectedRuntime>>>();
 
 async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
   const info = await docker.getImage(agentImage).inspect();
-  const cmd = injectedCommand(info.Config?.Labels ?? undefined, agentImage);
+  const cmd = injectedCommand(info.Config?.Labels ?? undefined, agentImage, info.Config?.Entrypoint);
   const volume = `kici-runtime-${info.Id.replace(/^sha256:/, '').slice(0, 16)}`;
   if (await volumeExists(docker, volume)) return { volume, cmd };
   const filler = await docker.createContainer({
@@ -98,8 +127,14 @@ async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<In
     HostConfig: { Binds: [`${volume}:${RUNTIME_MOUNT}`], NetworkMode: 'none', AutoRemove: false },
   });
   try {
-    await filler.start();
-    await filler.wait();
+    // The engine copies the image's /opt/kici into the empty volume when it mounts it, before the
+    // command runs; an operator's image whose first word cannot run in the agent image itself (a
+    // script for the job image's shell) still fills it, and a truly missing command fails the job
+    // container's start with the engine's own message.
+    await filler.start().then(
+      () => filler.wait(),
+      () => undefined,
+    );
   } finally {
     // The filler only copied files; one left behind carries kici-managed and is swept with orphans.
     await filler.remove({ force: true }).catch(() => undefined);

@@ -6,6 +6,12 @@
  */
 import type Docker from 'dockerode';
 import { parseMemoryString, type LabelSetConfig } from '../../../config/index.js';
+import {
+  ImageAuthError,
+  resolveImageAuth,
+  type ImageAuthSpec,
+  type RegistryAuth,
+} from '../../../jobs/image-auth.js';
 import { SpawnError } from '../../core/spawn-errors.js';
 import { errorMessage } from '../../../util/errors.js';
 import { agentLineForJob } from '../../../util/agent-output.js';
@@ -21,6 +27,15 @@ import { handTokenOver } from './token-handoff.js';
 import type { SpawnHost, Tracked } from './tracked.js';
 
 export class Superseded extends Error {}
+
+async function resolvePullAuth(spec: ImageAuthSpec, image: string): Promise<RegistryAuth> {
+  try {
+    return await resolveImageAuth(spec, image);
+  } catch (err) {
+    if (!(err instanceof ImageAuthError)) throw err;
+    throw new SpawnError('image-pull', err.message, { deterministic: true, retryable: false });
+  }
+}
 
 function limitsFor(
   req: SpawnContext,
@@ -52,12 +67,17 @@ export async function runSpawn(
     p.catch((err: unknown) => Promise.reject(classifyEngineError(err, where, what)));
 
   const policy = jobImage ? 'IfNotPresent' : ls.imagePullPolicy;
+  // Read from the secret store per spawn (a rotated token applies to the next pull) and handed only
+  // to the engine; a missing secret is the operator's to fix, so it fails the spawn with its name.
+  const authconfig = jobImage && req.imageAuth ? await resolvePullAuth(req.imageAuth, image) : undefined;
+  alive();
   const makeAvailable = () =>
     engine(
       `making image ${image} available`,
       ensureImage(docker, image, policy, {
         onProgress: (d) => req.onEvent('scaler.provisioning', d),
         signal: req.signal,
+        authconfig,
       }),
     );
   // Before the create, under every policy: a missing image is pulled (or refused under Never) while

@@ -106,7 +106,36 @@ describe('injectedCommand', () => {
     expect(injectedCommand({ ...labels, 'kici.runtime.init': '/opt/kici/bin/tini' }, 'img')[0]).toBe(
       '/opt/kici/bin/tini',
     );
-    expect(() => injectedCommand({}, 'img')).toThrow(/npm run image:agent/);
+  });
+
+  it('runs the fixed Node-plus-agent command when the image has no kici.runtime.cmd label', () => {
+    const fixed = ['/opt/kici/bin/node', '/opt/kici/app/dist/cli/agent.js'];
+    expect(injectedCommand({}, 'img')).toEqual(fixed);
+    expect(injectedCommand(undefined, 'img')).toEqual(fixed);
+    // An emptied label (a derived image cannot delete one) counts as absent.
+    expect(injectedCommand({ 'kici.runtime.cmd': '' }, 'img')).toEqual(fixed);
+    expect(injectedCommand({ 'kici.runtime.init': '/opt/kici/bin/tini' }, 'img')).toEqual([
+      '/opt/kici/bin/tini',
+      '--',
+      ...fixed,
+    ]);
+    // tini as the image's own entrypoint counts when it lives in the injected runtime...
+    expect(injectedCommand({}, 'img', ['/opt/kici/bin/tini', '--'])).toEqual([
+      '/opt/kici/bin/tini',
+      '--',
+      ...fixed,
+    ]);
+    // ...and not when the job's container could not see it.
+    expect(injectedCommand({}, 'img', ['/usr/bin/tini', '--'])).toEqual(fixed);
+    expect(injectedCommand({}, 'img', ['/opt/kici/bin/node'])).toEqual(fixed);
+  });
+
+  it('names the image and the label when the label is not a command', () => {
+    expect(() => injectedCommand({ 'kici.runtime.cmd': '[1,2' }, 'my/agent:1')).toThrow(
+      /my\/agent:1: label kici.runtime.cmd is not a comma-separated command/,
+    );
+    expect(() => injectedCommand({ 'kici.runtime.cmd': '[]' }, 'img')).toThrow(/kici.runtime.cmd/);
+    expect(() => injectedCommand({ 'kici.runtime.cmd': 'a,,b' }, 'img')).toThrow(/kici.runtime.cmd/);
   });
 });
 
