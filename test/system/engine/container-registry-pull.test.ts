@@ -14,7 +14,6 @@ import { ensureImage } from '../../../src/scaler/backends/container/pull.js';
 import { SECRETS_DIR_ENV } from '../../../src/jobs/image-auth.js';
 import { outputLines, submit } from '../../helpers/jobs.js';
 import {
-  AGENT_IMAGE,
   BUSYBOX_IMAGE,
   containerScaler,
   docker,
