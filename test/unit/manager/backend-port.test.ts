@@ -63,6 +63,21 @@ describe('spawn context', () => {
     expect(req!.auth.kind === 'token' && req!.auth.token.length > 20).toBe(true);
     expect(taints.length).toBeGreaterThan(0);
   });
+
+  it('hands the backend the job image’s registry credentials as references, never values', async () => {
+    const h = await hs.make({
+      config: {
+        version: 1,
+        scalers: [
+          { name: 'img', type: 'bare-metal', maxAgents: 1, labelSets: [{ labels: ['ci'], image: 'a:1' }] },
+        ],
+      },
+    });
+    const auth = { tokenSecret: 'ci:ghcr-token', usernameValue: 'bot', registry: 'ghcr.io' };
+    await h.submit({ j: { runsOn: ['ci'], container: { image: 'ghcr.io/o/i:1', auth } } });
+    const [req] = h.backend('img').spawns;
+    expect(req).toMatchObject({ image: 'ghcr.io/o/i:1', imageAuth: auth });
+  });
 });
 
 describe('destroy reasons', () => {
