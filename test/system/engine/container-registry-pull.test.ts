@@ -130,6 +130,21 @@ describe(`job images from a registry with credentials on ${ENGINE}`, () => {
     expect(reg.output()).not.toContain(PASSWORD);
   });
 
+  it('an image already on the engine is used without reading any secret', async () => {
+    const t = await start();
+    const [jobId] = await submit(t, {
+      cached: {
+        runsOn: [NAME],
+        // Pulled by the test before; the secret named here was never written.
+        container: { image: pushed[0], auth: { tokenSecret: 'ci:never-written' } },
+        steps: [{ run: 'echo from-cache' }],
+      },
+    });
+    const job = await t.waitForJob(jobId!, undefined, 120_000);
+    expect(job.state).toBe('succeeded');
+    expect(await everythingShown(t, jobId!)).not.toContain(`pulling image ${pushed[0]}`);
+  });
+
   it('wrong credentials: a classified pull error naming the image, not the password', async () => {
     const t = await start();
     const [jobId] = await submit(t, {

@@ -17,6 +17,11 @@ export interface PullOptions {
   onProgress(detail: string): void;
   signal?: AbortSignal | undefined;
   authconfig?: Docker.AuthConfig | undefined;
+  /**
+   * Called only when a pull is due, for registry auth read at that moment (a secret store): an
+   * image already on the engine needs no credentials, and none are read for it.
+   */
+  resolveAuth?: (() => Promise<Docker.AuthConfig | undefined>) | undefined;
 }
 
 async function imagePresent(docker: Docker, image: string): Promise<boolean> {
@@ -44,9 +49,10 @@ export async function ensureImage(
       `image ${image} is not on the engine and imagePullPolicy is Never: load it (npm run image:agent builds the agent image) or set imagePullPolicy: IfNotPresent`,
       { deterministic: true, retryable: false },
     );
+  const authconfig = opts.resolveAuth ? await opts.resolveAuth() : opts.authconfig;
   opts.onProgress(`pulling image ${image}`);
   try {
-    await pull(docker, image, opts);
+    await pull(docker, image, { ...opts, authconfig });
   } catch (err) {
     throw new SpawnError('image-pull', `could not pull image ${image}: ${errorMessage(err)}`, { cause: err });
   }

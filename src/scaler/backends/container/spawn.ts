@@ -67,17 +67,16 @@ export async function runSpawn(
     p.catch((err: unknown) => Promise.reject(classifyEngineError(err, where, what)));
 
   const policy = jobImage ? 'IfNotPresent' : ls.imagePullPolicy;
-  // Read from the secret store per spawn (a rotated token applies to the next pull) and handed only
-  // to the engine; a missing secret is the operator's to fix, so it fails the spawn with its name.
-  const authconfig = jobImage && req.imageAuth ? await resolvePullAuth(req.imageAuth, image) : undefined;
-  alive();
+  // Read from the secret store when a pull is due (a rotated token applies to the next pull) and
+  // handed only to the engine; a missing secret is the operator's to fix, so it fails the spawn.
+  const imageAuth = jobImage ? req.imageAuth : undefined;
   const makeAvailable = () =>
     engine(
       `making image ${image} available`,
       ensureImage(docker, image, policy, {
         onProgress: (d) => req.onEvent('scaler.provisioning', d),
         signal: req.signal,
-        authconfig,
+        resolveAuth: imageAuth ? () => resolvePullAuth(imageAuth, image) : undefined,
       }),
     );
   // Before the create, under every policy: a missing image is pulled (or refused under Never) while
