@@ -28,7 +28,7 @@ import {
   type StatfsFn,
 } from './backends/registry.js';
 import { preflightTools } from './preflight.js';
-import type { LimitsProbes } from './backends/bare-metal/choose-limits.js';
+import type { BackendDeps } from './backends/deps.js';
 import { jobTargetProblems } from './events/job-targets.js';
 import { WEBHOOK_SECRET_ENV } from './events/router.js';
 import { resolveLedgerDir } from './ledger/ledger-dir.js';
@@ -67,7 +67,7 @@ export interface StartupCheckOptions {
   statfs?: StatfsFn;
   diskThresholdBytes?: number;
   /** What the bare-metal limits chooser asks of the host; probed when absent. */
-  limitsProbes?: Partial<LimitsProbes>;
+  limitsProbes?: BackendDeps['limitsProbes'];
 }
 
 type Finder = (entry: ScalerEntry, i: number, o: StartupCheckOptions) => Promise<CheckFinding[]>;

@@ -68,7 +68,13 @@ describe('limits as systemd scope properties', () => {
       fc.property(limitsArb, fc.stringMatching(/^[a-z0-9-]{1,40}$/), (limits, suffix) => {
         const id = `scaler-bare-metal-${suffix}`;
         const cmd = scopeCommand('/usr/bin/systemd-run', id, limits);
-        expect(cmd.slice(0, 5)).toEqual(['/usr/bin/systemd-run', '--user', '--scope', '--quiet', '--collect']);
+        expect(cmd.slice(0, 5)).toEqual([
+          '/usr/bin/systemd-run',
+          '--user',
+          '--scope',
+          '--quiet',
+          '--collect',
+        ]);
         expect(cmd).toContain(`--unit=kici-agent-${id}.scope`);
         expect(cmd.at(-1)).toBe('--');
         expect(cmd.filter((a) => a === '--')).toHaveLength(1);

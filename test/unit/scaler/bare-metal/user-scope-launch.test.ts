@@ -161,7 +161,7 @@ describe('bare-metal limits through a systemd user scope (no root)', () => {
     );
     expect(groupAlive(pid)).toBe(true);
 
-    await backend.destroy(agentId, { reason: 'test' });
+    await backend.destroy(agentId, { reason: 'job-complete' });
     expect(groupAlive(pid)).toBe(false);
     // Then the scope itself, by name: whatever left the group but stayed in the scope.
     expect((await readFile(ctlLog, 'utf8')).trim().split('\n')).toEqual([
