@@ -27,7 +27,7 @@ export function limitsRows(views: readonly LimitsView[]): LimitsRow[] {
     .map((v) => ({
       name: `limits:${v.name}`,
       status: v.enforced ? 'PASS' : 'WARN',
-      message: v.enforced ? `agent limits ${v.message}` : `agent limits are ${v.message}; fix: ${v.fix}`,
+      message: v.enforced ? `agent limits ${v.message}` : `${v.message}; fix: ${v.fix}`,
       details: { strategy: v.strategy, fix: v.fix },
     }));
 }

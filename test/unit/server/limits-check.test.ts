@@ -63,7 +63,7 @@ describe('diagnose limits rows', () => {
       undefined, // chosen below from probes that find neither way
       true,
       'WARN',
-      /^agent limits are advisory only: enforceCgroups is set but .*; fix: run the orchestrator as root, or .*loginctl enable-linger/,
+      /^enforceCgroups is set but agents start without CPU, memory or task limits \(.*\); the limits are advisory; fix: run the orchestrator as root, or .*loginctl enable-linger/,
     ],
   ] as const)('%s → %s', async (_case, given, enforce, status, message) => {
     const limits =

@@ -107,7 +107,7 @@ export class NoLimits implements AgentLimits {
   ) {}
   describe(): string {
     return this.advisory
-      ? `advisory only: ${this.advisory.problem}`
+      ? this.advisory.problem
       : 'not enforced (enforceCgroups is off): agents run without CPU, memory or task limits';
   }
   async prepare(): Promise<LimitsLaunch> {
