@@ -1,6 +1,6 @@
 /**
  * The `limits:<name>` rows of `kici-admin diagnose`: one per scaler that was asked to enforce
- * agent limits, saying which mechanism holds them, or (WARN) that none could and how to get one.
+ * agent limits, saying which mechanism holds them, or (WARN) which do not hold and how to fix it.
  * Pure: the caller hands in what each backend reports.
  */
 import type { CheckStatus } from './scaler-provisioning-check.js';
@@ -26,8 +26,9 @@ export function limitsRows(views: readonly LimitsView[]): LimitsRow[] {
     .filter((v) => v.strategy !== 'off')
     .map((v) => ({
       name: `limits:${v.name}`,
-      status: v.enforced ? 'PASS' : 'WARN',
-      message: v.enforced ? `agent limits ${v.message}` : `${v.message}; fix: ${v.fix}`,
+      // A fix means some limit does not hold: none (advisory), or one a manager cannot apply.
+      status: v.fix ? 'WARN' : 'PASS',
+      message: `${v.enforced ? `agent limits ${v.message}` : v.message}${v.fix ? `; fix: ${v.fix}` : ''}`,
       details: { strategy: v.strategy, fix: v.fix },
     }));
 }

@@ -46,7 +46,8 @@ function backend(
 }
 
 const driver = { version: 2 as const, create: async () => [], remove: async () => {} };
-const scope = new UserScopeLimits({ systemdRun: '/x/systemd-run', systemctl: '/x/systemctl', busEnv: {} });
+const scopeTools = { systemdRun: '/x/systemd-run', systemctl: '/x/systemctl', busEnv: {} };
+const scope = new UserScopeLimits(scopeTools);
 
 describe('diagnose limits rows', () => {
   it.each([
@@ -58,6 +59,13 @@ describe('diagnose limits rows', () => {
       /^agent limits enforced through the cgroup v2 filesystem/,
     ],
     ['user scope', scope, true, 'PASS', /^agent limits enforced through a systemd user scope per agent/],
+    [
+      'user scope without the pids controller',
+      new UserScopeLimits({ ...scopeTools, missingControllers: ['pids'] }),
+      true,
+      'WARN',
+      /^agent limits enforced through a systemd user scope per agent .*, except: .*no pids controller delegated.*task limits are advisory; fix: add `Delegate=memory cpu pids`/,
+    ],
     [
       'advisory',
       undefined, // chosen below from probes that find neither way
@@ -81,7 +89,7 @@ describe('diagnose limits rows', () => {
         message: expect.stringMatching(message),
         details: {
           strategy: limits.strategy,
-          fix: status === 'WARN' ? expect.stringMatching(/enable-linger/) : null,
+          fix: status === 'WARN' ? expect.stringMatching(/enable-linger|Delegate=/) : null,
         },
       },
     ]);

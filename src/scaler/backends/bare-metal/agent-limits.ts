@@ -53,6 +53,8 @@ export interface UserScopeTools {
   systemctl: string;
   /** XDG_RUNTIME_DIR (and the session bus address when set): how both tools find the manager. */
   busEnv: Record<string, string>;
+  /** Limit controllers (memory, cpu, pids) not delegated to the manager: those limits do not hold. */
+  missingControllers?: readonly string[];
 }
 
 /**
@@ -62,9 +64,18 @@ export interface UserScopeTools {
 export class UserScopeLimits implements AgentLimits {
   readonly strategy = 'systemd-user-scope' as const;
   readonly enforced = true;
-  constructor(private readonly tools: UserScopeTools) {}
+  readonly advisory: { problem: string; fix: string } | undefined;
+  constructor(private readonly tools: UserScopeTools) {
+    const missing = tools.missingControllers ?? [];
+    this.advisory = missing.length
+      ? {
+          problem: `the systemd user manager has no ${missing.join(', ')} controller delegated to it, so agents' ${missing.map((c) => CONTROLLER_LIMIT[c] ?? c).join(' and ')} limits are advisory`,
+          fix: 'add `Delegate=memory cpu pids` to a drop-in for user@.service, then restart the user manager (or reboot)',
+        }
+      : undefined;
+  }
   describe(): string {
-    return 'enforced through a systemd user scope per agent (systemd-run --user --scope)';
+    return `enforced through a systemd user scope per agent (systemd-run --user --scope)${this.advisory ? `, except: ${this.advisory.problem}` : ''}`;
   }
   async prepare(agentId: string, limits: EffectiveLimits | undefined): Promise<LimitsLaunch> {
     return { prefix: scopeCommand(this.tools.systemdRun, agentId, limits), env: this.tools.busEnv };
@@ -93,6 +104,8 @@ export class UserScopeLimits implements AgentLimits {
     });
   }
 }
+
+const CONTROLLER_LIMIT: Record<string, string> = { memory: 'memory', cpu: 'CPU', pids: 'task' };
 
 function notLoaded(message: string): boolean {
   return /not loaded|not found|does not exist/i.test(message);

@@ -108,14 +108,14 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.plan = this.confinementFor(opts.entry);
     for (const w of constructionWarnings(opts.entry, this.plan)) this.log.warn(w);
     this.limits = opts.limits ?? limitsFromOptions(opts.entry.enforceCgroups === true, opts.cgroups);
-    // Said once, at start-up: the operator asked for limits this host cannot give.
+    // Said once, at start-up: the operator asked for limits this host cannot (fully) give.
     const advisory = this.limits.advisory;
     if (advisory)
       this.log.warn(
         { limits: this.limits.strategy, fix: advisory.fix },
         `scaler "${this.name}": ${advisory.problem}. Fix: ${advisory.fix}`,
       );
-    else if (this.limits.enforced)
+    if (this.limits.enforced)
       this.log.info(
         { limits: this.limits.strategy },
         `scaler "${this.name}": limits ${this.limits.describe()}`,

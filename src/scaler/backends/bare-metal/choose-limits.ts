@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { access, constants } from 'node:fs/promises';
+import { access, constants, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CgroupDriver } from '../deps.js';
 import {
@@ -44,13 +44,15 @@ export async function chooseAgentLimits(requested: boolean, probes: LimitsProbes
 const PROBE_TIMEOUT_MS = 10_000;
 
 /** The probes against this host, with the orchestrator's environment. */
-export function hostLimitsProbes(env: NodeJS.ProcessEnv): LimitsProbes {
+export function hostLimitsProbes(env: NodeJS.ProcessEnv, cgroupRoot = '/sys/fs/cgroup'): LimitsProbes {
   return {
     isRoot: () => process.getuid?.() === 0,
-    cgroupfs: () => writableCgroups(),
-    userScope: () => probeUserScope(env),
+    cgroupfs: () => writableCgroups(cgroupRoot),
+    userScope: () => probeUserScope(env, cgroupRoot),
   };
 }
+
+const LIMIT_CONTROLLERS = ['memory', 'cpu', 'pids'] as const;
 
 /** The detected cgroup tree, when this process may create groups in it (a read-only mount may not). */
 export async function writableCgroups(root = '/sys/fs/cgroup'): Promise<CgroupDriver | undefined> {
@@ -70,6 +72,7 @@ export async function writableCgroups(root = '/sys/fs/cgroup'): Promise<CgroupDr
  */
 export async function probeUserScope(
   env: NodeJS.ProcessEnv,
+  cgroupRoot = '/sys/fs/cgroup',
 ): Promise<UserScopeTools | { unavailable: string }> {
   const systemdRun = onPath('systemd-run', env.PATH);
   const systemctl = onPath('systemctl', env.PATH);
@@ -84,6 +87,25 @@ export async function probeUserScope(
   );
   if (!present)
     return { unavailable: `no systemd user manager answers for uid ${uid} (${socket} is missing)` };
+  // systemd accepts the properties whatever the host, and applies only what its tree allows: a user
+  // manager holds limits only on the unified (v2) tree, with the controllers delegated to it.
+  if ((await readFile(join(cgroupRoot, 'cgroup.controllers'), 'utf8').catch(() => undefined)) === undefined)
+    return {
+      unavailable: `${cgroupRoot} is not a unified cgroup v2 tree, and a systemd user manager can hold limits only there`,
+    };
+  const delegated = await readFile(
+    join(cgroupRoot, `user.slice/user-${uid}.slice/user@${uid}.service/cgroup.controllers`),
+    'utf8',
+  ).then(
+    (text) => text.split(/\s+/),
+    // A layout of its own: the dry run below is all there is to go on.
+    () => [...LIMIT_CONTROLLERS],
+  );
+  const missing = LIMIT_CONTROLLERS.filter((c) => !delegated.includes(c));
+  if (missing.length === LIMIT_CONTROLLERS.length)
+    return {
+      unavailable: `the systemd user manager of uid ${uid} has none of the memory, cpu and pids controllers delegated to it`,
+    };
   const busEnv: Record<string, string> = { XDG_RUNTIME_DIR: runtimeDir };
   if (env.DBUS_SESSION_BUS_ADDRESS) busEnv.DBUS_SESSION_BUS_ADDRESS = env.DBUS_SESSION_BUS_ADDRESS;
   const failure = await new Promise<string | undefined>((done) => {
@@ -95,5 +117,5 @@ export async function probeUserScope(
     );
   });
   if (failure !== undefined) return { unavailable: `systemd-run --user --scope fails here (${failure})` };
-  return { systemdRun, systemctl, busEnv };
+  return { systemdRun, systemctl, busEnv, missingControllers: missing };
 }

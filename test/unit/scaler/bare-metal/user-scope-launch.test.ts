@@ -7,8 +7,10 @@
  * ones: PID 1 is not systemd, so no user manager exists to create a scope. The stand-in checks its
  * arguments against systemd-run(1)'s contract (`--user --scope`, options before `--`, each `-p`
  * followed by NAME=VALUE with the values systemd.resource-control(5) takes: bytes, a percentage,
- * a task count) and then execs the command in its own process, as `--scope` does. Everything else
- * (the chooser's probe, the launch, the process group, the teardown) is the real code.
+ * a task count) and then execs the command in its own process, as `--scope` does. This host's
+ * cgroup tree is v1, where no user manager can hold limits, so the probe reads a small stand-in v2
+ * tree (the root's and the user manager's `cgroup.controllers`). Everything else (the chooser's
+ * probe, the launch, the process group, the teardown) is the real code.
  */
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -71,29 +73,42 @@ afterEach(async () => {
   dir = undefined;
 });
 
+/** The stand-in tools, a runtime dir with the manager's socket, and a v2 tree delegating `delegated`. */
+async function userManagerHost(delegated: string | undefined) {
+  dir = await mkdtemp(join(tmpdir(), 'kici-user-scope-'));
+  const bin = join(dir, 'bin');
+  const runtimeDir = join(dir, 'run');
+  await mkdir(bin);
+  await mkdir(join(runtimeDir, 'systemd'), { recursive: true });
+  // The user manager's private socket: the probe looks for it before the dry run.
+  await writeFile(join(runtimeDir, 'systemd/private'), '');
+  const runLog = join(dir, 'systemd-run.log');
+  const ctlLog = join(dir, 'systemctl.log');
+  await writeFile(join(bin, 'systemd-run'), FAKE_SYSTEMD_RUN(runLog), { mode: 0o755 });
+  await writeFile(join(bin, 'systemctl'), FAKE_SYSTEMCTL(ctlLog), { mode: 0o755 });
+  const cgroupRoot = join(dir, 'cgroup');
+  const uid = process.getuid?.() ?? 0;
+  const manager = join(cgroupRoot, `user.slice/user-${uid}.slice/user@${uid}.service`);
+  await mkdir(manager, { recursive: true });
+  await writeFile(join(cgroupRoot, 'cgroup.controllers'), 'cpuset cpu io memory hugetlb pids rdma misc\n');
+  if (delegated !== undefined) await writeFile(join(manager, 'cgroup.controllers'), `${delegated}\n`);
+  const hostEnv = { PATH: `${bin}:/usr/bin:/bin`, XDG_RUNTIME_DIR: runtimeDir };
+  // Not root (injected: this test runs as root), so the user manager is the way.
+  const probes = { ...hostLimitsProbes(hostEnv, cgroupRoot), isRoot: () => false };
+  return { dir, hostEnv, runLog, ctlLog, probes, cgroupRoot };
+}
+
 describe('bare-metal limits through a systemd user scope (no root)', () => {
   it('starts the agent as the scope main process with its limits, hides the bus from it, and stops the scope on destroy', async () => {
-    dir = await mkdtemp(join(tmpdir(), 'kici-user-scope-'));
-    const bin = join(dir, 'bin');
-    const runtimeDir = join(dir, 'run');
-    await mkdir(bin);
-    await mkdir(join(runtimeDir, 'systemd'), { recursive: true });
-    // The user manager's private socket: the probe looks for it before the dry run.
-    await writeFile(join(runtimeDir, 'systemd/private'), '');
-    const runLog = join(dir, 'systemd-run.log');
-    const ctlLog = join(dir, 'systemctl.log');
-    await writeFile(join(bin, 'systemd-run'), FAKE_SYSTEMD_RUN(runLog), { mode: 0o755 });
-    await writeFile(join(bin, 'systemctl'), FAKE_SYSTEMCTL(ctlLog), { mode: 0o755 });
+    const { dir, hostEnv, runLog, ctlLog, probes } = await userManagerHost('cpu memory pids');
     const agent = join(dir, 'agent.sh');
     await writeFile(
       agent,
       '#!/bin/sh\necho "agent pid=$$ pgid=$(ps -o pgid= -p $$ | tr -d " ") xdg=${XDG_RUNTIME_DIR:-unset}"\nexec sleep 600\n',
     );
     await chmod(agent, 0o755);
-    const hostEnv = { PATH: `${bin}:/usr/bin:/bin`, XDG_RUNTIME_DIR: runtimeDir };
 
-    // Not root (injected: this test runs as root), so the user manager is the way.
-    const limits = await chooseAgentLimits(true, { ...hostLimitsProbes(hostEnv), isRoot: () => false });
+    const limits = await chooseAgentLimits(true, probes);
     expect(limits.strategy).toBe('systemd-user-scope');
     // The dry run went through the same contract check.
     expect(await readFile(runLog, 'utf8')).toMatch(/props= -p TasksMax=16 cmd=true\n$/);
@@ -170,5 +185,26 @@ describe('bare-metal limits through a systemd user scope (no root)', () => {
     ]);
     // A scope already collected is the normal end, not a failure to report.
     expect(warnings.filter((w) => /could not remove/.test(w))).toEqual([]);
+  });
+
+  it('a manager missing some limit controllers: enforced, but the missing limits are said once as advisory', async () => {
+    const { probes } = await userManagerHost('memory');
+    const limits = await chooseAgentLimits(true, probes);
+    expect(limits).toMatchObject({ strategy: 'systemd-user-scope', enforced: true });
+    expect(limits.advisory?.problem).toBe(
+      "the systemd user manager has no cpu, pids controller delegated to it, so agents' CPU and task limits are advisory",
+    );
+    expect(limits.advisory?.fix).toMatch(/Delegate=memory cpu pids/);
+  });
+
+  it('a manager with none of them, or a tree that is not v2: no scope, the limits are advisory', async () => {
+    const none = await userManagerHost('');
+    const a = await chooseAgentLimits(true, none.probes);
+    expect(a.strategy).toBe('advisory');
+    expect(a.advisory?.problem).toMatch(/has none of the memory, cpu and pids controllers delegated/);
+    await rm(join(none.cgroupRoot, 'cgroup.controllers'));
+    const v1 = await chooseAgentLimits(true, none.probes);
+    expect(v1.strategy).toBe('advisory');
+    expect(v1.advisory?.problem).toMatch(/is not a unified cgroup v2 tree/);
   });
 });
