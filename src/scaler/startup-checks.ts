@@ -28,6 +28,7 @@ import {
   type StatfsFn,
 } from './backends/registry.js';
 import { preflightTools } from './preflight.js';
+import type { BackendDeps } from './backends/deps.js';
 import { jobTargetProblems } from './events/job-targets.js';
 import { WEBHOOK_SECRET_ENV } from './events/router.js';
 import { resolveLedgerDir } from './ledger/ledger-dir.js';
@@ -65,6 +66,8 @@ export interface StartupCheckOptions {
   probeNft?: ((sudo: boolean) => Promise<void>) | false;
   statfs?: StatfsFn;
   diskThresholdBytes?: number;
+  /** What the bare-metal limits chooser asks of the host; probed when absent. */
+  limitsProbes?: BackendDeps['limitsProbes'];
 }
 
 type Finder = (entry: ScalerEntry, i: number, o: StartupCheckOptions) => Promise<CheckFinding[]>;
@@ -138,6 +141,26 @@ const entryFindings: Finder = async (entry, i, o) =>
       fix,
     }),
   );
+
+/**
+ * What a backend will do here without stopping (limits that stay advisory): `validate` lists it; at
+ * start-up the backend says it once itself, so serve does not repeat it.
+ */
+const warningFindings: Finder = async (entry, i, o) => {
+  if (o.mode !== 'validate') return [];
+  const found = await descriptorFor(entry).hostWarnings?.(entry, {
+    configPath: fileOf(o, i),
+    hostEnv: o.env ?? process.env,
+    ...(o.limitsProbes ? { limitsProbes: o.limitsProbes } : {}),
+  });
+  return (found ?? []).map(([field, problem, fix]) => ({
+    severity: 'warning',
+    file: fileOf(o, i),
+    path: `scalers[${i}].${field}`,
+    problem,
+    fix,
+  }));
+};
 
 /** Webhooks are never sent unsigned, so a webhook target without the signing secret cannot work. */
 const webhookFindings: Finder = async (entry, i, o) => {
@@ -265,7 +288,14 @@ const ledgerFindings = async (config: ScalerConfig, o: StartupCheckOptions): Pro
 
 /** Every host check on a loaded config, in config order; nothing is thrown for a host problem. */
 export async function startupFindings(config: ScalerConfig, o: StartupCheckOptions): Promise<CheckFinding[]> {
-  const perScaler: Finder[] = [toolFindings, entryFindings, webhookFindings, nftFinder(), engineFindings];
+  const perScaler: Finder[] = [
+    toolFindings,
+    entryFindings,
+    warningFindings,
+    webhookFindings,
+    nftFinder(),
+    engineFindings,
+  ];
   const findings: CheckFinding[] = [];
   for (const [i, entry] of config.scalers.entries())
     for (const find of perScaler) findings.push(...(await find(entry, i, o)));

@@ -268,6 +268,11 @@ export interface ScalerBackend {
    */
   confinement?(): { labelSet: string; mode: string; chosen: string; risk: string | null }[];
   /**
+   * Backends that enforce agent limits on this host themselves: which mechanism holds them
+   * (`off` when not asked for), and the fix when none could (diagnose shows it).
+   */
+  limitsEnforcement?(): { strategy: string; enforced: boolean; message: string; fix: string | null };
+  /**
    * The address on this host where this backend's agents reach the host (a bridge's gateway), when
    * they run behind one. An orchestrator listening on loopback opens an agent-only listener there.
    */

@@ -2,6 +2,7 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Clock } from '../util/clock.js';
 import { describeScalerStatus } from './scaler-views.js';
 import { preflightTools } from '../scaler/preflight.js';
+import { limitsRows } from './limits-check.js';
 
 import {
   type CheckStatus,
@@ -143,8 +144,13 @@ export async function diagnoseScalers(
     retiring: retiringSinceMs !== undefined,
   }));
   const network = await networkCheck?.();
+  const limits = scaler.backendList().flatMap((b) => {
+    const l = b.limitsEnforcement?.();
+    return l ? [{ name: b.name, ...l }] : [];
+  });
   const checks = [
     ...scalerProvisioningRows(views, scaler.failures.records(), now),
+    ...limitsRows(limits),
     ...(network ? [{ ...network, details: null }] : []),
   ];
   return { configured: true, healthy: scalers.every((s) => s.healthy), scalers, checks };

@@ -8,6 +8,7 @@ import type { FirecrackerNetwork } from '../../config/index.js';
 import type { EffectiveLimits } from '../types.js';
 import type { VmmDriver } from './firecracker/vmm.js';
 import type { HostFacts } from './bare-metal/confinement.js';
+import type { LimitsProbes } from './bare-metal/choose-limits.js';
 import type { StatfsFn } from './firecracker/disk-guard.js';
 import type { NftRunner } from '../../net/nft-runner.js';
 import type { ScalerEventEmitterLike } from '../events/payloads.js';
@@ -49,6 +50,8 @@ export interface BackendDeps {
   vmDiskThresholdBytes?: number;
   /** Bare-metal `enforceCgroups` driver; detected on the host when absent. */
   cgroups?: CgroupDriver;
+  /** What the bare-metal limits chooser asks of the host (root, cgroup tree, user manager); probed when absent. */
+  limitsProbes?: Partial<LimitsProbes>;
   /** The orchestrator's data dir (bare-metal hides it from sandboxed agents). */
   dataDir?: string;
   /** Files no job may read (the bootstrap admin token, the TLS key): hidden from sandboxed agents. */

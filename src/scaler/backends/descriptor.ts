@@ -28,6 +28,15 @@ export interface BackendDescriptor {
     deps: Pick<BackendDeps, 'configPath' | 'hostEnv'>,
   ): [field: string, problem: string, fix: string][];
   /**
+   * What `entry` will do on this host that the operator should know but that does not stop it
+   * (limits that cannot be enforced here), as `[field, problem, fix]`. `scaler validate` shows them;
+   * at start-up the backend says them itself, once.
+   */
+  hostWarnings?(
+    entry: ScalerEntry,
+    deps: Pick<BackendDeps, 'configPath' | 'hostEnv' | 'limitsProbes'>,
+  ): Promise<[field: string, problem: string, fix: string][]>;
+  /**
    * Backends whose leftovers can be told apart on the host alone (a stopped container, a VM
    * directory whose VMM is gone): the sweeper `kici-admin scaler reap-orphans` uses while the
    * orchestrator is down. Absent: that backend's leftovers need the running orchestrator.

@@ -22,6 +22,7 @@ import { onLines } from '../../../util/lines.js';
 import { bareMetalTools } from './tools.js';
 import { buildAgentEnv } from './env.js';
 import type { CgroupDriver } from './cgroups.js';
+import { limitsFromOptions, type AgentLimits } from './agent-limits.js';
 import { launchAgentProcess, type LaunchDeps } from './process-launch.js';
 import { recoveredPlacement, unplace, type Placement } from './placement.js';
 import { reloadErrors } from './reload-check.js';
@@ -50,6 +51,8 @@ export interface BareMetalBackendOptions {
   hostEnv?: NodeJS.ProcessEnv;
   /** Grace between SIGTERM and SIGKILL on destroy. */
   stopGraceMs?: number;
+  /** How limits are applied, chosen at start-up (see choose-limits.ts); wins over `cgroups`. */
+  limits?: AgentLimits | undefined;
   /** Cgroup driver for `enforceCgroups: true` (injected; see detectCgroups). */
   cgroups?: CgroupDriver | undefined;
   /** Homes and uids for sandboxed and `runAsUser: dynamic` agents (host-wide by default). */
@@ -103,7 +106,33 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.users = opts.users ?? new AgentUserPool();
     this.hostFacts = opts.hostFacts ?? probeHostFacts(this.hostEnv);
     this.plan = this.confinementFor(opts.entry);
-    for (const w of constructionWarnings(opts.entry, opts.cgroups !== undefined, this.plan)) this.log.warn(w);
+    for (const w of constructionWarnings(opts.entry, this.plan)) this.log.warn(w);
+    this.limits = opts.limits ?? limitsFromOptions(opts.entry.enforceCgroups === true, opts.cgroups);
+    // Said once, at start-up: the operator asked for limits this host cannot (fully) give.
+    const advisory = this.limits.advisory;
+    if (advisory)
+      this.log.warn(
+        { limits: this.limits.strategy, fix: advisory.fix },
+        `scaler "${this.name}": ${advisory.problem}. Fix: ${advisory.fix}`,
+      );
+    if (this.limits.enforced)
+      this.log.info(
+        { limits: this.limits.strategy },
+        `scaler "${this.name}": limits ${this.limits.describe()}`,
+      );
+  }
+
+  /** How this scaler's agent limits are applied; fixed for the scaler's life. */
+  private readonly limits: AgentLimits;
+
+  /** Read-only: which mechanism holds the agents' limits, and what to do when none can. */
+  limitsEnforcement(): { strategy: string; enforced: boolean; message: string; fix: string | null } {
+    return {
+      strategy: this.limits.strategy,
+      enforced: this.limits.enforced,
+      message: this.limits.describe(),
+      fix: this.limits.advisory?.fix ?? null,
+    };
   }
 
   private readonly users: AgentUserPool;
@@ -221,8 +250,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       // Abandoned (deadline, or destroy() ran before the process existed) while starting: it must not outlive that.
       this.agents.delete(req.agentId);
       await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
-      if (this.enforcesLimits)
-        await this.opts.cgroups!.remove(req.agentId).catch(this.cgroupLeft(req.agentId));
+      await this.limits.release(req.agentId).catch(this.cgroupLeft(req.agentId));
       await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
       throw new SpawnError('spawn-timeout', 'spawn aborted');
     }
@@ -264,7 +292,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       },
       modeOf: (ls) => modeIn(this.plan, ls),
       hostEnv: this.hostEnv,
-      cgroups: this.enforcesLimits ? this.opts.cgroups : undefined,
+      limits: this.limits,
       runtime: this.runtime,
       placeLeft: (id) => this.placeLeft(id),
       cgroupLeft: (id) => this.cgroupLeft(id),
@@ -327,19 +355,18 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.agents.delete(agentId);
     // The group, then whatever left it (setsid, double fork) but still carries the agent's id.
     if (t.pgid !== undefined) await stopAgentTree(agentId, t.pgid, this.opts.stopGraceMs);
-    // The cgroup also holds a process that scrubbed its environment; removing it kills them all.
-    if (this.enforcesLimits) {
-      await this.opts.cgroups!.remove(agentId).catch((err: unknown) => {
-        this.log.warn({ agentId, err: (err as Error).message }, 'could not remove the agent cgroup');
-      });
-    }
+    // The cgroup (or scope) also holds a process that scrubbed its environment; removing it kills
+    // them all.
+    await this.limits.release(agentId).catch((err: unknown) => {
+      this.log.warn({ agentId, err: (err as Error).message }, 'could not remove the agent cgroup');
+    });
     // Last: whatever still runs as the agent's uid, then its home and uid (released for reuse).
     await unplace(agentId, t.placement, this.users).catch(this.placeLeft(agentId));
   }
 
-  /** Limits are enforced only where the operator asked for it and a cgroup tree is usable. */
+  /** Limits are enforced only where the operator asked for it and this host has a way to. */
   get enforcesLimits(): boolean {
-    return this.opts.entry.enforceCgroups === true && this.opts.cgroups !== undefined;
+    return this.limits.enforced;
   }
 
   async adopt(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean> {
@@ -378,7 +405,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const placement = await this.recoveredPlacement(agentId);
     await unplace(agentId, placement, this.users).catch(this.placeLeft(agentId));
     if (!agentAlive && !placement.workDir) return false;
-    if (this.enforcesLimits) await this.opts.cgroups!.remove(agentId).catch(this.cgroupLeft(agentId));
+    await this.limits.release(agentId).catch(this.cgroupLeft(agentId));
     return true;
   }
 
@@ -432,8 +459,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   applyReload(entry: ScalerEntry): void {
     this.entry = entry;
     this.plan = this.confinementFor(entry);
-    for (const w of constructionWarnings(entry, this.opts.cgroups !== undefined, this.plan, false))
-      this.log.warn(w);
+    for (const w of constructionWarnings(entry, this.plan, false)) this.log.warn(w);
   }
 
   /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */

@@ -4,7 +4,8 @@ import type { BackendDescriptor } from '../descriptor.js';
 import type { BackendDeps } from '../deps.js';
 import { UserError } from '../../../util/errors.js';
 import { BareMetalScalerBackend } from './backend.js';
-import { detectCgroups } from './cgroups.js';
+import { CgroupfsLimits } from './agent-limits.js';
+import { chooseAgentLimits, hostLimitsProbes } from './choose-limits.js';
 import { agentsCannotRun, planConfinement } from './confinement-plan.js';
 import { probeHostFacts } from './host-probe.js';
 import { bareMetalTools } from './tools.js';
@@ -33,8 +34,25 @@ export const bareMetalDescriptor: BackendDescriptor = {
             : [],
         )),
   ],
+  async hostWarnings(entry, deps) {
+    const limits = await chooseAgentLimits(entry.enforceCgroups === true, {
+      ...hostLimitsProbes(deps.hostEnv ?? process.env),
+      ...deps.limitsProbes,
+    });
+    return limits.advisory
+      ? [['enforceCgroups', `scaler "${entry.name}": ${limits.advisory.problem}`, limits.advisory.fix]]
+      : [];
+  },
   async create(entry, deps) {
-    const cgroups = entry.enforceCgroups ? (deps.cgroups ?? (await detectCgroups())) : undefined;
+    // Chosen once from what this host allows: root's cgroup tree, else the user's service manager,
+    // else none (one warning, and the diagnose and validate rows say so).
+    const limits =
+      entry.enforceCgroups && deps.cgroups
+        ? new CgroupfsLimits(deps.cgroups)
+        : await chooseAgentLimits(entry.enforceCgroups === true, {
+            ...hostLimitsProbes(deps.hostEnv ?? process.env),
+            ...deps.limitsProbes,
+          });
     // A job must not act as the operator: each set gets the confinement this host allows, or the
     // scaler is refused before any spawn, naming the fix.
     const hostFacts = deps.hostFacts ?? probeHostFacts(deps.hostEnv ?? process.env);
@@ -46,7 +64,7 @@ export const bareMetalDescriptor: BackendDescriptor = {
     return new BareMetalScalerBackend({
       entry,
       jobImage,
-      cgroups,
+      limits,
       logger: deps.logger,
       baseDir: dirname(deps.configPath),
       ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),

@@ -2,7 +2,7 @@ import type { AgentUser } from './users.js';
 
 /**
  * The command line that starts one agent, built from the inside out:
- *   [cgroup join shell] → [bwrap …] → [setpriv to the agent's uid] → binary
+ *   [cgroup join shell | systemd user scope] → [bwrap …] → [setpriv to the agent's uid] → binary
  * The shell joins the cgroups while still privileged; bwrap needs root to mount without user
  * namespaces; setpriv drops to the agent's uid last, inside the sandbox, so nothing the agent runs
  * ever holds root.
@@ -12,6 +12,11 @@ export interface LaunchSpec {
   /** An execute-only Node that runs `binary` (a node script), so the agent starts non-dumpable. */
   runtime?: string | undefined;
   procsFiles?: string[] | undefined;
+  /**
+   * A command to start the agent under (a systemd user scope), and the variables it alone needs,
+   * removed again (through `env -u`) before the agent starts.
+   */
+  scope?: { prefix: string[]; unset: string[] } | undefined;
   sandbox?: string[] | undefined;
   user?: AgentUser | undefined;
 }
@@ -39,6 +44,10 @@ export function launchCommand(spec: LaunchSpec): { file: string; args: string[] 
     const script =
       'for f in "$@"; do case "$f" in --) break;; esac; echo $$ > "$f"; shift; done; shift; exec "$@"';
     cmd = ['/bin/sh', '-c', script, 'kici-cgroup-join', ...spec.procsFiles, '--', ...cmd];
+  }
+  if (spec.scope?.prefix.length) {
+    const unset = spec.scope.unset.flatMap((name) => ['-u', name]);
+    cmd = [...spec.scope.prefix, ...(unset.length ? ['env', ...unset, '--'] : []), ...cmd];
   }
   return { file: cmd[0]!, args: cmd.slice(1) };
 }

@@ -3,7 +3,7 @@ import { access, constants, stat } from 'node:fs/promises';
 import type { LabelSetConfig } from '../../../config/index.js';
 import { DeterministicSpawnError } from '../../core/spawn-errors.js';
 import type { SpawnContext } from '../../types.js';
-import type { CgroupDriver } from './cgroups.js';
+import type { AgentLimits } from './agent-limits.js';
 import type { Writable } from 'node:stream';
 import { TOKEN_FD } from './env.js';
 import { launchCommand } from './launch.js';
@@ -26,8 +26,8 @@ export interface LaunchDeps {
   /** How each label set's agents are confined (chosen at start-up and on reload). */
   modeOf(ls: LabelSetConfig): ConfinementMode;
   hostEnv: NodeJS.ProcessEnv;
-  /** Set only when limits are enforced. */
-  cgroups: CgroupDriver | undefined;
+  /** How this scaler's limits are applied (a no-op when they are not enforced). */
+  limits: AgentLimits;
   /** The execute-only Node agents start from, sealed (undefined: they seal themselves). */
   runtime?: SealedRuntime | undefined;
   /** Where a failed clean-up is logged and counted. */
@@ -36,7 +36,7 @@ export interface LaunchDeps {
 }
 
 /**
- * Start one process-mode agent: its user/work dir/sandbox (placement), its cgroups, then the process
+ * Start one process-mode agent: its user/work dir/sandbox (placement), its limits, then the process
  * itself in its own group. On any failure whatever was made is undone, `scaler.failed` is emitted
  * and a classified error is thrown; `tracked.placement` is filled as soon as it exists, so a destroy
  * that races the start finds it.
@@ -52,7 +52,7 @@ export async function launchAgentProcess(
 ): Promise<ChildProcess> {
   const id = req.agentId;
   const undo = async () => {
-    if (deps.cgroups) await deps.cgroups.remove(id).catch(deps.cgroupLeft(id));
+    await deps.limits.release(id).catch(deps.cgroupLeft(id));
     await unplace(id, tracked.placement, deps.users).catch(deps.placeLeft(id));
   };
   const fail = async (message: string, err: unknown): Promise<never> => {
@@ -81,19 +81,23 @@ export async function launchAgentProcess(
   }
   Object.assign(env, placementEnv(tracked.placement));
   const { user, sandbox } = tracked.placement;
-  let launch = launchCommand({ binary, runtime, user, sandbox });
-  if (deps.cgroups) {
-    try {
-      launch = launchCommand({
-        binary,
-        runtime,
-        user,
-        sandbox,
-        procsFiles: await deps.cgroups.create(id, req.limits),
-      });
-    } catch (err) {
-      return fail(`cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`, err);
-    }
+  let launch;
+  try {
+    const held = await deps.limits.prepare(id, req.limits);
+    // The scope's tools find the user manager through these; an agent that was not given them
+    // (the default profile) must not reach the manager and start work outside its own limits.
+    const added = Object.keys(held.env ?? {}).filter((k) => env[k] === undefined);
+    launch = launchCommand({
+      binary,
+      runtime,
+      user,
+      sandbox,
+      procsFiles: held.procsFiles,
+      scope: held.prefix ? { prefix: held.prefix, unset: added } : undefined,
+    });
+    for (const k of added) env[k] = held.env![k]!;
+  } catch (err) {
+    return fail(`cannot create the agent's cgroup for enforceCgroups: ${(err as Error).message}`, err);
   }
   try {
     // Checked here, not left to the cgroup shell or to exec, so the reason names what is wrong.

@@ -3,14 +3,10 @@ import type { ConfinementPlan } from './confinement-plan.js';
 
 /**
  * What a bare-metal scaler cannot promise, said once when it is built (and again for a reload's
- * policies): the trust model, network policies it cannot enforce, and limits it cannot enforce.
+ * policies): the trust model and network policies it cannot enforce. Limits it cannot enforce are
+ * said by the backend once, from its limits strategy.
  */
-export function constructionWarnings(
-  entry: ScalerEntry,
-  cgroupsUsable: boolean,
-  plan: ConfinementPlan,
-  withTrust = true,
-): string[] {
+export function constructionWarnings(entry: ScalerEntry, plan: ConfinementPlan, withTrust = true): string[] {
   const out: string[] = [];
   const processSets = entry.labelSets.filter((ls) => ls.binaryPath);
   if (withTrust && processSets.length) {
@@ -27,11 +23,6 @@ export function constructionWarnings(
         `scaler "${entry.name}" label set [${normalizeLabelSet(ls.labels)}]: networkPolicy cannot be enforced on bare-metal agent processes (only in job-image mode); remove it or use a container label set`,
       );
     }
-  }
-  if (entry.enforceCgroups && !cgroupsUsable) {
-    out.push(
-      `scaler "${entry.name}": enforceCgroups is set but this host has no usable cgroup hierarchy under /sys/fs/cgroup; CPU and memory limits are advisory only (run on Linux as root, or drop enforceCgroups)`,
-    );
   }
   return out;
 }
