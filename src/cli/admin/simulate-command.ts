@@ -6,7 +6,7 @@ import { renderComparison, runSimulation, type RunOptions } from '../../scaler/s
 import { spawnLatencyFromMetrics } from '../../scaler/sim/spawn-latency.js';
 import { parseTrace, TraceError } from '../../scaler/sim/trace.js';
 import { parseDurationMs } from '../../util/duration.js';
-import { UsageError, UserError } from '../../util/errors.js';
+import { errorMessage, UsageError, UserError } from '../../util/errors.js';
 import { printJson } from '../output.js';
 import type { AdminClient } from './client.js';
 
@@ -94,7 +94,7 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
       try {
         text = await readFile(o.trace, 'utf8');
       } catch (err) {
-        throw new UserError(`--trace ${o.trace}: cannot read it (${(err as Error).message})`);
+        throw new UserError(`--trace ${o.trace}: cannot read it (${errorMessage(err)})`);
       }
       let trace;
       try {
@@ -113,7 +113,7 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
           return runSimulation(await loadConfig(path), trace, opts);
         } catch (err) {
           if (err instanceof UserError) throw err;
-          throw new UserError(`${path}: ${(err as Error).message}`);
+          throw new UserError(`${path}: ${errorMessage(err)}`);
         }
       };
       const proposed = await run(o.config);
