@@ -65,7 +65,8 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
       if (e.k === 'registered') registered(w, e.a, t);
       else if (e.k === 'done') {
         w.running--;
-        if (w.releaseMs > 0) events.push(t + w.releaseMs, { k: 'gone', a: e.a });
+        const release = w.releaseAt(t);
+        if (release > 0) events.push(t + release, { k: 'gone', a: e.a });
         else w.leave(e.a, t);
       } else if (e.k === 'gone') w.leave(e.a, t);
       else if (e.k === 'idle-exit') {

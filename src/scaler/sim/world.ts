@@ -35,6 +35,7 @@ export class SimWorld {
   readonly startMs: number;
   readonly idleMs: number;
   readonly releaseMs: number;
+  readonly dispatchMs: number;
   private readonly perScaler = new Map<string, number>();
   private readonly semaphores = new Map<string, { running: number; waiting: Agent[] }>();
   private live = 0;
@@ -54,6 +55,7 @@ export class SimWorld {
   ) {
     this.idleMs = opts.agentIdleMs ?? 5_000;
     this.releaseMs = opts.releaseMs ?? 0;
+    this.dispatchMs = opts.dispatchMs ?? 0;
     const state = new ScalerState(config, []);
     // Routing must not depend on the machine the simulation runs on.
     this.table = buildRoutingTable(config, { host: { os: 'linux', arch: 'x64' } });
@@ -122,7 +124,7 @@ export class SimWorld {
 
   /** The longest a spawn of any scaler can take: pools are full that long before the trace. */
   maxSpawnMs(): number {
-    return Math.max(0, ...this.config.scalers.map((e) => this.spawnTime(e)));
+    return Math.max(0, ...this.config.scalers.map((e) => this.spawnTime(e, this.startMs)));
   }
 
   /** Start an agent through the caps book (false when a cap refuses it); `g` is its job's group. */
@@ -188,15 +190,16 @@ export class SimWorld {
     this.timeline.agents(now, this.live);
   }
 
-  /** The agent takes the oldest job of the highest priority in `g`. */
+  /** The agent takes the oldest job of the highest priority in `g`; it starts after the hand-over. */
   start(a: Agent, g: Group, now: number): void {
     const j = g.queue.pop()!.item;
     this.waiting--;
     this.running++;
-    const wait = now - this.submit[j]!;
+    const at = now + this.dispatchMs;
+    const wait = at - this.submit[j]!;
     a.pool.c.waits.push(wait);
-    this.timeline.wait(now, wait);
-    this.events.push(now + this.runMs[j]!, { k: 'done', a });
+    this.timeline.wait(at, wait);
+    this.events.push(at + this.runMs[j]!, { k: 'done', a });
   }
 
   askWarm(now: number): void {
@@ -207,10 +210,15 @@ export class SimWorld {
 
   private launch(a: Agent, now: number): void {
     this.spawning++;
-    this.events.push(now + this.spawnTime(a.pool.entry), { k: 'registered', a });
+    this.events.push(now + this.spawnTime(a.pool.entry, now), { k: 'registered', a });
   }
 
-  private spawnTime(e: ScalerEntry): number {
-    return this.opts.spawnMs(e);
+  private spawnTime(e: ScalerEntry, now: number): number {
+    return this.opts.spawnMs(e, now);
+  }
+
+  /** From a job's end at `now` until its agent's capacity is free again. */
+  releaseAt(now: number): number {
+    return this.opts.releaseAt ? this.opts.releaseAt(now) : this.releaseMs;
   }
 }
