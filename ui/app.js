@@ -2,6 +2,7 @@
 import { h, render } from '/ui/vendor/preact.mjs';
 import { useEffect, useState } from '/ui/vendor/hooks.mjs';
 import htm from '/ui/vendor/htm.mjs';
+import { Capacity } from '/ui/capacity.js';
 import { Agents, Cluster, Events, Job, Jobs, Overview, Scalers } from '/ui/views.js';
 
 const html = htm.bind(h);
@@ -118,6 +119,7 @@ const PAGES = [
   ['#/jobs', 'Jobs'],
   ['#/agents', 'Agents'],
   ['#/scalers', 'Scalers'],
+  ['#/capacity', 'Capacity'],
   ['#/events', 'Events'],
   ['#/cluster', 'Cluster'],
 ];
@@ -132,6 +134,7 @@ function App() {
   else if (parts[0] === 'jobs') page = html`<${Jobs} params=${params} />`;
   else if (parts[0] === 'agents') page = html`<${Agents} />`;
   else if (parts[0] === 'scalers') page = html`<${Scalers} job=${params.get('job') ?? ''} />`;
+  else if (parts[0] === 'capacity') page = html`<${Capacity} />`;
   else if (parts[0] === 'events') page = html`<${Events} />`;
   else if (parts[0] === 'cluster') page = html`<${Cluster} />`;
   else page = html`<${Overview} />`;

@@ -21,6 +21,7 @@ import {
 } from './http-validation.js';
 import { registerAgentRoutes } from './agent-routes.js';
 import { registerJobRoutes } from './job-routes.js';
+import { registerSimulateRoute } from './simulate-route.js';
 import { registerTraceRoute } from './trace-route.js';
 import { registerEventRoutes } from './event-routes.js';
 import { registerBackoffRoutes } from './backoff-routes.js';
@@ -306,6 +307,11 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
 
   registerJobRoutes(app, { ...deps, view: (row) => jobView(row) });
   registerTraceRoute(app, deps);
+  registerSimulateRoute(app, {
+    ...deps,
+    currentConfig: () => dispatcher.scaler?.config,
+    metricsText: () => deps.metrics.registry.metrics(),
+  });
   registerAgentRoutes(app, deps);
   registerEventRoutes(app, deps);
 

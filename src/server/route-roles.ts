@@ -49,6 +49,8 @@ export const ROUTE_RULES: Readonly<Record<string, RouteRule>> = {
   'GET /api/v1/scaler/explain/:jobId': { access: 'viewer', action: 'scaler.explain' },
   'GET /api/v1/scaler/vms': { access: 'viewer', action: 'scaler.vms' },
   'POST /api/v1/scaler/reset-backoff': { access: 'operator', action: 'scaler.reset-backoff' },
+  // A what-if replays the whole job history in a worker: an admin's, like a backup.
+  'POST /api/v1/scaler/simulate': { access: 'admin', action: 'scaler.simulate' },
 
   // Pruning deletes history and a backup holds every row: both are an admin's.
   'POST /api/v1/prune': { access: 'admin', action: 'retention.prune' },

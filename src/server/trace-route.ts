@@ -27,28 +27,7 @@ export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock
     // Pages by submission order, so a long history never sits in memory at once.
     const stream = new ReadableStream<Uint8Array>({
       async pull(ctl) {
-        let q = db
-          .selectFrom('jobs')
-          .leftJoin('agents', 'agents.id', 'jobs.agent_id')
-          .select([
-            'jobs.id',
-            'jobs.seq',
-            'jobs.runs_on',
-            'jobs.spec',
-            'jobs.state',
-            'jobs.agent_id',
-            'jobs.priority',
-            'jobs.owner',
-            'jobs.created_at',
-            'jobs.started_at',
-            'jobs.finished_at',
-            'agents.scaler_name',
-          ])
-          .where('jobs.created_at', '>=', from)
-          .orderBy('jobs.seq')
-          .limit(PAGE);
-        if (after !== undefined) q = q.where('jobs.seq', '>', after);
-        const rows = await q.execute();
+        const rows = await tracePage(db, from, after);
         if (rows.length === 0) return ctl.close();
         after = rows[rows.length - 1]!.seq;
         ctl.enqueue(enc.encode(rows.map((r) => `${formatTraceLine(traceJob(r))}\n`).join('')));
@@ -56,6 +35,47 @@ export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock
     });
     return c.body(stream, 200, { 'content-type': 'application/x-ndjson; charset=utf-8' });
   });
+}
+
+/**
+ * The trace of jobs submitted since `from`, oldest first, or undefined when it holds more than `max`
+ * jobs (a caller that keeps it in memory sets the bound).
+ */
+export async function readTrace(store: Store, from: Date, max: number): Promise<TraceJob[] | undefined> {
+  const out: TraceJob[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const rows = await tracePage(store.db, from, after);
+    if (rows.length === 0) return out;
+    if (out.length + rows.length > max) return undefined;
+    for (const r of rows) out.push(traceJob(r));
+    after = rows[rows.length - 1]!.seq;
+  }
+}
+
+function tracePage(db: Store['db'], from: Date, after: string | undefined) {
+  let q = db
+    .selectFrom('jobs')
+    .leftJoin('agents', 'agents.id', 'jobs.agent_id')
+    .select([
+      'jobs.id',
+      'jobs.seq',
+      'jobs.runs_on',
+      'jobs.spec',
+      'jobs.state',
+      'jobs.agent_id',
+      'jobs.priority',
+      'jobs.owner',
+      'jobs.created_at',
+      'jobs.started_at',
+      'jobs.finished_at',
+      'agents.scaler_name',
+    ])
+    .where('jobs.created_at', '>=', from)
+    .orderBy('jobs.seq')
+    .limit(PAGE);
+  if (after !== undefined) q = q.where('jobs.seq', '>', after);
+  return q.execute();
 }
 
 interface Row {

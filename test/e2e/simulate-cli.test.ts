@@ -39,6 +39,22 @@ describe('kici-admin scaler simulate (offline: no server)', () => {
     expect(pick(out.current).peakAgents).toBe(1);
     expect(pick(out.proposed).peakAgents).toBe(4);
     expect(pick(out.proposed).waitP95Ms).toBeLessThan(pick(out.current).waitP95Ms);
+    // The hand-over every job pays adds to every wait (and to the wait of a job queued behind it).
+    const handed = await runNode([
+      ADMIN_BIN,
+      ...base,
+      '--spawn-ms',
+      'bare-metal=1000',
+      '--dispatch-ms',
+      '250',
+      '--json',
+    ]).exited;
+    const withDispatch = JSON.parse(handed.stdout) as typeof out;
+    expect(pick(withDispatch.proposed).waitP95Ms).toBeGreaterThanOrEqual(pick(out.proposed).waitP95Ms + 250);
+    const slow = await runNode([ADMIN_BIN, ...base, '--spawn-ms', 'bare-metal=1', '--dispatch-ms', 'soon'])
+      .exited;
+    expect(slow.code).not.toBe(0);
+    expect(slow.stderr).toMatch(/--dispatch-ms: "soon" is not a number of ms/);
     // Without a spawn time the command says which flag to pass; a bad trace line is named.
     const noSpawn = await runNode([ADMIN_BIN, ...base]).exited;
     expect(noSpawn.code).toBe(1);

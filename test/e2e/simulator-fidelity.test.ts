@@ -25,7 +25,7 @@ afterEach(async () => {
 const JOBS = 100;
 
 describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then a replay)', () => {
-  it('simulated queue-wait p95 per label set is within 20 % (p50 within 35 %, or 100 ms) of the real one', async () => {
+  it('simulated queue-wait p50 and p95 per label set are within 20 % (or 100 ms) of the real ones', async () => {
     // Two scalers, each with its own cap and a warm agent: each label set queues on its own cap.
     const scalerOf = (name: string, maxAgents: number, cpus: number) => ({
       name,
@@ -72,10 +72,20 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
         steps: [{ run: `sleep ${[0.05, 0.1, 0.15, 0.2][i % 4]}` }],
       };
     }
+    // The workload is awaited on the orchestrator's own events, not by reading every job again and
+    // again: a hundred readers polling the API on the orchestrator's event loop slowed its first
+    // minutes (while most jobs were still waiting) and were a load the replay cannot know about.
+    const settled = new Map<string, string>();
+    let allSettled = () => {};
+    const finished = new Promise<void>((r) => (allSettled = r));
+    const off = t.orch.events.on('job.settled', ({ jobId, state }) => {
+      settled.set(jobId, state);
+      if (settled.size === JOBS) allSettled();
+    });
     const { status, body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', { jobs });
     expect(status).toBe(201);
-    const done = await Promise.all(body.jobs.map((j) => t!.waitForJob(j.id, undefined, 200_000)));
-    for (const j of done) expect(j.state, `${j.id}: ${j.reason}`).toBe('succeeded');
+    await finished.finally(off);
+    for (const j of body.jobs) expect(settled.get(j.id), j.id).toBe('succeeded');
 
     const get = async (path: string) => {
       const res = await fetch(`${t!.orch.url}${path}`, {
@@ -97,42 +107,49 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
     expect(bad.body.problems[0]).toMatch(/^since: /);
     const spawnMs = spawnLatencyFromMetrics(await get('/metrics'))['bare-metal'];
     expect(spawnMs).toBeGreaterThan(0);
-    // What the server measured around a spawn: registration to the job starting, and the job ending
-    // to the agent being gone (its capacity free again).
+    // What the server recorded around each job: when its agent registered, and the job's start.
     const rows = await t.orch.store.db
       .selectFrom('jobs')
       .innerJoin('agents', 'agents.id', 'jobs.agent_id')
-      .select(['jobs.id', 'jobs.agent_id', 'jobs.started_at', 'jobs.finished_at'])
+      .select(['jobs.id', 'jobs.agent_id', 'jobs.created_at', 'jobs.started_at', 'jobs.finished_at'])
+      .select('agents.connected_at as registered_at')
       .execute();
     const ms = (d: unknown) => new Date(d as string).getTime();
-    // Means, not medians: spawns that start together are slower, and the queue feels every one.
+    // Means, not medians: the queue feels every slow spawn.
     const mean = (xs: number[]) => Math.round(xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length));
-    // Decision to start, for jobs that ran on the agent spawned for them: the spawn as jobs feel it.
-    const spawnToStart = mean(
-      rows
-        .filter((r) => decided.get(r.id)?.agentId === r.agent_id)
-        .map((r) => ms(r.started_at) - decided.get(r.id)!.at),
+    // Decision to registration, for the agents spawned for a job: the spawn itself, and when.
+    const spawnSamples = rows
+      .filter((r) => decided.get(r.id)?.agentId === r.agent_id)
+      .map((r) => ({ atMs: decided.get(r.id)!.at, ms: ms(r.registered_at) - decided.get(r.id)!.at }));
+    const spawnToRegistered = mean(spawnSamples.map((x) => x.ms));
+    // An agent free for the job (registered, or already idle when it came) to the job's start: the
+    // claim and hand-over every job pays, a warm agent's too.
+    const dispatchMs = mean(
+      rows.map((r) => ms(r.started_at) - Math.max(ms(r.created_at), ms(r.registered_at))),
     );
     // A job's end to the spawn its freed capacity allowed: each end is paired with the first later
     // spawn decision not already paired (the agent's exit, teardown and the re-dispatch, as one).
     const decisions = [...decided.values()].map((d) => d.at).sort((x, y) => x - y);
     const ends = rows.map((r) => ms(r.finished_at)).sort((x, y) => x - y);
-    const gaps: number[] = [];
+    const releaseSamples: { atMs: number; ms: number }[] = [];
     let k = 0;
     for (const end of ends) {
       while (k < decisions.length && decisions[k]! < end) k++;
       if (k >= decisions.length) break;
-      gaps.push(decisions[k++]! - end);
+      releaseSamples.push({ atMs: end, ms: decisions[k++]! - end });
     }
-    const releaseMs = mean(gaps);
+    const releaseMs = mean(releaseSamples.map((x) => x.ms));
 
     const sim = runSimulation(scalerFileSchema.parse(config), trace, {
-      spawnMs: { 'bare-metal': spawnToStart },
+      spawnMs: { 'bare-metal': spawnToRegistered },
       releaseMs,
+      dispatchMs,
+      // The host's speed over the run: a loaded machine is slower for a while, then faster again.
+      observed: { spawns: spawnSamples, releases: releaseSamples },
     });
     const checks: [number, number][] = [];
     const lines = [
-      `spawn latency metric ${spawnMs} ms, decision to start ${spawnToStart} ms, release ${releaseMs} ms`,
+      `spawn latency metric ${spawnMs} ms, decision to registration ${spawnToRegistered} ms, dispatch ${dispatchMs} ms, release ${releaseMs} ms`,
     ];
     for (const [scalerName, set] of [
       ['small', 'linux,small'],
@@ -149,10 +166,7 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
       ] as const) {
         const observed = percentile(real, q);
         lines.push(`${set} p${q}: real ${observed} ms, simulated ${simulated} ms`);
-        // p95 holds to 20 %. p50 is given 35 %: on a loaded host the first round of spawns, all
-        // started together, is slower than the mean spawn, and the replay uses one spawn time.
-        const share = q === 95 ? 0.2 : 0.35;
-        checks.push([Math.abs(simulated - observed), Math.max(100, share * observed)]);
+        checks.push([Math.abs(simulated - observed), Math.max(100, 0.2 * observed)]);
       }
     }
     const first = trace[0]!.submitMs;

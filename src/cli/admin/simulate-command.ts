@@ -6,7 +6,7 @@ import { renderComparison, runSimulation, type RunOptions } from '../../scaler/s
 import { spawnLatencyFromMetrics } from '../../scaler/sim/spawn-latency.js';
 import { parseTrace, TraceError } from '../../scaler/sim/trace.js';
 import { parseDurationMs } from '../../util/duration.js';
-import { UsageError, UserError } from '../../util/errors.js';
+import { errorMessage, UsageError, UserError } from '../../util/errors.js';
 import { printJson } from '../output.js';
 import type { AdminClient } from './client.js';
 
@@ -65,6 +65,7 @@ interface SimulateFlags {
   measuredSpawn?: boolean;
   agentIdleMs?: string;
   releaseMs: string;
+  dispatchMs: string;
 }
 
 export function registerSimulateCommand(scaler: Command, client: Client): void {
@@ -79,6 +80,7 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
     .option('--cost <labelSet=perHour>', 'cost per agent-hour per label set (repeatable)', collect, [])
     .option('--agent-idle-ms <ms>', 'how long an agent that found no job waits before it leaves', '5000')
     .option('--release-ms <ms>', 'from a job ending until its agent is gone and its capacity free', '0')
+    .option('--dispatch-ms <ms>', 'from an agent being free for a job until the job starts on it', '0')
     .option('--svg <file>', 'write a chart of queue wait and agents over time')
     .option('--json', 'machine-readable output')
     .action(async (o: SimulateFlags, cmd: Command) => {
@@ -94,7 +96,7 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
       try {
         text = await readFile(o.trace, 'utf8');
       } catch (err) {
-        throw new UserError(`--trace ${o.trace}: cannot read it (${(err as Error).message})`);
+        throw new UserError(`--trace ${o.trace}: cannot read it (${errorMessage(err)})`);
       }
       let trace;
       try {
@@ -106,14 +108,17 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
       const release = Number(o.releaseMs);
       if (!Number.isFinite(release) || release < 0)
         throw new UsageError(`--release-ms: "${o.releaseMs}" is not a number of ms`);
-      const opts: RunOptions = { spawnMs, agentIdleMs: idle, releaseMs: release };
+      const dispatch = Number(o.dispatchMs);
+      if (!Number.isFinite(dispatch) || dispatch < 0)
+        throw new UsageError(`--dispatch-ms: "${o.dispatchMs}" is not a number of ms`);
+      const opts: RunOptions = { spawnMs, agentIdleMs: idle, releaseMs: release, dispatchMs: dispatch };
       if (o.cost.length) opts.cost = pairs('--cost', o.cost);
       const run = async (path: string) => {
         try {
           return runSimulation(await loadConfig(path), trace, opts);
         } catch (err) {
           if (err instanceof UserError) throw err;
-          throw new UserError(`${path}: ${(err as Error).message}`);
+          throw new UserError(`${path}: ${errorMessage(err)}`);
         }
       };
       const proposed = await run(o.config);

@@ -9,12 +9,19 @@ import type { TraceJob } from './trace.js';
 /** The simulator's inputs, outputs and the world it keeps: label-set pools, job groups, agents. */
 
 export interface SimOptions {
-  /** Spawn time of one agent of this scaler, ms (from flags or measured latencies). */
-  spawnMs: (entry: ScalerEntry) => number;
+  /** Spawn time of one agent of this scaler decided at `nowMs`, ms (from flags or measured latencies). */
+  spawnMs: (entry: ScalerEntry, nowMs: number) => number;
   /** How long an agent that found no job waits before it leaves (ms; warm agents wait for work). */
   agentIdleMs?: number;
   /** From a job's end until its agent's capacity is free again (exit, disconnect, destroy), ms. */
   releaseMs?: number;
+  /** The release time of a job ending at `nowMs`, when it follows the host over time (wins over `releaseMs`). */
+  releaseAt?: (nowMs: number) => number;
+  /**
+   * From an agent being free for a job (registered, or idle when the job came) until the job starts
+   * on it: the claim, the hand-over and the agent's start of the job. Not zero even for a warm agent.
+   */
+  dispatchMs?: number;
   /** Points on the over-time chart. */
   timelinePoints?: number;
 }

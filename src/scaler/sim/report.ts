@@ -1,4 +1,5 @@
 import type { ScalerConfig, ScalerEntry } from '../../config/index.js';
+import { LatencyProfile, type TimedSample } from './profile.js';
 import { simulate, type SimOptions } from './simulate.js';
 import { reportPool, type PoolReport } from './stats.js';
 import type { TimelineView } from './timeline.js';
@@ -27,6 +28,12 @@ export interface RunOptions {
   cost?: Record<string, number>;
   agentIdleMs?: number;
   releaseMs?: number;
+  dispatchMs?: number;
+  /**
+   * Latencies observed in the real run, with their moments: the replay then spawns and releases as
+   * fast as the host did at that time, not at one mean (a spawn sample wins over `spawnMs`).
+   */
+  observed?: { spawns?: TimedSample[]; releases?: TimedSample[] };
   timelinePoints?: number;
 }
 
@@ -43,9 +50,15 @@ export function spawnTimeOf(spawnMs: Record<string, number>, e: ScalerEntry): nu
 
 export function runSimulation(config: ScalerConfig, trace: readonly TraceJob[], o: RunOptions): SimReport {
   for (const e of config.scalers) spawnTimeOf(o.spawnMs, e);
-  const opts: SimOptions = { spawnMs: (e) => spawnTimeOf(o.spawnMs, e) };
+  const spawns = new LatencyProfile(o.observed?.spawns ?? []);
+  const releases = new LatencyProfile(o.observed?.releases ?? []);
+  const opts: SimOptions = {
+    spawnMs: spawns.size ? (_e, now) => spawns.valueAt(now) : (e) => spawnTimeOf(o.spawnMs, e),
+  };
+  if (releases.size) opts.releaseAt = (now) => releases.valueAt(now);
   if (o.agentIdleMs !== undefined) opts.agentIdleMs = o.agentIdleMs;
   if (o.releaseMs !== undefined) opts.releaseMs = o.releaseMs;
+  if (o.dispatchMs !== undefined) opts.dispatchMs = o.dispatchMs;
   if (o.timelinePoints !== undefined) opts.timelinePoints = o.timelinePoints;
   const raw = simulate(config, trace, opts);
   const pools = raw.pools.map((c) => reportPool(c, o.cost?.[c.key] ?? o.cost?.[c.labelSetKey]));

@@ -24,6 +24,7 @@ const VENDOR: Record<string, () => string> = {
 const PAGE_FILES: Record<string, string> = {
   'app.js': 'text/javascript; charset=utf-8',
   'views.js': 'text/javascript; charset=utf-8',
+  'capacity.js': 'text/javascript; charset=utf-8',
   'style.css': 'text/css; charset=utf-8',
 };
 
