@@ -62,6 +62,14 @@ function sampleLeaders(ls: PgLeaderLease[]) {
   };
 }
 
+/** Starts both in the same turn (so their timers fire together) and waits until one leads. */
+async function startTogether(a: PgLeaderLease, b: PgLeaderLease) {
+  a.start();
+  b.start();
+  const first = await eventually(() => (a.isLeader() ? a : b.isLeader() ? b : undefined), 5_000, 'a leader');
+  return { first, other: first === a ? b : a };
+}
+
 describe('leader lease on PostgreSQL', () => {
   it('one leader; a terminated lease connection deposes it at once, aborts its work, and a peer takes over within the bound', async () => {
     const [a, b] = [lease(), lease()];
@@ -91,15 +99,8 @@ describe('leader lease on PostgreSQL', () => {
       );
     }
     const stopSampling = sampleLeaders([a, b]);
-    a.start();
-    b.start();
-    const first = await eventually(
-      () => (a.isLeader() ? a : b.isLeader() ? b : undefined),
-      5_000,
-      'a leader',
-    );
+    const { first, other } = await startTogether(a, b);
     const firstName = first === a ? 'a' : 'b';
-    const other = first === a ? b : a;
     await new Promise((r) => setTimeout(r, 2 * INTERVAL_MS));
     expect(other.isLeader()).toBe(false); // the lock is held: the follower keeps trying in vain
 
@@ -129,14 +130,7 @@ describe('leader lease on PostgreSQL', () => {
     // lock straight back.
     for (let round = 0; round < 3; round++) {
       const [a, b] = [lease(), lease()];
-      a.start();
-      b.start();
-      const first = await eventually(
-        () => (a.isLeader() ? a : b.isLeader() ? b : undefined),
-        5_000,
-        'a leader',
-      );
-      const other = first === a ? b : a;
+      const { first, other } = await startTogether(a, b);
       await new Promise((r) => setTimeout(r, 2 * INTERVAL_MS)); // the follower tries in vain meanwhile
       expect(other.isLeader()).toBe(false);
       const stopSampling = sampleLeaders([a, b]);
