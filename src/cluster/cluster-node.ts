@@ -74,7 +74,7 @@ export class ClusterNode {
       opts.clock,
     );
     // Status shows a change of leader at once, not on the next beat.
-    this.lease.onChange(() => void this.presence.beat());
+    this.lease.onChange(() => void this.presence.beatAfterChange());
     this.work = new LeaderWork(
       this.lease,
       [this.staleInstanceSweep(log), ...(opts.leaderTasks ?? [])],

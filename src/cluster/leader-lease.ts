@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
+import { every, monoNow, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
 
 /** Who does the leader-only work; `onChange` hears every gain and loss, at once. */
 export interface LeaderLease {
@@ -14,6 +14,8 @@ export interface LeaderLease {
 /** ('kici', 1): the two-int advisory-lock key space keeps us apart from other users' int8 keys. */
 const LOCK_CLASS = 0x6b696369;
 const LOCK_LEADER = 1;
+/** Intervals a lease that lost leadership waits before trying again: its peers get two tries first. */
+const SIT_OUT_INTERVALS = 2;
 
 /** The embedded store has one instance by construction: it leads from start to stop. */
 export class SoleLeader implements LeaderLease {
@@ -56,6 +58,10 @@ export interface PgLeaderLeaseOptions {
  * its connection reports an error or end, or a liveness check does not answer within the lock
  * time; so it gives up within 2 intervals of the path breaking. The server is told (per session
  * keepalives) to drop a silent peer only after longer than that, so two leaders never overlap.
+ *
+ * A leader that lost the lease sits out SIT_OUT_INTERVALS intervals before it tries again. Its timer
+ * fires in step with its peers', and with a fresh connection to open it could otherwise take the
+ * lock straight back from a peer whose own connection dropped in the same hiccup.
  */
 export class PgLeaderLease implements LeaderLease {
   private client: pg.Client | undefined;
@@ -63,6 +69,8 @@ export class PgLeaderLease implements LeaderLease {
   private timer: TimerHandle | undefined;
   private stopped = false;
   private ticking: Promise<void> | undefined;
+  /** Monotonic ms before which a lease that just lost leadership does not try for it. */
+  private sitOutUntil = 0;
   private readonly listeners: ((leader: boolean) => void)[] = [];
 
   constructor(private readonly opts: PgLeaderLeaseOptions) {}
@@ -77,7 +85,11 @@ export class PgLeaderLease implements LeaderLease {
 
   start(): void {
     void this.tick();
-    this.timer = every(this.opts.clock ?? systemClock, this.opts.intervalMs, () => void this.tick());
+    this.timer = every(this.clock(), this.opts.intervalMs, () => void this.tick());
+  }
+
+  private clock(): Clock {
+    return this.opts.clock ?? systemClock;
   }
 
   async stop(): Promise<void> {
@@ -108,7 +120,10 @@ export class PgLeaderLease implements LeaderLease {
   private lose(why: string): void {
     const client = this.client;
     this.client = undefined;
-    if (this.leader) this.opts.log.warn({ why }, 'cluster leadership lost; leader-only work stopped');
+    if (this.leader) {
+      this.opts.log.warn({ why }, 'cluster leadership lost; leader-only work stopped');
+      this.sitOutUntil = monoNow(this.clock()) + SIT_OUT_INTERVALS * this.opts.intervalMs;
+    }
     this.set(false);
     // Ending a connection that already broke: it is dropped either way.
     if (client) void client.end().catch(() => undefined);
@@ -155,6 +170,7 @@ export class PgLeaderLease implements LeaderLease {
   }
 
   private async tryLead(): Promise<void> {
+    if (!this.leader && monoNow(this.clock()) < this.sitOutUntil) return;
     try {
       if (this.leader && this.client) {
         // Still holding the session? An answer within the lock time says yes.

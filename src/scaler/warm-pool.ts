@@ -1,12 +1,5 @@
-import { normalizeLabelSet, warmSkipReason } from '../config/index.js';
-import {
-  compileWarmSchedule,
-  nextWarmChange,
-  warmSizeAt,
-  type CompiledWarmSchedule,
-  type WarmChange,
-} from '../config/warm-schedule.js';
-import type { Clock, TimerHandle } from '../util/clock.js';
+import { nextWarmChange, warmSizeAt, type WarmChange } from '../config/warm-schedule.js';
+import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import { isWarmStock, type ManagedEntry } from './agent-book.js';
@@ -15,56 +8,24 @@ import { backoffKey } from './core/backoff.js';
 import type { ResourceAmount } from './core/resources.js';
 import type { RoutableLabelSet } from './core/routing.js';
 import type { WarmPoolHost } from './lifecycle-port.js';
+import {
+  warmDeficit,
+  warmPoolSpecs,
+  warmSurplus,
+  type RegistryView,
+  type SkippedWarmSet,
+  type WarmPoolSpec,
+} from './warm-pool-specs.js';
+import { WARM_TICK_MS, WarmPoolTimers } from './warm-pool-timers.js';
 
-/** What the warm pools need to know about connected agents (the dispatcher's registry). */
-export interface RegistryView {
-  /** Connected and not running a job. */
-  isIdle(agentId: string): boolean;
-  /** Stop offering the agent work if it is idle; false when it already took a job. */
-  tryDrain(agentId: string): boolean;
-}
-
-export interface WarmPoolSpec {
-  key: string;
-  scalerName: string;
-  labelSetIndex: number;
-  labelSetKey: string;
-  /** The configured size: the target while no schedule entry has fired. */
-  size: number;
-  idleTimeoutMs: number;
-  schedule?: CompiledWarmSchedule;
-}
-
-/** A label set of a warm-pool scaler that the pool leaves cold, and why (shared with validate). */
-export interface SkippedWarmSet {
-  scalerName: string;
-  labelSetKey: string;
-  reason: string;
-}
-
-export const WARM_TICK_MS = 30_000;
-
-/** Pure: how many warm agents to add, given what is ready and in flight. */
-export function warmDeficit(size: number, ready: number, pending: number): number {
-  return Math.max(0, size - ready - pending);
-}
-
-/** Pure: which idle warm agents to reap (oldest first, only the surplus past the idle timeout). */
-export function warmSurplus(
-  idle: { agentId: string; idleSinceMs: number }[],
-  size: number,
-  idleTimeoutMs: number,
-  nowMs: number,
-  force = false,
-): string[] {
-  const surplus = idle.length - size;
-  if (surplus <= 0) return [];
-  return [...idle]
-    .sort((a, b) => a.idleSinceMs - b.idleSinceMs)
-    .filter((a) => force || nowMs - a.idleSinceMs >= idleTimeoutMs)
-    .slice(0, surplus)
-    .map((a) => a.agentId);
-}
+export {
+  warmDeficit,
+  warmSurplus,
+  type RegistryView,
+  type SkippedWarmSet,
+  type WarmPoolSpec,
+} from './warm-pool-specs.js';
+export { WARM_TICK_MS } from './warm-pool-timers.js';
 
 /**
  * Warm pools: per label set, keep `size` pre-spawned agents idle so a job starts without a spawn.
@@ -79,14 +40,8 @@ export class WarmPools {
   /** Pools that gave an agent up to real work do not refill it before this time. */
   private readonly holdUntil = new Map<string, number>();
   private registry: RegistryView | undefined;
-  private timer: TimerHandle | undefined;
-  private soon: TimerHandle | undefined;
-  private running = false;
-  /** The pass in progress (with its re-runs), and whether another was asked for meanwhile. */
-  private inFlight: Promise<void> | undefined;
-  private again = false;
-  /** Fires at the next schedule moment, so a scheduled size applies on time, not a tick late. */
-  private boundary: TimerHandle | undefined;
+  /** The periodic pass, the prompt one, and the one at each schedule moment. */
+  private readonly timers: WarmPoolTimers;
   /** The target each pool had at its last pass: a scheduled drop frees its idle agents at once. */
   private readonly lastTarget = new Map<string, number>();
 
@@ -95,6 +50,15 @@ export class WarmPools {
     private readonly clock: Clock,
     private readonly log: Logger,
   ) {
+    this.timers = new WarmPoolTimers(
+      clock,
+      () => {
+        let at = Infinity;
+        for (const spec of this.pools.values()) at = Math.min(at, this.nextChange(spec)?.atMs ?? Infinity);
+        return at;
+      },
+      () => this.pass(),
+    );
     this.configure();
   }
 
@@ -123,32 +87,7 @@ export class WarmPools {
 
   /** (Re)build pool specs from the config; dropped or shrunk pools lose their idle agents at once. */
   configure(): void {
-    const next = new Map<string, WarmPoolSpec>();
-    const skipped: SkippedWarmSet[] = [];
-    for (const entry of this.m.state.config.scalers) {
-      if (!entry.warmPool?.enabled) continue;
-      const sched = entry.warmPool.schedule;
-      const schedule = sched?.length ? compileWarmSchedule(sched) : undefined;
-      entry.labelSets.forEach((ls, i) => {
-        const labelSetKey = normalizeLabelSet(ls.labels);
-        const reason = warmSkipReason(ls, this.m.state.config.defaults);
-        if (reason) {
-          skipped.push({ scalerName: entry.name, labelSetKey, reason });
-          this.log.warn({ scaler: entry.name, labelSet: labelSetKey, reason }, 'warm pool skips a label set');
-          return;
-        }
-        const key = `${entry.name}|${labelSetKey}`;
-        next.set(key, {
-          key,
-          scalerName: entry.name,
-          labelSetIndex: i,
-          labelSetKey,
-          size: entry.warmPool!.size,
-          idleTimeoutMs: entry.warmPool!.idleTimeoutSeconds * 1000,
-          ...(schedule ? { schedule } : {}),
-        });
-      });
-    }
+    const { pools: next, skipped } = warmPoolSpecs(this.m.state.config, this.log);
     const previous = this.pools;
     this.pools = next;
     this.skippedSets = skipped;
@@ -157,49 +96,19 @@ export class WarmPools {
       if (!now) this.reap(spec, 0, true);
       else if (this.targetOf(now) < this.targetOf(spec)) this.reap(now, this.targetOf(now), true);
     }
-    this.armBoundary();
-  }
-
-  private armBoundary(): void {
-    this.boundary?.cancel();
-    this.boundary = undefined;
-    if (!this.running) return;
-    const now = this.clock.now();
-    let at = Infinity;
-    for (const spec of this.pools.values()) at = Math.min(at, this.nextChange(spec)?.atMs ?? Infinity);
-    if (at === Infinity) return;
-    this.boundary = this.clock.setTimer(at - now, () => {
-      this.boundary = undefined;
-      void this.tick();
-    });
+    this.timers.armBoundary();
   }
 
   start(): void {
-    this.running = true;
-    this.armBoundary();
-    void this.tick();
-    const loop = () => {
-      this.timer = this.clock.setTimer(WARM_TICK_MS, () => {
-        void this.tick();
-        if (this.running) loop();
-      });
-    };
-    loop();
+    this.timers.start();
   }
 
   stop(): void {
-    this.running = false;
-    this.timer?.cancel();
-    this.soon?.cancel();
-    this.boundary?.cancel();
+    this.timers.stop();
   }
 
   replenishSoon(): void {
-    if (!this.running || this.soon) return;
-    this.soon = this.clock.setTimer(0, () => {
-      this.soon = undefined;
-      void this.tick();
-    });
+    this.timers.replenishSoon();
   }
 
   private members(spec: WarmPoolSpec): ManagedEntry[] {
@@ -236,29 +145,14 @@ export class WarmPools {
    * pass after it (however many calls came), and resolves when that one is done.
    */
   tick(): Promise<void> {
-    if (this.inFlight) {
-      this.again = true;
-      return this.inFlight;
-    }
-    const run = async () => {
-      try {
-        do {
-          this.again = false;
-          await this.pass();
-        } while (this.again);
-      } finally {
-        this.inFlight = undefined;
-      }
-    };
-    this.inFlight = run();
-    return this.inFlight;
+    return this.timers.tick();
   }
 
   /** One pass: reap surplus idle agents, then top every pool up within caps and backoff. */
   private async pass(): Promise<void> {
     if (!this.registry) return;
     const now = this.clock.now();
-    if (!this.boundary) this.armBoundary();
+    this.timers.armBoundaryIfNone();
     for (const spec of this.pools.values()) {
       const target = this.targetOf(spec);
       // A schedule that lowered the size wants the room back now, not after the idle timeout.

@@ -1,4 +1,7 @@
 import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { Store } from '../store/index.js';
+import type { Logger } from '../util/logger.js';
+import { swallow } from '../util/swallowed-errors.js';
 
 /** How long, after the last job ended, single-use agents get to leave on their own. */
 const LEAVE_GRACE_MS = 3_000;
@@ -27,4 +30,41 @@ export async function waitForDrain(
   const leaving = () => d.registry.list().some((a) => a.ephemeral && a.jobsTaken > 0 && !a.busyJobId);
   if (drained) await waitWhile(leaving, Math.min(until, Date.now() + LEAVE_GRACE_MS));
   return drained;
+}
+
+/**
+ * At stop, the jobs on agents that go away with this process: `teardown` puts a job that was handed
+ * out but never started back in the queue and fails a started one (it cannot be resumed); `leave`
+ * touches neither and keeps their agents. Returns the agents kept alive.
+ */
+export async function settleJobsAtStop(
+  d: Dispatcher,
+  store: Store,
+  agents: 'teardown' | 'leave',
+  log: Logger,
+): Promise<Set<string>> {
+  const kept = new Set<string>();
+  for (const a of [...d.active.values()]) {
+    const agent = d.registry.get(a.agentId);
+    const goesAway = !agent || agent.kind === 'scaler';
+    if (!goesAway) continue;
+    if (agents === 'leave') {
+      // Not even a dispatched job is requeued: its agent may be starting it right now.
+      kept.add(a.agentId);
+      continue;
+    }
+    if (a.state === 'dispatched')
+      await store.jobs
+        .requeue(a.job.id, a.agentId)
+        .catch(swallow(log, 'shutdown.requeue', { jobId: a.job.id }));
+    else
+      await d.active.settleActive(
+        a.job.id,
+        'failed',
+        null,
+        'orchestrator shut down while the job was running',
+        false,
+      );
+  }
+  return kept;
 }

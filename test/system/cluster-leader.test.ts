@@ -62,6 +62,14 @@ function sampleLeaders(ls: PgLeaderLease[]) {
   };
 }
 
+/** Starts both in the same turn (so their timers fire together) and waits until one leads. */
+async function startTogether(a: PgLeaderLease, b: PgLeaderLease) {
+  a.start();
+  b.start();
+  const first = await eventually(() => (a.isLeader() ? a : b.isLeader() ? b : undefined), 5_000, 'a leader');
+  return { first, other: first === a ? b : a };
+}
+
 describe('leader lease on PostgreSQL', () => {
   it('one leader; a terminated lease connection deposes it at once, aborts its work, and a peer takes over within the bound', async () => {
     const [a, b] = [lease(), lease()];
@@ -91,15 +99,8 @@ describe('leader lease on PostgreSQL', () => {
       );
     }
     const stopSampling = sampleLeaders([a, b]);
-    a.start();
-    b.start();
-    const first = await eventually(
-      () => (a.isLeader() ? a : b.isLeader() ? b : undefined),
-      5_000,
-      'a leader',
-    );
+    const { first, other } = await startTogether(a, b);
     const firstName = first === a ? 'a' : 'b';
-    const other = first === a ? b : a;
     await new Promise((r) => setTimeout(r, 2 * INTERVAL_MS));
     expect(other.isLeader()).toBe(false); // the lock is held: the follower keeps trying in vain
 
@@ -121,6 +122,26 @@ describe('leader lease on PostgreSQL', () => {
     expect(performance.now() - killedAt).toBeLessThanOrEqual(BOUND_MS);
     expect(stopSampling()).toBe(1); // never two at once
     expect(actions.some((x) => x.who !== firstName)).toBe(true);
+  });
+
+  it('every lease connection cut at once: the deposed leader sits out and a follower takes over', async () => {
+    // The follower loses its connection in the same hiccup, so both must connect afresh. Started in
+    // the same turn, their timers fire together; without sitting out, the old leader could take the
+    // lock straight back.
+    for (let round = 0; round < 3; round++) {
+      const [a, b] = [lease(), lease()];
+      const { first, other } = await startTogether(a, b);
+      await new Promise((r) => setTimeout(r, 2 * INTERVAL_MS)); // the follower tries in vain meanwhile
+      expect(other.isLeader()).toBe(false);
+      const stopSampling = sampleLeaders([a, b]);
+      expect(await db.terminateBackends()).toBeGreaterThanOrEqual(2);
+      await eventually(() => !first.isLeader(), 2_000, 'the old leader deposed');
+      await eventually(() => other.isLeader(), BOUND_MS + 1_000, 'the follower leads');
+      expect(first.isLeader()).toBe(false);
+      expect(stopSampling()).toBe(1); // never two at once
+      await a.stop();
+      await b.stop();
+    }
   });
 
   it('a clean stop hands over within the bound', async () => {

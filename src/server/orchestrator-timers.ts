@@ -1,0 +1,49 @@
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { ScalerManager } from '../scaler/manager.js';
+import { every, systemClock } from '../util/clock.js';
+import { errorMessage } from '../util/errors.js';
+import type { Logger } from '../util/logger.js';
+import type { EventsView } from '../util/typed-events.js';
+import { closeSilentAgents } from './heartbeat-check.js';
+import type { OrchestratorEvents } from './orchestrator-events.js';
+import { agentHeartbeatMs, type OrchestratorOptions } from './orchestrator-options.js';
+import { startPendingSweep } from './pending-sweep.js';
+
+/**
+ * The orchestrator's own timers: the pending sweep and the check for silent agents, plus the
+ * prompt withdrawal of a provision whose job ended while it was starting. `cancel` ends both timers.
+ */
+export function startOrchestratorTimers(d: {
+  opts: OrchestratorOptions;
+  scaler: ScalerManager | undefined;
+  dispatcher: Dispatcher;
+  events: EventsView<OrchestratorEvents>;
+  log: Logger;
+}): { cancel(): void } {
+  const { opts, scaler, dispatcher, log } = d;
+  // Periodic re-drive: the backstop that keeps a job from waiting past one interval while capacity exists.
+  const clock = opts.clock ?? systemClock;
+  const sweepTimer = startPendingSweep(opts, () => {
+    scaler?.sweepStale();
+    void scaler?.withdrawEnded();
+    if (scaler) scaler.state.tally.redispatch.sweep++;
+    void dispatcher.requestPump();
+  });
+  // A job that ends while its provision is still starting frees that provision at once; the
+  // sweep above is only the backstop for ends this instance does not hear (a peer's cancel).
+  d.events.on('job.settled', ({ jobId }) => {
+    const starting = scaler?.entries().some((m) => m.boundJobId === jobId && m.phase === 'starting');
+    if (starting)
+      scaler
+        ?.withdrawEnded()
+        .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'could not withdraw a provision'));
+  });
+  const hb = agentHeartbeatMs(opts);
+  const heartbeatTimer = every(clock, hb, () => closeSilentAgents(dispatcher.registry.list(), clock, hb));
+  return {
+    cancel: () => {
+      sweepTimer.cancel();
+      heartbeatTimer.cancel();
+    },
+  };
+}
