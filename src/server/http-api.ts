@@ -24,6 +24,7 @@ import { registerJobRoutes } from './job-routes.js';
 import { registerTraceRoute } from './trace-route.js';
 import { registerEventRoutes } from './event-routes.js';
 import { registerBackoffRoutes } from './backoff-routes.js';
+import type { BackoffResetFanout } from '../cluster/backoff-resets.js';
 
 import { registerClusterRoutes } from './cluster-routes.js';
 import { accessControl } from './access-control.js';
@@ -82,6 +83,8 @@ export interface HttpApiDeps {
   snapshot?: (() => Promise<Uint8Array>) | undefined;
   /** The data dir's free space: below its floor, /readyz answers 503 and new runs are refused. */
   diskSpace?: { verdict(): DiskVerdict } | undefined;
+  /** Clustering: `reset-backoff` reaches every live instance; absent (or undefined) on one instance. */
+  backoffResets?: (() => BackoffResetFanout | undefined) | undefined;
   /** The scaler audit (absent without scalers). */
   auditor?: () => ScalerAuditor | undefined;
 }

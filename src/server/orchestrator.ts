@@ -23,6 +23,7 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { countSwallowed, swallow } from '../util/swallowed-errors.js';
 import { answerClientErrors, createAgentEndpoint, type AgentEndpoint } from './agent-endpoint.js';
 import { GatewayListeners, isLoopbackHost } from './gateway-listener.js';
+import { applyBackoffReset } from './backoff-routes.js';
 import { handleAgentSocket } from './agent-socket.js';
 import { waitForDrain } from './drain.js';
 import { instancePart } from './instance-part.js';
@@ -422,6 +423,7 @@ export class Orchestrator {
       snapshot: this.database.snapshot,
       diskSpace: this.disk,
       auditor: () => this.auditor,
+      backoffResets: () => this.cluster?.backoffResets,
     });
     const listener = getRequestListener(app.fetch);
     // The listener answers its own errors (500), so nothing is left to await here.
@@ -494,6 +496,7 @@ export class Orchestrator {
       applyCancels: () => applyCancelRequests(this.remoteCancelDeps()),
       reconnectGraceMs: this.dispatcher.reconnectGraceMs,
       reloadLocal: () => this.reload(),
+      resetBackoffLocal: (order) => applyBackoffReset(this.dispatcher, this.log, order),
       leaderTasks: [
         ...(this.retention ? [this.retention.leaderTask()] : []),
         ...(this.reaper ? [this.reaper.leaderTask()] : []),
