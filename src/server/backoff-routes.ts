@@ -2,6 +2,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import type { BackoffResetFanout, BackoffResetOrder } from '../cluster/backoff-resets.js';
+import type { PeerPart } from '../cluster/cluster-view.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
@@ -21,6 +22,17 @@ export interface BackoffRouteDeps {
   instanceId: string;
   /** Clustering: the order reaches every live instance; absent (or undefined) on one instance. */
   backoffResets?: (() => BackoffResetFanout | undefined) | undefined;
+  /** Clustering: the peers' published parts, so a scaler only a peer runs can be named too. */
+  peerParts?: (() => Promise<PeerPart[]>) | undefined;
+}
+
+/** A live peer publishes a scaler of this name. */
+async function peerRuns(deps: BackoffRouteDeps, name: string): Promise<boolean> {
+  const peers = (await deps.peerParts?.()) ?? [];
+  return peers.some(
+    (p) =>
+      p.state === 'alive' && p.part.scalerStatus.scalers.some((s) => (s as { name?: unknown }).name === name),
+  );
 }
 
 /** Lift the backoff in this instance's scaler, and let the queue use the capacity it frees. */
@@ -54,10 +66,16 @@ export function registerBackoffRoutes(app: Hono, deps: BackoffRouteDeps): void {
     const parsed = bodySchema.safeParse(body.value);
     if (!parsed.success) return bad(c, describeIssues(parsed.error));
     const { scaler: name, labelSet } = parsed.data;
-    const scaler = deps.dispatcher.scaler;
-    if (!scaler?.scalerEntries().some((e) => e.entry.name === name))
+    const fanout = deps.backoffResets?.();
+    const here = deps.dispatcher.scaler?.scalerEntries().some((e) => e.entry.name === name) ?? false;
+    if (!here && !(fanout && (await peerRuns(deps, name))))
       return c.json(
-        { error: 'not found', problems: [`scaler: no scaler named ${JSON.stringify(name)}`] },
+        {
+          error: 'not found',
+          problems: [
+            `scaler: no scaler named ${JSON.stringify(name)}${fanout ? ' on any live instance' : ''}`,
+          ],
+        },
         404,
       );
     const order = {
@@ -66,7 +84,6 @@ export function registerBackoffRoutes(app: Hono, deps: BackoffRouteDeps): void {
       requestedBy: c.get('accessToken')?.name ?? null,
       atMs: deps.clock.now(),
     };
-    const fanout = deps.backoffResets?.();
     if (!fanout) {
       const cleared = applyBackoffReset(deps.dispatcher, deps.logger, { ...order, via: deps.instanceId });
       return c.json({ scaler: name, cleared });

@@ -100,7 +100,9 @@ export function registerScalerApiCommands(
       if (o.json) return printJson(s);
       if (!s.configured) return void process.stdout.write('no scaler is configured\n');
       const many = manyInstances(s.scalers);
-      if (!many) process.stdout.write(`global: ${globalLine(s)}\n`);
+      // One instance's rows: its figures (not the answering one's, which may run no scaler).
+      const only = s.globalUsage ? s : s.instances?.find((x) => x.configured && x.globalUsage);
+      if (!many) process.stdout.write(only ? `global: ${globalLine(only)}\n` : '');
       // One line per instance: each holds its own caps and counts.
       else
         for (const g of (s.instances ?? []).filter((x) => x.configured))
