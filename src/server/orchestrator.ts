@@ -365,8 +365,10 @@ export class Orchestrator {
 
   /** Where the agents of scaler `name` dial, when they sit behind a gateway listener of ours. */
   private gatewayUrlFor(name: string): string | undefined {
-    const gw = this.scaler?.backendList().find((b) => b.name === name)?.agentGateway;
-    return gw ? this.gateways?.urlFor(gw) : undefined;
+    const b = this.scaler?.backendList().find((x) => x.name === name);
+    return b?.agentGateway && b.agentGatewayScope !== 'containers'
+      ? this.gateways?.urlFor(b.agentGateway)
+      : undefined;
   }
 
   /**
