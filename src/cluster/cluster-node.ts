@@ -9,6 +9,7 @@ import { LeaderWork, type LeaderTask } from './leader-work.js';
 import type { PeerPart } from './cluster-view.js';
 import { InstancePresence, type PresenceFacts } from './presence.js';
 import { QueueSync } from './queue-sync.js';
+import { BACKOFF_RESET_CHANNEL, BackoffResetFanout, type ApplyBackoffReset } from './backoff-resets.js';
 import { RELOAD_CHANNEL, ReloadFanout, type ReloadOutcome } from './reload-fanout.js';
 import { CANCEL_CHANNEL } from './remote-cancel.js';
 
@@ -24,6 +25,8 @@ export interface ClusterNodeOptions {
   facts: Omit<PresenceFacts, 'isLeader'>;
   /** This instance's own scaler reload (SIGHUP's), run for every cluster reload request. */
   reloadLocal?: () => Promise<ReloadOutcome>;
+  /** Lift a scaler's backoff in this instance's memory, for every cluster reset order. */
+  resetBackoffLocal?: ApplyBackoffReset;
   /** How long a dead instance's agents get to come back elsewhere before its jobs are settled. */
   reconnectGraceMs?: number;
   /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
@@ -48,6 +51,7 @@ export class ClusterNode {
   readonly work: LeaderWork;
   readonly queueSync: QueueSync | undefined;
   readonly reloads: ReloadFanout | undefined;
+  readonly backoffResets: BackoffResetFanout | undefined;
   /** What live peers can scale for, as of the last queue re-read. */
   private peerSets: string[][] = [];
 
@@ -91,18 +95,36 @@ export class ClusterNode {
             log,
           )
         : undefined;
+    const resetLocal = opts.resetBackoffLocal;
+    this.backoffResets =
+      opts.engine === 'postgres' && resetLocal
+        ? new BackoffResetFanout(
+            opts.db,
+            opts.instanceId,
+            (order) => {
+              const cleared = resetLocal(order);
+              // Peers' views show the lift at once, not on the next beat.
+              if (cleared.length) void this.presence.beat();
+              return cleared;
+            },
+            () => this.repo.alivePeers(opts.instanceId),
+            log,
+          )
+        : undefined;
     // One instance on PGlite holds the whole queue already: nothing to share.
     this.queueSync =
       opts.engine === 'postgres' && opts.resyncQueue
         ? new QueueSync({
             url: opts.databaseUrl,
             resync: async () => {
+              // First: a lifted backoff frees capacity the re-read below can use.
+              await this.backoffResets?.catchUp();
               this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
               await opts.resyncQueue!();
               await this.reloads?.catchUp();
               await opts.applyCancels?.();
             },
-            alsoListen: [RELOAD_CHANNEL, CANCEL_CHANNEL],
+            alsoListen: [RELOAD_CHANNEL, CANCEL_CHANNEL, BACKOFF_RESET_CHANNEL],
             pollMs: opts.heartbeatMs,
             log,
             clock: opts.clock,
@@ -117,6 +139,7 @@ export class ClusterNode {
 
   async start(): Promise<void> {
     await this.reloads?.init();
+    await this.backoffResets?.init();
     await this.presence.start();
     this.lease.start();
     this.queueSync?.start();

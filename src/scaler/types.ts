@@ -277,6 +277,12 @@ export interface ScalerBackend {
    * they run behind one. An orchestrator listening on loopback opens an agent-only listener there.
    */
   readonly agentGateway?: string | undefined;
+  /**
+   * Which agents sit behind `agentGateway`: 'all' (the default) dial it instead of a loopback URL;
+   * 'containers' means only those in containers, whose spawn points them there, while the rest
+   * (host processes) keep the scaler's own URL.
+   */
+  readonly agentGatewayScope?: 'all' | 'containers';
   /** Event backends: a provisioning target gave up delivering a scale event (status and diagnose show it). */
   noteDeliveryGivenUp?(problem: DeliveryProblem): void;
   deliveryProblem?(): DeliveryProblem | undefined;

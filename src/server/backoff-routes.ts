@@ -1,6 +1,8 @@
 /** `POST /api/v1/scaler/reset-backoff`: lift a label set's provisioning backoff once its cause is fixed. */
 import type { Hono } from 'hono';
 import { z } from 'zod';
+import type { BackoffResetFanout, BackoffResetOrder } from '../cluster/backoff-resets.js';
+import type { PeerPart } from '../cluster/cluster-view.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
@@ -12,25 +14,83 @@ const bodySchema = z.strictObject({
   labelSet: z.string().min(1).max(8192).optional(),
 });
 
-export function registerBackoffRoutes(
-  app: Hono,
-  deps: { dispatcher: Dispatcher; logger: Logger; clock: Clock },
-): void {
+export interface BackoffRouteDeps {
+  dispatcher: Dispatcher;
+  logger: Logger;
+  clock: Clock;
+  /** This instance, named as the one the request went to. */
+  instanceId: string;
+  /** Clustering: the order reaches every live instance; absent (or undefined) on one instance. */
+  backoffResets?: (() => BackoffResetFanout | undefined) | undefined;
+  /** Clustering: the peers' published parts, so a scaler only a peer runs can be named too. */
+  peerParts?: (() => Promise<PeerPart[]>) | undefined;
+}
+
+/** A live peer publishes a scaler of this name. */
+async function peerRuns(deps: BackoffRouteDeps, name: string): Promise<boolean> {
+  const peers = (await deps.peerParts?.()) ?? [];
+  return peers.some(
+    (p) =>
+      p.state === 'alive' && p.part.scalerStatus.scalers.some((s) => (s as { name?: unknown }).name === name),
+  );
+}
+
+/** Lift the backoff in this instance's scaler, and let the queue use the capacity it frees. */
+export function applyBackoffReset(dispatcher: Dispatcher, log: Logger, order: BackoffResetOrder): string[] {
+  const scaler = dispatcher.scaler;
+  if (!scaler) return [];
+  const cleared = scaler.backoff.clear(order.scaler, order.labelSet, {
+    by: 'operator',
+    atMs: order.atMs,
+    requestedBy: order.requestedBy,
+    via: order.via,
+  });
+  log.info(
+    {
+      scaler: order.scaler,
+      labelSet: order.labelSet,
+      cleared,
+      requestedBy: order.requestedBy,
+      via: order.via,
+    },
+    'provisioning backoff reset by an operator',
+  );
+  scaler.notifyCapacityFreed();
+  return cleared;
+}
+
+export function registerBackoffRoutes(app: Hono, deps: BackoffRouteDeps): void {
   app.post('/api/v1/scaler/reset-backoff', async (c) => {
     const body = await readJsonBody(c);
     if (!body.ok) return bad(c, body.problems);
     const parsed = bodySchema.safeParse(body.value);
     if (!parsed.success) return bad(c, describeIssues(parsed.error));
     const { scaler: name, labelSet } = parsed.data;
-    const scaler = deps.dispatcher.scaler;
-    if (!scaler?.scalerEntries().some((e) => e.entry.name === name))
+    const fanout = deps.backoffResets?.();
+    const here = deps.dispatcher.scaler?.scalerEntries().some((e) => e.entry.name === name) ?? false;
+    if (!here && !(fanout && (await peerRuns(deps, name))))
       return c.json(
-        { error: 'not found', problems: [`scaler: no scaler named ${JSON.stringify(name)}`] },
+        {
+          error: 'not found',
+          problems: [
+            `scaler: no scaler named ${JSON.stringify(name)}${fanout ? ' on any live instance' : ''}`,
+          ],
+        },
         404,
       );
-    const cleared = scaler.backoff.clear(name, labelSet, { by: 'operator', atMs: deps.clock.now() });
-    deps.logger.info({ scaler: name, labelSet, cleared }, 'provisioning backoff reset by an operator');
-    scaler.notifyCapacityFreed();
-    return c.json({ scaler: name, cleared });
+    const order = {
+      scaler: name,
+      labelSet,
+      requestedBy: c.get('accessToken')?.name ?? null,
+      atMs: deps.clock.now(),
+    };
+    if (!fanout) {
+      const cleared = applyBackoffReset(deps.dispatcher, deps.logger, { ...order, via: deps.instanceId });
+      return c.json({ scaler: name, cleared });
+    }
+    const { instances } = await fanout.request(order);
+    // Every label set lifted anywhere, in the order instances reported them.
+    const cleared = [...new Set(instances.flatMap((i) => i.cleared))];
+    return c.json({ scaler: name, cleared, instances });
   });
 }

@@ -1,3 +1,4 @@
+import type { ApplyBackoffReset } from '../cluster/backoff-resets.js';
 import { ClusterNode } from '../cluster/cluster-node.js';
 import type { LeaderTask } from '../cluster/leader-work.js';
 import { InstancesRepo, type InstanceStatus } from '../cluster/instances-repo.js';
@@ -27,6 +28,8 @@ export interface ClusterStartDeps {
   /** The URL this instance answers on, known once it listens. */
   url: () => string;
   reloadLocal: () => Promise<ReloadOutcome>;
+  /** Lift a scaler's backoff in this instance's memory, for every cluster reset order. */
+  resetBackoffLocal: ApplyBackoffReset;
   leaderTasks: LeaderTask[];
   onLeaderChange: (leader: boolean) => void;
 }
@@ -98,6 +101,7 @@ export class ClusterWiring {
       applyCancels: () => applyCancelRequests(this.cancelDeps(s.store, s.dispatcher)),
       reconnectGraceMs: s.dispatcher.reconnectGraceMs,
       reloadLocal: s.reloadLocal,
+      resetBackoffLocal: s.resetBackoffLocal,
       leaderTasks: s.leaderTasks,
       log,
       clock: opts.clock,
@@ -142,6 +146,11 @@ export class ClusterWiring {
   /** Asks every live instance to reload (PostgreSQL only; undefined alone). */
   get reloads(): ClusterNode['reloads'] {
     return this.node?.reloads;
+  }
+
+  /** Asks every live instance to lift a backoff (PostgreSQL only; undefined alone). */
+  get backoffResets(): ClusterNode['backoffResets'] {
+    return this.node?.backoffResets;
   }
 
   /** Stop following the cluster-wide settings (early in a stop, before the scaler winds down). */

@@ -25,6 +25,7 @@ import { registerSimulateRoute } from './simulate-route.js';
 import { registerTraceRoute } from './trace-route.js';
 import { registerEventRoutes } from './event-routes.js';
 import { registerBackoffRoutes } from './backoff-routes.js';
+import type { BackoffResetFanout } from '../cluster/backoff-resets.js';
 
 import { registerClusterRoutes } from './cluster-routes.js';
 import { accessControl } from './access-control.js';
@@ -83,6 +84,8 @@ export interface HttpApiDeps {
   snapshot?: (() => Promise<Uint8Array>) | undefined;
   /** The data dir's free space: below its floor, /readyz answers 503 and new runs are refused. */
   diskSpace?: { verdict(): DiskVerdict } | undefined;
+  /** Clustering: `reset-backoff` reaches every live instance; absent (or undefined) on one instance. */
+  backoffResets?: (() => BackoffResetFanout | undefined) | undefined;
   /** The scaler audit (absent without scalers). */
   auditor?: () => ScalerAuditor | undefined;
 }

@@ -62,6 +62,7 @@ export function listenForApiAndAgents(
     snapshot: database.snapshot,
     diskSpace: p.upkeep.disk,
     auditor: d.auditor,
+    backoffResets: () => p.cluster.backoffResets,
   };
   const agents: AgentSessionWiring = {
     store: p.store,

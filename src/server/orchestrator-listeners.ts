@@ -87,8 +87,11 @@ export class OrchestratorListeners {
 
   /** Where the agents of scaler `name` dial, when they sit behind a gateway listener of ours. */
   gatewayUrlFor(scaler: ScalerManager | undefined, name: string): string | undefined {
-    const gw = scaler?.backendList().find((b) => b.name === name)?.agentGateway;
-    return gw ? this.gateways?.urlFor(gw) : undefined;
+    const b = scaler?.backendList().find((x) => x.name === name);
+    // Gateways scoped to containers serve only a scaler's job-image containers, not its own agents.
+    return b?.agentGateway && b.agentGatewayScope !== 'containers'
+      ? this.gateways?.urlFor(b.agentGateway)
+      : undefined;
   }
 
   /**

@@ -25,6 +25,7 @@ import { sweepOrphans } from './orphan-sweep.js';
 import type { StoreProbe } from './readiness.js';
 import type { RetentionService } from './retention.js';
 import { wireScalerSide } from './scaler-hooks.js';
+import { applyBackoffReset } from './backoff-routes.js';
 import { reloadScalerConfig } from './scaler-reload.js';
 import { startupChecks } from './startup-config.js';
 import { openLockedStore } from './store-wiring.js';
@@ -133,6 +134,7 @@ export class Orchestrator {
         ...parts,
         url: () => orch.url,
         reloadLocal: () => orch.reload(),
+        resetBackoffLocal: (order) => applyBackoffReset(dispatcher, log, order),
         leaderTasks: [upkeep.retention.leaderTask(), ...(orch.reaper ? [orch.reaper.leaderTask()] : [])],
         onLeaderChange: (leader) => events.emit('leader.changed', { leader }),
       });

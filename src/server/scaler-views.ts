@@ -68,6 +68,9 @@ export function describeScalerStatus(d: Dispatcher, clock: Clock) {
             by: l.by,
             at: new Date(l.atMs).toISOString(),
             consecutiveFailures: l.consecutive,
+            // An operator's: the access token that asked, and the instance the request went to.
+            requestedBy: l.requestedBy ?? null,
+            via: l.via ?? null,
           })),
         warmPool:
           s.warmPool?.enabled && retiringSinceMs === undefined

@@ -462,6 +462,31 @@ const migrations: Record<string, Migration> = {
       await sql`alter table kici_instances add column part jsonb`.execute(db);
     },
   },
+  /**
+   * `kici-admin scaler reset-backoff` for every instance: the instance asked writes the order, each
+   * live instance lifts the backoff in its own memory and writes what it lifted.
+   */
+  '027_backoff_resets': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table kici_backoff_resets (
+          id bigserial primary key,
+          scaler text not null,
+          label_set text,
+          requested_by text,
+          via text not null,
+          requested_at timestamptz not null
+        )`.execute(db);
+      await sql`
+        create table kici_backoff_reset_results (
+          request_id bigint not null,
+          instance_id text not null,
+          cleared jsonb not null default '[]',
+          answered_at timestamptz not null default now(),
+          primary key (request_id, instance_id)
+        )`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -77,7 +77,7 @@ describe('provisioning backoff', () => {
     expect(await lifts()).toEqual([['linux,small', 'operator']]);
     const text = await runNode([ADMIN_BIN, 'scaler', 'status'], env).exited;
     expect(text.stdout).toMatch(
-      /^bm: backoff of \[linux,small\] lifted by an operator at \S+ \(after \d+ failure\(s\)\)$/m,
+      /^bm: backoff of \[linux,small\] lifted by an operator \(token "[^"]+", via instance \S+\) at \S+ \(after \d+ failure\(s\)\)$/m,
     );
     const missing = await runNode([ADMIN_BIN, 'scaler', 'reset-backoff', 'nope'], env).exited;
     expect(missing.code).toBe(1);

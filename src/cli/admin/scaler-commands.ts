@@ -41,6 +41,9 @@ interface StatusView extends GlobalFigures {
       by: 'reload' | 'operator';
       at: string;
       consecutiveFailures: number;
+      /** An operator's lift: the access token that asked, and the instance the request went to. */
+      requestedBy?: string | null;
+      via?: string | null;
     }[];
     /** Bare-metal: how each label set's jobs are confined, and the risk of an unconfined one. */
     confinement?: { labelSet: string; mode: string; risk: string | null }[];
@@ -73,6 +76,16 @@ const globalLine = (g: GlobalFigures) =>
 
 const mib = (b: number) => `${Math.round(b / 1048576)}Mi`;
 
+/** Who lifted a backoff: a reload, or an operator (with the token and the instance asked, when known). */
+function liftedBy(l: { by: string; requestedBy?: string | null; via?: string | null }): string {
+  if (l.by === 'reload') return 'a reload';
+  const detail = [
+    ...(l.requestedBy ? [`token ${JSON.stringify(l.requestedBy)}`] : []),
+    ...(l.via ? [`via instance ${l.via}`] : []),
+  ];
+  return detail.length ? `an operator (${detail.join(', ')})` : 'an operator';
+}
+
 export function registerScalerApiCommands(
   scaler: Command,
   client: (c: Command) => Promise<AdminClient>,
@@ -87,7 +100,9 @@ export function registerScalerApiCommands(
       if (o.json) return printJson(s);
       if (!s.configured) return void process.stdout.write('no scaler is configured\n');
       const many = manyInstances(s.scalers);
-      if (!many) process.stdout.write(`global: ${globalLine(s)}\n`);
+      // One instance's rows: its figures (not the answering one's, which may run no scaler).
+      const only = s.globalUsage ? s : s.instances?.find((x) => x.configured && x.globalUsage);
+      if (!many) process.stdout.write(only ? `global: ${globalLine(only)}\n` : '');
       // One line per instance: each holds its own caps and counts.
       else
         for (const g of (s.instances ?? []).filter((x) => x.configured))
@@ -149,7 +164,7 @@ export function registerScalerApiCommands(
       for (const r of s.scalers) {
         for (const l of r.backoffLifted ?? [])
           process.stdout.write(
-            `${who(r)}: backoff of [${l.labelSet}] lifted by ${l.by === 'reload' ? 'a reload' : 'an operator'} at ${l.at} (after ${l.consecutiveFailures} failure(s))\n`,
+            `${who(r)}: backoff of [${l.labelSet}] lifted by ${liftedBy(l)} at ${l.at} (after ${l.consecutiveFailures} failure(s))\n`,
           );
       }
       for (const r of s.scalers) {
@@ -195,21 +210,37 @@ export function registerScalerApiCommands(
     .action(async (name: string, o: { labelSet?: string; json?: boolean }, cmd: Command) => {
       const r = await (
         await client(cmd)
-      ).request<{ scaler: string; cleared: string[] }>('POST', '/api/v1/scaler/reset-backoff', {
+      ).request<ResetAnswer>('POST', '/api/v1/scaler/reset-backoff', {
         scaler: name,
         ...(o.labelSet !== undefined ? { labelSet: o.labelSet } : {}),
       });
       if (o.json) return printJson(r);
-      process.stdout.write(
-        r.cleared.length
-          ? `scaler ${r.scaler}: backoff lifted for ${r.cleared.map((l) => `[${l}]`).join(' ')}\n`
-          : `scaler ${r.scaler}: no label set was backing off\n`,
-      );
+      process.stdout.write(resetLines(r));
     });
 
   registerAudit(scaler, client);
 
   registerOrphanCommands(scaler, client);
+}
+
+/** reset-backoff's answer; `instances` only from a cluster (each live instance's part). */
+interface ResetAnswer {
+  scaler: string;
+  cleared: string[];
+  instances?: { instance: string; answered: boolean; cleared: string[] }[];
+}
+
+function resetLines(r: ResetAnswer): string {
+  const sets = (l: string[]) => l.map((x) => `[${x}]`).join(' ');
+  const head = r.cleared.length
+    ? `scaler ${r.scaler}: backoff lifted for ${sets(r.cleared)}\n`
+    : `scaler ${r.scaler}: no label set was backing off\n`;
+  const each = (r.instances ?? []).map((i) =>
+    !i.answered
+      ? `  instance ${i.instance}: no answer yet (it lifts the backoff when it catches up)\n`
+      : `  instance ${i.instance}: ${i.cleared.length ? `lifted ${sets(i.cleared)}` : 'nothing was backing off'}\n`,
+  );
+  return head + each.join('');
 }
 
 interface DriftView {

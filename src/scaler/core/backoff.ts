@@ -58,7 +58,14 @@ export interface BackoffLift {
   atMs: number;
   /** The streak the lift ended. */
   consecutive: number;
+  /** An operator's lift: the access token that asked (null for one without a name). */
+  requestedBy?: string | null;
+  /** An operator's lift: the instance the request went to (it may have reached this one from there). */
+  via?: string;
 }
+
+/** How a lift came about: what `clear` records of it. */
+export type BackoffLiftCause = Omit<BackoffLift, 'scalerName' | 'labelSetKey' | 'consecutive'>;
 
 export type BackoffCheck =
   | { blocked: false }
@@ -248,7 +255,7 @@ export class ProvisionBackoff {
    * the cause. The memory of counted agents stays, so a late report of an old failure cannot re-arm
    * it. Returns the label set keys that had a backoff.
    */
-  clear(scalerName: string, labelSetKey?: string, lift?: { by: BackoffLift['by']; atMs: number }): string[] {
+  clear(scalerName: string, labelSetKey?: string, lift?: BackoffLiftCause): string[] {
     const cleared: string[] = [];
     for (const [key, state] of [...this.states]) {
       const k = parseBackoffKey(key);

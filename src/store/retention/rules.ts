@@ -41,6 +41,12 @@ export const PRUNE_RULES: readonly PruneRule[] = [
   { table: 'kici_reload_results', setting: 'eventsMs', where: (c) => sql`answered_at < ${at(c)}` },
   { table: 'kici_reload_requests', setting: 'eventsMs', where: (c) => sql`requested_at < ${at(c)}` },
   {
+    table: 'kici_backoff_reset_results',
+    setting: 'eventsMs',
+    where: (c) => sql`answered_at < ${at(c)}`,
+  },
+  { table: 'kici_backoff_resets', setting: 'eventsMs', where: (c) => sql`requested_at < ${at(c)}` },
+  {
     // Only instances that stopped cleanly; a crashed one's row is what lets the leader settle its jobs.
     table: 'kici_instances',
     setting: 'eventsMs',

@@ -163,6 +163,15 @@ export class BareMetalScalerBackend implements ScalerBackend {
     }));
   }
 
+  /**
+   * Job-image agents run in containers that reach the host at their bridge's gateway (their spawn
+   * points them there); process agents stay on the scaler's own URL, hence the 'containers' scope.
+   */
+  get agentGateway(): string | undefined {
+    return this.opts.jobImage?.agentGateway;
+  }
+  readonly agentGatewayScope = 'containers' as const;
+
   private get hostEnv(): NodeJS.ProcessEnv {
     return this.opts.hostEnv ?? process.env;
   }

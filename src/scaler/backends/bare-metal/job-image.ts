@@ -66,6 +66,8 @@ export async function checkJobImageHost(entry: ScalerEntry, deps: JobImageDeps):
 export class JobImageAgents {
   private readonly agents = new Map<string, AgentContainer>();
   private readonly host: SpawnHost;
+  /** Where these containers reach the host: their bridge's gateway, when the engine runs here. */
+  readonly agentGateway: string | undefined;
 
   constructor(
     private readonly name: string,
@@ -74,6 +76,7 @@ export class JobImageAgents {
     hostEnv: NodeJS.ProcessEnv,
     extraHosts: () => string[] | undefined,
   ) {
+    this.agentGateway = deps.socketPath !== undefined ? ISOLATED_NETWORK_GATEWAY : undefined;
     this.host = {
       name,
       docker: deps.docker,
