@@ -5,7 +5,6 @@ import type { Store } from '../../store/index.js';
 import type { Clock } from '../../util/clock.js';
 import type { Logger } from '../../util/logger.js';
 import type { FirecrackerNetwork } from '../../config/index.js';
-import type { EffectiveLimits } from '../types.js';
 import type { VmmDriver } from './firecracker/vmm.js';
 import type { HostFacts } from './bare-metal/confinement.js';
 import type { LimitsProbes } from './bare-metal/choose-limits.js';
@@ -17,14 +16,9 @@ export type { VmmDriver } from './firecracker/vmm.js';
 /** Runs nft with JSON batches (the container and micro-VM backends' network policy); see src/net. */
 export type { NftRunner } from '../../net/nft-runner.js';
 
-/** Per-agent cgroups for bare-metal `enforceCgroups` (v1 or v2, detected on the host). */
-export interface CgroupDriver {
-  readonly version: 1 | 2;
-  /** Create the agent's group with its limits; returns the `cgroup.procs` files a process must join. */
-  create(agentId: string, limits: EffectiveLimits | undefined): Promise<string[]>;
-  /** Kill everything left in the group and remove it. */
-  remove(agentId: string): Promise<void>;
-}
+import type { CgroupDriver } from './bare-metal/cgroup-driver.js';
+
+export type { CgroupDriver };
 
 /**
  * What every backend is built from. Shared slots are always there; the typed slots for host tools

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import type { EffectiveLimits } from '../../types.js';
-import type { CgroupDriver } from '../deps.js';
+import type { CgroupDriver } from './cgroup-driver.js';
 import { scopeCommand, scopeUnitName } from './scope-properties.js';
 
 /**

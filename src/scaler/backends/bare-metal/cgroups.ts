@@ -1,7 +1,7 @@
 import { access, mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { EffectiveLimits } from '../../types.js';
-import type { CgroupDriver } from '../deps.js';
+import type { CgroupDriver } from './cgroup-driver.js';
 
 /**
  * Resource limits for bare-metal agents through the cgroup filesystem directly (no systemd needed).

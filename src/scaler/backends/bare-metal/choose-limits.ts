@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { access, constants, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CgroupDriver } from '../deps.js';
+import type { CgroupDriver } from './cgroup-driver.js';
 import {
   ADVISORY_FIX,
   CgroupfsLimits,
