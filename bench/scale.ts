@@ -29,6 +29,7 @@ const list = (name: string, dflt: string) =>
     .split(',')
     .map(Number)
     .filter((n) => n > 0);
+const SAMPLES = Math.max(1, Number(flag('samples', '200')));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function mintMany(s: Server, n: number, prefix: string, labels: string[]): Promise<FleetAgentSpec[]> {
@@ -52,6 +53,8 @@ interface FleetFigures {
   heartbeatCorePct: number;
   p50: number;
   p99: number;
+  max: number;
+  samples: number;
   regPerS: number;
 }
 
@@ -84,9 +87,10 @@ async function idleFleet(n: number): Promise<FleetFigures> {
     const beats = n * ((performance.now() - w0) / 1000);
     const perBeatMs = cpu / beats;
     for (const a of fleet.agents) a.heartbeatEvery(undefined);
-    // Dispatch latency: one job at a time to one of N idle agents.
+    // Dispatch latency: one job at a time to one of N idle agents. Enough samples (200 by
+    // default) that the p99 is not simply the slowest one.
     const lat: number[] = [];
-    for (let i = 0; i < 40; i++) {
+    for (let i = 0; i < SAMPLES; i++) {
       const got = new Promise<number>((r) => (assigned = r));
       const fin = new Promise<void>((r) => (done = r));
       const t = performance.now();
@@ -105,6 +109,8 @@ async function idleFleet(n: number): Promise<FleetFigures> {
       heartbeatCorePct: ((n / 10) * perBeatMs) / 10,
       p50: median(lat),
       p99: percentile(lat, 99),
+      max: Math.max(...lat),
+      samples: lat.length,
       regPerS,
     };
   } finally {
@@ -168,7 +174,7 @@ export async function benchScale(): Promise<BenchResult[]> {
     const detail =
       `${n} idle agents: RSS ${f.rssPerAgentKiB.toFixed(1)} KiB/agent, ${f.cpuPerHeartbeatUs.toFixed(0)} µs CPU/heartbeat ` +
       `(${f.heartbeatCorePct.toFixed(2)} % of a core at the default 10 s interval), dispatch p50 ${f.p50.toFixed(1)} ms ` +
-      `p99 ${f.p99.toFixed(1)} ms, registration ${f.regPerS.toFixed(0)} agents/s`;
+      `p99 ${f.p99.toFixed(1)} ms max ${f.max.toFixed(1)} ms (${f.samples} samples), registration ${f.regPerS.toFixed(0)} agents/s`;
     process.stdout.write(`  ${detail}\n`);
     out.push({
       name: `scale: ${n} idle agents, dispatch p99`,

@@ -55,6 +55,33 @@ interface Group {
   levels: Map<number, Map<string, OwnerList>>;
   /** The priorities present, highest first. */
   priorities: number[];
+  /** Its face to the planner: made once, so a pass allocates nothing per group to list them. */
+  view: QueueGroup;
+  /** Answers kept for the group's life by whoever plans over it (see `QueueGroup.remember`). */
+  memo?: Map<object, unknown>;
+  /** Sort keys, written by `orderedGroups` just before it sorts. */
+  top: number;
+  oldest: number;
+  /** Creation order: the last tie-break, as the map's insertion order was. */
+  born: number;
+}
+
+/** One group of interchangeable queued jobs, as the planner reads it. Live: reads the queue as it is. */
+export interface QueueGroup {
+  readonly key: string;
+  readonly labels: string[];
+  /** How many jobs it holds now. */
+  readonly size: number;
+  /** The job it would hand out first. */
+  readonly first: QueuedJob;
+  /** Its jobs in dispatch order. */
+  jobs: () => Iterable<QueuedJob>;
+  /**
+   * A value kept with the group until it empties: `compute()` the first time `slot` is asked for,
+   * the stored value after. For facts that depend only on what makes the group (its labels and
+   * routing spec), so a planner works them out once per group instead of once per pass.
+   */
+  remember<T>(slot: object, compute: () => T): T;
 }
 
 const prio = (j: QueuedJob) => j.priority ?? 0;
@@ -67,6 +94,14 @@ const ownerOf = (j: QueuedJob) => j.owner ?? '';
  */
 export class JobQueue {
   private readonly groups = new Map<string, Group>();
+  /**
+   * The groups as last ordered: sorting the previous order again is nearly linear (it is mostly
+   * still sorted), where sorting the map's order each pass is n log n. Emptied groups are dropped
+   * from it lazily.
+   */
+  private order: Group[] = [];
+  private orderStale = false;
+  private born = 0;
   /** Job id → the list holding it (the job itself is found in the list, so no wrapper per job). */
   private readonly byId = new Map<string, OwnerList>();
   /** A group's shared routing spec → its key: a started job finds its group without a new key. */
@@ -92,16 +127,10 @@ export class JobQueue {
     const key = groupKey(job);
     let g = this.groups.get(key);
     if (!g) {
-      g = {
-        key,
-        labels: job.runsOn,
-        spec: routingSpec(job.spec),
-        size: 0,
-        levels: new Map(),
-        priorities: [],
-      };
+      g = this.newGroup(key, job);
       this.groups.set(key, g);
       this.keyOf.set(g.spec, key);
+      this.order.push(g);
     }
     // Every job of a group has the same labels and routing facts (they make the key): share them.
     job.runsOn = g.labels;
@@ -138,8 +167,45 @@ export class JobQueue {
       group.levels.delete(prio(job));
       group.priorities.splice(group.priorities.indexOf(prio(job)), 1);
     }
-    if (group.size === 0) this.groups.delete(group.key);
+    if (group.size === 0) {
+      this.groups.delete(group.key);
+      this.orderStale = true;
+    }
     return job;
+  }
+
+  private newGroup(key: string, job: QueuedJob): Group {
+    const ordered = (g: Group) => this.ordered(g);
+    const g: Group = {
+      key,
+      labels: job.runsOn,
+      spec: routingSpec(job.spec),
+      size: 0,
+      levels: new Map(),
+      priorities: [],
+      top: 0,
+      oldest: 0,
+      born: this.born++,
+      view: {
+        key,
+        labels: job.runsOn,
+        get size() {
+          return g.size;
+        },
+        get first() {
+          return ordered(g).next().value as QueuedJob;
+        },
+        jobs: () => ordered(g),
+        remember<T>(slot: object, compute: () => T): T {
+          const memo = (g.memo ??= new Map());
+          if (memo.has(slot)) return memo.get(slot) as T;
+          const v = compute();
+          memo.set(slot, v);
+          return v;
+        },
+      },
+    };
+    return g;
   }
 
   private keyFor(job: QueuedJob): string {
@@ -233,24 +299,18 @@ export class JobQueue {
    * Groups ordered by their most urgent job (highest priority, then oldest), so that work is
    * considered first, also for the scaler's caps.
    */
-  orderedGroups(): {
-    key: string;
-    labels: string[];
-    size: number;
-    first: QueuedJob;
-    jobs: () => Iterable<QueuedJob>;
-  }[] {
-    const out = [...this.groups.values()].map((g) => ({
-      key: g.key,
-      labels: g.labels,
-      size: g.size,
-      first: this.ordered(g).next().value as QueuedJob,
-      top: g.priorities[0] ?? 0,
-      oldest: oldestSeq(g),
-      jobs: () => this.ordered(g),
-    }));
-    out.sort((a, b) => b.top - a.top || a.oldest - b.oldest);
-    return out;
+  orderedGroups(): QueueGroup[] {
+    if (this.orderStale) {
+      // A group emptied and filled again is a new group object, already pushed by add().
+      this.order = this.order.filter((g) => this.groups.get(g.key) === g);
+      this.orderStale = false;
+    }
+    for (const g of this.order) {
+      g.top = g.priorities[0] ?? 0;
+      g.oldest = oldestSeq(g);
+    }
+    this.order.sort((a, b) => b.top - a.top || a.oldest - b.oldest || a.born - b.born);
+    return this.order.map((g) => g.view);
   }
 
   /** Every queued job, group by group (not in dispatch order). */

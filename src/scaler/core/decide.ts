@@ -47,6 +47,12 @@ export interface DecideState {
   now: number;
   draining: boolean;
   table: readonly RoutableLabelSet[];
+  /**
+   * The table's answer for this job, when the caller keeps it (a planner deciding for thousands
+   * of label combinations each pass routes each once per table). Must equal
+   * `findLabelSet(query, table)`; unset means look it up.
+   */
+  route?: ((query: RouteQuery) => RoutableLabelSet | undefined) | undefined;
   isProvisioning: (jobId: string) => boolean;
   backoff: (key: string, nowMs: number) => BackoffCheck;
   /** The failure streak of a label set that is not blocking, for the trace only. */
@@ -61,6 +67,14 @@ export interface DecideState {
   pool?: ((name: string) => PoolView | undefined) | undefined;
   /** Skip writing the trace (the planner decides for thousands of groups and reads only the action). */
   quiet?: boolean | undefined;
+}
+
+/** A label set's backoff key, made once per (immutable) table entry rather than once per decision. */
+const backoffKeys = new WeakMap<RoutableLabelSet, string>();
+function backoffKeyOf(ls: RoutableLabelSet): string {
+  let key = backoffKeys.get(ls);
+  if (key === undefined) backoffKeys.set(ls, (key = backoffKey(ls.scalerName, ls.key)));
+  return key;
 }
 
 const SKIP_DRAINING = 'orchestrator is draining';
@@ -87,7 +101,7 @@ export function decide(job: DecideJob, s: DecideState): Decision {
   }
 
   const query: RouteQuery = { labels: job.labels, role: job.role, exclude: job.exclude, image: job.image };
-  const match = findLabelSet(query, s.table);
+  const match = s.route ? s.route(query) : findLabelSet(query, s.table);
   const unmatched = traceRouting(query, match, s.table, trace);
   if (!match) return stop('no-backend', unmatched!);
   if (!s.hasBackend(match.scalerName)) {
@@ -96,7 +110,7 @@ export function decide(job: DecideJob, s: DecideState): Decision {
     return stop('no-backend', reason, match);
   }
 
-  const key = backoffKey(match.scalerName, match.key);
+  const key = backoffKeyOf(match);
   const held = s.backoff(key, s.now);
   if (held.blocked) {
     trace?.push(`backoff: ${held.reason}`);

@@ -58,6 +58,11 @@ export interface PlanInput<A extends PlanAgent, G extends PlanGroup = PlanGroup>
   idleAgents: readonly A[] | FreeAgents<A>;
   canRun: (agent: A, group: G) => boolean;
   table: readonly RoutableLabelSet[];
+  /**
+   * Where a group routes in `table`, when the caller keeps that answer between passes (it must
+   * equal `findLabelSet` for the group's labels, role, exclusions and image). Unset: looked up.
+   */
+  route?: ((group: G) => RoutableLabelSet | undefined) | undefined;
   caps: CapBook;
   live: { global: number; perScaler: ReadonlyMap<string, number> };
   backoff: (key: string) => BackoffCheck;
@@ -105,6 +110,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
     now: input.now ?? 0,
     draining: input.draining ?? false,
     table: input.table,
+    route: input.route && (() => input.route!(current!)),
     isProvisioning: () => false, // `next()` below already skips jobs in flight
     backoff: (key) => input.backoff(key),
     streak: input.streak,
@@ -117,6 +123,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
     quiet: true,
   };
   for (const g of input.groups) {
+    current = g;
     const d: GroupDecision = { key: g.key, assign: [], spawn: [], waiting: 0 };
     out.push(d);
     const it = g.jobIds()[Symbol.iterator]();
@@ -145,7 +152,6 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
       d.noBackend = 'no scaler is configured';
       continue;
     }
-    current = g;
     const dec = decide({ labels: g.labels, role: g.role, exclude: g.exclude, image: g.image }, state);
     d.action = dec.action;
     if (dec.match) d.match = dec.match;
