@@ -27,7 +27,26 @@ const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
 export const CONTAINER_FAULTS: readonly Fault[] = ['engine outage', 'agent killed mid-step'];
 /** Cells that need the orchestrator as its own process (killed, or its clock stepped). */
-export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator', 'wall clock ±1 h'];
+export const CONTAINER_SERVE_FAULTS: readonly Fault[] = [
+  'kill -9 orchestrator',
+  'wall clock ±1 h',
+  'PostgreSQL restart',
+  'data-dir disk full',
+];
+
+/** A step of the burst is running its `sleep`: its shell (which holds the end line) is still there. */
+async function stepsRunning(name: string): Promise<number> {
+  let n = 0;
+  for (const c of await scalerContainers(name)) {
+    if (c.State !== 'running') continue;
+    const top = await docker
+      .getContainer(c.Id)
+      .top()
+      .catch(() => ({ Processes: [] as string[][] }));
+    if (((top.Processes ?? []) as string[][]).some((p) => p.join(' ').includes('chaos-end'))) n++;
+  }
+  return n;
+}
 
 /**
  * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
@@ -35,13 +54,16 @@ export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator',
  * steps of two heartbeats each, at the 1 s heartbeat the clock cells set, need a few seconds).
  */
 export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
-  const hold = fault === 'wall clock ±1 h' ? 25 : 15;
+  // The disk cell fills the data dir and waits for /readyz to say so before the steps end.
+  const hold = fault === 'wall clock ±1 h' || fault === 'data-dir disk full' ? 25 : 15;
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
     runsOn: [name],
     step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
     release: () => Promise.resolve(),
+    // Seen from the engine, not the orchestrator: no container still runs its step's shell.
+    ended: async () => (await stepsRunning(name)) === 0,
     starts: (h, ids) =>
       Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
     hostLeft: async () => (await scalerContainers(name)).length,

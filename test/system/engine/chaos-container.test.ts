@@ -1,7 +1,8 @@
 /**
  * The chaos suite's container cells, on the engine this run targets (Docker or Podman): a burst of
  * jobs with one fault mid-step, then jobs lost, run twice and containers left (by `scaler audit`
- * and from the engine). Prints this engine's column of the chaos table.
+ * and from the engine). Prints this engine's column of the chaos table. The cells run in lanes side
+ * by side: each has its own scaler name, orchestrator, token file and database.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -10,36 +11,55 @@ import {
   runContainerCell,
   runContainerServeCell,
 } from '../../chaos/container-cell.js';
-import { ChaosTable, passed } from '../../chaos/matrix.js';
+import { interleave, Lanes, LANE_TIMEOUT } from '../../chaos/lanes.js';
+import { ChaosTable, passed, type CellOutcome, type Fault } from '../../chaos/matrix.js';
 import { ENGINE, removeScalerContainers } from '../../helpers/engine.js';
 
 const table = new ChaosTable();
 const names: string[] = [];
+const lanes = new Lanes();
+const took = new Map<Fault, number>();
 
 afterAll(async () => {
   await removeScalerContainers(...names);
+  const times = [...took].map(([f, ms]) => `${f}: ${Math.round(ms / 1000)} s`).join(', ');
   console.log(
-    `\nchaos table, ${ENGINE} column (leaked = by scaler audit / from the engine)\n${table.markdown()}\n`,
+    `\nchaos table, ${ENGINE} column (leaked = by scaler audit / from the engine)\n${table.markdown()}\ncell durations: ${times}\n`,
   );
 });
 
+type Runner = (fault: Fault, name: string) => Promise<CellOutcome>;
+const cells: [Fault, Runner][] = [
+  ...CONTAINER_FAULTS.map((f) => [f, runContainerCell] as [Fault, Runner]),
+  ...CONTAINER_SERVE_FAULTS.map((f) => [f, runContainerServeCell] as [Fault, Runner]),
+];
+/** Three lanes: three bursts of containers at a time is what a 2-core host keeps up with. */
+const LANES = 3;
+const byLane: Record<string, [number, Fault, Runner][]> = {};
+for (const [i, [fault, run]] of cells.entries()) (byLane[`l${i % LANES}`] ??= []).push([i, fault, run]);
+
 describe(`chaos: container on ${ENGINE}`, () => {
-  const cells = [
-    ...CONTAINER_FAULTS.map((f) => [f, runContainerCell] as const),
-    ...CONTAINER_SERVE_FAULTS.map((f) => [f, runContainerServeCell] as const),
-  ];
-  for (const [i, [fault, runCell]] of cells.entries())
-    it(`${fault}: nothing lost, nothing run twice, nothing left`, async () => {
-      const name = `chaos${i}-${ENGINE}`;
-      names.push(name);
-      await removeScalerContainers(name);
-      try {
-        table.set(fault, ENGINE, { status: 'ran', outcome: await runCell(fault, name) });
-      } catch (err) {
-        table.set(fault, ENGINE, { status: 'error', error: (err as Error).message });
-        throw err;
-      }
-      const cell = table.get(fault, ENGINE)!;
-      expect(passed(cell), JSON.stringify(cell)).toBe(true);
-    });
+  for (const [lane, [i, fault, runCell]] of interleave(byLane))
+    it.concurrent(
+      `${fault}: nothing lost, nothing run twice, nothing left`,
+      async () => {
+        const name = `chaos${i}-${ENGINE}`;
+        names.push(name);
+        await lanes.run(lane, async () => {
+          const t0 = Date.now();
+          await removeScalerContainers(name);
+          try {
+            table.set(fault, ENGINE, { status: 'ran', outcome: await runCell(fault, name) });
+          } catch (err) {
+            table.set(fault, ENGINE, { status: 'error', error: (err as Error).message });
+            throw err;
+          } finally {
+            took.set(fault, Date.now() - t0);
+          }
+        });
+        const cell = table.get(fault, ENGINE)!;
+        expect(passed(cell), JSON.stringify(cell)).toBe(true);
+      },
+      LANE_TIMEOUT,
+    );
 });
