@@ -56,6 +56,12 @@ export interface ServeCellSpec {
   hostLeft(): Promise<number>;
   /** SIGKILL one running agent. */
   killAgent(): Promise<void>;
+  /**
+   * Flush the agents' firewall rules from the host (nft itself); returns the addresses whose rules
+   * were in force. The cell then waits for `rulesBack` to see them in force again.
+   */
+  flushRules?(): Promise<string[]>;
+  rulesBack?(ips: string[]): Promise<boolean>;
   /** The clock steps to take (each held until two heartbeats passed). */
   clockSteps: string[];
   cleanup(): Promise<void>;
@@ -196,8 +202,15 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     );
 
     // The fault, mid-step.
+    let note = '';
     if (fault === 'agent killed mid-step') await spec.killAgent();
-    else if (fault === 'wall clock ±1 h') {
+    else if (fault === 'nft flush ruleset' && spec.flushRules && spec.rulesBack) {
+      const ips = await spec.flushRules();
+      if (!ips.length) throw new Error('no agent had firewall rules in force before the flush');
+      const t0 = Date.now();
+      await eventually(() => spec.rulesBack!(ips), 60_000, 'the agents firewall rules back in force');
+      note = `rules of ${ips.length} agent(s) back in force after ${((Date.now() - t0) / 1000).toFixed(1)} s`;
+    } else if (fault === 'wall clock ±1 h') {
       const agentIds = (await jobsNow()).map((j) => j.agentId!);
       const list = async () => (await api<{ agents: AgentBeatView[] }>(h, 'GET', '/api/v1/agents')).agents;
       for (const step of spec.clockSteps) {
@@ -248,13 +261,15 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     ).catch(() => undefined);
     const notOk = final.filter((j) => j.state !== 'succeeded');
     const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
+    if (!reasons.length) reasons.push('all succeeded');
+    if (note) reasons.push(note);
     return {
       jobs: ids.length,
       lost: final.filter((j) => !FINAL.includes(j.state)).length,
       twice: starts.filter((n) => n > 1).length,
       leakedAudit: left.audit,
       leakedHost: left.host,
-      reason: reasons.length ? reasons.join('; ') : 'all succeeded',
+      reason: reasons.join('; '),
     };
   } finally {
     await spec.release().catch(() => undefined);

@@ -15,6 +15,7 @@ import { promisify } from 'node:util';
 import type { CellOutcome, Fault } from './matrix.js';
 import { runServeCell, type ServeCellSpec } from './serve-cell.js';
 import { httpGate, type HttpGate } from '../helpers/http-gate.js';
+import { deleteTable, ruledAddresses } from '../helpers/nft-host.js';
 import { deleteLink, qemuPidsUnder, tapsOn, vmConfig } from '../helpers/vm.js';
 
 const exec = promisify(execFile);
@@ -26,6 +27,7 @@ function slotNet(slot: number) {
 type SlotNet = ReturnType<typeof slotNet>;
 
 export const VM_FAULTS: readonly Fault[] = [
+  'nft flush ruleset',
   'agent killed mid-step',
   'wall clock ±1 h',
   'kill -9 orchestrator',
@@ -80,6 +82,16 @@ export function vmSpec(base: string, net: SlotNet, gate: HttpGate): ServeCellSpe
     async killAgent() {
       const [victim] = await qemuPidsUnder(base);
       process.kill(victim!, 'SIGKILL');
+    },
+    // The slot's table is its own: the whole of it goes, as a `nft flush ruleset` takes it.
+    async flushRules() {
+      const ips = await ruledAddresses(net.table);
+      await deleteTable(net.table);
+      return ips;
+    },
+    rulesBack: async (ips) => {
+      const now = new Set(await ruledAddresses(net.table));
+      return ips.every((ip) => now.has(ip));
     },
     clockSteps: ['+1h', '-1h'],
     cleanup: () => sweep(base, net),
