@@ -38,6 +38,7 @@ export const CONTAINER_SERVE_FAULTS: readonly Fault[] = [
   'wall clock ±1 h',
   'PostgreSQL restart',
   'data-dir disk full',
+  'kill -9 cluster leader',
 ];
 
 /** A step of the burst is running its `sleep`: its shell (which holds the end line) is still there. */

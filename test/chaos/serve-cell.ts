@@ -23,6 +23,7 @@ import {
   type JobBody,
 } from '../helpers/orchestrator.js';
 import { startOwnPostgres } from '../helpers/own-postgres.js';
+import { LEADER_ENV, leaderSeenBy, startLeaderPeer } from './leader-peer.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 import type { CellOutcome, Fault } from './matrix.js';
 
@@ -74,6 +75,7 @@ export async function endedInFile(ids: string[], ran: string): Promise<boolean> 
 }
 
 export const BARE_METAL_FAULTS: readonly Fault[] = [
+  'kill -9 cluster leader',
   'agent killed mid-step',
   'wall clock ±1 h',
   'kill -9 orchestrator',
@@ -175,15 +177,23 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
   const ran = join(work, 'ran.log');
   await writeFile(ran, '');
   const clock = await clockOffset();
-  // The restart fault needs a server of its own: the shared one must never be restarted.
-  const postgres = fault === 'PostgreSQL restart' ? await startOwnPostgres() : undefined;
+  // The restart fault needs a server of its own: the shared one must never be restarted. So does
+  // the leader fault (a cluster needs PostgreSQL), which may run where the shared one is not reachable.
+  const clustered = fault === 'kill -9 cluster leader';
+  const postgres = fault === 'PostgreSQL restart' || clustered ? await startOwnPostgres() : undefined;
   // A token file of the cell's own, so cells of different backends can run side by side.
   const env: NodeJS.ProcessEnv = { ...clock.env, KICI_ADMIN_TOKEN_FILE: join(work, 'admin-token') };
   if (postgres) env.KICI_DATABASE_URL = await postgres.database(`chaos_${tag}`);
   // A floor the small file system clears until it is filled (the default is larger than it).
   if (disk) env.KICI_DATA_MIN_FREE_MB = '32';
+  const self = `chaos-cell-${tag}`;
+  if (clustered) Object.assign(env, LEADER_ENV, { KICI_INSTANCE_ID: self });
+  const peer = clustered
+    ? await startLeaderPeer(env, tag, async () => (await readFile(env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim())
+    : undefined;
   const config = spec.configPath ?? (await writeConfig(spec.config));
   let h = await start(config, port, dataDir, env, spec).catch(async (err: unknown) => {
+    await peer?.stop();
     await postgres?.stop();
     await disk?.unmount();
     throw err;
@@ -221,6 +231,19 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       process.kill(h.serve.pid, 'SIGKILL');
       await h.serve.exited;
       h = await start(config, port, dataDir, env, spec);
+    } else if (fault === 'kill -9 cluster leader' && peer) {
+      // The leader is the peer; the cell's instance holds every agent and job.
+      const before = await leaderSeenBy(h.serve.url, h.token);
+      if (before !== peer.id) throw new Error(`expected ${peer.id} to lead, ${before ?? 'none'} does`);
+      const t0 = Date.now();
+      process.kill(peer.serve.pid, 'SIGKILL');
+      await peer.serve.exited;
+      await eventually(
+        async () => (await leaderSeenBy(h.serve.url, h.token)) === self,
+        60_000,
+        'the instance holding the agents to take the lease',
+      );
+      note = `leader killed; the agents' instance took the lease in ${((Date.now() - t0) / 1000).toFixed(1)} s`;
     } else if (fault === 'PostgreSQL restart' && postgres) {
       // Every connection ended, the server away until it is back; the jobs go on meanwhile.
       await postgres.restart();
@@ -278,6 +301,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       await h.serve.exited;
     }
     await spec.cleanup();
+    await peer?.stop();
     await postgres?.stop();
     await disk?.unmount();
     await clock.close();

@@ -33,6 +33,7 @@ export const VM_FAULTS: readonly Fault[] = [
   'kill -9 orchestrator',
   'PostgreSQL restart',
   'data-dir disk full',
+  'kill -9 cluster leader',
 ];
 
 async function vmDirs(base: string): Promise<string[]> {
@@ -98,7 +99,10 @@ export function vmSpec(base: string, net: SlotNet, gate: HttpGate): ServeCellSpe
   };
 }
 
-/** One cell in `slot` (0 or 1): cells in different slots share nothing and may run at once. */
+/** The slots cells may run in at once (each its own bridge, subnet and table). */
+export const VM_SLOTS = [0, 1, 2] as const;
+
+/** One cell in `slot`: cells in different slots share nothing and may run at once. */
 export async function runVmCell(fault: Fault, slot = 0): Promise<CellOutcome> {
   const net = slotNet(slot);
   const base = await mkdtemp(join(tmpdir(), 'kici-vxc-'));

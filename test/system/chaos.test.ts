@@ -19,7 +19,7 @@ import {
   type Fault,
 } from '../chaos/matrix.js';
 import { interleave, Lanes, LANE_TIMEOUT } from '../chaos/lanes.js';
-import { runVmCell, VM_FAULTS } from '../chaos/vm-cell.js';
+import { runVmCell, VM_FAULTS, VM_SLOTS } from '../chaos/vm-cell.js';
 
 const table = new ChaosTable();
 
@@ -58,16 +58,18 @@ interface CellRun {
 }
 
 const byLane: Record<string, CellRun[]> = {
-  host: [
-    ...BARE_METAL_FAULTS.map((fault) => ({ backend: 'bare-metal' as const, fault, run: runBareMetalCell })),
-    // The event backend: a stand-in cloud booting instances on this host.
-    ...EVENT_FAULTS.map((fault) => ({ backend: 'event' as const, fault, run: runEventCell })),
-  ],
-  // Two VM lanes, each on its own bridge and subnet: a guest mostly waits on its emulated boot.
+  'bare-metal': BARE_METAL_FAULTS.map((fault) => ({
+    backend: 'bare-metal' as const,
+    fault,
+    run: runBareMetalCell,
+  })),
+  // The event backend: a stand-in cloud booting instances on this host.
+  event: EVENT_FAULTS.map((fault) => ({ backend: 'event' as const, fault, run: runEventCell })),
+  // Three VM lanes, each on its own bridge and subnet: a guest mostly waits on its emulated boot.
   ...Object.fromEntries(
-    [0, 1].map((slot) => [
+    VM_SLOTS.map((slot) => [
       `vm${slot}`,
-      VM_FAULTS.filter((_, i) => i % 2 === slot).map((fault) => ({
+      VM_FAULTS.filter((_, i) => i % VM_SLOTS.length === slot).map((fault) => ({
         backend: 'qemu' as const,
         fault,
         run: (f: Fault) => runVmCell(f, slot),

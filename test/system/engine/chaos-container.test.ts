@@ -31,14 +31,12 @@ afterAll(async () => {
 type Runner = (fault: Fault, name: string) => Promise<CellOutcome>;
 const runner = (f: Fault): Runner =>
   CONTAINER_SERVE_FAULTS.includes(f) ? runContainerServeCell : runContainerCell;
-/**
- * Three lanes, about as long as each other (the disk and clock cells hold their steps longest):
- * three bursts of containers at a time is what a 2-core host keeps up with.
- */
+/** Four lanes, about as long as each other (the disk and clock cells hold their steps longest). */
 const LANE_FAULTS: Fault[][] = [
-  ['data-dir disk full', 'agent killed mid-step'],
+  ['data-dir disk full'],
   ['wall clock ±1 h', 'kill -9 orchestrator'],
   ['PostgreSQL restart', 'engine outage', 'nft flush ruleset'],
+  ['kill -9 cluster leader', 'agent killed mid-step'],
 ];
 const all = [...CONTAINER_FAULTS, ...CONTAINER_SERVE_FAULTS];
 const laned = LANE_FAULTS.flat();
