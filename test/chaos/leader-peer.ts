@@ -1,8 +1,10 @@
 /**
- * The cluster-leader fault: a second `serve` on the cell's PostgreSQL database, with no scaler of
- * its own, started first so that it holds the leader lease while the cell's instance runs the
- * burst on its agents. Killing it with SIGKILL takes the leader away from under running jobs: the
- * cell's instance must take the lease over and lose nothing.
+ * The cluster-leader fault, in two acts on one burst, with peers: `serve` processes on the cell's
+ * PostgreSQL database with no scaler of their own. First a peer leads while the cell's instance
+ * holds every agent and job; it is killed with SIGKILL, and the cell's instance must take the lease.
+ * Then, with a second peer following, the cell's instance (now the leader, holding the agents) is
+ * killed; the peer must take the lease, and the cell's instance, restarted on its data dir as after
+ * any crash, must find its agents and jobs again. Nothing may be lost or run twice either time.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -24,15 +26,29 @@ export async function leaderSeenBy(url: string, token: string): Promise<string |
   return ((await r.json()) as ClusterStatus).instances.find((i) => i.leader && i.state !== 'dead')?.id;
 }
 
+/** An instance's state (`alive`, `dead`, …) as a server sees it. */
+export async function stateOf(url: string, token: string, id: string): Promise<string | undefined> {
+  const r = await fetch(`${url}/api/v1/cluster/status`, { headers: { authorization: `Bearer ${token}` } });
+  if (!r.ok) return undefined;
+  return ((await r.json()) as ClusterStatus).instances.find((i) => i.id === id)?.state;
+}
+
 export interface LeaderPeer {
   id: string;
   serve: ServeProcess;
   stop(): Promise<void>;
 }
 
-/** Start the peer (it writes the cluster's first admin token to the cell's token file) and wait until it leads. */
-export async function startLeaderPeer(env: NodeJS.ProcessEnv, tag: string, token: () => Promise<string>) {
-  const id = `chaos-leader-${tag}`;
+/**
+ * Start a peer named `id` and wait until it leads (`lead`) or is seen alive. The first one writes the
+ * cluster's first admin token to the cell's token file.
+ */
+export async function startPeer(
+  env: NodeJS.ProcessEnv,
+  id: string,
+  token: () => Promise<string>,
+  lead = true,
+): Promise<LeaderPeer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'kici-chaos-leader-'));
   const config = await writeConfig({ version: 1, scalers: [] });
   const serve = await startServe({
@@ -55,7 +71,10 @@ export async function startLeaderPeer(env: NodeJS.ProcessEnv, tag: string, token
   };
   try {
     const t = await token();
-    await eventually(async () => (await leaderSeenBy(serve.url, t)) === id, 30_000, 'the peer leading');
+    if (lead)
+      await eventually(async () => (await leaderSeenBy(serve.url, t)) === id, 30_000, 'the peer leading');
+    else
+      await eventually(async () => (await stateOf(serve.url, t, id)) === 'alive', 30_000, 'the peer alive');
   } catch (err) {
     await peer.stop();
     throw err;

@@ -23,7 +23,7 @@ import {
   type JobBody,
 } from '../helpers/orchestrator.js';
 import { startOwnPostgres } from '../helpers/own-postgres.js';
-import { LEADER_ENV, leaderSeenBy, startLeaderPeer } from './leader-peer.js';
+import { LEADER_ENV, leaderSeenBy, startPeer, type LeaderPeer } from './leader-peer.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 import type { CellOutcome, Fault } from './matrix.js';
 
@@ -188,9 +188,10 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
   if (disk) env.KICI_DATA_MIN_FREE_MB = '32';
   const self = `chaos-cell-${tag}`;
   if (clustered) Object.assign(env, LEADER_ENV, { KICI_INSTANCE_ID: self });
-  const peer = clustered
-    ? await startLeaderPeer(env, tag, async () => (await readFile(env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim())
-    : undefined;
+  const tokenNow = async () => (await readFile(env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
+  const peers: LeaderPeer[] = [];
+  if (clustered) peers.push(await startPeer(env, `chaos-lead-${tag}`, tokenNow));
+  const peer = peers[0];
   const config = spec.configPath ?? (await writeConfig(spec.config));
   let h = await start(config, port, dataDir, env, spec).catch(async (err: unknown) => {
     await peer?.stop();
@@ -232,10 +233,10 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       await h.serve.exited;
       h = await start(config, port, dataDir, env, spec);
     } else if (fault === 'kill -9 cluster leader' && peer) {
-      // The leader is the peer; the cell's instance holds every agent and job.
+      // Act one: a peer leads; the cell's instance holds every agent and job.
       const before = await leaderSeenBy(h.serve.url, h.token);
       if (before !== peer.id) throw new Error(`expected ${peer.id} to lead, ${before ?? 'none'} does`);
-      const t0 = Date.now();
+      let t0 = Date.now();
       process.kill(peer.serve.pid, 'SIGKILL');
       await peer.serve.exited;
       await eventually(
@@ -243,7 +244,23 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
         60_000,
         'the instance holding the agents to take the lease',
       );
-      note = `leader killed; the agents' instance took the lease in ${((Date.now() - t0) / 1000).toFixed(1)} s`;
+      const took1 = (Date.now() - t0) / 1000;
+      // Act two: the leader holds the agents; a peer follows.
+      const follower = await startPeer(env, `chaos-follow-${tag}`, async () => h.token, false);
+      peers.push(follower);
+      t0 = Date.now();
+      process.kill(h.serve.pid, 'SIGKILL');
+      await h.serve.exited;
+      await eventually(
+        async () => (await leaderSeenBy(follower.serve.url, h.token)) === follower.id,
+        60_000,
+        'the follower to take the lease',
+      );
+      const took2 = (Date.now() - t0) / 1000;
+      h = await start(config, port, dataDir, env, spec);
+      note =
+        `leader (a peer) killed: the agents' instance led after ${took1.toFixed(1)} s; ` +
+        `leader holding the agents killed: a peer led after ${took2.toFixed(1)} s, the restarted instance kept its agents`;
     } else if (fault === 'PostgreSQL restart' && postgres) {
       // Every connection ended, the server away until it is back; the jobs go on meanwhile.
       await postgres.restart();
@@ -301,7 +318,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       await h.serve.exited;
     }
     await spec.cleanup();
-    await peer?.stop();
+    for (const p of peers) await p.stop();
     await postgres?.stop();
     await disk?.unmount();
     await clock.close();
