@@ -49,11 +49,16 @@ export async function deleteTable(table: string): Promise<void> {
  * `table`: for a table other users share, where deleting it would reach their agents too.
  */
 export async function flushAddresses(table: string, ips: string[]): Promise<void> {
+  // Something already gone (the whole table, if another user of it dropped it meanwhile) is flushed.
+  const nft = (args: string[]) =>
+    exec('nft', args).catch((err: unknown) => {
+      if (!/No such file or directory/.test(String((err as { stderr?: string }).stderr))) throw err;
+    });
   for (const ip of ips) {
     const id = ip.replaceAll('.', '_');
-    await exec('nft', ['delete', 'element', 'inet', table, 'agent_fwd', `{ ${ip} }`]);
-    await exec('nft', ['delete', 'element', 'inet', table, 'agent_in', `{ ${ip} }`]);
-    await exec('nft', ['flush', 'chain', 'inet', table, `kf_${id}`]);
-    await exec('nft', ['flush', 'chain', 'inet', table, `ki_${id}`]);
+    await nft(['delete', 'element', 'inet', table, 'agent_fwd', `{ ${ip} }`]);
+    await nft(['delete', 'element', 'inet', table, 'agent_in', `{ ${ip} }`]);
+    await nft(['flush', 'chain', 'inet', table, `kf_${id}`]);
+    await nft(['flush', 'chain', 'inet', table, `ki_${id}`]);
   }
 }
