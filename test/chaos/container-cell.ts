@@ -66,6 +66,8 @@ export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
+    // Several serve processes start at once beside the engine: slow on a loaded 2-core host.
+    readyTimeoutMs: 120_000,
     runsOn: [name],
     step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
     release: () => Promise.resolve(),

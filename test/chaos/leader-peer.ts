@@ -56,6 +56,8 @@ export async function startPeer(
     port: await freePort(),
     dataDir,
     env: { ...env, ...LEADER_ENV, KICI_INSTANCE_ID: id },
+    // Started beside other cells' serves on a loaded host.
+    readyTimeoutMs: 120_000,
   });
   const peer: LeaderPeer = {
     id,
