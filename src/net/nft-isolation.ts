@@ -109,9 +109,11 @@ export class NftAgentIsolation implements AgentIsolation {
         'set orchestratorUrl (scaler entry) or the server agentUrl to an IPv4 address, e.g. ws://172.30.0.1:8080/ws',
         'config',
       );
-    // One batch: the old chains' contents and the new rules swap atomically.
+    // One batch: the old chains' contents and the new rules swap atomically. The base goes in the
+    // same batch (it is idempotent), so a table emptied behind our back is whole again before this
+    // agent's first packet: no new agent starts unconfined.
     await this.withBase(
-      applyCommands(req, this.spec),
+      [...baseCommands(this.spec), ...applyCommands(req, this.spec)],
       `could not install the firewall rules for agent ${req.agentId} (${req.ip})`,
     );
     this.applied.set(req.ip, req);

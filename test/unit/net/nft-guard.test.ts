@@ -148,6 +148,19 @@ describe('the agent firewall guard', () => {
     expect([...nft.tables.get(spec.table)!.chains.values()].map((c) => c.length)).toEqual(rulesBefore);
   });
 
+  it('installs a new agent only with the base whole again (a `flush table` before it)', async () => {
+    const { nft, iso, reqs } = setup(2);
+    await iso.apply(reqs[0]!);
+    const base = () =>
+      JSON.stringify(
+        [...nft.tables.get(spec.table)!.chains].filter(([c]) => c === 'forward' || c === 'input'),
+      );
+    const before = base();
+    for (const chain of nft.tables.get(spec.table)!.chains.values()) chain.length = 0;
+    await iso.apply(reqs[1]!);
+    expect(base()).toBe(before);
+  });
+
   it('does not put back the rules of an agent removed on purpose', async () => {
     const { nft, iso, reqs } = setup(2);
     for (const r of reqs) await iso.apply(r);
