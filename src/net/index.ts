@@ -19,6 +19,7 @@ export {
   DEFAULT_AGENT_TABLE,
   NFT_REMEDY,
   NftAgentIsolation,
+  type GuardResult,
   type NftIsolationOptions,
 } from './nft-isolation.js';
 export { nftRequiredTool, probeNft, warnIsolationOff } from './nft-preflight.js';

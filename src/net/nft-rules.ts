@@ -36,6 +36,8 @@ export const BLOCKED_RANGES = [
 
 const FWD_MAP = 'agent_fwd';
 const IN_MAP = 'agent_in';
+/** The verdict maps that send each agent address to its own chains. */
+export const AGENT_MAPS = [FWD_MAP, IN_MAP] as const;
 const FWD_PREFIX = 'kf_';
 const IN_PREFIX = 'ki_';
 

@@ -39,7 +39,7 @@ export function backendContext(
     secretFiles: [opts.adminTokenFile ?? defaultAdminTokenFile(), ...(opts.tls ? [opts.tls.keyPath] : [])],
     connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
     // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
-    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner() }),
+    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner(), logger }),
   };
 }
 

@@ -16,7 +16,9 @@ import {
   removeScalerContainers,
   scalerContainers,
 } from '../helpers/engine.js';
+import { DEFAULT_AGENT_TABLE } from '../../src/net/nft-isolation.js';
 import { submit } from '../helpers/jobs.js';
+import { flushAddresses, ruledAddresses } from '../helpers/nft-host.js';
 import { eventually, startTestOrchestrator, type JobBody } from '../helpers/orchestrator.js';
 import { SocketProxy } from '../helpers/socket-proxy.js';
 import type { CellOutcome, Fault } from './matrix.js';
@@ -25,9 +27,33 @@ import { runServeCell, type ServeCellSpec } from './serve-cell.js';
 const JOBS = 3;
 const FINAL = ['succeeded', 'failed', 'cancelled', 'timed-out', 'no-backend'];
 
-export const CONTAINER_FAULTS: readonly Fault[] = ['engine outage', 'agent killed mid-step'];
+export const CONTAINER_FAULTS: readonly Fault[] = [
+  'engine outage',
+  'nft flush ruleset',
+  'agent killed mid-step',
+];
 /** Cells that need the orchestrator as its own process (killed, or its clock stepped). */
-export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator', 'wall clock ±1 h'];
+export const CONTAINER_SERVE_FAULTS: readonly Fault[] = [
+  'kill -9 orchestrator',
+  'wall clock ±1 h',
+  'PostgreSQL restart',
+  'data-dir disk full',
+  'kill -9 cluster leader',
+];
+
+/** A step of the burst is running its `sleep`: its shell (which holds the end line) is still there. */
+async function stepsRunning(name: string): Promise<number> {
+  let n = 0;
+  for (const c of await scalerContainers(name)) {
+    if (c.State !== 'running') continue;
+    const top = await docker
+      .getContainer(c.Id)
+      .top()
+      .catch(() => ({ Processes: [] as string[][] }));
+    if (((top.Processes ?? []) as string[][]).some((p) => p.join(' ').includes('chaos-end'))) n++;
+  }
+  return n;
+}
 
 /**
  * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
@@ -35,13 +61,18 @@ export const CONTAINER_SERVE_FAULTS: readonly Fault[] = ['kill -9 orchestrator',
  * steps of two heartbeats each, at the 1 s heartbeat the clock cells set, need a few seconds).
  */
 export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
-  const hold = fault === 'wall clock ±1 h' ? 25 : 15;
+  // The disk cell fills the data dir and waits for /readyz to say so before the steps end.
+  const hold = fault === 'wall clock ±1 h' || fault === 'data-dir disk full' ? 25 : 15;
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
+    // Several serve processes start at once beside the engine: slow on a loaded 2-core host.
+    readyTimeoutMs: 120_000,
     runsOn: [name],
     step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
     release: () => Promise.resolve(),
+    // Seen from the engine, not the orchestrator: no container still runs its step's shell.
+    ended: async () => (await stepsRunning(name)) === 0,
     starts: (h, ids) =>
       Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
     hostLeft: async () => (await scalerContainers(name)).length,
@@ -62,9 +93,10 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
   const dir = await mkdtemp(join(tmpdir(), 'kici-chaos-engine-'));
   const proxy = new SocketProxy(join(dir, 'engine.sock'), ENGINE_SOCKET);
   await proxy.start();
+  const isolation = new RecordingIsolation();
   const t = await startTestOrchestrator({
     host: '0.0.0.0',
-    isolation: new RecordingIsolation(),
+    isolation,
     // The periodic audit is part of what is under test: it removes stopped leftovers.
     scalerAuditIntervalMs: 5_000,
     config: { version: 1, scalers: [containerScaler(name, { socketPath: proxy.path, maxAgents: JOBS })] },
@@ -83,6 +115,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       'burst running',
     );
 
+    let note = '';
     if (fault === 'engine outage') {
       // The engine is gone while the jobs end and their containers should be removed.
       await proxy.stop();
@@ -92,6 +125,23 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
         'jobs final',
       );
       await proxy.start();
+    } else if (fault === 'nft flush ruleset') {
+      // The table is every container scaler's on this host (other tests' agents too), so only this
+      // cell's agents lose their rules: map elements gone, chains emptied. The whole table going is
+      // the micro-VM cell's fault, and the unit tests'.
+      const ips = [...isolation.ruled];
+      if (ips.length !== JOBS) throw new Error(`expected ${JOBS} agents with rules, saw ${ips.length}`);
+      await flushAddresses(DEFAULT_AGENT_TABLE, ips);
+      const t0 = Date.now();
+      await eventually(
+        async () => {
+          const now = new Set(await ruledAddresses(DEFAULT_AGENT_TABLE));
+          return ips.every((ip) => now.has(ip));
+        },
+        60_000,
+        'the agents firewall rules back in force',
+      );
+      note = `rules of ${ips.length} agents back in force after ${((Date.now() - t0) / 1000).toFixed(1)} s`;
     } else if (fault === 'agent killed mid-step') {
       // The agent is the container's process 1: SIGKILL through the engine ends it mid-step.
       const [victim] = await scalerContainers(name);
@@ -129,13 +179,15 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
     left.host = Math.max(left.host, (await scalerContainers(name)).length);
     const notOk = final.filter((j) => j.state !== 'succeeded');
     const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
+    if (!reasons.length) reasons.push('all succeeded');
+    if (note) reasons.push(note);
     return {
       jobs: ids.length,
       lost: final.filter((j) => !FINAL.includes(j.state)).length,
       twice: starts,
       leakedAudit: left.audit,
       leakedHost: left.host,
-      reason: reasons.length ? reasons.join('; ') : 'all succeeded',
+      reason: reasons.join('; '),
     };
   } finally {
     await t.stop();

@@ -19,6 +19,7 @@ export const EVENT_FAULTS: readonly Fault[] = [
   'kill -9 orchestrator',
   'PostgreSQL restart',
   'data-dir disk full',
+  'kill -9 cluster leader',
 ];
 
 /** Instances the cloud booted and has not stopped (their pid files), and what still runs. */

@@ -23,6 +23,7 @@ import {
   type JobBody,
 } from '../helpers/orchestrator.js';
 import { startOwnPostgres } from '../helpers/own-postgres.js';
+import { LEADER_ENV, leaderSeenBy, startPeer, type LeaderPeer } from './leader-peer.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 import type { CellOutcome, Fault } from './matrix.js';
 
@@ -56,6 +57,12 @@ export interface ServeCellSpec {
   hostLeft(): Promise<number>;
   /** SIGKILL one running agent. */
   killAgent(): Promise<void>;
+  /**
+   * Flush the agents' firewall rules from the host (nft itself); returns the addresses whose rules
+   * were in force. The cell then waits for `rulesBack` to see them in force again.
+   */
+  flushRules?(): Promise<string[]>;
+  rulesBack?(ips: string[]): Promise<boolean>;
   /** The clock steps to take (each held until two heartbeats passed). */
   clockSteps: string[];
   cleanup(): Promise<void>;
@@ -68,6 +75,7 @@ export async function endedInFile(ids: string[], ran: string): Promise<boolean> 
 }
 
 export const BARE_METAL_FAULTS: readonly Fault[] = [
+  'kill -9 cluster leader',
   'agent killed mid-step',
   'wall clock ±1 h',
   'kill -9 orchestrator',
@@ -169,15 +177,24 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
   const ran = join(work, 'ran.log');
   await writeFile(ran, '');
   const clock = await clockOffset();
-  // The restart fault needs a server of its own: the shared one must never be restarted.
-  const postgres = fault === 'PostgreSQL restart' ? await startOwnPostgres() : undefined;
+  // The restart fault needs a server of its own: the shared one must never be restarted. So does
+  // the leader fault (a cluster needs PostgreSQL), which may run where the shared one is not reachable.
+  const clustered = fault === 'kill -9 cluster leader';
+  const postgres = fault === 'PostgreSQL restart' || clustered ? await startOwnPostgres() : undefined;
   // A token file of the cell's own, so cells of different backends can run side by side.
   const env: NodeJS.ProcessEnv = { ...clock.env, KICI_ADMIN_TOKEN_FILE: join(work, 'admin-token') };
   if (postgres) env.KICI_DATABASE_URL = await postgres.database(`chaos_${tag}`);
   // A floor the small file system clears until it is filled (the default is larger than it).
   if (disk) env.KICI_DATA_MIN_FREE_MB = '32';
+  const self = `chaos-cell-${tag}`;
+  if (clustered) Object.assign(env, LEADER_ENV, { KICI_INSTANCE_ID: self });
+  const tokenNow = async () => (await readFile(env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();
+  const peers: LeaderPeer[] = [];
+  if (clustered) peers.push(await startPeer(env, `chaos-lead-${tag}`, tokenNow));
+  const peer = peers[0];
   const config = spec.configPath ?? (await writeConfig(spec.config));
   let h = await start(config, port, dataDir, env, spec).catch(async (err: unknown) => {
+    await peer?.stop();
     await postgres?.stop();
     await disk?.unmount();
     throw err;
@@ -196,8 +213,15 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     );
 
     // The fault, mid-step.
+    let note = '';
     if (fault === 'agent killed mid-step') await spec.killAgent();
-    else if (fault === 'wall clock ±1 h') {
+    else if (fault === 'nft flush ruleset' && spec.flushRules && spec.rulesBack) {
+      const ips = await spec.flushRules();
+      if (!ips.length) throw new Error('no agent had firewall rules in force before the flush');
+      const t0 = Date.now();
+      await eventually(() => spec.rulesBack!(ips), 60_000, 'the agents firewall rules back in force');
+      note = `rules of ${ips.length} agent(s) back in force after ${((Date.now() - t0) / 1000).toFixed(1)} s`;
+    } else if (fault === 'wall clock ±1 h') {
       const agentIds = (await jobsNow()).map((j) => j.agentId!);
       const list = async () => (await api<{ agents: AgentBeatView[] }>(h, 'GET', '/api/v1/agents')).agents;
       for (const step of spec.clockSteps) {
@@ -208,6 +232,35 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       process.kill(h.serve.pid, 'SIGKILL');
       await h.serve.exited;
       h = await start(config, port, dataDir, env, spec);
+    } else if (fault === 'kill -9 cluster leader' && peer) {
+      // Act one: a peer leads; the cell's instance holds every agent and job.
+      const before = await leaderSeenBy(h.serve.url, h.token);
+      if (before !== peer.id) throw new Error(`expected ${peer.id} to lead, ${before ?? 'none'} does`);
+      let t0 = Date.now();
+      process.kill(peer.serve.pid, 'SIGKILL');
+      await peer.serve.exited;
+      await eventually(
+        async () => (await leaderSeenBy(h.serve.url, h.token)) === self,
+        60_000,
+        'the instance holding the agents to take the lease',
+      );
+      const took1 = (Date.now() - t0) / 1000;
+      // Act two: the leader holds the agents; a peer follows.
+      const follower = await startPeer(env, `chaos-follow-${tag}`, async () => h.token, false);
+      peers.push(follower);
+      t0 = Date.now();
+      process.kill(h.serve.pid, 'SIGKILL');
+      await h.serve.exited;
+      await eventually(
+        async () => (await leaderSeenBy(follower.serve.url, h.token)) === follower.id,
+        60_000,
+        'the follower to take the lease',
+      );
+      const took2 = (Date.now() - t0) / 1000;
+      h = await start(config, port, dataDir, env, spec);
+      note =
+        `leader (a peer) killed: the agents' instance led after ${took1.toFixed(1)} s; ` +
+        `leader holding the agents killed: a peer led after ${took2.toFixed(1)} s, the restarted instance kept its agents`;
     } else if (fault === 'PostgreSQL restart' && postgres) {
       // Every connection ended, the server away until it is back; the jobs go on meanwhile.
       await postgres.restart();
@@ -248,13 +301,15 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     ).catch(() => undefined);
     const notOk = final.filter((j) => j.state !== 'succeeded');
     const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
+    if (!reasons.length) reasons.push('all succeeded');
+    if (note) reasons.push(note);
     return {
       jobs: ids.length,
       lost: final.filter((j) => !FINAL.includes(j.state)).length,
       twice: starts.filter((n) => n > 1).length,
       leakedAudit: left.audit,
       leakedHost: left.host,
-      reason: reasons.length ? reasons.join('; ') : 'all succeeded',
+      reason: reasons.join('; '),
     };
   } finally {
     await spec.release().catch(() => undefined);
@@ -263,6 +318,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       await h.serve.exited;
     }
     await spec.cleanup();
+    for (const p of peers) await p.stop();
     await postgres?.stop();
     await disk?.unmount();
     await clock.close();

@@ -18,7 +18,8 @@ import {
   type CellOutcome,
   type Fault,
 } from '../chaos/matrix.js';
-import { runVmCell, VM_FAULTS } from '../chaos/vm-cell.js';
+import { interleave, Lanes, LANE_TIMEOUT } from '../chaos/lanes.js';
+import { runVmCell, VM_FAULTS, VM_SLOTS } from '../chaos/vm-cell.js';
 
 const table = new ChaosTable();
 
@@ -47,21 +48,8 @@ afterAll(async () => {
   if (process.env.KICI_CHAOS_TABLE) await writeFile(process.env.KICI_CHAOS_TABLE, `${md}\n`);
 });
 
-/**
- * Cells of one lane run one after the other; the lanes run side by side. The VM cells mostly wait
- * on guests booting, the host cells on their gates: together they take little longer than the
- * longest lane alone. Each cell has its own serve, scaler, subnet and token file, so the lanes share
- * nothing.
- */
-const lanes = new Map<string, Promise<unknown>>();
-function inLane<T>(lane: string, run: () => Promise<T>): Promise<T> {
-  const next = (lanes.get(lane) ?? Promise.resolve()).catch(() => undefined).then(run);
-  lanes.set(lane, next);
-  return next;
-}
-
-/** A cell's wait in its lane counts towards its test's timeout: room for every cell before it. */
-const LANE_TIMEOUT = 900_000;
+/** Each cell has its own serve, scaler, subnet and token file, so the lanes share nothing. */
+const lanes = new Lanes();
 
 interface CellRun {
   backend: Backend;
@@ -70,16 +58,18 @@ interface CellRun {
 }
 
 const byLane: Record<string, CellRun[]> = {
-  host: [
-    ...BARE_METAL_FAULTS.map((fault) => ({ backend: 'bare-metal' as const, fault, run: runBareMetalCell })),
-    // The event backend: a stand-in cloud booting instances on this host.
-    ...EVENT_FAULTS.map((fault) => ({ backend: 'event' as const, fault, run: runEventCell })),
-  ],
-  // Two VM lanes, each on its own bridge and subnet: a guest mostly waits on its emulated boot.
+  'bare-metal': BARE_METAL_FAULTS.map((fault) => ({
+    backend: 'bare-metal' as const,
+    fault,
+    run: runBareMetalCell,
+  })),
+  // The event backend: a stand-in cloud booting instances on this host.
+  event: EVENT_FAULTS.map((fault) => ({ backend: 'event' as const, fault, run: runEventCell })),
+  // Three VM lanes, each on its own bridge and subnet: a guest mostly waits on its emulated boot.
   ...Object.fromEntries(
-    [0, 1].map((slot) => [
+    VM_SLOTS.map((slot) => [
       `vm${slot}`,
-      VM_FAULTS.filter((_, i) => i % 2 === slot).map((fault) => ({
+      VM_FAULTS.filter((_, i) => i % VM_SLOTS.length === slot).map((fault) => ({
         backend: 'qemu' as const,
         fault,
         run: (f: Fault) => runVmCell(f, slot),
@@ -88,23 +78,14 @@ const byLane: Record<string, CellRun[]> = {
   ),
 };
 
-/**
- * Declared in turn from each lane: vitest starts only a few concurrent tests at once, in declaration
- * order, and a test waiting in its lane holds a place, so every lane must have one among the first.
- */
-const order: [string, CellRun][] = [];
-for (let i = 0; Object.values(byLane).some((l) => i < l.length); i++)
-  for (const [lane, list] of Object.entries(byLane)) {
-    const cell = list[i];
-    if (cell) order.push([lane, cell]);
-  }
+const order = interleave(byLane);
 
 describe('chaos', () => {
   for (const [lane, { backend, fault, run }] of order)
     it.concurrent(
       `${backend}, ${fault}: nothing lost, nothing run twice, nothing left`,
       async () => {
-        await inLane(lane, async () => {
+        await lanes.run(lane, async () => {
           try {
             table.set(fault, backend, { status: 'ran', outcome: await run(fault) });
           } catch (err) {

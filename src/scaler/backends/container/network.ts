@@ -35,12 +35,17 @@ export async function ensureIsolatedNetwork(docker: Docker): Promise<AgentNetwor
       });
       id = net.id;
     } catch (err) {
-      if (statusOf(err) !== 409) throw err;
+      // Another orchestrator (or backend) created it between our look and our create. Docker says so
+      // with 409 for the name, or with 403 "Pool overlaps" when the subnet was taken first: either
+      // way the network now exists under our name, and we use it.
       id = await findNetwork(docker);
-      if (!id)
-        throw new Error(`${ISOLATED_NETWORK_NAME} was reported as existing but cannot be found`, {
-          cause: err,
-        });
+      if (!id) {
+        if (statusOf(err) === 409)
+          throw new Error(`${ISOLATED_NETWORK_NAME} was reported as existing but cannot be found`, {
+            cause: err,
+          });
+        throw err;
+      }
     }
   }
   const info = (await docker.getNetwork(id).inspect()) as {

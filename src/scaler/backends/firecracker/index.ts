@@ -67,7 +67,13 @@ function isolationFor(entry: ScalerEntry, deps: BackendDeps, network: Firecracke
   const o = { table: network.table, bridge: network.bridgeName, subnet: network.cidr };
   if (deps.isolationFor) return deps.isolationFor(o);
   const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo });
-  return new NftAgentIsolation({ runner, table: o.table, gateway: network.gateway, subnet: o.subnet });
+  return new NftAgentIsolation({
+    runner,
+    table: o.table,
+    gateway: network.gateway,
+    subnet: o.subnet,
+    logger: deps.logger,
+  });
 }
 
 /** Build the backend; `allocator` lets the disk guard use a throw-away in-memory one. */
