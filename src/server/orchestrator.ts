@@ -95,10 +95,10 @@ export class Orchestrator {
     const { config, clusterTiming } = await startupChecks(opts, log);
     restrictUmask();
     const { database, probe } = await openLockedStore(opts, dataDir, log);
+    // The scaler is built before the orchestrator object; it asks about gateways only at spawn time.
+    const self: { orch?: Orchestrator } = {};
     try {
       let urlForAgents = opts.agentUrl ?? process.env.KICI_ORCHESTRATOR_URL;
-      // The scaler is built before the orchestrator object; it asks about gateways only at spawn time.
-      const self: { orch?: Orchestrator } = {};
       const parts = await assembleParts({
         opts,
         config,
@@ -149,7 +149,12 @@ export class Orchestrator {
       void dispatcher.requestPump();
       return orch;
     } catch (err) {
-      await database.close().catch(swallow(log, 'start.database-close'));
+      // Whatever had started stops as at any stop (agents holding a job are left for the next
+      // start), which closes the store last; a stop that failed leaves the store to close here.
+      const stopped = await self.orch
+        ?.stop({ agents: 'leave' })
+        .then(() => true, swallow(log, 'start.stop-started'));
+      if (!stopped) await database.close().catch(swallow(log, 'start.database-close'));
       throw err;
     }
   }
