@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { AgentMessage, AssignedJob, JobResult, LogStream } from '../protocol/messages.js';
 import { setLongTimeout } from '../util/long-timer.js';
 import { stopProcesses } from '../util/proc-tree.js';
+import { markCounters, type PidMark } from '../util/pid-window.js';
 import { MAX_FRAME_BYTES } from './frames.js';
 import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
@@ -54,6 +55,8 @@ export class JobRunner {
   private readonly marker = randomBytes(12).toString('hex');
   /** Every step run so far: their process groups and pipes are the job's until it ends. */
   private readonly steps: RunningStep[] = [];
+  /** The job's first process and the pid counters before it: its end reads only younger pids. */
+  private firstPid: PidMark | undefined;
   /** Kills the steps' process groups if the agent dies before it cleans up (dead-man.ts). */
   private readonly deadMan: DeadManSwitch;
   private ended = false;
@@ -98,6 +101,7 @@ export class JobRunner {
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
         const oomBefore = await oom.kills();
+        const counters = this.firstPid ? undefined : markCounters();
         this.current = runStep({
           script: step.run,
           cwd: workspace,
@@ -106,6 +110,8 @@ export class JobRunner {
           onLine: (stream, line) => this.line(idx, stream, line),
         });
         this.steps.push(this.current);
+        if (counters && this.current.pgid !== undefined)
+          this.firstPid ??= { pid: this.current.pgid, ...counters };
         this.deadMan.guard(this.current.pgid);
         const out = await this.current.done;
         this.current = undefined;
@@ -197,7 +203,7 @@ export class JobRunner {
     const bornFromTicks =
       starts.every((t) => t !== undefined) && starts.length ? Math.min(...starts) : undefined;
     await stopProcesses(
-      { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks },
+      { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks, bornFromPid: this.firstPid },
       this.opts.reapGraceMs,
     );
     this.deadMan.release();
