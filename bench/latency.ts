@@ -227,7 +227,7 @@ export async function benchLatency(): Promise<BenchResult[]> {
       pass: h.hit <= 0.8 * b.hit,
       detail:
         `${line('median', h.hit, b.hit, 'ms', n?.hit)}; floor: one commit's fdatasync, ${fsyncMs.toFixed(2)} ms ` +
-        `(${base} did not sync): ${(h.hit / (b.hit + fsyncMs)).toFixed(2)} × ${base} + floor`,
+        `(09079b4 did not sync); against ${base} plus it: ${(h.hit / (b.hit + fsyncMs)).toFixed(2)} ×`,
     },
     {
       name: `burst of ${jobs} jobs on 4 static agents, wall time`,
