@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { AgentMessage, AssignedJob, JobResult, LogStream } from '../protocol/messages.js';
 import { setLongTimeout } from '../util/long-timer.js';
 import { stopProcesses } from '../util/proc-tree.js';
+import { markCounters, type PidMark } from '../util/pid-window.js';
 import { MAX_FRAME_BYTES } from './frames.js';
 import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
@@ -54,6 +56,8 @@ export class JobRunner {
   private readonly marker = randomBytes(12).toString('hex');
   /** Every step run so far: their process groups and pipes are the job's until it ends. */
   private readonly steps: RunningStep[] = [];
+  /** The job's first process and the pid counters before it: its end reads only younger pids. */
+  private firstPid: PidMark | undefined;
   /** Kills the steps' process groups if the agent dies before it cleans up (dead-man.ts). */
   private readonly deadMan: DeadManSwitch;
   private ended = false;
@@ -77,7 +81,9 @@ export class JobRunner {
   async run(): Promise<JobResult> {
     const { job, send } = this.opts;
     send({ type: 'job.started', jobId: job.id });
-    const workspace = await mkdtemp(join(this.opts.workDir ?? tmpdir(), `kici-${job.id}-`));
+    // At once: a directory is made in microseconds, and a trip through the thread pool would let the
+    // job's first messages (and the orchestrator's work on them) go ahead of its first step.
+    const workspace = mkdtempSync(join(this.opts.workDir ?? tmpdir(), `kici-${job.id}-`));
     const jobTimer = job.timeoutSeconds
       ? setLongTimeout(() => this.cancel('timeout'), job.timeoutSeconds * 1000)
       : undefined;
@@ -98,6 +104,7 @@ export class JobRunner {
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
         const oomBefore = await oom.kills();
+        const counters = this.firstPid ? undefined : markCounters();
         this.current = runStep({
           script: step.run,
           cwd: workspace,
@@ -106,6 +113,8 @@ export class JobRunner {
           onLine: (stream, line) => this.line(idx, stream, line),
         });
         this.steps.push(this.current);
+        if (counters && this.current.pgid !== undefined)
+          this.firstPid ??= { pid: this.current.pgid, ...counters };
         this.deadMan.guard(this.current.pgid);
         const out = await this.current.done;
         this.current = undefined;
@@ -197,7 +206,7 @@ export class JobRunner {
     const bornFromTicks =
       starts.every((t) => t !== undefined) && starts.length ? Math.min(...starts) : undefined;
     await stopProcesses(
-      { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks },
+      { env: `${JOB_MARKER_ENV}=${this.marker}`, pgids, bornFromTicks, bornFromPid: this.firstPid },
       this.opts.reapGraceMs,
     );
     this.deadMan.release();

@@ -334,9 +334,13 @@ export class AgentSession {
   private send(msg: OrchestratorMessage): void {
     if (msg.type === 'job.assign') {
       this.move('job.assigned');
-      const id = this.agent?.id;
-      if (id)
-        this.deps.store.sessions.tookJob(id).catch(swallow(this.log, 'session.job-count', { agentId: id }));
+      // Only a single-use agent's count decides anything (one that took a job takes no other, even
+      // after a restart). A long-lived agent's is never read, and counting it cost a commit per job.
+      const a = this.agent;
+      if (a?.ephemeral)
+        this.deps.store.sessions
+          .tookJob(a.id)
+          .catch(swallow(this.log, 'session.job-count', { agentId: a.id }));
     }
     if (this.port.isOpen()) this.port.send(msg);
   }

@@ -15,14 +15,16 @@ export function handleAgentSocket(
   remote: string,
   socket?: Corkable,
 ): AgentSession {
-  const hold = socket ? coalesceWrites(socket) : () => undefined;
+  const hold = socket ? coalesceWrites(socket) : undefined;
   const session = new AgentSession(
     deps,
     {
       send: (msg) => {
         if (ws.readyState !== ws.OPEN) return;
-        hold();
+        hold?.();
         ws.send(JSON.stringify(msg));
+        // The agent waits on its assignment: it leaves now, with whatever this turn wrote before it.
+        if (msg.type === 'job.assign') hold?.flush();
       },
       close: (code, reason, refused) => (refused ? closeWithin(ws, code, reason) : ws.close(code, reason)),
       isOpen: () => ws.readyState === ws.OPEN,

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Selectable } from 'kysely';
+import { runPipelined } from './pglite-dialect.js';
 import type { Database, JobState, JobsTable } from './schema.js';
 
 export type JobRow = Selectable<JobsTable>;
@@ -15,6 +16,25 @@ export interface NewJob {
 }
 
 const ACTIVE: JobState[] = ['dispatched', 'running'];
+
+/** A new job's row; every row names the same columns (one multi-row insert): a queued one takes the defaults. */
+function jobRow(j: NewJob, runId: string, now: Date) {
+  return {
+    id: j.id,
+    run_id: runId,
+    name: j.name,
+    runs_on: JSON.stringify(j.runsOn),
+    spec: JSON.stringify(j.spec),
+    priority: j.priority ?? 0,
+    owner: j.owner ?? null,
+    created_at: now,
+    state: j.claim ? ('dispatched' as const) : ('queued' as const),
+    agent_id: j.claim?.agentId ?? null,
+    dispatched_at: j.claim ? now : null,
+    attempts: j.claim ? 1 : 0,
+    owner_instance: j.claim?.owner ?? null,
+  };
+}
 const OPEN: JobState[] = ['queued', 'dispatched', 'running'];
 
 /** Every job state change is one conditional UPDATE: a job can move only from the state we expect. */
@@ -22,29 +42,22 @@ export class JobsRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
   async insertRun(run: { id: string; name: string | null }, jobs: NewJob[], now: Date): Promise<JobRow[]> {
+    const runRow = { id: run.id, name: run.name, created_at: now };
+    // Chunked so a 10,000-job run stays within the parameter limit.
+    const chunks: ReturnType<typeof jobRow>[][] = [];
+    for (let i = 0; i < jobs.length; i += 500)
+      chunks.push(jobs.slice(i, i + 500).map((j) => jobRow(j, run.id, now)));
+    // On the embedded database the run and its jobs go in one call, as one implicit transaction: a
+    // submit that idle agents take at once waits for this commit before its assignments leave.
+    const piped = await runPipelined(this.db as Kysely<unknown>, [
+      this.db.insertInto('runs').values(runRow).compile(),
+      ...chunks.map((c) => this.db.insertInto('jobs').values(c).returningAll().compile()),
+    ]);
+    if (piped) return piped.slice(1).flatMap((r) => r.rows as JobRow[]);
     return this.db.transaction().execute(async (trx) => {
-      await trx.insertInto('runs').values({ id: run.id, name: run.name, created_at: now }).execute();
+      await trx.insertInto('runs').values(runRow).execute();
       const rows: JobRow[] = [];
-      // Chunked so a 10,000-job run stays within the parameter limit.
-      for (let i = 0; i < jobs.length; i += 500) {
-        const chunk = jobs.slice(i, i + 500).map((j) => ({
-          id: j.id,
-          run_id: run.id,
-          name: j.name,
-          runs_on: JSON.stringify(j.runsOn),
-          spec: JSON.stringify(j.spec),
-          priority: j.priority ?? 0,
-          owner: j.owner ?? null,
-          created_at: now,
-          // Every row names the same columns (one multi-row insert): a queued one takes the defaults.
-          state: j.claim ? ('dispatched' as const) : ('queued' as const),
-          agent_id: j.claim?.agentId ?? null,
-          dispatched_at: j.claim ? now : null,
-          attempts: j.claim ? 1 : 0,
-          owner_instance: j.claim?.owner ?? null,
-        }));
-        rows.push(...(await trx.insertInto('jobs').values(chunk).returningAll().execute()));
-      }
+      for (const c of chunks) rows.push(...(await trx.insertInto('jobs').values(c).returningAll().execute()));
       return rows;
     });
   }

@@ -9,7 +9,8 @@ export interface SessionRecord {
 
 /**
  * Agent sessions. A session is opened at an agent's first registration; only the SHA-256 of its
- * secret is kept. The job count is the server's own: it is never taken from the agent.
+ * secret is kept. The job count is the server's own: it is never taken from the agent. It is kept
+ * for single-use agents only, the one kind whose count decides anything.
  */
 export class SessionsRepo {
   constructor(private readonly db: Kysely<Database>) {}
@@ -76,7 +77,7 @@ export class SessionsRepo {
       .execute();
   }
 
-  /** The agent was handed a job. */
+  /** A single-use agent was handed a job (long-lived agents' jobs are not counted: nothing reads it). */
   async tookJob(agentId: string): Promise<void> {
     await this.db
       .updateTable('agent_sessions')

@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { inPidWindow, pidCounters, pidWindow, type PidMark } from './pid-window.js';
 
 /**
  * Finding and stopping processes that left their parent's process group (`setsid`, double fork,
@@ -7,7 +8,8 @@ import { readdirSync, readFileSync } from 'node:fs';
  *
  * The reads are synchronous: a /proc file is generated in memory, and the promise API spends far
  * more (an open, a stat, a read and a close, each a trip through the thread pool) than the read.
- * A job's end scans every process on the host, so this is most of an agent's own cost per job.
+ * A job's end looks at the processes started since its first one (pid-window.ts); where that cannot
+ * be told, at every process on the host.
  */
 
 export interface ProcMatch {
@@ -21,6 +23,11 @@ export interface ProcMatch {
    * are older. Taken from a process the marker was given to, so both are on the same clock.
    */
   bornFromTicks?: number | undefined;
+  /**
+   * Every matching process was started at or after this one (the job's first): only pids that can
+   * be that young are read at all (pid-window.ts). Must be no later than `bornFromTicks`' process.
+   */
+  bornFromPid?: PidMark | undefined;
 }
 
 /** A process's start time (clock ticks since boot, as /proc keeps it), zombie or not. */
@@ -37,12 +44,15 @@ export async function findProcesses(m: ProcMatch): Promise<number[]> {
   } catch {
     return [];
   }
+  // Read after the listing, so every listed process is older than what they say.
+  const counters = m.bornFromPid && pidCounters();
+  const window = m.bornFromPid && counters ? pidWindow(m.bornFromPid, counters) : undefined;
   const out: number[] = [];
   let n = 0;
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
     const pid = Number(name);
-    if (pid === process.pid) continue;
+    if (pid === process.pid || (window && !inPidWindow(pid, window))) continue;
     // Give the event loop a turn now and then on a host with many processes.
     if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
     const st = statOf(pid);

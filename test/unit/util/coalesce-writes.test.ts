@@ -80,4 +80,25 @@ describe('coalesceWrites', () => {
     // 'd' and 'e' were held in different turns: one write each, never merged across turns.
     expect(counts.writes).toBe(5);
   });
+
+  it('flush() lets the held frames go at once, in one write, without waiting for the turn to end', async () => {
+    const { server, sock, counts, received } = await pair();
+    const hold = coalesceWrites(sock);
+    for (const m of ['ack', 'assign']) {
+      hold();
+      server.send(m);
+    }
+    expect(counts.writes).toBe(0);
+    hold.flush();
+    // Handed to the kernel before this turn ends: no immediate has run yet.
+    expect(counts.writes).toBe(1);
+    hold();
+    server.send('note');
+    expect(counts.writes).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    const deadline = Date.now() + 5_000;
+    while (received.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    expect(received).toEqual(['ack', 'assign', 'note']);
+    expect(counts.writes).toBe(2);
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
+import { markCounters } from '../../../src/util/pid-window.js';
 import { findProcesses, startTicksOf, stopProcesses } from '../../../src/util/proc-tree.js';
 
 const children: ChildProcess[] = [];
@@ -49,5 +50,27 @@ describe('proc-tree (Linux /proc)', () => {
     expect(await stopProcesses({ env, bornFromTicks: from }, 2_000)).toBe(1);
     await exited;
     expect(older.exitCode === null && older.signalCode === null).toBe(true);
+  });
+
+  it('a pid mark finds the marked processes started after it, a double-forked one too, and no older one', async () => {
+    const marker = `p-${process.pid}-${Date.now()}`;
+    const older = marked(marker);
+    const counters = markCounters();
+    expect(counters).toBeDefined();
+    const first = marked(marker);
+    // Leaves its parent's process group and its parent: only the marker finds it.
+    const escaped = spawn('setsid', ['-f', 'sleep', '30'], {
+      env: { ...process.env, KICI_TEST_MARK: marker },
+      stdio: 'ignore',
+    });
+    children.push(escaped);
+    await new Promise((r) => escaped.once('exit', r));
+    const env = `KICI_TEST_MARK=${marker}`;
+    const all = await findProcesses({ env });
+    expect(all).toHaveLength(3);
+    const young = await findProcesses({ env, bornFromPid: { pid: first.pid!, ...counters! } });
+    expect(young.sort()).toEqual(all.filter((p) => p !== older.pid).sort());
+    expect(await stopProcesses({ env, bornFromPid: { pid: first.pid!, ...counters! } }, 2_000)).toBe(2);
+    expect(await findProcesses({ env })).toEqual([older.pid]);
   });
 });
