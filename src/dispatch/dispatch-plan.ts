@@ -26,6 +26,8 @@ export function toScaleJob(job: QueuedJob): ScaleJob {
 /** A queue group as the planner reads it: made once per group, live (size and sample read the queue). */
 export interface DispatchGroup {
   key: string;
+  /** The queue's group it shows. */
+  source: QueueGroup;
   labels: string[];
   role: QueuedJob['spec']['role'];
   exclude: string[] | undefined;
@@ -72,6 +74,7 @@ function viewOf(g: QueueGroup): DispatchGroup {
     let routed: Routed = { match: undefined };
     return {
       key: g.key,
+      source: g,
       labels: g.labels,
       role: spec.role,
       exclude,

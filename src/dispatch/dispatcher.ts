@@ -161,6 +161,16 @@ export class Dispatcher {
     return this.staticScopes.reload(this.opts.store, this.now());
   }
 
+  /** Could an agent that takes any job of the job's group run it? Then every job of the group could. */
+  private groupCould(job: QueuedJob): boolean {
+    const scaler = this.opts.scaler;
+    return (
+      this.registry.anyCould(job, (a) => a.kind !== 'scaler' || !scaler) ||
+      this.staticScopes.could(job, this.opts.clock.now()) ||
+      (this.opts.peersCould?.(job.runsOn) ?? false)
+    );
+  }
+
   private someoneCould(job: QueuedJob): boolean {
     return (
       this.registry.anyCould(job, (a) => this.claims.fits(a.id, job)) ||
@@ -285,6 +295,14 @@ export class Dispatcher {
     if (!this.queue.size) return;
     const scaler = this.opts.scaler;
     const { groups, plan } = this.plan();
+    // Jobs being provisioned keep their own reason while their group is given one: listed once per
+    // pass (they are few), by group, and joined by those this pass provisions.
+    const provisioning = new Map<string, string[]>();
+    const noteProvisioning = (id: string) => {
+      const key = this.queue.groupOf(id);
+      if (key !== undefined) provisioning.set(key, [...(provisioning.get(key) ?? []), id]);
+    };
+    for (const id of scaler?.provisioningJobs() ?? []) noteProvisioning(id);
     for (const [n, d] of plan.entries()) {
       if (this.stopped || this.draining) return;
       const group = groups[n]!;
@@ -311,30 +329,39 @@ export class Dispatcher {
           if (claim !== 'mine') continue;
         }
         const r = await scaler.requestScale(this.scaleJob(job));
-        if (r.action === 'spawning')
+        if (r.action === 'spawning') {
           job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
-        else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') {
+          noteProvisioning(job.id);
+        } else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') {
           reason = r.reason;
           break;
         }
       }
-      const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
+      // Jobs being provisioned keep their own reason; the rest of the group shares one, set once.
+      const keep = (provisioning.get(group.key) ?? []).filter((id) => scaler?.isProvisioning(id));
+      const firstLeft = firstWhere(group.jobs(), (j) => !scaler?.isProvisioning(j.id));
       // Held by a cap (not backoff or a missing backend): idle warm stock of another label set
       // may give its room up (warm-pool.ts).
       const capped = d.action === 'at-capacity' || d.action === 'spawn';
-      if (scaler && capped && d.match && left[0]) scaler.yieldWarmFor(this.scaleJob(left[0]), d.match);
-      if (d.noBackend) {
+      if (scaler && capped && d.match && firstLeft) scaler.yieldWarmFor(this.scaleJob(firstLeft), d.match);
+      if (d.noBackend && firstLeft) {
+        const hint = firstLeft.spec.container ? `; ${CONTAINER_JOB_HINT}` : '';
+        // An agent that is not bound to one job fits every job of the group alike: one look for all.
+        if (this.groupCould(firstLeft)) {
+          this.queue.setGroupReason(group.source, `waiting for a matching agent${hint}`, keep);
+          continue;
+        }
+        const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
         const why = scaler
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
           : 'no scaler is configured and no agent token matches these labels';
         // In a cluster a peer may have issued a token since we last read them: read again first.
         if (this.opts.instanceId && left.some((j) => !this.someoneCould(j))) await this.refreshStaticScopes();
         for (const job of left) {
-          if (this.someoneCould(job))
-            job.waiting = `waiting for a matching agent${job.spec.container ? `; ${CONTAINER_JOB_HINT}` : ''}`;
-          else await this.settleNoBackend(job, job.spec.container ? `${why}; ${CONTAINER_JOB_HINT}` : why);
+          if (this.someoneCould(job)) job.waiting = `waiting for a matching agent${hint}`;
+          else await this.settleNoBackend(job, `${why}${hint}`);
         }
-      } else if (reason) for (const job of left) job.waiting = reason;
+      } else if (reason && !d.noBackend) this.queue.setGroupReason(group.source, reason, keep);
     }
   }
 
@@ -511,4 +538,9 @@ export class Dispatcher {
       );
     await this.writes.flush();
   }
+}
+
+function firstWhere<T>(items: Iterable<T>, test: (item: T) => boolean): T | undefined {
+  for (const item of items) if (test(item)) return item;
+  return undefined;
 }

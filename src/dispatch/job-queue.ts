@@ -1,91 +1,23 @@
-import type { JobSpec } from '../jobs/run-spec.js';
-import { chooseOwner, NO_LOAD, type OwnerHead, type OwnerLoad } from './fair-share.js';
+import { NO_LOAD, type OwnerLoad } from './fair-share.js';
+import {
+  fairOrder,
+  newGroup,
+  oldestSeq,
+  type Group,
+  type OwnerList,
+  type QueueGroup,
+} from './queue-group.js';
+import { groupKey, ownerOf, prio, pushInOrder, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
 
-/**
- * What a queued job needs in memory: the facts routing, agent fit and caps read. Steps and env stay
- * in the store and come back with the claim, so 100,000 queued jobs do not hold 100,000 scripts.
- */
-export type QueuedJobSpec = Pick<JobSpec, 'role'> & Partial<Omit<JobSpec, 'role'>>;
+export type { QueueGroup } from './queue-group.js';
+export { routingSpec, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
 
-export function routingSpec(spec: JobSpec | QueuedJobSpec): QueuedJobSpec {
-  return {
-    role: spec.role,
-    ...(spec.excludeLabels ? { excludeLabels: spec.excludeLabels } : {}),
-    ...(spec.resources ? { resources: spec.resources } : {}),
-    ...(spec.container ? { container: spec.container } : {}),
-  };
+/** Where a queued job sits, and the reason it was given itself (and when: a later group reason wins). */
+interface Slot {
+  list: OwnerList;
+  text: string | undefined;
+  at: number;
 }
-
-export interface QueuedJob {
-  id: string;
-  runId: string;
-  name: string;
-  seq: number;
-  runsOn: string[];
-  spec: QueuedJobSpec;
-  createdAtMs: number;
-  /** Higher goes first within a label set; unset means 0. */
-  priority?: number | undefined;
-  /** The team the run belongs to, for fair share; unset is the unnamed owner "". */
-  owner?: string | undefined;
-  /** Why the job is still waiting, as last decided; shown by `job list` and `scaler explain`. */
-  waiting?: string;
-}
-
-/** Jobs in submission (seq) order, and the highest-seq one added, to tell an append from a re-insert. */
-interface SeqList {
-  jobs: Map<string, QueuedJob>;
-  last?: QueuedJob;
-}
-
-/** One owner's jobs of one priority in one group: the list knows where it sits, so jobs need not. */
-interface OwnerList extends SeqList {
-  group: Group;
-  priority: number;
-  owner: string;
-}
-
-interface Group {
-  key: string;
-  labels: string[];
-  spec: QueuedJobSpec;
-  /** How many jobs the group holds. */
-  size: number;
-  /** priority → owner → that owner's jobs of that priority, in seq order. */
-  levels: Map<number, Map<string, OwnerList>>;
-  /** The priorities present, highest first. */
-  priorities: number[];
-  /** Its face to the planner: made once, so a pass allocates nothing per group to list them. */
-  view: QueueGroup;
-  /** Answers kept for the group's life by whoever plans over it (see `QueueGroup.remember`). */
-  memo?: Map<object, unknown>;
-  /** Sort keys, written by `orderedGroups` just before it sorts. */
-  top: number;
-  oldest: number;
-  /** Creation order: the last tie-break, as the map's insertion order was. */
-  born: number;
-}
-
-/** One group of interchangeable queued jobs, as the planner reads it. Live: reads the queue as it is. */
-export interface QueueGroup {
-  readonly key: string;
-  readonly labels: string[];
-  /** How many jobs it holds now. */
-  readonly size: number;
-  /** The job it would hand out first. */
-  readonly first: QueuedJob;
-  /** Its jobs in dispatch order. */
-  jobs: () => Iterable<QueuedJob>;
-  /**
-   * A value kept with the group until it empties: `compute()` the first time `slot` is asked for,
-   * the stored value after. For facts that depend only on what makes the group (its labels and
-   * routing spec), so a planner works them out once per group instead of once per pass.
-   */
-  remember<T>(slot: object, compute: () => T): T;
-}
-
-const prio = (j: QueuedJob) => j.priority ?? 0;
-const ownerOf = (j: QueuedJob) => j.owner ?? '';
 
 /**
  * Queued jobs in memory, grouped by their runsOn label set so a dispatch pass decides once per
@@ -102,8 +34,31 @@ export class JobQueue {
   private order: Group[] = [];
   private orderStale = false;
   private born = 0;
-  /** Job id → the list holding it (the job itself is found in the list, so no wrapper per job). */
-  private readonly byId = new Map<string, OwnerList>();
+  /** Job id → where it sits (the job itself is found in the list). */
+  private readonly byId = new Map<string, Slot>();
+  /** Orders reason writes: a job's own reason and its group's, whichever was said last is shown. */
+  private said = 0;
+  /** How a queued job's `waiting` reads and writes: shared by every job, so nothing is made per job. */
+  private readonly waitingProp: PropertyDescriptor;
+
+  constructor() {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the accessor's `this` is the job
+    const queue = this;
+    this.waitingProp = {
+      get(this: QueuedJob) {
+        return queue.waitingOf(this.id);
+      },
+      set(this: QueuedJob, text: string | undefined) {
+        const slot = queue.byId.get(this.id);
+        if (slot) {
+          slot.text = text;
+          slot.at = ++queue.said;
+        }
+      },
+      enumerable: true,
+      configurable: true,
+    };
+  }
   /** A group's shared routing spec → its key: a started job finds its group without a new key. */
   private readonly keyOf = new WeakMap<QueuedJobSpec, string>();
   /** group key → owner → that owner's jobs of the group now running; kept while the group is empty. */
@@ -119,7 +74,37 @@ export class JobQueue {
   }
 
   get(id: string): QueuedJob | undefined {
-    return this.byId.get(id)?.jobs.get(id);
+    return this.byId.get(id)?.list.jobs.get(id);
+  }
+
+  /** The key of the group a queued job sits in. */
+  groupOf(id: string): string | undefined {
+    return this.byId.get(id)?.list.group.key;
+  }
+
+  /** Why a queued job waits: its group's reason, unless the job was given its own since. */
+  private waitingOf(id: string): string | undefined {
+    const slot = this.byId.get(id);
+    if (!slot) return undefined;
+    const g = slot.list.group;
+    return g.reasonAt > slot.at ? g.reason : slot.text;
+  }
+
+  /**
+   * Every job of the group waits for `reason` now, except `keep` (jobs whose own reason stands, such
+   * as those being provisioned): O(keep), not a write per job.
+   */
+  setGroupReason(group: QueueGroup, reason: string, keep: Iterable<string> = []): void {
+    const g = this.groups.get(group.key);
+    if (!g || g.view !== group) return;
+    for (const id of keep) {
+      const slot = this.byId.get(id);
+      if (slot?.list.group !== g) continue;
+      slot.text = this.waitingOf(id);
+      slot.at = ++this.said;
+    }
+    g.reason = reason;
+    g.reasonAt = ++this.said;
   }
 
   add(job: QueuedJob): void {
@@ -127,7 +112,7 @@ export class JobQueue {
     const key = groupKey(job);
     let g = this.groups.get(key);
     if (!g) {
-      g = this.newGroup(key, job);
+      g = newGroup(key, job, this.born++, (x) => this.ordered(x));
       this.groups.set(key, g);
       this.keyOf.set(g.spec, key);
       this.order.push(g);
@@ -150,14 +135,19 @@ export class JobQueue {
     }
     // A requeued job goes back to its place, not to the end.
     pushInOrder(fifo, job);
-    this.byId.set(job.id, fifo);
+    // The reason it brings (a requeue's, say) is its own, said now: its group's older one yields.
+    this.byId.set(job.id, { list: fifo, text: job.waiting, at: ++this.said });
+    Object.defineProperty(job, 'waiting', this.waitingProp);
   }
 
   remove(id: string): QueuedJob | undefined {
-    const fifo = this.byId.get(id);
+    const fifo = this.byId.get(id)?.list;
     const job = fifo?.jobs.get(id);
     if (!fifo || !job) return undefined;
     const group = fifo.group;
+    // The job leaves with the reason it showed last, as a plain field again.
+    const value = this.waitingOf(id);
+    Object.defineProperty(job, 'waiting', { value, writable: true, enumerable: true, configurable: true });
     this.byId.delete(id);
     group.size--;
     const level = group.levels.get(prio(job))!;
@@ -172,40 +162,6 @@ export class JobQueue {
       this.orderStale = true;
     }
     return job;
-  }
-
-  private newGroup(key: string, job: QueuedJob): Group {
-    const ordered = (g: Group) => this.ordered(g);
-    const g: Group = {
-      key,
-      labels: job.runsOn,
-      spec: routingSpec(job.spec),
-      size: 0,
-      levels: new Map(),
-      priorities: [],
-      top: 0,
-      oldest: 0,
-      born: this.born++,
-      view: {
-        key,
-        labels: job.runsOn,
-        get size() {
-          return g.size;
-        },
-        get first() {
-          return ordered(g).next().value as QueuedJob;
-        },
-        jobs: () => ordered(g),
-        remember<T>(slot: object, compute: () => T): T {
-          const memo = (g.memo ??= new Map());
-          if (memo.has(slot)) return memo.get(slot) as T;
-          const v = compute();
-          memo.set(slot, v);
-          return v;
-        },
-      },
-    };
-    return g;
   }
 
   private keyFor(job: QueuedJob): string {
@@ -252,47 +208,7 @@ export class JobQueue {
       const level = g.levels.get(g.priorities[0]!)!;
       if (level.size === 1) return level.values().next().value!.jobs.values();
     }
-    return this.fairOrder(g);
-  }
-
-  private *fairOrder(g: Group): Generator<QueuedJob> {
-    const base = this.loads.get(g.key);
-    const sim = new Map<string, OwnerLoad>();
-    const load = (o: string) => sim.get(o) ?? base?.get(o) ?? NO_LOAD;
-    let tick = this.starts;
-    for (const p of [...g.priorities]) {
-      const level = g.levels.get(p);
-      if (!level) continue;
-      const heads = new Map<string, OwnerHead & { it: Iterator<QueuedJob>; job: QueuedJob }>();
-      for (const [owner, fifo] of level) {
-        const it = fifo.jobs.values();
-        const r = it.next();
-        if (!r.done) heads.set(owner, { owner, headSeq: r.value.seq, it, job: r.value });
-      }
-      for (let h = chooseOwner(heads.values(), load); h; h = chooseOwner(heads.values(), load)) {
-        yield h.job;
-        let l = sim.get(h.owner);
-        if (!l) sim.set(h.owner, (l = { ...load(h.owner) }));
-        l.running++;
-        l.lastStart = ++tick;
-        if (heads.size === 1) {
-          // The only owner left at this priority: no choice to make, so no bookkeeping per job
-          // beyond the count (the next priority's choice still sees these picks as starts).
-          for (let r = h.it.next(); !r.done; r = h.it.next()) {
-            yield r.value;
-            l.running++;
-            l.lastStart = ++tick;
-          }
-          break;
-        }
-        const r = h.it.next();
-        if (r.done) heads.delete(h.owner);
-        else {
-          h.job = r.value;
-          h.headSeq = r.value.seq;
-        }
-      }
-    }
+    return fairOrder(g, this.loads.get(g.key), this.starts);
   }
 
   /**
@@ -317,38 +233,4 @@ export class JobQueue {
   all(): QueuedJob[] {
     return [...this.byId.keys()].map((id) => this.get(id)!);
   }
-}
-
-/** The submission order of the group's oldest job: O(priorities × owners), not a scan of its jobs. */
-function oldestSeq(g: Group): number {
-  let min = Infinity;
-  for (const level of g.levels.values())
-    for (const fifo of level.values()) {
-      const head = fifo.jobs.values().next().value;
-      if (head && head.seq < min) min = head.seq;
-    }
-  return min;
-}
-
-/**
- * Add a job in seq order. One older than the last goes back to its place in a new map, not
- * clear() + refill: a live iterator over the old one would otherwise start over, forever.
- */
-function pushInOrder(l: SeqList, job: QueuedJob): void {
-  if (l.last && l.last.seq > job.seq) {
-    const all = [...l.jobs.values(), job].sort((a, b) => a.seq - b.seq);
-    l.jobs = new Map(all.map((j) => [j.id, j]));
-  } else {
-    l.jobs.set(job.id, job);
-    l.last = job;
-  }
-}
-
-function groupKey(job: QueuedJob): string {
-  const role = job.spec.role ?? 'execution';
-  const image = job.spec.container?.image ?? '';
-  const exclude = [...new Set((job.spec.excludeLabels ?? []).map((l) => l.trim().toLowerCase()))].sort();
-  // Jobs of one group must be interchangeable for routing, agent fit and caps, so everything that
-  // decides those is in the key. JSON, not a joined string: a label may itself contain ',' or '|'.
-  return JSON.stringify([job.runsOn, role, image, exclude, job.spec.resources ?? null]);
 }

@@ -137,6 +137,11 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     return this.state.jobToAgent.has(jobId);
   }
 
+  /** The jobs a spawn is in flight for: few (bounded by the caps), so a pass may list them. */
+  provisioningJobs(): Iterable<string> {
+    return this.state.jobToAgent.keys();
+  }
+
   route(
     job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>,
   ): RoutableLabelSet | undefined {
