@@ -97,14 +97,18 @@ export class JobQueue {
   setGroupReason(group: QueueGroup, reason: string, keep: Iterable<string> = []): void {
     const g = this.groups.get(group.key);
     if (!g || g.view !== group) return;
+    // The spared keep what they show now, said after the group's reason so theirs wins.
+    const spared: [Slot, string | undefined][] = [];
     for (const id of keep) {
       const slot = this.byId.get(id);
-      if (slot?.list.group !== g) continue;
-      slot.text = this.waitingOf(id);
-      slot.at = ++this.said;
+      if (slot?.list.group === g) spared.push([slot, this.waitingOf(id)]);
     }
     g.reason = reason;
     g.reasonAt = ++this.said;
+    for (const [slot, text] of spared) {
+      slot.text = text;
+      slot.at = ++this.said;
+    }
   }
 
   add(job: QueuedJob): void {
