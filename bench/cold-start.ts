@@ -65,6 +65,14 @@ async function ourStart(n: number, trustHost = false): Promise<number[]> {
     logger: pino({ level: 'silent' }),
   });
   const out: number[] = [];
+  // Waits on the orchestrator's own event rather than asking the store every few ms: a poll loop
+  // would compete for the same CPU as the agent starting up, which the raw start does not pay.
+  const settled = new Set<string>();
+  const waiters = new Map<string, () => void>();
+  const off = orch.events.on('job.settled', ({ jobId }) => {
+    settled.add(jobId);
+    waiters.get(jobId)?.();
+  });
   try {
     for (let i = 0; i < n; i++) {
       const wall0 = Date.now();
@@ -75,6 +83,8 @@ async function ourStart(n: number, trustHost = false): Promise<number[]> {
       });
       const { jobs } = (await res.json()) as { jobs: { id: string }[] };
       const id = jobs[0]!.id;
+      if (!settled.has(id)) await new Promise<void>((r) => waiters.set(id, r));
+      waiters.delete(id);
       for (;;) {
         const step = await orch.store.db
           .selectFrom('step_results')
@@ -92,6 +102,7 @@ async function ourStart(n: number, trustHost = false): Promise<number[]> {
       while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
     }
   } finally {
+    off();
     await orch.stop();
     await rm(dir, { recursive: true, force: true });
   }
@@ -112,8 +123,8 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
     value: median(ours),
     unit: 'ms',
     ratio,
-    target: 'ratio ≤ 1.5',
-    pass: ratio <= 1.5,
+    target: 'ratio ≤ 1.15',
+    pass: ratio <= 1.15,
     detail:
       `ours median ${fmt(median(ours))} ms (p95 ${fmt(percentile(ours, 95))}), raw agent start+connect median ${fmt(median(raw))} ms (p95 ${fmt(percentile(raw, 95))}), n=${n}; ` +
       `floor: confinement (default for bare metal); unconfined (trust: host) median ${fmt(median(host))} ms, ` +

@@ -110,16 +110,21 @@ export async function provisionAgent(
       void runSpawn(host, m, backend, entry, '', job?.container);
       return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
     }
-    await host.opts.store.spawns.insertSpawn(record, reservation);
-    token = (
-      await host.opts.store.tokens.mint({
-        agentId,
-        labels: m.fullLabels,
-        kind: 'ephemeral',
-        ttlMs: host.opts.liveAgentTokenTtlMs?.() ?? host.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
-        now: new Date(now),
-      })
-    ).token;
+    // The record and the token commit together: the agent's start waits for one write, not two.
+    const tokens = host.opts.store.tokens;
+    const minted = await host.opts.store.spawns.insertSpawnWith(record, reservation, (trx) =>
+      tokens.mint(
+        {
+          agentId,
+          labels: m.fullLabels,
+          kind: 'ephemeral',
+          ttlMs: host.opts.liveAgentTokenTtlMs?.() ?? host.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
+          now: new Date(now),
+        },
+        trx,
+      ),
+    );
+    token = minted.token;
   } catch (err) {
     host.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');
     host.forget(m);

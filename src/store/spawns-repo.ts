@@ -29,6 +29,22 @@ export class SpawnsRepo {
     await this.db.transaction().execute((trx) => insertSpawnRows(trx, r, reservation));
   }
 
+  /**
+   * The spawn record and whatever else must land with it (the agent's token), in one commit: one
+   * wait for the disk on the way to a cold agent's start instead of one per write, and never a
+   * token without the record that lets a restarted orchestrator find and reap its agent.
+   */
+  async insertSpawnWith<T>(
+    r: SpawnRecord,
+    reservation: { cpus: number; memBytes: number },
+    also: (trx: Kysely<Database>) => Promise<T>,
+  ): Promise<T> {
+    return this.db.transaction().execute(async (trx) => {
+      await insertSpawnRows(trx, r, reservation);
+      return also(trx);
+    });
+  }
+
   async setBackendRef(agentId: string, ref: string): Promise<void> {
     await this.db
       .updateTable('scaler_spawning_agents')

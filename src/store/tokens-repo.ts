@@ -60,17 +60,20 @@ export function hashSecret(secret: string): string {
 export class TokensRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async mint(spec: {
-    agentId: string;
-    labels: string[];
-    kind: TokenKind;
-    ttlMs?: number | undefined;
-    now: Date;
-  }): Promise<{ token: string; tokenId: string; expiresAt: Date | null }> {
+  async mint(
+    spec: {
+      agentId: string;
+      labels: string[];
+      kind: TokenKind;
+      ttlMs?: number | undefined;
+      now: Date;
+    },
+    db: Kysely<Database> = this.db,
+  ): Promise<{ token: string; tokenId: string; expiresAt: Date | null }> {
     const token = `kici_${randomBytes(32).toString('base64url')}`;
     const tokenId = `tok-${randomBytes(6).toString('hex')}`;
     const expiresAt = spec.ttlMs ? new Date(spec.now.getTime() + spec.ttlMs) : null;
-    await this.db
+    await db
       .insertInto('agent_tokens')
       .values({
         id: tokenId,

@@ -93,6 +93,38 @@ describe('SpawnsRepo.insertSpawn', () => {
   });
 });
 
+describe('SpawnsRepo.insertSpawnWith', () => {
+  const tokenRows = (agentId: string) =>
+    store.db.selectFrom('agent_tokens').select('agent_id').where('agent_id', '=', agentId).execute();
+
+  it('commits the spawn record and the token together', async () => {
+    const rec = spawn();
+    const minted = await store.spawns.insertSpawnWith(rec, { cpus: 1, memBytes: GiB }, (trx) =>
+      store.tokens.mint(
+        { agentId: rec.agentId, labels: ['gpu'], kind: 'ephemeral', ttlMs: 60_000, now: T0 },
+        trx,
+      ),
+    );
+    expect(await spawnRow(rec.agentId)).toBeDefined();
+    expect(await tokenRows(rec.agentId)).toHaveLength(1);
+    const check = await store.tokens.check(minted.token, T0);
+    expect(check).toMatchObject({ ok: true, agentId: rec.agentId, kind: 'ephemeral' });
+  });
+
+  it('leaves neither the record nor its reservation when the write beside it fails', async () => {
+    const rec = spawn();
+    await expect(
+      store.spawns.insertSpawnWith(rec, { cpus: 1, memBytes: GiB }, async (trx) => {
+        await store.tokens.mint({ agentId: rec.agentId, labels: [], kind: 'ephemeral', now: T0 }, trx);
+        throw new Error('disk full');
+      }),
+    ).rejects.toThrow('disk full');
+    expect(await spawnRow(rec.agentId)).toBeUndefined();
+    expect(await reservationRow(rec.agentId)).toBeUndefined();
+    expect(await tokenRows(rec.agentId)).toHaveLength(0);
+  });
+});
+
 describe('SpawnsRepo.deleteAgent', () => {
   it('removes the spawn record, the reservation and the job correlation of one agent only', async () => {
     const gone = spawn();
