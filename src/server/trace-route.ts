@@ -1,9 +1,14 @@
-/** `GET /api/v1/trace/jobs`: the job history as a JSONL trace (the simulator's input), streamed. */
+/**
+ * `GET /api/v1/trace/jobs`: the job history as a JSONL trace (the simulator's input), streamed: the
+ * jobs, then the spawn, hand-over and release latencies of the provisions decided in the window.
+ */
 import type { Hono } from 'hono';
+import { formatSampleLine } from '../scaler/sim/trace-samples.js';
 import { formatTraceLine, type TraceJob } from '../scaler/sim/trace.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { parseDurationMs } from '../util/duration.js';
+import { cursorOf, samplePage, samplesOf } from './trace-samples-query.js';
 
 const PAGE = 1000;
 
@@ -24,13 +29,25 @@ export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock
     const db = deps.store.db;
     const enc = new TextEncoder();
     let after: string | undefined;
+    let jobsDone = false;
+    let sampleAfter: ReturnType<typeof cursorOf> | undefined;
     // Pages by submission order, so a long history never sits in memory at once.
     const stream = new ReadableStream<Uint8Array>({
       async pull(ctl) {
-        const rows = await tracePage(db, from, after);
+        if (!jobsDone) {
+          const rows = await tracePage(db, from, after);
+          if (rows.length > 0) {
+            after = rows[rows.length - 1]!.seq;
+            ctl.enqueue(enc.encode(rows.map((r) => `${formatTraceLine(traceJob(r))}\n`).join('')));
+            return;
+          }
+          jobsDone = true;
+        }
+        const rows = await samplePage(db, from, sampleAfter);
         if (rows.length === 0) return ctl.close();
-        after = rows[rows.length - 1]!.seq;
-        ctl.enqueue(enc.encode(rows.map((r) => `${formatTraceLine(traceJob(r))}\n`).join('')));
+        sampleAfter = cursorOf(rows[rows.length - 1]!);
+        const lines = rows.flatMap((r) => samplesOf(r).map((x) => `${formatSampleLine(x)}\n`));
+        ctl.enqueue(enc.encode(lines.join('')));
       },
     });
     return c.body(stream, 200, { 'content-type': 'application/x-ndjson; charset=utf-8' });
