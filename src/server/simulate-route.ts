@@ -129,7 +129,8 @@ async function parseRequest(b: Body, deps: SimulateRouteDeps): Promise<Parsed | 
   return { since: since as string, sinceMs: sinceMs!, input };
 }
 
-const spawnProblem = (missing: string) => `spawnMs: ${missing.replace(/pass --spawn-ms .*$/, 'give spawnMs')}`;
+const spawnProblem = (missing: string) =>
+  `spawnMs: ${missing.replace(/pass --spawn-ms .*$/, 'give spawnMs')}`;
 
 /** The loader people get from the CLI, on a private copy of the text; problems name its lines. */
 async function parseYaml(

@@ -91,7 +91,7 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
     )
     .option(
       '--measured-spawn',
-      "take spawn times the server measured (its spawn-latency metric) where the trace has no samples",
+      'take spawn times the server measured (its spawn-latency metric) where the trace has no samples',
     )
     .option('--cost <labelSet=perHour>', 'cost per agent-hour per label set (repeatable)', collect, [])
     .option('--agent-idle-ms <ms>', 'how long an agent that found no job waits before it leaves', '5000')

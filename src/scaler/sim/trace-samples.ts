@@ -29,7 +29,10 @@ export const SAMPLE_FIELD: Record<SampleKind, 'spawnMs' | 'releaseMs' | 'dispatc
 export const SAMPLE_KINDS = new Set<string>(Object.keys(SAMPLE_FIELD));
 
 /** Parse one sample line (already JSON): every problem is given back as "field: what is wrong". */
-export function parseSample(o: Record<string, unknown>, fail: (field: string, want: string) => never): TraceSample {
+export function parseSample(
+  o: Record<string, unknown>,
+  fail: (field: string, want: string) => never,
+): TraceSample {
   const kind = o.kind as SampleKind;
   const field = SAMPLE_FIELD[kind];
   const known = new Set(['kind', 'at', 'scaler', 'backend', 'labelSet', field]);
