@@ -62,8 +62,8 @@ export function registerSimulateRoute(app: Hono, deps: SimulateRouteDeps): void 
     try {
       const from = new Date(deps.clock.now() - parsed.sinceMs);
       const trace = await readTrace(deps.store, from, MAX_SIM_JOBS);
-      // About three samples a provision, and at most a provision a job.
-      const samples = trace && (await readTraceSamples(deps.store, from, 3 * MAX_SIM_JOBS));
+      // About a provision a job.
+      const samples = trace && (await readTraceSamples(deps.store, from, 2 * MAX_SIM_JOBS));
       if (!trace || !samples) {
         return c.json(
           bad([

@@ -8,9 +8,11 @@ import { formatTraceLine, type TraceJob } from '../scaler/sim/trace.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { parseDurationMs } from '../util/duration.js';
-import { cursorOf, samplePage, samplesOf } from './trace-samples-query.js';
+import { readTraceSamples } from './trace-samples-query.js';
 
 const PAGE = 1000;
+/** Provisions whose latencies one trace carries (about 200 bytes each in memory). */
+const MAX_PROVISIONS = 1_000_000;
 
 export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock }): void {
   app.get('/api/v1/trace/jobs', (c) => {
@@ -30,7 +32,6 @@ export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock
     const enc = new TextEncoder();
     let after: string | undefined;
     let jobsDone = false;
-    let sampleAfter: ReturnType<typeof cursorOf> | undefined;
     // Pages by submission order, so a long history never sits in memory at once.
     const stream = new ReadableStream<Uint8Array>({
       async pull(ctl) {
@@ -43,11 +44,14 @@ export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock
           }
           jobsDone = true;
         }
-        const rows = await samplePage(db, from, sampleAfter);
-        if (rows.length === 0) return ctl.close();
-        sampleAfter = cursorOf(rows[rows.length - 1]!);
-        const lines = rows.flatMap((r) => samplesOf(r).map((x) => `${formatSampleLine(x)}\n`));
-        ctl.enqueue(enc.encode(lines.join('')));
+        // The releases pair ends with later decisions, so the samples are read as a whole.
+        const samples = await readTraceSamples(deps.store, from, MAX_PROVISIONS);
+        if (samples === undefined) {
+          ctl.error(new Error(`more than ${MAX_PROVISIONS} provisions in the window; choose a shorter one`));
+          return;
+        }
+        if (samples.length) ctl.enqueue(enc.encode(samples.map((x) => `${formatSampleLine(x)}\n`).join('')));
+        ctl.close();
       },
     });
     return c.body(stream, 200, { 'content-type': 'application/x-ndjson; charset=utf-8' });

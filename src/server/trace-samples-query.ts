@@ -10,6 +10,7 @@ interface Row {
   scaler_name: string;
   backend_type: string;
   label_set: string;
+  bound_job_id: string | null;
   decided_at: Date | string;
   registered_at: Date | string | null;
   gone_at: Date | string | null;
@@ -32,6 +33,7 @@ export function samplePage(
       's.scaler_name',
       's.backend_type',
       's.label_set',
+      's.bound_job_id',
       's.decided_at',
       's.registered_at',
       's.gone_at',
@@ -54,17 +56,15 @@ export const cursorOf = (r: Row) => ({ decidedAt: new Date(r.decided_at), agentI
 const ms = (d: Date | string | null): number | undefined => (d === null ? undefined : new Date(d).getTime());
 
 /**
- * What one provision shows: its spawn (decision to registration); for the job it ran, the hand-over
- * (agent free for the job to its start) and the release (the job's end until the agent was gone).
+ * What one provision shows: its spawn (decision to registration) and, for the job it ran, the
+ * hand-over (agent free for the job to its start).
  */
 export function samplesOf(r: Row): TraceSample[] {
   const base = { scaler: r.scaler_name, backend: r.backend_type, labelSet: r.label_set };
   const decided = ms(r.decided_at)!;
   const registered = ms(r.registered_at);
-  const gone = ms(r.gone_at);
   const created = ms(r.created_at);
   const started = ms(r.started_at);
-  const finished = ms(r.finished_at);
   const out: TraceSample[] = [];
   if (registered !== undefined)
     out.push({ kind: 'spawn', atMs: decided, ms: Math.max(0, registered - decided), ...base });
@@ -72,24 +72,64 @@ export function samplesOf(r: Row): TraceSample[] {
     const free = Math.max(created, registered);
     out.push({ kind: 'dispatch', atMs: free, ms: Math.max(0, started - free), ...base });
   }
-  if (finished !== undefined && gone !== undefined)
-    out.push({ kind: 'release', atMs: finished, ms: Math.max(0, gone - finished), ...base });
   return out;
 }
 
-/** Every latency sample since `from`, or undefined when there are more than `max`. */
+/**
+ * Releases, per scaler: from a job's end until the capacity its agent held was spawned into again.
+ * Each end, in order, is paired with the first later spawn decided for a job that no earlier end
+ * took; an agent whose records were gone sooner (nothing was waiting) ends its release there.
+ */
+export function releasesOf(rows: readonly Row[]): TraceSample[] {
+  const byScaler = new Map<string, Row[]>();
+  for (const r of rows) byScaler.set(r.scaler_name, [...(byScaler.get(r.scaler_name) ?? []), r]);
+  const out: TraceSample[] = [];
+  for (const group of byScaler.values()) {
+    const decisions = group
+      .filter((r) => r.bound_job_id !== null)
+      .map((r) => ms(r.decided_at)!)
+      .sort((a, b) => a - b);
+    const ends = group
+      .filter((r) => r.finished_at !== null)
+      .map((r) => ({ r, end: ms(r.finished_at)! }))
+      .sort((a, b) => a.end - b.end);
+    let k = 0;
+    for (const { r, end } of ends) {
+      while (k < decisions.length && decisions[k]! < end) k++;
+      const next = k < decisions.length ? decisions[k++]! : Infinity;
+      const until = Math.min(next, ms(r.gone_at) ?? Infinity);
+      if (until === Infinity) continue;
+      out.push({
+        kind: 'release',
+        atMs: end,
+        ms: until - end,
+        scaler: r.scaler_name,
+        backend: r.backend_type,
+        labelSet: r.label_set,
+      });
+    }
+  }
+  return out.sort((a, b) => a.atMs - b.atMs);
+}
+
+/**
+ * Every latency sample of the provisions decided since `from` (spawns and hand-overs in decision
+ * order, then releases), or undefined when there are more than `max` provisions: pairing the
+ * releases needs them all at once.
+ */
 export async function readTraceSamples(
   store: Store,
   from: Date,
   max: number,
 ): Promise<TraceSample[] | undefined> {
-  const out: TraceSample[] = [];
+  const rows: Row[] = [];
   let after: ReturnType<typeof cursorOf> | undefined;
   for (;;) {
-    const rows = await samplePage(store.db, from, after);
-    if (rows.length === 0) return out;
-    for (const r of rows) out.push(...samplesOf(r));
-    if (out.length > max) return undefined;
-    after = cursorOf(rows[rows.length - 1]!);
+    const page = await samplePage(store.db, from, after);
+    if (page.length === 0) break;
+    rows.push(...page);
+    if (rows.length > max) return undefined;
+    after = cursorOf(page[page.length - 1]!);
   }
+  return [...rows.flatMap(samplesOf), ...releasesOf(rows)];
 }

@@ -499,6 +499,7 @@ const migrations: Record<string, Migration> = {
           scaler_name text not null,
           backend_type text not null,
           label_set text not null,
+          bound_job_id text,
           decided_at timestamptz not null,
           registered_at timestamptz,
           gone_at timestamptz

@@ -167,6 +167,8 @@ export interface ScalerSpawnTimesTable {
   backend_type: string;
   /** The label set's key, as the scaler status shows it. */
   label_set: string;
+  /** The job the spawn was decided for; null for a warm agent. */
+  bound_job_id: string | null;
   decided_at: Timestamp;
   registered_at: NullableTimestamp;
   gone_at: NullableTimestamp;

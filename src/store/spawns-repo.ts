@@ -130,6 +130,7 @@ export async function insertSpawnRows(
       scaler_name: r.scalerName,
       backend_type: r.backendType,
       label_set: r.labelSetKey ?? r.labelSet.join(','),
+      bound_job_id: r.boundJobId,
       decided_at: r.spawnedAt,
     })
     .onConflict((oc) => oc.column('agent_id').doNothing())

@@ -85,7 +85,7 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
       return res.text();
     };
     const text = await get('/api/v1/trace/jobs?since=1h');
-    const { jobs: trace, samples: first } = parseTraceFile(text);
+    const { jobs: trace, samples: fromApi } = parseTraceFile(text);
     expect(trace).toHaveLength(JOBS);
     // The CLI writes the same trace; a window that is not a duration is refused, naming the field.
     const out = join(t.dataDir, 'jobs.jsonl');
@@ -95,7 +95,7 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
     const exported = parseTraceFile(await readFile(out, 'utf8'));
     expect(exported.jobs).toEqual(trace);
     // Exported later, it may hold releases of agents that were still going away at the first export.
-    expect(exported.samples).toEqual(expect.arrayContaining(first));
+    expect(exported.samples).toEqual(expect.arrayContaining(fromApi));
     const samples = exported.samples;
     const bad = await t.api<{ problems: string[] }>('GET', '/api/v1/trace/jobs?since=soon');
     expect(bad.status).toBe(400);
