@@ -3,7 +3,7 @@ import { scalerFileSchema } from '../../../src/config/index.js';
 import { runSimulation } from '../../../src/scaler/sim/report.js';
 import { formatSampleLine, type TraceSample } from '../../../src/scaler/sim/trace-samples.js';
 import { formatTraceLine, parseTrace, parseTraceFile, type TraceJob } from '../../../src/scaler/sim/trace.js';
-import { readTraceSamples } from '../../../src/server/trace-samples-query.js';
+import { readTraceSamples, releasesOf } from '../../../src/server/trace-samples-query.js';
 import { insertSpawnRows } from '../../../src/store/spawns-repo.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
@@ -61,6 +61,42 @@ describe('trace latency lines', () => {
     // Older readers of the job list see the same jobs.
     expect(parseTrace(text)).toEqual([job]);
     expect(await readTraceSamples(fresh.store, new Date(decided.getTime() + 1), 100)).toEqual([]);
+  });
+
+  it('a release ends at the next job-bound spawn of its scaler, each spawn paired once, else at the agent’s end', () => {
+    const row = (o: {
+      id: string;
+      scaler?: string;
+      job?: string;
+      decided: number;
+      finished?: number;
+      gone?: number;
+    }) => ({
+      agent_id: o.id,
+      scaler_name: o.scaler ?? 'a',
+      backend_type: 'bare-metal',
+      label_set: 'linux',
+      bound_job_id: o.job ?? null,
+      decided_at: new Date(o.decided),
+      registered_at: new Date(o.decided + 100),
+      gone_at: o.gone === undefined ? null : new Date(o.gone),
+      created_at: null,
+      started_at: null,
+      finished_at: o.finished === undefined ? null : new Date(o.finished),
+    });
+    const rel = releasesOf([
+      row({ id: 'w', decided: 0, finished: 1_000, gone: 5_000 }),
+      row({ id: 'x', job: 'j1', decided: 10, finished: 1_010, gone: 5_000 }),
+      row({ id: 'y', job: 'j2', decided: 1_300, finished: 9_000, gone: 9_800 }),
+      row({ id: 'z', job: 'j3', decided: 1_200 }),
+      // Another scaler's spawn does not end this scaler's release.
+      row({ id: 'o', scaler: 'b', job: 'j4', decided: 1_050 }),
+    ]);
+    expect(rel.map((r) => [r.atMs, r.ms])).toEqual([
+      [1_000, 200],
+      [1_010, 290],
+      [9_000, 800],
+    ]);
   });
 
   it('every kind round-trips; an old trace without them still loads', () => {
