@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { normalizeLabelSet, scalerFileSchema } from '../../src/config/index.js';
-import { runSimulation } from '../../src/scaler/sim/report.js';
+import { runSimulation, type SimReport } from '../../src/scaler/sim/report.js';
 import { percentile, sortedCopy } from '../../src/scaler/sim/stats.js';
 import { parseTraceFile } from '../../src/scaler/sim/trace.js';
 import {
@@ -115,6 +115,12 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
       spawnMs: {},
       samples,
     });
+    // The dashboard's what-if replays the store's own records of the window the same way.
+    const whatIf = await t.api<{ current: SimReport }>('POST', '/api/v1/scaler/simulate', {
+      proposed: JSON.stringify(config),
+      since: '1h',
+    });
+    expect(whatIf.status, JSON.stringify(whatIf.body)).toBe(200);
     const checks: [number, number][] = [];
     const lines = [
       `traced means: spawn ${mean('spawn')} ms (${count('spawn')}), dispatch ${mean('dispatch')} ms (${count('dispatch')}), release ${mean('release')} ms (${count('release')})`,
@@ -127,14 +133,17 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
         trace.filter((j) => normalizeLabelSet(j.labels) === set).map((j) => j.queueWaitMs!),
       );
       const p = sim.pools.find((x) => x.key === `${scalerName}/${set}`)!;
+      const api = whatIf.body.current.pools.find((x) => x.key === `${scalerName}/${set}`)!;
       expect(p.jobs).toBe(real.length);
-      for (const [q, simulated] of [
-        [50, p.waitP50Ms],
-        [95, p.waitP95Ms],
+      expect(api.jobs).toBe(real.length);
+      for (const [q, simulated, byApi] of [
+        [50, p.waitP50Ms, api.waitP50Ms],
+        [95, p.waitP95Ms, api.waitP95Ms],
       ] as const) {
         const observed = percentile(real, q);
-        lines.push(`${set} p${q}: real ${observed} ms, simulated ${simulated} ms`);
-        checks.push([Math.abs(simulated - observed), Math.max(100, 0.2 * observed)]);
+        lines.push(`${set} p${q}: real ${observed} ms, simulated ${simulated} ms (what-if API ${byApi} ms)`);
+        for (const v of [simulated, byApi])
+          checks.push([Math.abs(v - observed), Math.max(100, 0.2 * observed)]);
       }
     }
     const first = trace[0]!.submitMs;
