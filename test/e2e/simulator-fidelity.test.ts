@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { normalizeLabelSet, scalerFileSchema } from '../../src/config/index.js';
@@ -121,6 +121,18 @@ describe('what-if simulator fidelity (real orchestrator, bare-metal agents, then
       since: '1h',
     });
     expect(whatIf.status, JSON.stringify(whatIf.body)).toBe(200);
+    // The CLI, fed the exported file alone, replays it exactly as the programmatic entry does.
+    const configFile = join(t.dataDir, 'scalers.yaml');
+    await writeFile(configFile, JSON.stringify(config));
+    const offline = await runNode(
+      [ADMIN_BIN, 'scaler', 'simulate', '--config', configFile, '--trace', out, '--json'],
+      env,
+    ).exited;
+    expect(offline.code, offline.stderr).toBe(0);
+    const cliPools = (JSON.parse(offline.stdout) as { proposed: SimReport }).proposed.pools;
+    expect(cliPools.map((p) => [p.key, p.waitP50Ms, p.waitP95Ms])).toEqual(
+      sim.pools.map((p) => [p.key, p.waitP50Ms, p.waitP95Ms]),
+    );
     const checks: [number, number][] = [];
     const lines = [
       `traced means: spawn ${mean('spawn')} ms (${count('spawn')}), dispatch ${mean('dispatch')} ms (${count('dispatch')}), release ${mean('release')} ms (${count('release')})`,
