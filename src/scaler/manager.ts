@@ -262,7 +262,9 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     } catch (err) {
       this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'destroy failed');
     }
-    await this.opts.store.spawns.deleteAgent(m.agentId).catch((err: unknown) => {
+    // Compute and records are gone: the latest moment a trace takes as the end of the release.
+    const goneAt = new Date(this.opts.clock.now());
+    await this.opts.store.spawns.deleteAgent(m.agentId, goneAt).catch((err: unknown) => {
       this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'could not delete spawn record');
     });
     await this.opts.store.tokens

@@ -83,6 +83,7 @@ export async function provisionAgent(
       scalerName: entry.name,
       backendType: entry.type,
       labelSet: match.declared,
+      labelSetKey: match.key,
       runId: job?.runId ?? null,
       boundJobId: job?.id ?? null,
       ownerInstanceId: host.opts.instanceId,

@@ -17,6 +17,7 @@ import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { parseDurationMs } from '../util/duration.js';
 import { readTrace } from './trace-route.js';
+import { readTraceSamples } from './trace-samples-query.js';
 
 /** The compiled worker, found from the package root (dist/server → two levels up) as in tests. */
 const WORKER = join(
@@ -59,8 +60,11 @@ export function registerSimulateRoute(app: Hono, deps: SimulateRouteDeps): void 
       return c.json({ error: 'busy', problems: ['a simulation is already running; try again shortly'] }, 429);
     running = true;
     try {
-      const trace = await readTrace(deps.store, new Date(deps.clock.now() - parsed.sinceMs), MAX_SIM_JOBS);
-      if (!trace) {
+      const from = new Date(deps.clock.now() - parsed.sinceMs);
+      const trace = await readTrace(deps.store, from, MAX_SIM_JOBS);
+      // About a provision a job.
+      const samples = trace && (await readTraceSamples(deps.store, from, 2 * MAX_SIM_JOBS));
+      if (!trace || !samples) {
         return c.json(
           bad([
             `since: the last ${parsed.since} hold more than ${MAX_SIM_JOBS} jobs; choose a shorter window`,
@@ -68,7 +72,11 @@ export function registerSimulateRoute(app: Hono, deps: SimulateRouteDeps): void 
           400,
         );
       }
-      const result = await runInWorker({ ...parsed.input, trace });
+      // The spawns and releases the trace shows win over the server's mean spawn time.
+      const input = { ...parsed.input, opts: { ...parsed.input.opts, samples } };
+      const missing = missingSpawnTime(input);
+      if (missing) return c.json(bad([spawnProblem(missing)]), 400);
+      const result = await runInWorker({ ...input, trace });
       return c.json({ since: parsed.since, jobs: trace.length, ...result });
     } finally {
       running = false;
@@ -115,13 +123,14 @@ async function parseRequest(b: Body, deps: SimulateRouteDeps): Promise<Parsed | 
   if (problems.length) return { problems };
   const proposed = await parseYaml(b.proposed as string);
   if (!proposed.ok) return { problems: proposed.problems.map((p) => `proposed: ${p}`) };
-  // Spawn times the server measured fill in for backends the request did not name.
-  opts.spawnMs = { ...spawnLatencyFromMetrics(await deps.metricsText()), ...opts.spawnMs };
+  // Spawn times the server measured fill in where neither the request nor the trace has one.
+  opts.defaultSpawnMs = spawnLatencyFromMetrics(await deps.metricsText());
   const input = { proposed: proposed.config, current: deps.currentConfig(), opts };
-  const missing = missingSpawnTime(input);
-  if (missing) return { problems: [`spawnMs: ${missing.replace(/pass --spawn-ms .*$/, 'give spawnMs')}`] };
   return { since: since as string, sinceMs: sinceMs!, input };
 }
+
+const spawnProblem = (missing: string) =>
+  `spawnMs: ${missing.replace(/pass --spawn-ms .*$/, 'give spawnMs')}`;
 
 /** The loader people get from the CLI, on a private copy of the text; problems name its lines. */
 async function parseYaml(

@@ -1,11 +1,18 @@
-/** `GET /api/v1/trace/jobs`: the job history as a JSONL trace (the simulator's input), streamed. */
+/**
+ * `GET /api/v1/trace/jobs`: the job history as a JSONL trace (the simulator's input), streamed: the
+ * jobs, then the spawn, hand-over and release latencies of the provisions decided in the window.
+ */
 import type { Hono } from 'hono';
+import { formatSampleLine } from '../scaler/sim/trace-samples.js';
 import { formatTraceLine, type TraceJob } from '../scaler/sim/trace.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { parseDurationMs } from '../util/duration.js';
+import { readTraceSamples } from './trace-samples-query.js';
 
 const PAGE = 1000;
+/** Provisions whose latencies one trace carries (about 200 bytes each in memory). */
+const MAX_PROVISIONS = 1_000_000;
 
 export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock }): void {
   app.get('/api/v1/trace/jobs', (c) => {
@@ -24,13 +31,27 @@ export function registerTraceRoute(app: Hono, deps: { store: Store; clock: Clock
     const db = deps.store.db;
     const enc = new TextEncoder();
     let after: string | undefined;
+    let jobsDone = false;
     // Pages by submission order, so a long history never sits in memory at once.
     const stream = new ReadableStream<Uint8Array>({
       async pull(ctl) {
-        const rows = await tracePage(db, from, after);
-        if (rows.length === 0) return ctl.close();
-        after = rows[rows.length - 1]!.seq;
-        ctl.enqueue(enc.encode(rows.map((r) => `${formatTraceLine(traceJob(r))}\n`).join('')));
+        if (!jobsDone) {
+          const rows = await tracePage(db, from, after);
+          if (rows.length > 0) {
+            after = rows[rows.length - 1]!.seq;
+            ctl.enqueue(enc.encode(rows.map((r) => `${formatTraceLine(traceJob(r))}\n`).join('')));
+            return;
+          }
+          jobsDone = true;
+        }
+        // The releases pair ends with later decisions, so the samples are read as a whole.
+        const samples = await readTraceSamples(deps.store, from, MAX_PROVISIONS);
+        if (samples === undefined) {
+          ctl.error(new Error(`more than ${MAX_PROVISIONS} provisions in the window; choose a shorter one`));
+          return;
+        }
+        if (samples.length) ctl.enqueue(enc.encode(samples.map((x) => `${formatSampleLine(x)}\n`).join('')));
+        ctl.close();
       },
     });
     return c.body(stream, 200, { 'content-type': 'application/x-ndjson; charset=utf-8' });

@@ -487,6 +487,26 @@ const migrations: Record<string, Migration> = {
         )`.execute(db);
     },
   },
+  /**
+   * Each provision's decision, registration and end, kept after its spawn row is gone: the spawn
+   * and release latencies a trace carries.
+   */
+  '029_spawn_times': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create table scaler_spawn_times (
+          agent_id text primary key,
+          scaler_name text not null,
+          backend_type text not null,
+          label_set text not null,
+          bound_job_id text,
+          decided_at timestamptz not null,
+          registered_at timestamptz,
+          gone_at timestamptz
+        )`.execute(db);
+      await sql`create index scaler_spawn_times_decided on scaler_spawn_times (decided_at)`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

@@ -156,6 +156,24 @@ export interface ScalerAgentJobsTable {
   correlated_at: Timestamp;
 }
 
+/**
+ * When each provision was decided, when its agent registered and when it was gone (migration
+ * 029_spawn_times): the latencies a trace carries so a replay spawns and releases as the host did.
+ * Outlives the spawn row, which goes with the agent.
+ */
+export interface ScalerSpawnTimesTable {
+  agent_id: string;
+  scaler_name: string;
+  backend_type: string;
+  /** The label set's key, as the scaler status shows it. */
+  label_set: string;
+  /** The job the spawn was decided for; null for a warm agent. */
+  bound_job_id: string | null;
+  decided_at: Timestamp;
+  registered_at: NullableTimestamp;
+  gone_at: NullableTimestamp;
+}
+
 /** One orchestrator of a cluster (migration 006_cluster_instances). */
 export interface KiciInstancesTable {
   id: string;
@@ -183,6 +201,7 @@ export interface Database {
   scaler_spawning_agents: ScalerSpawningAgentsTable;
   scaler_reservations: ScalerReservationsTable;
   scaler_agent_jobs: ScalerAgentJobsTable;
+  scaler_spawn_times: ScalerSpawnTimesTable;
   scaler_pending_claims: ScalerPendingClaimsTable;
   scaler_event_deliveries: ScalerEventDeliveriesTable;
   kici_instances: KiciInstancesTable;

@@ -14,6 +14,8 @@ export interface SpawnRecord {
   ownerInstanceId: string;
   mandatoryLabels: string[];
   spawnedAt: Date;
+  /** The label set's key (normalized labels); the declared labels joined when absent. */
+  labelSetKey?: string | undefined;
   /** Event provisions: where the scale-down goes, so any orchestrator can tear it down. */
   provisioningTargets?: string[] | undefined;
 }
@@ -59,11 +61,28 @@ export class SpawnsRepo {
       .set({ registered_at: now })
       .where('agent_id', '=', agentId)
       .execute();
+    await this.db
+      .updateTable('scaler_spawn_times')
+      .set({ registered_at: now })
+      .where('agent_id', '=', agentId)
+      .where('registered_at', 'is', null)
+      .execute();
   }
 
-  /** Forget an agent for good: its compute is gone and its reservation is released. */
-  async deleteAgent(agentId: string): Promise<void> {
+  /**
+   * Forget an agent for good: its compute is gone and its reservation is released. `goneAt`, when
+   * known, is kept as the end of the provision (its release latency, for traces).
+   */
+  async deleteAgent(agentId: string, goneAt?: Date): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
+      if (goneAt) {
+        await trx
+          .updateTable('scaler_spawn_times')
+          .set({ gone_at: goneAt })
+          .where('agent_id', '=', agentId)
+          .where('gone_at', 'is', null)
+          .execute();
+      }
       await trx.deleteFrom('scaler_spawning_agents').where('agent_id', '=', agentId).execute();
       await trx.deleteFrom('scaler_reservations').where('agent_id', '=', agentId).execute();
       await trx.deleteFrom('scaler_agent_jobs').where('agent_id', '=', agentId).execute();
@@ -118,6 +137,19 @@ export async function insertSpawnRows(
       spawned_at: r.spawnedAt,
       ...(r.provisioningTargets ? { provisioning_targets: JSON.stringify(r.provisioningTargets) } : {}),
     })
+    .execute();
+  // The decision's moment, kept past the agent's life for traces (a re-spawn of the id keeps the first).
+  await trx
+    .insertInto('scaler_spawn_times')
+    .values({
+      agent_id: r.agentId,
+      scaler_name: r.scalerName,
+      backend_type: r.backendType,
+      label_set: r.labelSetKey ?? r.labelSet.join(','),
+      bound_job_id: r.boundJobId,
+      decided_at: r.spawnedAt,
+    })
+    .onConflict((oc) => oc.column('agent_id').doNothing())
     .execute();
   await trx
     .insertInto('scaler_reservations')

@@ -823,6 +823,7 @@ function isParsed(c: HarnessOptions['config']): c is ScalerConfig {
 /** Remove every row the scaler and the dispatcher wrote (a store shared across property runs). */
 export async function wipeStore(store: Store): Promise<void> {
   await sql`delete from scaler_agent_jobs`.execute(store.db);
+  await sql`delete from scaler_spawn_times`.execute(store.db);
   await sql`delete from scaler_reservations`.execute(store.db);
   await sql`delete from scaler_spawning_agents`.execute(store.db);
   await sql`delete from agent_tokens`.execute(store.db);

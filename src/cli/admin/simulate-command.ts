@@ -4,7 +4,7 @@ import { loadScalerConfigForPeople, type ScalerConfig } from '../../config/index
 import { renderChart } from '../../scaler/sim/chart.js';
 import { renderComparison, runSimulation, type RunOptions } from '../../scaler/sim/report.js';
 import { spawnLatencyFromMetrics } from '../../scaler/sim/spawn-latency.js';
-import { parseTrace, TraceError } from '../../scaler/sim/trace.js';
+import { parseTraceFile, TraceError } from '../../scaler/sim/trace.js';
 import { parseDurationMs } from '../../util/duration.js';
 import { errorMessage, UsageError, UserError } from '../../util/errors.js';
 import { printJson } from '../output.js';
@@ -28,7 +28,7 @@ export function registerExportTraceCommand(job: Command, client: Client): void {
       if (o.out) {
         await writeFile(o.out, body);
         const n = body.toString('utf8').split('\n').filter(Boolean).length;
-        process.stderr.write(`${n} job(s) written to ${o.out}\n`);
+        process.stderr.write(`${n} line(s) (jobs and latency samples) written to ${o.out}\n`);
       } else process.stdout.write(body);
     });
 }
@@ -64,8 +64,16 @@ interface SimulateFlags {
   spawnMs: string[];
   measuredSpawn?: boolean;
   agentIdleMs?: string;
-  releaseMs: string;
-  dispatchMs: string;
+  releaseMs?: string;
+  dispatchMs?: string;
+}
+
+/** A flag of milliseconds, or undefined when it was not given (the trace's samples then apply). */
+function msFlag(flag: string, v: string | undefined): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new UsageError(`${flag}: "${v}" is not a number of ms`);
+  return n;
 }
 
 export function registerSimulateCommand(scaler: Command, client: Client): void {
@@ -75,19 +83,34 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
     .requiredOption('--config <file>', 'the proposed scaler config')
     .option('--against <file>', 'the current scaler config, shown side by side with the difference')
     .requiredOption('--trace <file>', 'JSONL trace (from `job export-trace`, or written by hand)')
-    .option('--spawn-ms <type=ms>', 'spawn time per backend type or scaler name (repeatable)', collect, [])
-    .option('--measured-spawn', 'take spawn times the server measured (its spawn-latency metric); flags win')
+    .option(
+      '--spawn-ms <type=ms>',
+      "spawn time per backend type or scaler name (repeatable; wins over the trace's spawn samples)",
+      collect,
+      [],
+    )
+    .option(
+      '--measured-spawn',
+      'take spawn times the server measured (its spawn-latency metric) where the trace has no samples',
+    )
     .option('--cost <labelSet=perHour>', 'cost per agent-hour per label set (repeatable)', collect, [])
     .option('--agent-idle-ms <ms>', 'how long an agent that found no job waits before it leaves', '5000')
-    .option('--release-ms <ms>', 'from a job ending until its agent is gone and its capacity free', '0')
-    .option('--dispatch-ms <ms>', 'from an agent being free for a job until the job starts on it', '0')
+    .option(
+      '--release-ms <ms>',
+      "from a job ending until its agent is gone and its capacity free (default: the trace's samples, else 0)",
+    )
+    .option(
+      '--dispatch-ms <ms>',
+      "from an agent being free for a job until the job starts on it (default: the trace's mean, else 0)",
+    )
     .option('--svg <file>', 'write a chart of queue wait and agents over time')
     .option('--json', 'machine-readable output')
     .action(async (o: SimulateFlags, cmd: Command) => {
-      let spawnMs = pairs('--spawn-ms', o.spawnMs);
+      const spawnMs = pairs('--spawn-ms', o.spawnMs);
+      let defaultSpawnMs: Record<string, number> | undefined;
       if (o.measuredSpawn) {
         const metrics = (await (await client(cmd)).download('/metrics')).toString('utf8');
-        spawnMs = { ...spawnLatencyFromMetrics(metrics), ...spawnMs };
+        defaultSpawnMs = spawnLatencyFromMetrics(metrics);
       }
       const idle = Number(o.agentIdleMs);
       if (!Number.isFinite(idle) || idle < 0)
@@ -100,22 +123,21 @@ export function registerSimulateCommand(scaler: Command, client: Client): void {
       }
       let trace;
       try {
-        trace = parseTrace(text, o.trace);
+        trace = parseTraceFile(text, o.trace);
       } catch (err) {
         if (err instanceof TraceError) throw new UserError(err.message);
         throw err;
       }
-      const release = Number(o.releaseMs);
-      if (!Number.isFinite(release) || release < 0)
-        throw new UsageError(`--release-ms: "${o.releaseMs}" is not a number of ms`);
-      const dispatch = Number(o.dispatchMs);
-      if (!Number.isFinite(dispatch) || dispatch < 0)
-        throw new UsageError(`--dispatch-ms: "${o.dispatchMs}" is not a number of ms`);
-      const opts: RunOptions = { spawnMs, agentIdleMs: idle, releaseMs: release, dispatchMs: dispatch };
+      const release = msFlag('--release-ms', o.releaseMs);
+      const dispatch = msFlag('--dispatch-ms', o.dispatchMs);
+      const opts: RunOptions = { spawnMs, agentIdleMs: idle, samples: trace.samples };
+      if (defaultSpawnMs) opts.defaultSpawnMs = defaultSpawnMs;
+      if (release !== undefined) opts.releaseMs = release;
+      if (dispatch !== undefined) opts.dispatchMs = dispatch;
       if (o.cost.length) opts.cost = pairs('--cost', o.cost);
       const run = async (path: string) => {
         try {
-          return runSimulation(await loadConfig(path), trace, opts);
+          return runSimulation(await loadConfig(path), trace.jobs, opts);
         } catch (err) {
           if (err instanceof UserError) throw err;
           throw new UserError(`${path}: ${errorMessage(err)}`);

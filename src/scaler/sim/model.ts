@@ -16,7 +16,7 @@ export interface SimOptions {
   /** From a job's end until its agent's capacity is free again (exit, disconnect, destroy), ms. */
   releaseMs?: number;
   /** The release time of a job ending at `nowMs`, when it follows the host over time (wins over `releaseMs`). */
-  releaseAt?: (nowMs: number) => number;
+  releaseAt?: (entry: ScalerEntry, nowMs: number) => number;
   /**
    * From an agent being free for a job (registered, or idle when the job came) until the job starts
    * on it: the claim, the hand-over and the agent's start of the job. Not zero even for a warm agent.

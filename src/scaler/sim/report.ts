@@ -1,5 +1,6 @@
 import type { ScalerConfig, ScalerEntry } from '../../config/index.js';
 import { LatencyProfile, type TimedSample } from './profile.js';
+import { tracedDispatchMs, tracedProfile, type TraceSample } from './trace-samples.js';
 import { simulate, type SimOptions } from './simulate.js';
 import { reportPool, type PoolReport } from './stats.js';
 import type { TimelineView } from './timeline.js';
@@ -22,8 +23,18 @@ export interface SimReport {
 }
 
 export interface RunOptions {
-  /** Spawn time per backend type (`container`) or scaler name; a name wins over a type. */
+  /**
+   * Spawn time per backend type (`container`) or scaler name; a name wins over a type. Given by the
+   * person asking, so it wins over the trace's samples.
+   */
   spawnMs: Record<string, number>;
+  /** Spawn times to fall back on where neither `spawnMs` nor the trace has one (the server's metric). */
+  defaultSpawnMs?: Record<string, number>;
+  /**
+   * The latencies the trace carries (its `spawn`, `release` and `dispatch` lines): each scaler
+   * spawns and releases as its real counterpart did at that time, unless a value above is given.
+   */
+  samples?: TraceSample[];
   /** Cost per agent-hour per label set key or `scaler/labelSet` (the longer key wins). */
   cost?: Record<string, number>;
   agentIdleMs?: number;
@@ -40,25 +51,54 @@ export interface RunOptions {
 /** The spawn time of one scaler's agents, or a message naming the flag that is missing. */
 export function spawnTimeOf(spawnMs: Record<string, number>, e: ScalerEntry): number {
   const v = spawnMs[e.name] ?? spawnMs[e.type];
-  if (v === undefined) {
-    throw new Error(
-      `no spawn time for scaler "${e.name}" (type ${e.type}): pass --spawn-ms ${e.type}=<ms> (or ${e.name}=<ms>)`,
-    );
-  }
+  if (v === undefined) throw missingSpawn(e);
   return v;
 }
 
+/**
+ * How one scaler's spawns take their time: a value asked for, the trace's samples over time, the
+ * fallback, in that order; an error naming the flag when there is none.
+ */
+export function spawnSource(o: RunOptions, e: ScalerEntry): number | LatencyProfile {
+  const asked = o.spawnMs[e.name] ?? o.spawnMs[e.type];
+  if (asked !== undefined) return asked;
+  const traced = o.samples && tracedProfile(o.samples, 'spawn', e);
+  if (traced) return traced;
+  return spawnTimeOf(o.defaultSpawnMs ?? {}, e);
+}
+
+function missingSpawn(e: ScalerEntry): Error {
+  return new Error(
+    `no spawn time for scaler "${e.name}" (type ${e.type}): pass --spawn-ms ${e.type}=<ms> (or ${e.name}=<ms>)`,
+  );
+}
+
 export function runSimulation(config: ScalerConfig, trace: readonly TraceJob[], o: RunOptions): SimReport {
-  for (const e of config.scalers) spawnTimeOf(o.spawnMs, e);
   const spawns = new LatencyProfile(o.observed?.spawns ?? []);
+  const spawnBy = new Map(spawns.size ? [] : config.scalers.map((e) => [e.name, spawnSource(o, e)]));
   const releases = new LatencyProfile(o.observed?.releases ?? []);
   const opts: SimOptions = {
-    spawnMs: spawns.size ? (_e, now) => spawns.valueAt(now) : (e) => spawnTimeOf(o.spawnMs, e),
+    spawnMs: spawns.size
+      ? (_e, now) => spawns.valueAt(now)
+      : (e, now) => {
+          const src = spawnBy.get(e.name)!;
+          return typeof src === 'number' ? src : src.valueAt(now);
+        },
   };
-  if (releases.size) opts.releaseAt = (now) => releases.valueAt(now);
+  // A release time asked for wins over the trace's; programmatic samples win over both.
+  const releaseBy = new Map<string, LatencyProfile>();
+  if (o.releaseMs === undefined && o.samples) {
+    for (const e of config.scalers) {
+      const p = tracedProfile(o.samples, 'release', e);
+      if (p) releaseBy.set(e.name, p);
+    }
+  }
+  if (releases.size) opts.releaseAt = (_e, now) => releases.valueAt(now);
+  else if (releaseBy.size) opts.releaseAt = (e, now) => releaseBy.get(e.name)?.valueAt(now) ?? 0;
   if (o.agentIdleMs !== undefined) opts.agentIdleMs = o.agentIdleMs;
   if (o.releaseMs !== undefined) opts.releaseMs = o.releaseMs;
-  if (o.dispatchMs !== undefined) opts.dispatchMs = o.dispatchMs;
+  const dispatchMs = o.dispatchMs ?? (o.samples && tracedDispatchMs(o.samples));
+  if (dispatchMs !== undefined) opts.dispatchMs = dispatchMs;
   if (o.timelinePoints !== undefined) opts.timelinePoints = o.timelinePoints;
   const raw = simulate(config, trace, opts);
   const pools = raw.pools.map((c) => reportPool(c, o.cost?.[c.key] ?? o.cost?.[c.labelSetKey]));

@@ -65,7 +65,7 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
       if (e.k === 'registered') registered(w, e.a, t);
       else if (e.k === 'done') {
         w.running--;
-        const release = w.releaseAt(t);
+        const release = w.releaseAt(e.a.pool.entry, t);
         if (release > 0) events.push(t + release, { k: 'gone', a: e.a });
         else w.leave(e.a, t);
       } else if (e.k === 'gone') w.leave(e.a, t);

@@ -1,4 +1,5 @@
 import { resourceRequestSchema, type ResourceRequest } from '../../config/index.js';
+import { parseSample, SAMPLE_KINDS, type TraceSample } from './trace-samples.js';
 
 /**
  * One job of a trace (a line of JSONL): what the simulator replays. Only `submit`, `labels` and
@@ -26,6 +27,7 @@ export interface TraceJob {
 export class TraceError extends Error {}
 
 const KNOWN = new Set([
+  'kind',
   'id',
   'submit',
   'labels',
@@ -39,16 +41,41 @@ const KNOWN = new Set([
   'owner',
 ]);
 
-/** Parse a JSONL trace; every problem names the file, the line and the field. */
+/** A whole trace: its jobs, sorted, and the latencies observed in the run (lines with a `kind`). */
+export interface TraceFile {
+  jobs: TraceJob[];
+  samples: TraceSample[];
+}
+
+/** Parse a JSONL trace's jobs (latency lines are checked, then left out). */
 export function parseTrace(text: string, file = 'trace'): TraceJob[] {
+  return parseTraceFile(text, file).jobs;
+}
+
+/** Parse a JSONL trace; every problem names the file, the line and the field. */
+export function parseTraceFile(text: string, file = 'trace'): TraceFile {
   const jobs: TraceJob[] = [];
+  const samples: TraceSample[] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim();
     if (line === '' || line.startsWith('#')) continue;
-    jobs.push(parseTraceLine(line, `${file}:${i + 1}`));
+    const where = `${file}:${i + 1}`;
+    const o = jsonObject(line, where);
+    if (o.kind === undefined || o.kind === 'job') jobs.push(traceJobOf(o, where));
+    else if (typeof o.kind === 'string' && SAMPLE_KINDS.has(o.kind)) {
+      samples.push(
+        parseSample(o, (field, want) => {
+          throw new TraceError(`${where}: field "${field}" ${want}`);
+        }),
+      );
+    } else {
+      throw new TraceError(
+        `${where}: field "kind" must be one of job, ${[...SAMPLE_KINDS].join(', ')} (a job line may omit it)`,
+      );
+    }
   }
-  return sortTrace(jobs);
+  return { jobs: sortTrace(jobs), samples };
 }
 
 /** Stable order by submission time: the replay reads jobs in this order. */
@@ -64,6 +91,10 @@ export function sortTrace(jobs: TraceJob[]): TraceJob[] {
 }
 
 export function parseTraceLine(line: string, where: string): TraceJob {
+  return traceJobOf(jsonObject(line, where), where);
+}
+
+function jsonObject(line: string, where: string): Record<string, unknown> {
   let raw: unknown;
   try {
     raw = JSON.parse(line);
@@ -73,7 +104,10 @@ export function parseTraceLine(line: string, where: string): TraceJob {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
     throw new TraceError(`${where}: each line must be a JSON object, one job per line`);
   }
-  const o = raw as Record<string, unknown>;
+  return raw as Record<string, unknown>;
+}
+
+function traceJobOf(o: Record<string, unknown>, where: string): TraceJob {
   for (const k of Object.keys(o)) {
     if (!KNOWN.has(k))
       throw new TraceError(`${where}: unknown field "${k}" (known: ${[...KNOWN].join(', ')})`);

@@ -1,7 +1,7 @@
 import type { ScalerConfig } from '../../config/index.js';
 import { errorMessage } from '../../util/errors.js';
 import { renderChart } from './chart.js';
-import { renderComparison, runSimulation, spawnTimeOf, type RunOptions, type SimReport } from './report.js';
+import { renderComparison, runSimulation, spawnSource, type RunOptions, type SimReport } from './report.js';
 import type { TraceJob } from './trace.js';
 
 /** One what-if: the proposed config (and the current one, when there is one) over the same trace. */
@@ -26,7 +26,7 @@ export function missingSpawnTime(input: Omit<WhatIfInput, 'trace'>): string | un
   for (const config of [input.current, input.proposed]) {
     for (const e of config?.scalers ?? []) {
       try {
-        spawnTimeOf(input.opts.spawnMs, e);
+        spawnSource(input.opts, e);
       } catch (err) {
         return errorMessage(err);
       }

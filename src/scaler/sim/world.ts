@@ -217,8 +217,8 @@ export class SimWorld {
     return this.opts.spawnMs(e, now);
   }
 
-  /** From a job's end at `now` until its agent's capacity is free again. */
-  releaseAt(now: number): number {
-    return this.opts.releaseAt ? this.opts.releaseAt(now) : this.releaseMs;
+  /** From a job's end at `now` until the capacity of this scaler's agent is free again. */
+  releaseAt(e: ScalerEntry, now: number): number {
+    return this.opts.releaseAt ? this.opts.releaseAt(e, now) : this.releaseMs;
   }
 }

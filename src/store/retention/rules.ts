@@ -78,6 +78,13 @@ export const PRUNE_RULES: readonly PruneRule[] = [
         select 1 from scaler_spawning_agents s where s.agent_id = scaler_agent_jobs.agent_id)`,
   },
   {
+    table: 'scaler_spawn_times',
+    setting: 'spawnsMs',
+    where: (c) =>
+      sql`decided_at < ${at(c)} and not exists (
+        select 1 from scaler_spawning_agents s where s.agent_id = scaler_spawn_times.agent_id)`,
+  },
+  {
     table: 'agents',
     setting: 'spawnsMs',
     where: (c) => sql`state = 'gone' and disconnected_at < ${at(c)}`,

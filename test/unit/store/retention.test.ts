@@ -276,6 +276,46 @@ describe('table rules', () => {
     expect(claims).toEqual(['pending']);
   });
 
+  it('drops spawn times past the spawns setting once their agent is gone, keeps recent and live ones', async () => {
+    const db = open.db.db;
+    const old = new Date(NOW - 2 * RETAIN);
+    const row = (id: string, decided: Date) => ({
+      agent_id: id,
+      scaler_name: 's',
+      backend_type: 'bare-metal',
+      label_set: 'linux',
+      bound_job_id: null,
+      decided_at: decided,
+    });
+    await db
+      .insertInto('scaler_spawn_times')
+      .values([row('old', old), row('recent', new Date(NOW - 1000)), row('old-live', old)])
+      .execute();
+    await db
+      .insertInto('scaler_spawning_agents')
+      .values({
+        agent_id: 'old-live',
+        scaler_name: 's',
+        backend_type: 'bare-metal',
+        label_set: '[]',
+        run_id: null,
+        bound_job_id: null,
+        owner_instance_id: 'i',
+        backend_ref: null,
+        mandatory_labels: '[]',
+        spawned_at: old,
+      })
+      .execute();
+    const pruner = new Pruner({ db, policy: { ...DEFAULT_RETENTION, spawnsMs: RETAIN }, now: () => NOW });
+    await pruner.run();
+    const left = (await db.selectFrom('scaler_spawn_times').select('agent_id').execute()).map(
+      (r) => r.agent_id,
+    );
+    expect(left.sort()).toEqual(['old-live', 'recent']);
+    await db.deleteFrom('scaler_spawning_agents').execute();
+    await db.deleteFrom('scaler_spawn_times').execute();
+  });
+
   it('skips an optional table that does not exist, and off keeps a kind forever', async () => {
     const pruner = new Pruner({
       db: open.db.db,
