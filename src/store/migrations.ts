@@ -491,7 +491,7 @@ const migrations: Record<string, Migration> = {
    * Each provision's decision, registration and end, kept after its spawn row is gone: the spawn
    * and release latencies a trace carries.
    */
-  '029_spawn_times': {
+  '028_spawn_times': {
     async up(db: Kysely<unknown>) {
       await sql`
         create table scaler_spawn_times (

@@ -158,7 +158,7 @@ export interface ScalerAgentJobsTable {
 
 /**
  * When each provision was decided, when its agent registered and when it was gone (migration
- * 029_spawn_times): the latencies a trace carries so a replay spawns and releases as the host did.
+ * 028_spawn_times): the latencies a trace carries so a replay spawns and releases as the host did.
  * Outlives the spawn row, which goes with the agent.
  */
 export interface ScalerSpawnTimesTable {
