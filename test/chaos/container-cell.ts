@@ -162,9 +162,11 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       const logs = await t.api<{ lines: { line: string }[] }>('GET', `/api/v1/jobs/${id}/logs`);
       if (logs.body.lines.filter((l) => l.line === 'chaos-start').length > 1) starts++;
     }
+    // A stopped container still on the engine is a leak too (disk, a name), whatever its state; a
+    // killed agent's container is removed by its teardown, so the wait covers that teardown too.
     const settled = async () => ({
       audit: (await t.orch.auditor!.audit()).drift.length,
-      host: (await scalerContainers(name)).filter((c) => c.State !== 'exited' && c.State !== 'dead').length,
+      host: (await scalerContainers(name)).length,
     });
     let left = await settled();
     await eventually(
@@ -175,8 +177,6 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       60_000,
       'no drift and no container left',
     ).catch(() => undefined);
-    // A stopped container still on the engine is a leak too (disk, a name), whatever its state.
-    left.host = Math.max(left.host, (await scalerContainers(name)).length);
     const notOk = final.filter((j) => j.state !== 'succeeded');
     const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
     if (!reasons.length) reasons.push('all succeeded');
