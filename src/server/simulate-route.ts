@@ -50,6 +50,8 @@ const bad = (problems: string[]) => ({ error: 'bad request', problems });
 export function registerSimulateRoute(app: Hono, deps: SimulateRouteDeps): void {
   let running = false;
   app.post('/api/v1/scaler/simulate', async (c) => {
+    // A body that is not JSON reads as undefined and is answered just below with a 400 naming
+    // `body`: nothing is lost by not keeping the parser's message.
     const body = (await c.req.json().catch(() => undefined)) as unknown;
     if (typeof body !== 'object' || body === null || Array.isArray(body))
       return c.json(bad(['body: must be a JSON object with "proposed" (scaler config YAML)']), 400);
