@@ -4,7 +4,7 @@ import { every, systemClock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
 import type { EventsView } from '../util/typed-events.js';
-import { closeSilentAgents } from './heartbeat-check.js';
+import { SilenceWatch } from './heartbeat-check.js';
 import type { OrchestratorEvents } from './orchestrator-events.js';
 import { agentHeartbeatMs, type OrchestratorOptions } from './orchestrator-options.js';
 import { startPendingSweep } from './pending-sweep.js';
@@ -39,7 +39,8 @@ export function startOrchestratorTimers(d: {
         .catch((err: unknown) => log.warn({ err: errorMessage(err) }, 'could not withdraw a provision'));
   });
   const hb = agentHeartbeatMs(opts);
-  const heartbeatTimer = every(clock, hb, () => closeSilentAgents(dispatcher.registry.list(), clock, hb));
+  const silence = new SilenceWatch(clock, hb);
+  const heartbeatTimer = every(clock, hb, () => silence.check(dispatcher.registry.list()));
   return {
     cancel: () => {
       sweepTimer.cancel();

@@ -41,7 +41,41 @@ export const CONTAINER_SERVE_FAULTS: readonly Fault[] = [
   'kill -9 cluster leader',
 ];
 
-/** A step of the burst is running its `sleep`: its shell (which holds the end line) is still there. */
+/**
+ * A held step: it runs until the test writes the go file inside its container. A fixed sleep would
+ * end the first job before a slow engine had started the last one, and "every job running" would
+ * then never be seen.
+ */
+const GO = '/tmp/kici-chaos-go';
+const HELD_STEP = `echo chaos-start; while [ ! -e ${GO} ]; do sleep 0.2; done; echo chaos-end`;
+
+/**
+ * Let the held steps of this scaler's running containers end. Written through the engine's own
+ * socket (not the cell's proxy, which an outage has shut); safe to repeat, so a wait that calls it
+ * also releases a step that started after an earlier release.
+ */
+export async function releaseSteps(name: string): Promise<void> {
+  for (const c of await scalerContainers(name)) {
+    if (c.State !== 'running') continue;
+    const container = docker.getContainer(c.Id);
+    await container
+      .exec({ Cmd: ['sh', '-c', `: > ${GO}`] })
+      .then((e) => e.start({ Detach: true }))
+      .catch(() => undefined);
+  }
+}
+
+/** What each job of a burst is doing, for a wait's error. */
+function states(jobs: JobBody[]): string {
+  return jobs
+    .map(
+      (j) =>
+        `${j.id} ${j.state}${j.reason ? ` (${j.reason})` : ''}${j.lastProvisioningError ? ` [${j.lastProvisioningError}]` : ''}`,
+    )
+    .join('; ');
+}
+
+/** A step of the burst is still held: its shell (which holds the end line) is still there. */
 async function stepsRunning(name: string): Promise<number> {
   let n = 0;
   for (const c of await scalerContainers(name)) {
@@ -57,22 +91,22 @@ async function stepsRunning(name: string): Promise<number> {
 
 /**
  * The container spec for a serve cell. A serve process cannot be handed a test firewall, so this
- * scaler runs without isolation; a step is held by a sleep long enough for the fault (two clock
- * steps of two heartbeats each, at the 1 s heartbeat the clock cells set, need a few seconds).
+ * scaler runs without isolation; a step is held until the cell releases it.
  */
-export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
-  // The disk cell fills the data dir and waits for /readyz to say so before the steps end.
-  const hold = fault === 'wall clock ±1 h' || fault === 'data-dir disk full' ? 25 : 15;
+export function containerServeSpec(name: string): ServeCellSpec {
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
     // Several serve processes start at once beside the engine: slow on a loaded 2-core host.
     readyTimeoutMs: 120_000,
     runsOn: [name],
-    step: () => `echo chaos-start; sleep ${hold}; echo chaos-end`,
-    release: () => Promise.resolve(),
+    step: () => HELD_STEP,
+    release: () => releaseSteps(name),
     // Seen from the engine, not the orchestrator: no container still runs its step's shell.
-    ended: async () => (await stepsRunning(name)) === 0,
+    ended: async () => {
+      await releaseSteps(name);
+      return (await stepsRunning(name)) === 0;
+    },
     starts: (h, ids) =>
       Promise.all(ids.map(async (id) => (await h.log(id)).filter((l) => l === 'chaos-start').length)),
     hostLeft: async () => (await scalerContainers(name)).length,
@@ -86,7 +120,7 @@ export function containerServeSpec(name: string, fault: Fault): ServeCellSpec {
 }
 
 export async function runContainerServeCell(fault: Fault, name: string): Promise<CellOutcome> {
-  return runServeCell(fault, containerServeSpec(name, fault), randomBytes(4).toString('hex'));
+  return runServeCell(fault, containerServeSpec(name), randomBytes(4).toString('hex'));
 }
 
 export async function runContainerCell(fault: Fault, name: string): Promise<CellOutcome> {
@@ -104,8 +138,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
   try {
     const jobs: Record<string, unknown> = {};
     // Each step counts its own starts in the job's output: two "start" lines are a job run twice.
-    for (let i = 0; i < JOBS; i++)
-      jobs[`c${i}`] = { runsOn: [name], steps: [{ run: 'echo chaos-start; sleep 12; echo chaos-end' }] };
+    for (let i = 0; i < JOBS; i++) jobs[`c${i}`] = { runsOn: [name], steps: [{ run: HELD_STEP }] };
     const ids = await submit(t, jobs);
     const read = () =>
       Promise.all(ids.map(async (id) => (await t.api<JobBody>('GET', `/api/v1/jobs/${id}`)).body));
@@ -113,17 +146,24 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       async () => (await read()).every((j) => j.state === 'running'),
       120_000,
       'burst running',
-    );
+    ).catch(async (err: unknown) => {
+      throw new Error(`${(err as Error).message}: ${states(await read())}`);
+    });
 
     let note = '';
     if (fault === 'engine outage') {
       // The engine is gone while the jobs end and their containers should be removed.
       await proxy.stop();
       await eventually(
-        async () => (await read()).every((j) => FINAL.includes(j.state)),
+        async () => {
+          await releaseSteps(name);
+          return (await read()).every((j) => FINAL.includes(j.state));
+        },
         120_000,
         'jobs final',
-      );
+      ).catch(async (err: unknown) => {
+        throw new Error(`${(err as Error).message}: ${states(await read())}`);
+      });
       await proxy.start();
     } else if (fault === 'nft flush ruleset') {
       // The table is every container scaler's on this host (other tests' agents too), so only this
@@ -151,6 +191,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
     let final: JobBody[] = [];
     await eventually(
       async () => {
+        await releaseSteps(name);
         final = await read();
         return final.every((j) => FINAL.includes(j.state));
       },

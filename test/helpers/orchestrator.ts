@@ -96,7 +96,11 @@ export async function startTestOrchestrator(
     inMemory ? memoryDatabase() : opts.database,
   ]);
   const scalerConfigPath = opts.config ? await writeConfig(opts.config) : opts.scalerConfigPath;
-  const logger = opts.logger ?? pino({ level: process.env.KICI_TEST_LOG ?? 'silent' });
+  // Unless the run asks for the log, its last lines are kept to explain a wait that timed out.
+  const tail = new LogTail();
+  const logger =
+    opts.logger ??
+    (process.env.KICI_TEST_LOG ? pino({ level: process.env.KICI_TEST_LOG }) : pino({ level: 'info' }, tail));
   const orch = await Orchestrator.start({
     port: 0,
     ...opts,
@@ -127,7 +131,9 @@ export async function startTestOrchestrator(
     dataDir,
     api,
     waitForJob: (jobId, states = FINAL, timeoutMs = 60_000) =>
-      waitForJobEvent(orch, api, jobId, states, timeoutMs),
+      waitForJobEvent(orch, api, jobId, states, timeoutMs).catch((err: unknown) => {
+        throw tail.explain(err);
+      }),
     async stop() {
       if (stopped) return;
       stopped = true;
@@ -135,6 +141,20 @@ export async function startTestOrchestrator(
       if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** The last lines an orchestrator logged, added to the message of a wait that failed. */
+class LogTail {
+  private readonly lines: string[] = [];
+  write(line: string): void {
+    this.lines.push(line.trimEnd());
+    if (this.lines.length > 60) this.lines.shift();
+  }
+  explain(err: unknown): unknown {
+    if (!(err instanceof Error) || !this.lines.length) return err;
+    err.message += `\nthe orchestrator's last log lines:\n${this.lines.join('\n')}`;
+    return err;
+  }
 }
 
 /**
@@ -174,7 +194,7 @@ async function waitForJobEvent(
       }
       if (Date.now() > until)
         throw new Error(
-          `job ${jobId} still ${body ? body.state : `unread (${String(read)})`} after ${timeoutMs} ms`,
+          `job ${jobId} still ${body ? describeJob(body) : `unread (${String(read)})`} after ${timeoutMs} ms`,
         );
       await changed;
       clearTimeout(timer);
@@ -184,6 +204,16 @@ async function waitForJobEvent(
   }
 }
 const BACKSTOP_MS = 500;
+
+/** A job's state with what the orchestrator says it waits on, for a timed-out wait's message. */
+function describeJob(j: JobBody): string {
+  const why = [
+    j.waiting && `waiting: ${j.waiting}`,
+    j.reason && `reason: ${j.reason}`,
+    j.lastProvisioningError && `last provisioning error: ${j.lastProvisioningError}`,
+  ].filter(Boolean);
+  return why.length ? `${j.state} (${why.join('; ')})` : j.state;
+}
 
 /** Start a process with Node 24 and collect its output. */
 export function runNode(args: string[], env: NodeJS.ProcessEnv = {}, opts: { cwd?: string } = {}) {

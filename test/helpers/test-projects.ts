@@ -60,9 +60,13 @@ export const SYSTEM_PART_VM = [
 
 /**
  * Engine-suite files that only apply to Docker (docker-compose speaks Docker's API and Docker's
- * networking): left out of the Podman run of the suite rather than skipped inside it.
+ * networking; a remote engine over TLS is a dockerd of the test's own): left out of the Podman run
+ * of the suite rather than skipped inside it.
  */
-export const DOCKER_ONLY_ENGINE = ['test/system/engine/compose-cluster.test.ts'];
+export const DOCKER_ONLY_ENGINE = [
+  'test/system/engine/compose-cluster.test.ts',
+  'test/system/engine/docker-tls.test.ts',
+];
 
 /** The engine suite's files to leave out for `engine` (KICI_TEST_ENGINE). */
 export function engineExclude(engine: string | undefined): string[] {

@@ -6,7 +6,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
-import { closeSilentAgents, MISSED_BEATS, uptimeMs } from '../../../src/server/heartbeat-check.js';
+import {
+  closeSilentAgents,
+  MISSED_BEATS,
+  SilenceWatch,
+  uptimeMs,
+} from '../../../src/server/heartbeat-check.js';
 import { ManualClock } from '../../../src/util/clock.js';
 import { DEFAULT_SPAWN_TIMEOUT_MS } from '../../../src/scaler/manager.js';
 import { bareMetal, useManagerHarnesses } from '../../helpers/manager-harness.js';
@@ -83,5 +88,66 @@ describe('heartbeat timeout on the monotonic clock', () => {
     await h.advance(DEFAULT_SPAWN_TIMEOUT_MS + 1);
     await h.sweep();
     expect(h.hooks.spawnFailed.map((f) => f.error.kind)).toEqual(['spawn-timeout']);
+  });
+});
+
+function quietAgent(clock: ManualClock) {
+  const closed: number[] = [];
+  const agent = newConnectedAgent({
+    id: 'x',
+    labels: [],
+    scaled: null,
+    nowMs: clock.now(),
+    monoMs: clock.monotonic(),
+    send: () => undefined,
+    close: (code) => void closed.push(code),
+  });
+  return { agent, closed };
+}
+
+describe('the periodic silence check after a stall of this process', () => {
+  it('a check that runs late by a stall forgives the stall: beats queued meanwhile are read first', () => {
+    const clock = new ManualClock();
+    const watch = new SilenceWatch(clock, HB);
+    const { agent, closed } = quietAgent(clock);
+    // On time: one beat per interval, checked after each.
+    clock.advance(HB);
+    agent.lastSeenMono = clock.monotonic();
+    expect(watch.check([agent])).toEqual([]);
+    // The process stalls for five intervals; the agent's beats wait unread in its socket.
+    clock.advance(6 * HB);
+    expect(watch.check([agent])).toEqual([]);
+    expect(closed).toEqual([]);
+    // The check without the stall allowance would have closed it.
+    expect(closeSilentAgents([agent], clock, HB)).toEqual(['x']);
+  });
+
+  it('an agent that stays silent is closed by the next check on time', () => {
+    const clock = new ManualClock();
+    const watch = new SilenceWatch(clock, HB);
+    const { agent, closed } = quietAgent(clock);
+    clock.advance(6 * HB);
+    expect(watch.check([agent])).toEqual([]);
+    clock.advance(HB);
+    expect(watch.check([agent])).toEqual(['x']);
+    expect(closed).toHaveLength(1);
+  });
+
+  it('property: closed exactly when silence exceeds three beats plus the lateness of that check', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: HB, max: 5 * HB }), { minLength: 1, maxLength: 30 }), (gaps) => {
+        const clock = new ManualClock();
+        const watch = new SilenceWatch(clock, HB);
+        const { agent } = quietAgent(clock);
+        let silent = 0;
+        for (const gap of gaps) {
+          clock.advance(gap);
+          silent += gap;
+          const out = watch.check([agent]);
+          expect(out.length === 1).toBe(silent > HB * MISSED_BEATS + (gap - HB));
+          if (out.length) return;
+        }
+      }),
+    );
   });
 });
