@@ -50,19 +50,27 @@ const GO = '/tmp/kici-chaos-go';
 const HELD_STEP = `echo chaos-start; while [ ! -e ${GO} ]; do sleep 0.2; done; echo chaos-end`;
 
 /**
- * Let the held steps of this scaler's running containers end. Written through the engine's own
- * socket (not the cell's proxy, which an outage has shut); safe to repeat, so a wait that calls it
- * also releases a step that started after an earlier release.
+ * Lets the held steps of one scaler's running containers end. The go file is written through the
+ * engine's own socket (not the cell's proxy, which an outage has shut), once per container: every
+ * exec leaves a Podman monitor process behind for minutes. Safe to call again, so a wait that calls
+ * it also releases a step that started after an earlier call.
  */
-export async function releaseSteps(name: string): Promise<void> {
-  for (const c of await scalerContainers(name)) {
-    if (c.State !== 'running') continue;
-    const container = docker.getContainer(c.Id);
-    await container
-      .exec({ Cmd: ['sh', '-c', `: > ${GO}`] })
-      .then((e) => e.start({ Detach: true }))
-      .catch(() => undefined);
-  }
+function stepReleaser(name: string): () => Promise<void> {
+  const released = new Set<string>();
+  return async () => {
+    for (const c of await scalerContainers(name)) {
+      if (c.State !== 'running' || released.has(c.Id)) continue;
+      const ok = await docker
+        .getContainer(c.Id)
+        .exec({ Cmd: ['sh', '-c', `: > ${GO}`] })
+        .then((e) => e.start({ Detach: true }))
+        .then(
+          () => true,
+          () => false,
+        );
+      if (ok) released.add(c.Id);
+    }
+  };
 }
 
 /** What each job of a burst is doing, for a wait's error. */
@@ -94,6 +102,7 @@ async function stepsRunning(name: string): Promise<number> {
  * scaler runs without isolation; a step is held until the cell releases it.
  */
 export function containerServeSpec(name: string): ServeCellSpec {
+  const releaseSteps = stepReleaser(name);
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
@@ -101,10 +110,10 @@ export function containerServeSpec(name: string): ServeCellSpec {
     readyTimeoutMs: 120_000,
     runsOn: [name],
     step: () => HELD_STEP,
-    release: () => releaseSteps(name),
+    release: releaseSteps,
     // Seen from the engine, not the orchestrator: no container still runs its step's shell.
     ended: async () => {
-      await releaseSteps(name);
+      await releaseSteps();
       return (await stepsRunning(name)) === 0;
     },
     starts: (h, ids) =>
@@ -128,6 +137,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
   const proxy = new SocketProxy(join(dir, 'engine.sock'), ENGINE_SOCKET);
   await proxy.start();
   const isolation = new RecordingIsolation();
+  const releaseSteps = stepReleaser(name);
   const t = await startTestOrchestrator({
     host: '0.0.0.0',
     isolation,
@@ -156,7 +166,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       await proxy.stop();
       await eventually(
         async () => {
-          await releaseSteps(name);
+          await releaseSteps();
           return (await read()).every((j) => FINAL.includes(j.state));
         },
         120_000,
@@ -191,7 +201,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
     let final: JobBody[] = [];
     await eventually(
       async () => {
-        await releaseSteps(name);
+        await releaseSteps();
         final = await read();
         return final.every((j) => FINAL.includes(j.state));
       },

@@ -210,7 +210,11 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       async () => (await jobsNow()).every((j) => j.state === 'running'),
       spec.runningTimeoutMs ?? 120_000,
       'every job of the burst running',
-    );
+    ).catch(async (err: unknown) => {
+      const now = await jobsNow().catch(() => []);
+      const what = now.map((j) => `${j.id} ${j.state} ${j.waiting ?? ''} ${j.lastProvisioningError ?? ''}`);
+      throw new Error(`${(err as Error).message}: ${what.join('; ')}`);
+    });
 
     // The fault, mid-step.
     let note = '';

@@ -72,11 +72,14 @@ export async function twoBeats(
   ids: readonly string[],
   timeoutMs = 60_000,
 ): Promise<void> {
-  const start = new Map((await list()).map((a) => [a.id, seenMark(a)]));
+  const first = await list();
+  const start = new Map(first.map((a) => [a.id, seenMark(a)]));
   const seen = new Map<string, number>();
   const until = Date.now() + timeoutMs;
+  let last: AgentBeatView[];
   for (;;) {
-    for (const a of await list()) {
+    last = await list();
+    for (const a of last) {
       if (!ids.includes(a.id)) continue;
       if (a.state === 'disconnected') throw new Error(`agent ${a.id} was disconnected after the clock step`);
       if ((a.uptimeMs ?? 0) < 0) throw new Error(`agent ${a.id} shows a negative uptime (${a.uptimeMs})`);
@@ -87,7 +90,11 @@ export async function twoBeats(
     }
     if (ids.every((id) => seen.get(id) === Infinity)) return;
     if (Date.now() > until)
-      throw new Error(`no two heartbeats from ${ids.join(', ')} within ${timeoutMs} ms`);
+      throw new Error(
+        `no two heartbeats from ${ids.join(', ')} within ${timeoutMs} ms; ` +
+          `at the start ${JSON.stringify(first.filter((a) => ids.includes(a.id)))}, ` +
+          `at the end ${JSON.stringify(last.filter((a) => ids.includes(a.id)))}`,
+      );
     await new Promise((r) => setTimeout(r, 250));
   }
 }
