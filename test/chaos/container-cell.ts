@@ -106,6 +106,9 @@ export function containerServeSpec(name: string): ServeCellSpec {
   return {
     config: { version: 1, scalers: [containerScaler(name, { maxAgents: JOBS, networkIsolation: false })] },
     host: '0.0.0.0',
+    // Four cells start containers at once beside the other suites: a loaded 2-core host has been
+    // seen to take over two minutes to have all three running (a deadline, not a wait).
+    runningTimeoutMs: 240_000,
     // Several serve processes start at once beside the engine: slow on a loaded 2-core host.
     readyTimeoutMs: 120_000,
     runsOn: [name],
@@ -154,7 +157,7 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       Promise.all(ids.map(async (id) => (await t.api<JobBody>('GET', `/api/v1/jobs/${id}`)).body));
     await eventually(
       async () => (await read()).every((j) => j.state === 'running'),
-      120_000,
+      240_000,
       'burst running',
     ).catch(async (err: unknown) => {
       throw new Error(`${(err as Error).message}: ${states(await read())}`);
