@@ -1,0 +1,31 @@
+/**
+ * Every system file that boots a QEMU guest runs in the VM half of the system suite, where files run
+ * one after another: two files' emulated guests booting at once beside the chaos lanes' starve a
+ * 2-core host. A file boots guests when it uses the VM helpers or the chaos VM cells.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { SYSTEM_PART_VM, systemPart } from '../../helpers/test-projects.js';
+
+const ROOT = join(import.meta.dirname, '../../..');
+const BOOTS_GUESTS = /helpers\/vm\.js|chaos\/vm-cell\.js/;
+
+const systemFiles = readdirSync(join(ROOT, 'test/system'))
+  .filter((f) => f.endsWith('.test.ts'))
+  .map((f) => `test/system/${f}`);
+
+describe('the system suite halves', () => {
+  it('puts every file that boots a guest in the VM half', () => {
+    const booting = systemFiles.filter((f) => BOOTS_GUESTS.test(readFileSync(join(ROOT, f), 'utf8')));
+    expect(booting.length).toBeGreaterThan(0);
+    expect(booting.filter((f) => !SYSTEM_PART_VM.includes(f))).toEqual([]);
+  });
+
+  it('lists only files that exist, and the two halves split the suite without overlap', () => {
+    for (const f of SYSTEM_PART_VM) expect(systemFiles).toContain(f);
+    const rest = systemPart('rest');
+    expect(rest.exclude).toEqual(expect.arrayContaining(SYSTEM_PART_VM));
+    expect(systemPart('vm').include).toEqual(SYSTEM_PART_VM);
+  });
+});
