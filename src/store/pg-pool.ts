@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { errorMessage } from '../util/errors.js';
+import { namePreparedStatements } from './pg-prepared.js';
 
 /** Where a lost connection is reported; the store itself has no logger. */
 export type ConnectionErrorSink = (err: unknown, where: 'idle' | 'in-use') => void;
@@ -27,6 +28,7 @@ export function createPgPool(url: string, onError: ConnectionErrorSink, max = 10
   pool.on('error', (err) => onError(err, 'idle'));
   pool.on('connect', (client) => {
     client.on('error', (err) => onError(err, 'in-use'));
+    namePreparedStatements(client);
   });
   return pool;
 }
