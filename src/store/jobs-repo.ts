@@ -140,6 +140,33 @@ export class JobsRepo {
     return this.db.selectFrom('jobs').selectAll().where('state', '=', 'queued').orderBy('seq').execute();
   }
 
+  /**
+   * The ids of the queued jobs, in submission order: the shared queue's re-read asks for these
+   * first and reads whole rows (`listQueuedAmong`) only for the ones it does not hold yet, so a
+   * wake-up for jobs this instance wrote itself parses no row.
+   */
+  async listQueuedIds(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('state', '=', 'queued')
+      .orderBy('seq')
+      .execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** Those of `ids` that are still queued, whole, in submission order. */
+  listQueuedAmong(ids: readonly string[]): Promise<JobRow[]> {
+    if (!ids.length) return Promise.resolve([]);
+    return this.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('state', '=', 'queued')
+      .where(sql<boolean>`id = any(${[...ids]}::text[])`)
+      .orderBy('seq')
+      .execute();
+  }
+
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
   async claimSpec(jobId: string, agentId: string, now: Date, owner?: string): Promise<unknown> {
     const row = await this.db
