@@ -404,7 +404,11 @@ export class Dispatcher {
     // Tokens made on another instance give their labels' jobs a reason to wait here too.
     await this.refreshStaticScopes();
     let added = 0;
-    for (const row of await this.opts.store.jobs.listQueued()) {
+    // Ids first: the rows this instance already holds (most of them, usually its own submits) are
+    // not read and parsed again on every wake-up.
+    const held = (id: string) => this.queue.get(id) !== undefined || this.active.has(id);
+    const ids = (await this.opts.store.jobs.listQueuedIds()).filter((id) => !held(id));
+    for (const row of await this.opts.store.jobs.listQueuedAmong(ids)) {
       if (this.queue.get(row.id) || this.active.has(row.id)) continue;
       // Its sealed values are in the memory of the instance that submitted it: that one dispatches it.
       if (!this.sealed.canDispatch(row.id, row.spec)) {

@@ -1,5 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import { storableLine } from './logs-repo.js';
+import { prepared } from './pg-prepared.js';
 import type { Database, JobState } from './schema.js';
 
 /** What a job's final write sets; the same fields `JobsRepo.finish` takes from a result. */
@@ -163,11 +164,15 @@ export async function commitAsOneStatement(
   const main = selects.length
     ? sql.join(selects, sql` union all `)
     : sql`select null::text as id, null::jsonb as spec, false as claim where false`;
-  const res = await sql<{
+  const q = sql<{
     id: string;
     spec: unknown;
     claim: boolean;
-  }>`with ${sql.join(parts, sql`, `)} ${main}`.execute(db);
+  }>`with ${sql.join(parts, sql`, `)} ${main}`.compile(db);
+  // Its text depends only on which parts have rows (a few shapes): on PostgreSQL each shape is a
+  // named prepared statement, so a job's commit sends no SQL text and is not planned afresh.
+  prepared(q.sql);
+  const res = await db.executeQuery(q);
   for (const x of res.rows) {
     if (x.claim) out.claimed.set(x.id, x.spec);
     else out.settled.add(x.id);

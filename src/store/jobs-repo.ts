@@ -17,23 +17,32 @@ export interface NewJob {
 
 const ACTIVE: JobState[] = ['dispatched', 'running'];
 
-/** A new job's row; every row names the same columns (one multi-row insert): a queued one takes the defaults. */
-function jobRow(j: NewJob, runId: string, now: Date) {
-  return {
-    id: j.id,
-    run_id: runId,
-    name: j.name,
-    runs_on: JSON.stringify(j.runsOn),
-    spec: JSON.stringify(j.spec),
-    priority: j.priority ?? 0,
-    owner: j.owner ?? null,
-    created_at: now,
-    state: j.claim ? ('dispatched' as const) : ('queued' as const),
-    agent_id: j.claim?.agentId ?? null,
-    dispatched_at: j.claim ? now : null,
-    attempts: j.claim ? 1 : 0,
-    owner_instance: j.claim?.owner ?? null,
-  };
+/**
+ * Inserts a chunk of a run's jobs as one statement whose text never changes: the rows travel as
+ * one array per column. A multi-row VALUES list cost the query builder a node per value (13 per
+ * job) on every submit, and its text changed with the row count, so no plan could be kept.
+ * JSON goes as text and is cast per row: an array of JSON documents as a parameter would have its
+ * elements encoded again by a client that serializes by type. Rows are inserted, and numbered,
+ * in the order given.
+ */
+function insertJobs(runId: string, jobs: NewJob[], now: Date) {
+  const at = now.toISOString();
+  const col = <T>(f: (j: NewJob) => T) => jobs.map(f);
+  return sql<JobRow>`
+    insert into jobs (id, run_id, name, runs_on, spec, priority, owner, created_at, state, agent_id,
+      dispatched_at, attempts, owner_instance)
+    select v.id, ${runId}::text, v.name, v.runs_on::jsonb, v.spec::jsonb, v.priority, v.owner,
+      ${at}::timestamptz, v.state, v.agent_id, v.dispatched_at, v.attempts, v.owner_instance
+    from unnest(${col((j) => j.id)}::text[], ${col((j) => j.name)}::text[],
+      ${col((j) => JSON.stringify(j.runsOn))}::text[], ${col((j) => JSON.stringify(j.spec))}::text[],
+      ${col((j) => j.priority ?? 0)}::int[], ${col((j) => j.owner ?? null)}::text[],
+      ${col((j) => (j.claim ? 'dispatched' : 'queued'))}::text[], ${col((j) => j.claim?.agentId ?? null)}::text[],
+      ${col((j) => (j.claim ? at : null))}::timestamptz[], ${col((j) => (j.claim ? 1 : 0))}::int[],
+      ${col((j) => j.claim?.owner ?? null)}::text[])
+      with ordinality as v(id, name, runs_on, spec, priority, owner, state, agent_id, dispatched_at,
+        attempts, owner_instance, ord)
+    order by v.ord
+    returning *`;
 }
 const OPEN: JobState[] = ['queued', 'dispatched', 'running'];
 
@@ -43,21 +52,20 @@ export class JobsRepo {
 
   async insertRun(run: { id: string; name: string | null }, jobs: NewJob[], now: Date): Promise<JobRow[]> {
     const runRow = { id: run.id, name: run.name, created_at: now };
-    // Chunked so a 10,000-job run stays within the parameter limit.
-    const chunks: ReturnType<typeof jobRow>[][] = [];
-    for (let i = 0; i < jobs.length; i += 500)
-      chunks.push(jobs.slice(i, i + 500).map((j) => jobRow(j, run.id, now)));
+    // Chunked so that no single statement holds an unbounded run.
+    const chunks: NewJob[][] = [];
+    for (let i = 0; i < jobs.length; i += 500) chunks.push(jobs.slice(i, i + 500));
     // On the embedded database the run and its jobs go in one call, as one implicit transaction: a
     // submit that idle agents take at once waits for this commit before its assignments leave.
     const piped = await runPipelined(this.db as Kysely<unknown>, [
       this.db.insertInto('runs').values(runRow).compile(),
-      ...chunks.map((c) => this.db.insertInto('jobs').values(c).returningAll().compile()),
+      ...chunks.map((c) => insertJobs(run.id, c, now).compile(this.db)),
     ]);
     if (piped) return piped.slice(1).flatMap((r) => r.rows as JobRow[]);
     return this.db.transaction().execute(async (trx) => {
       await trx.insertInto('runs').values(runRow).execute();
       const rows: JobRow[] = [];
-      for (const c of chunks) rows.push(...(await trx.insertInto('jobs').values(c).returningAll().execute()));
+      for (const c of chunks) rows.push(...(await insertJobs(run.id, c, now).execute(trx)).rows);
       return rows;
     });
   }
@@ -130,6 +138,33 @@ export class JobsRepo {
   /** Queued jobs in submission order (the shared queue's re-read). */
   listQueued(): Promise<JobRow[]> {
     return this.db.selectFrom('jobs').selectAll().where('state', '=', 'queued').orderBy('seq').execute();
+  }
+
+  /**
+   * The ids of the queued jobs, in submission order: the shared queue's re-read asks for these
+   * first and reads whole rows (`listQueuedAmong`) only for the ones it does not hold yet, so a
+   * wake-up for jobs this instance wrote itself parses no row.
+   */
+  async listQueuedIds(): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('state', '=', 'queued')
+      .orderBy('seq')
+      .execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** Those of `ids` that are still queued, whole, in submission order. */
+  listQueuedAmong(ids: readonly string[]): Promise<JobRow[]> {
+    if (!ids.length) return Promise.resolve([]);
+    return this.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('state', '=', 'queued')
+      .where(sql<boolean>`id = any(${[...ids]}::text[])`)
+      .orderBy('seq')
+      .execute();
   }
 
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */

@@ -91,5 +91,32 @@ export function describeStoreContract(
         await close();
       }
     });
+
+    it('the queue re-read: ids of queued jobs in order, and whole rows only for the ids asked', async () => {
+      const { store, close } = await open();
+      try {
+        const now = new Date();
+        const jobs = Array.from({ length: 6 }, (_, i) => ({
+          id: `q-${i}`,
+          name: `n${i}`,
+          runsOn: ['x'],
+          spec: { steps: [{ run: `echo ${i}` }] },
+          ...(i === 4 ? { claim: { agentId: 'a-4' } } : {}),
+        }));
+        const rows = await store.jobs.insertRun({ id: 'r-q', name: null }, jobs, now);
+        expect(rows.map((r) => [r.id, r.state])).toEqual(
+          jobs.map((j) => [j.id, j.claim ? 'dispatched' : 'queued']),
+        );
+        expect(await store.jobs.claim('q-1', 'a-1', now)).toBe(true);
+        expect(await store.jobs.listQueuedIds()).toEqual(['q-0', 'q-2', 'q-3', 'q-5']);
+        // Asked out of order, with a claimed and an unknown id among them.
+        const among = await store.jobs.listQueuedAmong(['q-5', 'q-1', 'q-0', 'nope', 'q-4']);
+        expect(among.map((r) => r.id)).toEqual(['q-0', 'q-5']);
+        expect(among[1]!.spec).toEqual({ steps: [{ run: 'echo 5' }] });
+        expect(await store.jobs.listQueuedAmong([])).toEqual([]);
+      } finally {
+        await close();
+      }
+    });
   });
 }
