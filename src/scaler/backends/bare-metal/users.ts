@@ -1,4 +1,5 @@
-import { chmod, chown, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { holderAlive, SPARE_PREFIX, spareOwner, thisHolder } from './spare-user.js';
@@ -48,11 +49,12 @@ export class AgentUserPool {
       const ready = this.spare;
       this.spare = undefined;
       if (ready) {
-        const user = await this.handOver(ready, agentId).catch(async () => {
+        try {
+          return this.handOver(ready, agentId);
+        } catch {
+          // Half handed over (the disk, say): dropped whole, and the agent claims a uid itself.
           await this.dropSpare(ready).catch(() => undefined);
-          return undefined;
-        });
-        if (user) return user;
+        }
       }
       // A full range first frees claims that crashes left behind, then tries once more.
       return this.claimFree(agentId).catch(async (err: unknown) => {
@@ -106,15 +108,19 @@ export class AgentUserPool {
     return this.spare?.uid;
   }
 
-  /** The spare becomes `agentId`'s: the claim names the agent first, then the home moves. */
-  private async handOver(spare: AgentUser, agentId: string): Promise<AgentUser> {
+  /**
+   * The spare becomes `agentId`'s: the claim names the agent first, then the home moves. On the
+   * agent's start, so synchronous: five small system calls cost less than their trips through the
+   * thread pool on a busy host.
+   */
+  private handOver(spare: AgentUser, agentId: string): AgentUser {
     const claim = join(this.claims, String(spare.uid));
-    await writeFile(join(claim, 'agent.part'), agentId);
-    await rename(join(claim, 'agent.part'), join(claim, 'agent'));
-    await rm(join(claim, 'holder'), { force: true });
+    writeFileSync(join(claim, 'agent.part'), agentId);
+    renameSync(join(claim, 'agent.part'), join(claim, 'agent'));
+    rmSync(join(claim, 'holder'), { force: true });
     const home = this.homeOf(agentId);
-    await rm(home, { recursive: true, force: true });
-    await rename(spare.home, home);
+    rmSync(home, { recursive: true, force: true });
+    renameSync(spare.home, home);
     return { uid: spare.uid, gid: spare.gid, home };
   }
 
