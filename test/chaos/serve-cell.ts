@@ -230,7 +230,14 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       const list = async () => (await api<{ agents: AgentBeatView[] }>(h, 'GET', '/api/v1/agents')).agents;
       for (const step of spec.clockSteps) {
         await clock.set(step);
-        await twoBeats(list, agentIds);
+        await twoBeats(list, agentIds).catch((err: unknown) => {
+          // What the server said about its agents meanwhile: warnings and every agent event.
+          const said = h.serve
+            .output()
+            .stdout.split('\n')
+            .filter((l) => /"level":[4-6]0|agent|heartbeat/i.test(l));
+          throw new Error(`${(err as Error).message}\nserve said:\n${said.slice(-40).join('\n')}`);
+        });
       }
     } else if (fault === 'kill -9 orchestrator') {
       process.kill(h.serve.pid, 'SIGKILL');

@@ -339,7 +339,10 @@ export class BareMetalScalerBackend implements ScalerBackend {
   markRegistered(agentId: string): void {
     this.opts.jobImage?.markRegistered(agentId);
     const t = this.agents.get(agentId);
-    if (t) t.registered = true;
+    if (!t) return;
+    t.registered = true;
+    // Its start is over: the next agent's uid and home are claimed now, off that agent's start.
+    if (t.placement.user) this.users.prepareSpare();
   }
 
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {
@@ -474,6 +477,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
   /** Orchestrator lifetime: host processes do not outlive the orchestrator that started them. */
   async shutdownAll(): Promise<void> {
     await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+    await this.users.close().catch(this.placeLeft('spare'));
     await this.opts.jobImage?.shutdownAll();
   }
 

@@ -2,7 +2,7 @@ import type { AgentUser } from './users.js';
 
 /**
  * The command line that starts one agent, built from the inside out:
- *   [cgroup join shell | systemd user scope] → [bwrap …] → [setpriv to the agent's uid] → binary
+ *   [cgroup join shell | systemd user scope] → [bwrap …] → [setpriv to the agent's uid [→ env]] → binary
  * The shell joins the cgroups while still privileged; bwrap needs root to mount without user
  * namespaces; setpriv drops to the agent's uid last, inside the sandbox, so nothing the agent runs
  * ever holds root.
@@ -25,6 +25,12 @@ export function launchCommand(spec: LaunchSpec): { file: string; args: string[] 
   let cmd = spec.runtime ? [spec.runtime, spec.binary] : [spec.binary];
   if (spec.user) {
     const { uid, gid } = spec.user;
+    // setpriv keeps its capabilities across its own uid switch and loses them only in its exec, so
+    // when it runs the execute-only Node directly it may still read it and the kernel does not
+    // seal the agent: the agent then boots Node a second time to seal itself. Handing the exec to
+    // `env`, which starts under the agent's uid with no capability at all, seals it on the first
+    // boot, for the cost of a program far smaller than Node.
+    if (spec.runtime) cmd = ['env', '--', ...cmd];
     // A non-root orchestrator switches uid with ambient capabilities, which the kernel keeps across
     // a switch between two non-root uids: clearing the inheritable set clears them, so the agent
     // starts with none.

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { access, constants, stat } from 'node:fs/promises';
+import { accessSync, constants, statSync } from 'node:fs';
 import type { LabelSetConfig } from '../../../config/index.js';
 import { DeterministicSpawnError } from '../../core/spawn-errors.js';
 import type { SpawnContext } from '../../types.js';
@@ -101,9 +101,10 @@ export async function launchAgentProcess(
   }
   try {
     // Checked here, not left to the cgroup shell or to exec, so the reason names what is wrong.
-    if ((await stat(binary)).isDirectory())
-      throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
-    if (launch.file !== binary) await access(binary, constants.X_OK);
+    // Synchronous: two system calls cost less than two trips through the thread pool, which a
+    // busy host makes long, on every cold start.
+    if (statSync(binary).isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    if (launch.file !== binary) accessSync(binary, constants.X_OK);
     // The token goes down descriptor TOKEN_FD, which the agent reads to its end and closes: never
     // the environment, which stays readable in /proc for the process's whole life.
     const child = spawn(launch.file, launch.args, {

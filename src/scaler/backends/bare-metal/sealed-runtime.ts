@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { chmod, copyFile, lstat, mkdir, open, realpath, rename, rm, stat } from 'node:fs/promises';
+import { closeSync, constants, lstatSync, openSync, readSync, statSync } from 'node:fs';
+import { chmod, copyFile, lstat, mkdir, realpath, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -33,7 +33,9 @@ export class SealedRuntime {
     const known = SealedRuntime.made.get(key);
     const file = known && (await known);
     // Checked on each use: a /tmp cleaner may remove a copy an orchestrator of months still names.
-    if (known && (file === undefined || (await ours(file, process.getuid?.() ?? 0, (await stat(node)).size))))
+    // Checked synchronously: this runs on every cold start, and a trip through the thread pool
+    // costs more than the two system calls.
+    if (known && (file === undefined || ours(file, process.getuid?.() ?? 0, statSync(node).size)))
       return file;
     const p = this.prepare(node).catch((err: unknown) => {
       this.warn(`agents will copy Node to seal themselves: ${errorMessage(err)}`);
@@ -60,7 +62,7 @@ export class SealedRuntime {
     const d = await lstat(dir);
     if (!d.isDirectory() || d.uid !== uid || (d.mode & 0o7777) !== 0o711)
       throw new Error(`${dir} exists but is not this user's 0711 dir`);
-    if (!(await ours(file, uid, src.size))) {
+    if (!ours(file, uid, src.size)) {
       // Unique, so two orchestrators making it at once never write the same file.
       const part = join(dir, `node.${process.pid}.${randomBytes(6).toString('hex')}.part`);
       await copyFile(real, part, constants.COPYFILE_FICLONE);
@@ -77,9 +79,9 @@ export class SealedRuntime {
   }
 }
 
-async function ours(file: string, uid: number, size: number): Promise<boolean> {
+function ours(file: string, uid: number, size: number): boolean {
   try {
-    const s = await lstat(file);
+    const s = lstatSync(file);
     return s.isFile() && s.uid === uid && s.size === size && (s.mode & 0o7777) === 0o111;
   } catch {
     return false;
@@ -96,16 +98,18 @@ async function versionOf(node: string): Promise<string> {
  * only such an agent can be started through the sealed copy instead of its own interpreter.
  */
 export async function runsOnNode(binary: string): Promise<boolean> {
-  let fh;
+  // Synchronous: one small read on every cold start costs less than its trips through the thread
+  // pool. Non-blocking, so a FIFO planted at the path cannot stall the orchestrator.
+  let fd: number | undefined;
   try {
-    fh = await open(binary, 'r');
+    fd = openSync(binary, constants.O_RDONLY | constants.O_NONBLOCK);
     const buf = Buffer.alloc(128);
-    const { bytesRead } = await fh.read(buf, 0, 128, 0);
+    const bytesRead = readSync(fd, buf, 0, 128, 0);
     const first = buf.subarray(0, bytesRead).toString('utf8').split('\n')[0]!;
     return /^#!\s*(\/usr\/bin\/env\s+node|\/\S*\/node)\s*$/.test(first);
   } catch {
     return false;
   } finally {
-    await fh?.close();
+    if (fd !== undefined) closeSync(fd);
   }
 }

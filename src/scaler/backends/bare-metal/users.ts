@@ -1,6 +1,8 @@
 import { chmod, chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { holderAlive, SPARE_PREFIX, spareOwner, thisHolder } from './spare-user.js';
 
 /**
  * Per-agent unprivileged users for `runAsUser: dynamic` (our extension). Uids come from a fixed range
@@ -24,6 +26,10 @@ export class AgentUserPool {
   private readonly claims: string;
   /** One allocation at a time in this process; other processes are kept apart by the mkdir claim. */
   private chain: Promise<unknown> = Promise.resolve();
+  /** A uid and empty home claimed ahead for the next agent (see prepareSpare); never shared. */
+  private spare: AgentUser | undefined;
+  private closed = false;
+  private sweptSpares = false;
 
   constructor(
     readonly root = defaultHomesRoot(),
@@ -38,19 +44,104 @@ export class AgentUserPool {
   }
 
   acquire(agentId: string): Promise<AgentUser> {
-    // A full range first frees claims that crashes left behind, then tries once more.
-    const run = this.chain.then(() =>
-      this.claimFree(agentId).catch(async (err: unknown) => {
+    const run = this.chain.then(async () => {
+      // Taken off the field before anything awaits: a spare is handed to one agent only.
+      const ready = this.spare;
+      this.spare = undefined;
+      if (ready) {
+        try {
+          return this.handOver(ready, agentId);
+        } catch {
+          // Half handed over (the disk, say): dropped whole, and the agent claims a uid itself.
+          await this.dropSpare(ready).catch(() => undefined);
+        }
+      }
+      // A full range first frees claims that crashes left behind, then tries once more.
+      return this.claimFree(agentId).catch(async (err: unknown) => {
         if (!(await this.reclaimStale(() => false))) throw err;
         return this.claimFree(agentId);
-      }),
-    );
+      });
+    });
     // The chain only orders pool operations; each caller still gets its own operation's rejection.
     this.chain = run.catch(() => undefined);
     return run;
   }
 
-  private async claimFree(agentId: string): Promise<AgentUser> {
+  /**
+   * Keep one uid and home claimed ahead of the next `acquire`, so that claim (a scan of every
+   * process on the host, then a few file operations) is not on an agent's start. Queued behind the
+   * pool's other operations; a no-op while one is held; `close` drops it. The caller picks a quiet
+   * moment (not while an agent boots). The claim names this process as its holder, so a crash
+   * leaves nothing that the next pool on the host does not free.
+   */
+  prepareSpare(): void {
+    if (this.closed) return;
+    this.chain = this.chain
+      .then(async () => {
+        if (this.spare || this.closed) return;
+        if (!this.sweptSpares) {
+          this.sweptSpares = true;
+          await this.reclaimDeadSpares();
+        }
+        this.spare = await this.claimFree(undefined);
+      })
+      // Best effort: without a spare, the next acquire claims a uid itself.
+      .catch(() => undefined);
+  }
+
+  /** Stop keeping a spare and release the one held (its home and claim); acquire still works. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.chain;
+    const held = this.spare;
+    this.spare = undefined;
+    if (held) await this.dropSpare(held);
+  }
+
+  /** Resolves once every operation queued so far (a spare's preparation too) has finished. */
+  async whenIdle(): Promise<void> {
+    await this.chain;
+  }
+
+  /** Read-only: the uid held as the spare, if any. */
+  spareUid(): number | undefined {
+    return this.spare?.uid;
+  }
+
+  /**
+   * The spare becomes `agentId`'s: the claim names the agent first, then the home moves. On the
+   * agent's start, so synchronous: five small system calls cost less than their trips through the
+   * thread pool on a busy host.
+   */
+  private handOver(spare: AgentUser, agentId: string): AgentUser {
+    const claim = join(this.claims, String(spare.uid));
+    writeFileSync(join(claim, 'agent.part'), agentId);
+    renameSync(join(claim, 'agent.part'), join(claim, 'agent'));
+    rmSync(join(claim, 'holder'), { force: true });
+    const home = this.homeOf(agentId);
+    rmSync(home, { recursive: true, force: true });
+    renameSync(spare.home, home);
+    return { uid: spare.uid, gid: spare.gid, home };
+  }
+
+  private async dropSpare(spare: AgentUser): Promise<void> {
+    await rm(spare.home, { recursive: true, force: true });
+    await rm(join(this.claims, String(spare.uid)), { recursive: true, force: true });
+  }
+
+  /** Free the spares whose holder process is gone (an orchestrator that crashed or was killed). */
+  private async reclaimDeadSpares(): Promise<void> {
+    for (const name of await readdir(this.claims).catch(() => [] as string[])) {
+      const owner = await readFile(join(this.claims, name, 'agent'), 'utf8').catch(() => '');
+      if (!owner.startsWith(SPARE_PREFIX)) continue;
+      const holder = await readFile(join(this.claims, name, 'holder'), 'utf8').catch(() => '');
+      if (holderAlive(holder)) continue;
+      await this.dropSpare({ uid: Number(name), gid: Number(name), home: this.homeOf(owner) });
+    }
+  }
+
+  /** Claim a free uid for `agentId`, or, without one, as a spare held by this process. */
+  private async claimFree(agentId: string | undefined): Promise<AgentUser> {
     await ensureHomesRoot(this.root);
     await mkdir(this.claims, { recursive: true, mode: 0o700 });
     const busy = await uidsWithProcesses();
@@ -61,8 +152,11 @@ export class AgentUserPool {
       } catch {
         continue; // claimed by someone else
       }
-      await writeFile(join(this.claims, String(uid), 'agent'), agentId);
-      const home = this.homeOf(agentId);
+      const owner = agentId ?? spareOwner(uid);
+      // The holder before the owner: a claim naming a spare always says whose it is.
+      if (agentId === undefined) await writeFile(join(this.claims, String(uid), 'holder'), thisHolder());
+      await writeFile(join(this.claims, String(uid), 'agent'), owner);
+      const home = this.homeOf(owner);
       await rm(home, { recursive: true, force: true });
       await mkdir(home, { mode: 0o700 });
       await chown(home, uid, uid);
@@ -87,7 +181,10 @@ export class AgentUserPool {
   async release(agentId: string, uid?: number): Promise<void> {
     const claimed = uid ?? (await this.uidOf(agentId));
     await rm(this.homeOf(agentId), { recursive: true, force: true });
-    if (claimed !== undefined) await rm(join(this.claims, String(claimed)), { recursive: true, force: true });
+    if (claimed === undefined) return;
+    // A crash in the middle of a hand-over leaves the spare's home under its old name.
+    await rm(this.homeOf(spareOwner(claimed)), { recursive: true, force: true });
+    await rm(join(this.claims, String(claimed)), { recursive: true, force: true });
   }
 
   /**
@@ -103,6 +200,15 @@ export class AgentUserPool {
       const uid = Number(name);
       const owner = await readFile(join(this.claims, name, 'agent'), 'utf8').catch(() => '');
       if (busy.has(uid) || (owner && isLive(owner))) continue;
+      // A spare is free again once the process holding it is gone, home or not.
+      if (owner.startsWith(SPARE_PREFIX)) {
+        if (uid === this.spare?.uid) continue;
+        const holder = await readFile(join(this.claims, name, 'holder'), 'utf8').catch(() => '');
+        if (holderAlive(holder)) continue;
+        await this.dropSpare({ uid, gid: uid, home: this.homeOf(owner) });
+        freed++;
+        continue;
+      }
       const hasHome = owner
         ? await stat(this.homeOf(owner)).then(
             () => true,

@@ -63,4 +63,44 @@ describe.runIf(process.platform === 'linux')('the sealed Node copy for bare-meta
       args: ['/opt/agent.js'],
     });
   });
+
+  // Root only: it switches to a uid outside the agents' range, so no pool on the host is touched.
+  it.runIf(process.getuid?.() === 0)(
+    'an agent started through the copy under its own uid is sealed by its first exec, with no capability and no new privileges',
+    async () => {
+      const base = temp();
+      chmodSync(base, 0o755);
+      const runtime = await new SealedRuntime(() => {}, base).for(process.execPath);
+      const d = temp();
+      chmodSync(d, 0o755);
+      const probe = join(d, 'probe.js');
+      writeFileSync(
+        probe,
+        [
+          '#!/usr/bin/env node',
+          "const fs = require('node:fs');",
+          "const status = fs.readFileSync('/proc/self/status', 'utf8');",
+          "const field = (k) => status.split('\\n').find((l) => l.startsWith(k + ':')).split(':')[1].trim();",
+          'console.log(JSON.stringify({ uid: process.getuid(), environOwner: fs.statSync("/proc/self/environ").uid,',
+          '  capEff: field("CapEff"), capAmb: field("CapAmb"), capInh: field("CapInh"), nnp: field("NoNewPrivs") }));',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      const uid = 64_999;
+      const { file, args } = launchCommand({ binary: probe, runtime, user: { uid, gid: uid, home: d } });
+      const got = JSON.parse(
+        execFileSync(file, args, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } }),
+      ) as Record<string, unknown>;
+      // The /proc entries of a non-dumpable process belong to root: the steps, under the agent's
+      // uid, cannot read its memory, and it needed no second boot to get there.
+      expect(got).toEqual({
+        uid,
+        environOwner: 0,
+        capEff: '0000000000000000',
+        capAmb: '0000000000000000',
+        capInh: '0000000000000000',
+        nnp: '1',
+      });
+    },
+  );
 });

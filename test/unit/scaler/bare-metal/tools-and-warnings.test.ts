@@ -202,6 +202,15 @@ describe('bare-metal launch command', () => {
       '/opt/agent',
     ]);
     expect(launchCommand({ binary: '/opt/agent' })).toEqual({ file: '/opt/agent', args: [] });
+    // Through the sealed Node, `env` makes the last exec, with no capability left to read the copy.
+    const viaRuntime = launchCommand({ binary: '/opt/agent.js', runtime: '/rt/node', user });
+    expect(viaRuntime.args.slice(viaRuntime.args.indexOf('--'))).toEqual([
+      '--',
+      'env',
+      '--',
+      '/rt/node',
+      '/opt/agent.js',
+    ]);
   });
 
   it('bwrap: read-only root, private /tmp, hidden dirs before the own work dir, own pid namespace, no capabilities', () => {

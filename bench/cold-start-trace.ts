@@ -1,0 +1,92 @@
+/**
+ * Where one cold bare-metal start spends its time: each hop's median, in ms after the submit left
+ * the client, over N starts (confined by default, `--host` for trust: host). The hops are read by
+ * wrapping the built classes' methods in this process, so the orchestrator runs unchanged.
+ *   node bench/cold-start-trace.ts [N] [--host]
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pino } from 'pino';
+import { Orchestrator } from '../dist/server/orchestrator.js';
+import { Dispatcher } from '../dist/dispatch/dispatcher.js';
+import { SpawnsRepo } from '../dist/store/spawns-repo.js';
+import { SessionsRepo } from '../dist/store/sessions-repo.js';
+import { BareMetalScalerBackend } from '../dist/scaler/backends/bare-metal/backend.js';
+import { AgentUserPool } from '../dist/scaler/backends/bare-metal/users.js';
+import { SealedRuntime } from '../dist/scaler/backends/bare-metal/sealed-runtime.js';
+import { median } from './stats.ts';
+
+const AGENT = join(resolve(import.meta.dirname, '..'), 'dist/cli/agent.js');
+let t0 = 0;
+let marks: Record<string, number> = {};
+const mark = (hop: string) => (marks[hop] ??= performance.now() - t0);
+
+/** Marks `before` when the method is called and `after` when its promise settles. */
+function wrap(proto: object, method: string, before: string | undefined, after: string): void {
+  const p = proto as Record<string, (...a: unknown[]) => unknown>;
+  const orig = p[method]!;
+  p[method] = function (this: unknown, ...args: unknown[]) {
+    if (before) mark(before);
+    const out = orig.apply(this, args);
+    return out instanceof Promise ? out.finally(() => mark(after)) : (mark(after), out);
+  };
+}
+wrap(Dispatcher.prototype, 'submit', 'submit reached the dispatcher', 'submit stored');
+wrap(SpawnsRepo.prototype, 'insertSpawnWith', 'spawn record asked for', 'spawn record and token committed');
+wrap(BareMetalScalerBackend.prototype, 'spawn', 'backend spawn called', 'agent process spawned');
+wrap(AgentUserPool.prototype, 'acquire', undefined, 'uid claimed, home made');
+wrap(SealedRuntime.prototype, 'for', undefined, 'sealed runtime found');
+wrap(SessionsRepo.prototype, 'open', 'register received (session open asked)', 'session committed');
+
+const host = process.argv.includes('--host');
+const n = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 10);
+const dir = await mkdtemp(join(tmpdir(), 'kici-trace-'));
+const cfg = join(dir, 'scalers.yaml');
+await writeFile(
+  cfg,
+  `version: 1\nscalers:\n  - name: bm\n    type: bare-metal\n    maxAgents: 1\n    labelSets:\n      - labels: [linux, small]\n        binaryPath: ${AGENT}\n${host ? '        trust: host\n' : ''}`,
+);
+const orch = await Orchestrator.start({
+  port: 0,
+  dataDir: dir,
+  scalerConfigPath: cfg,
+  logger: pino({ level: 'silent' }),
+});
+orch.events.on('agent.registered', () => mark('registration accepted'));
+orch.events.on('job.started', () => mark('job assigned (job.started)'));
+const all: Record<string, number[]> = {};
+const settled = new Map<string, () => void>();
+orch.events.on('job.settled', ({ jobId }) => settled.get(jobId)?.());
+try {
+  for (let i = 0; i < n; i++) {
+    marks = {};
+    t0 = performance.now();
+    const wall0 = Date.now();
+    const res = await fetch(`${orch.url}/api/v1/runs`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } } }),
+    });
+    const id = ((await res.json()) as { jobs: { id: string }[] }).jobs[0]!.id;
+    await new Promise<void>((r) => settled.set(id, r));
+    const step = await orch.store.db
+      .selectFrom('step_results')
+      .select('started_at')
+      .where('job_id', '=', id)
+      .executeTakeFirst();
+    marks["step's own clock"] = step!.started_at.getTime() - wall0;
+    for (const [k, v] of Object.entries(marks)) (all[k] ??= []).push(v);
+    while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+  }
+} finally {
+  await orch.stop();
+  await rm(dir, { recursive: true, force: true });
+}
+const rows = Object.entries(all)
+  .map(([k, v]) => [k, median(v)] as const)
+  .sort((a, b) => a[1] - b[1]);
+console.log(
+  `${host ? 'unconfined (trust: host)' : 'confined'}, n=${n}, median ms after the submit was sent:`,
+);
+for (const [k, v] of rows) console.log(`${v.toFixed(1).padStart(7)}  ${k}`);
