@@ -77,8 +77,13 @@ export class AgentSession {
     this.registerTimer.unref();
   }
 
-  /** A parsed frame (or NOT_JSON); queued behind the frames before it. */
+  /**
+   * A parsed frame (or NOT_JSON); queued behind the frames before it. Its arrival already shows the
+   * registered agent is alive: liveness must not wait until the frames ahead of it are handled (a
+   * slow store write would otherwise make a healthy agent look silent).
+   */
   receive(raw: unknown): Promise<void> {
+    if (this.agent && this.state !== 'closed') this.agent.lastSeenMono = monoNow(this.deps.clock);
     this.chain = this.chain.then(() => this.handle(raw));
     return this.chain;
   }

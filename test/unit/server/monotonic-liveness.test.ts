@@ -42,6 +42,18 @@ describe('heartbeat timeout on the monotonic clock', () => {
     expect(b.conn.closedFor).toBe('heartbeat-timeout');
   });
 
+  it('a frame counts as a sign of life when it arrives, not when the frames ahead of it are handled', async () => {
+    const h = await hs.make({ config: { version: 1, scalers: [bareMetal('alpha', [['linux']])] } });
+    const a = await h.registerStatic('box-1', ['linux']);
+    await h.advance(HB * MISSED_BEATS);
+    // Not awaited: the frame may wait behind others (a slow store write); its arrival is enough.
+    const handled = a.session!.receive({ type: 'heartbeat' });
+    expect(a.conn.lastSeenMono).toBe(h.clock.monotonic());
+    await h.advance(HB);
+    expect(closeSilentAgents(h.d.registry.list(), h.clock, HB)).toEqual([]);
+    await handled;
+  });
+
   it('property: closed exactly when monotonic silence exceeds three beats, whatever the wall clock does', () => {
     fc.assert(
       fc.property(
