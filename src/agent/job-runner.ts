@@ -11,6 +11,7 @@ import { MAX_FRAME_BYTES } from './frames.js';
 import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
+import type { StepLauncher } from './step-launcher.js';
 import { SECRET_ENV } from './token-handoff.js';
 
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
@@ -45,6 +46,11 @@ export interface JobRunnerOptions {
   deadMan?: DeadManSwitch | undefined;
   /** The agent was injected into the job's own image: a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
+  /**
+   * A shell the agent started while it had no job (step-launcher.ts), for the job's first step: its
+   * start then skips a spawn from the agent. Asked once, when the first step starts.
+   */
+  launcher?: (() => StepLauncher | undefined) | undefined;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -104,6 +110,8 @@ export class JobRunner {
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
         const oomBefore = await oom.kills();
+        const launcher = idx === 0 ? this.opts.launcher?.() : undefined;
+        // With a launcher, the job's first process is the launcher: the counters from before its spawn.
         const counters = this.firstPid ? undefined : markCounters();
         this.current = runStep({
           script: step.run,
@@ -111,10 +119,13 @@ export class JobRunner {
           env: this.stepEnv(step.env),
           timeoutMs: step.timeoutSeconds ? step.timeoutSeconds * 1000 : undefined,
           onLine: (stream, line) => this.line(idx, stream, line),
+          launcher,
         });
         this.steps.push(this.current);
-        if (counters && this.current.pgid !== undefined)
-          this.firstPid ??= { pid: this.current.pgid, ...counters };
+        const firstCounters =
+          launcher && this.current.pgid === launcher.child.pid ? launcher.counters : counters;
+        if (firstCounters && this.current.pgid !== undefined)
+          this.firstPid ??= { pid: this.current.pgid, ...firstCounters };
         this.deadMan.guard(this.current.pgid);
         const out = await this.current.done;
         this.current = undefined;
