@@ -321,7 +321,7 @@ export class Agent {
   private prepareNextStep(): void {
     if (this.cfg.ephemeral && this.jobsDone > 0) return;
     setImmediate(() => {
-      if (!this.runner && !this.stopping && !this.leaving) this.launchers.fill();
+      if (!this.runner && !this.stopping && !this.leaving) this.launchers.fill(this.watcher());
     });
   }
 

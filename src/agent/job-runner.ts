@@ -126,7 +126,9 @@ export class JobRunner {
           launcher && this.current.pgid === launcher.child.pid ? launcher.counters : counters;
         if (firstCounters && this.current.pgid !== undefined)
           this.firstPid ??= { pid: this.current.pgid, ...firstCounters };
-        this.deadMan.guard(this.current.pgid);
+        // A launcher's group may be guarded already (told while the agent was idle).
+        const guarded = launcher?.guardedBy === this.deadMan && this.current.pgid === launcher.child.pid;
+        if (!guarded || !this.deadMan.alive) this.deadMan.guard(this.current.pgid);
         const out = await this.current.done;
         this.current = undefined;
         if (out.error) this.line(idx, 'system', `step could not start: ${out.error}`);

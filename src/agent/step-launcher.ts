@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { statSync } from 'node:fs';
+import type { DeadManSwitch } from './dead-man.js';
 import { markCounters, type PidMark } from '../util/pid-window.js';
 import { startTicksOf } from '../util/proc-tree.js';
 
@@ -22,6 +23,8 @@ export interface StepLauncher {
   readonly counters: Omit<PidMark, 'pid'> | undefined;
   /** When it started (clock ticks since boot): every process of the step is younger. */
   readonly startTicks: number | undefined;
+  /** The dead-man switch already told of its group while it waited, if any. */
+  guardedBy?: DeadManSwitch | undefined;
 }
 
 /** Names a POSIX shell can export; a step with any other name is spawned directly. */
@@ -120,11 +123,18 @@ export class LauncherSlot {
   private spare: StepLauncher | undefined;
   private closed = false;
 
-  /** Start a spare unless one is waiting. */
-  fill(): void {
+  /**
+   * Start a spare unless one is waiting. `guard`: the agent's dead-man switch, told of the spare's
+   * group now, while nothing waits, so a job's start does not wake it.
+   */
+  fill(guard?: DeadManSwitch): void {
     if (this.closed || (this.spare && usable(this.spare))) return;
     if (this.spare) discard(this.spare);
     this.spare = spawnLauncher();
+    if (this.spare && guard?.alive) {
+      guard.guard(this.spare.child.pid);
+      this.spare.guardedBy = guard;
+    }
   }
 
   /** The spare, for one step; the slot is then empty. */

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
+import { DeadManSwitch } from '../../../src/agent/dead-man.js';
 import { JobRunner } from '../../../src/agent/job-runner.js';
 import { LauncherSlot, handOver, spawnLauncher } from '../../../src/agent/step-launcher.js';
 import { runStep, type StepOutcome } from '../../../src/agent/step-runner.js';
@@ -170,6 +171,41 @@ describe('the agent slot of one spare launcher', () => {
     expect(a.env).toContain('SECRET_OF_A=a-only');
     expect(b.env.some((e) => e.includes('SECRET_OF_A') || e.includes('a-only'))).toBe(false);
     expect(alive(a.pid)).toBe(false);
+    slot.close();
+  });
+
+  it('a spare is told to the dead-man switch while idle; a job using it does not tell it again', async () => {
+    const deadMan = new DeadManSwitch(true);
+    const told: (number | undefined)[] = [];
+    const guard = deadMan.guard.bind(deadMan);
+    deadMan.guard = (pgid) => {
+      told.push(pgid);
+      guard(pgid);
+    };
+    const slot = new LauncherSlot();
+    slot.fill(deadMan);
+    const spare = slot.sparePid;
+    expect(told).toEqual([spare]);
+    const runner = new JobRunner({
+      job: {
+        id: 'job-g',
+        runId: 'r',
+        name: 'g',
+        env: {},
+        steps: [
+          { name: 'a', run: 'true' },
+          { name: 'b', run: 'true' },
+        ],
+      },
+      send: () => undefined,
+      deadMan,
+      launcher: () => slot.take(),
+    });
+    expect(await runner.run()).toBe('succeeded');
+    // The second step was spawned directly and told once; the first was not told twice.
+    expect(told.length).toBe(2);
+    expect(told[1]).not.toBe(spare);
+    deadMan.disarm();
     slot.close();
   });
 
