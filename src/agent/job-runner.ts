@@ -11,7 +11,7 @@ import { MAX_FRAME_BYTES } from './frames.js';
 import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
-import type { StepLauncher } from './step-launcher.js';
+import { discard, type StepLauncher } from './step-launcher.js';
 import { SECRET_ENV } from './token-handoff.js';
 
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
@@ -48,7 +48,7 @@ export interface JobRunnerOptions {
   insideJobImage?: boolean | undefined;
   /**
    * A shell the agent started while it had no job (step-launcher.ts), for the job's first step: its
-   * start then skips a spawn from the agent. Asked once, when the first step starts.
+   * start then skips a spawn from the agent. Asked once, when the job starts; unused, it is stopped.
    */
   launcher?: (() => StepLauncher | undefined) | undefined;
 }
@@ -97,6 +97,8 @@ export class JobRunner {
     let exitCode: number | null = 0;
     let message: string | undefined;
     const oom = this.opts.oom ?? agentOomProbe();
+    // Taken now, whatever happens: a spare shell serves this job's first step or nothing after it.
+    let spare = this.opts.launcher?.();
     try {
       if (job.container && !this.opts.insideJobImage) {
         result = 'failed';
@@ -110,7 +112,8 @@ export class JobRunner {
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
         const oomBefore = await oom.kills();
-        const launcher = idx === 0 ? this.opts.launcher?.() : undefined;
+        const launcher = idx === 0 ? spare : undefined;
+        spare = undefined;
         // With a launcher, the job's first process is the launcher: the counters from before its spawn.
         const counters = this.firstPid ? undefined : markCounters();
         this.current = runStep({
@@ -169,6 +172,7 @@ export class JobRunner {
         this.line(null, 'system', message);
       }
     } finally {
+      if (spare) discard(spare);
       jobTimer?.clear();
       await this.reap();
       const payload = job.env.KICI_EVENT_PATH;

@@ -209,6 +209,21 @@ describe('the agent slot of one spare launcher', () => {
     slot.close();
   });
 
+  it('a job that runs no step still uses up the spare: it is stopped, not kept for the next job', async () => {
+    const slot = new LauncherSlot();
+    slot.fill();
+    const spare = slot.sparePid!;
+    const runner = new JobRunner({
+      job: { id: 'job-c', runId: 'r', name: 'c', env: {}, steps: [{ name: 's', run: 'true' }] },
+      send: () => undefined,
+      launcher: () => slot.take(),
+    });
+    runner.cancel();
+    expect(await runner.run()).toBe('cancelled');
+    expect(slot.sparePid).toBeUndefined();
+    await expect.poll(() => alive(spare), { timeout: 5_000 }).toBe(false);
+  });
+
   it('close() stops the spare and starts no other', async () => {
     const slot = new LauncherSlot();
     slot.fill();
