@@ -132,6 +132,56 @@ export class JobsRepo {
     return this.db.selectFrom('jobs').selectAll().where('state', '=', 'queued').orderBy('seq').execute();
   }
 
+  /**
+   * Up to `limit` queued jobs after `afterSeq`, in submission order: a page of the queue, so that
+   * a start-up with a million queued jobs never holds every row (and its spec) at once. Served by
+   * the (state, seq) index.
+   */
+  listQueuedPage(afterSeq: number, limit: number): Promise<JobRow[]> {
+    return this.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('state', '=', 'queued')
+      .where('seq', '>', String(afterSeq))
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+  }
+
+  /** Dispatched and running jobs (a start-up's other half; they are at most one per agent). */
+  listActive(): Promise<JobRow[]> {
+    return this.db.selectFrom('jobs').selectAll().where('state', 'in', ACTIVE).orderBy('seq').execute();
+  }
+
+  /** Every queued job's id and place, without its spec: what a full re-read compares against. */
+  async listQueuedIds(): Promise<{ id: string; seq: number }[]> {
+    const rows = await this.db
+      .selectFrom('jobs')
+      .select(['id', 'seq'])
+      .where('state', '=', 'queued')
+      .orderBy('seq')
+      .execute();
+    return rows.map((r) => ({ id: r.id, seq: Number(r.seq) }));
+  }
+
+  /** The jobs among `ids` that are still queued, in submission order. */
+  async listQueuedByIds(ids: readonly string[]): Promise<JobRow[]> {
+    const out: JobRow[] = [];
+    for (let i = 0; i < ids.length; i += 1000) {
+      const chunk = ids.slice(i, i + 1000);
+      out.push(
+        ...(await this.db
+          .selectFrom('jobs')
+          .selectAll()
+          .where('id', 'in', chunk)
+          .where('state', '=', 'queued')
+          .orderBy('seq')
+          .execute()),
+      );
+    }
+    return out.sort((a, b) => Number(a.seq) - Number(b.seq));
+  }
+
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
   async claimSpec(jobId: string, agentId: string, now: Date, owner?: string): Promise<unknown> {
     const row = await this.db
