@@ -68,9 +68,23 @@ function submitRun(s: Server, body: unknown): Promise<void> {
   });
 }
 
+/** A read, tried again when a kept-alive socket was reset under it (reads can be repeated). */
+async function again<T>(f: () => Promise<T>): Promise<T> {
+  for (let i = 0; ; i++) {
+    try {
+      return await f();
+    } catch (err) {
+      if (i >= 3 || !String((err as { cause?: unknown }).cause ?? err).includes('ECONNRESET')) throw err;
+    }
+  }
+}
+
 async function metric(s: Server, name: string): Promise<number> {
-  const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } });
-  const line = (await r.text()).split('\n').find((l) => l.startsWith(`${name} `));
+  const text = await again(async () => {
+    const r = await fetch(`${s.url}/metrics`, { headers: { authorization: `Bearer ${s.token}` } });
+    return r.text();
+  });
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return Number(line?.split(' ')[1] ?? NaN);
 }
 const passes = (s: Server) => metric(s, 'kici_orch_dispatch_passes_total');
@@ -116,7 +130,7 @@ async function storeMiB(s: Server, dbUrl: string | undefined): Promise<number> {
 /** Submit one job to `s` and wait (with a deadline) until a dispatch pass over the queue has run. */
 async function onePass(s: Server): Promise<void> {
   const before = await passes(s);
-  await api(s, 'POST', '/api/v1/runs', { jobs: { probe: { runsOn: LABELS, steps: [{ run: 'x' }] } } });
+  await submitRun(s, { jobs: { probe: { runsOn: LABELS, steps: [{ run: 'x' }] } } });
   const until = Date.now() + 120_000;
   while ((await passes(s)) <= before) {
     if (Date.now() > until) throw new Error('no dispatch pass ran after a submit');
@@ -172,8 +186,10 @@ export async function queued(
     const rssMiB = (await Promise.all(servers.map((s) => rssBytes(s.pid)))).reduce((a, b) => a + b) / 2 ** 20;
     const store = await storeMiB(servers[0]!, dbUrl);
     const s0 = servers[0]!;
-    const listMs = await timed(() => api(s0, 'GET', '/api/v1/jobs?limit=100'));
-    const listQueuedMs = await timed(() => api(s0, 'GET', '/api/v1/jobs?state=queued&limit=100'));
+    const listMs = await timed(() => again(() => api(s0, 'GET', '/api/v1/jobs?limit=100')));
+    const listQueuedMs = await timed(() =>
+      again(() => api(s0, 'GET', '/api/v1/jobs?state=queued&limit=100')),
+    );
     // Reconcile: the planning time of passes over the full queue, from each server's counters.
     const perInstance: number[] = [];
     for (const s of servers) {
@@ -213,13 +229,13 @@ export async function queued(
     // A graceful restart of the first instance with the queue (less the drained jobs) still stored.
     await stopServer(s0);
     const r0 = performance.now();
-    const again = await startServer(HERE(), {
+    const restarted = await startServer(HERE(), {
       dir: s0.dir,
       readyWithinMs: 30 * 60_000,
       ...(dbUrl ? { dbUrl, instanceId: 'scale-0' } : {}),
     });
     const restartS = (performance.now() - r0) / 1000;
-    const rssAfterRestartMiB = (await rssBytes(again.pid)) / 2 ** 20;
+    const rssAfterRestartMiB = (await rssBytes(restarted.pid)) / 2 ** 20;
     return {
       m,
       instances: k,
