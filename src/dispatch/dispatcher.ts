@@ -445,6 +445,8 @@ export class Dispatcher {
       const from = Math.min(hint.fromSeq ?? Infinity, this.seenSeq + 1);
       for (let after = from - 1; ;) {
         const page = await jobs.listQueuedPage(after, RESYNC_PAGE);
+        // Held rows count as seen too (this instance's own submits): the next read starts after them.
+        if (page.length) this.seenSeq = Math.max(this.seenSeq, Number(page.at(-1)!.seq));
         rows.push(...page.filter((r) => !this.holds(r.id)));
         if (page.length < RESYNC_PAGE) break;
         after = Number(page.at(-1)!.seq);

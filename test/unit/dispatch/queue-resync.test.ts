@@ -5,7 +5,7 @@
  * store, standing in for instances on one database.
  */
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { Metrics } from '../../../src/server/metrics.js';
@@ -87,6 +87,24 @@ describe('re-reading the shared queue', () => {
     expect(await d.resyncQueued({})).toBe(0);
     expect(await d.resyncQueued()).toBe(2);
     expect(await d.resyncQueued()).toBe(0); // held now: not added twice
+  });
+
+  it("an instance's own queued jobs count as seen: the next wake-up does not read them again", async () => {
+    const d = instance('a');
+    await d.submit(runSpecSchema.parse({ jobs: { x: { runsOn: ['nowhere'], steps: [{ run: 'true' }] } } }));
+    await d.submit(runSpecSchema.parse({ jobs: { y: { runsOn: ['nowhere'], steps: [{ run: 'true' }] } } }));
+    const pages = vi.spyOn(fresh.store.jobs, 'listQueuedPage');
+    try {
+      expect(await d.resyncQueued({})).toBe(0); // both held already
+      const first = await Promise.all(pages.mock.results.map((r) => r.value as Promise<unknown[]>));
+      expect(first.flat()).toHaveLength(2);
+      pages.mockClear();
+      expect(await d.resyncQueued({})).toBe(0);
+      const second = await Promise.all(pages.mock.results.map((r) => r.value as Promise<unknown[]>));
+      expect(second.flat()).toHaveLength(0);
+    } finally {
+      pages.mockRestore();
+    }
   });
 
   it('a start-up reads the queue page by page, in submission order', async () => {
