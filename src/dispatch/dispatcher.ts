@@ -252,11 +252,13 @@ export class Dispatcher {
     }
     const specs = new Map<string, unknown>();
     const seqOf = new Map<string, number>();
+    const toQueue: QueuedJob[] = [];
     for (const row of rows) {
-      if (!claimOf.has(row.id)) this.queue.add(toQueued(row));
+      if (!claimOf.has(row.id)) toQueue.push(toQueued(row));
       else if (row.state === 'dispatched') specs.set(row.id, row.spec);
       seqOf.set(row.id, Number(row.seq));
     }
+    this.queue.addMany(toQueue);
     for (const t of taken) t.job.seq = seqOf.get(t.job.id) ?? t.job.seq;
     if (taken.length) void this.claims.sendNew(taken, specs);
     this.log.info({ runId, jobs: rows.length, dispatchedAtOnce: taken.length }, 'run submitted');
@@ -455,7 +457,7 @@ export class Dispatcher {
         rows.push(...(await jobs.listQueuedByIds(hint.ids.filter((id) => !this.holds(id)))));
       rows.sort((a, b) => Number(a.seq) - Number(b.seq));
     }
-    let added = 0;
+    const toQueue: QueuedJob[] = [];
     for (const row of rows) {
       this.seenSeq = Math.max(this.seenSeq, Number(row.seq));
       if (this.holds(row.id)) continue;
@@ -465,9 +467,13 @@ export class Dispatcher {
         continue;
       }
       if (this.claims.isUncertain(row.id)) continue;
-      this.queue.add(toQueued(row));
-      added++;
+      toQueue.push(toQueued(row));
     }
+    // Not held until added (the awaits above), so nothing was taken meanwhile that this would undo:
+    // a job another instance claimed since is refused by its conditional claim.
+    const before = this.queue.size;
+    this.queue.addMany(toQueue.filter((j) => !this.holds(j.id)));
+    const added = this.queue.size - before;
     if (added) {
       this.log.debug({ added }, 'queued jobs taken from the store');
       void this.requestPump();
@@ -526,15 +532,17 @@ export class Dispatcher {
     let awaiting = 0;
     for (let after = 0; ;) {
       const page = await this.opts.store.jobs.listQueuedPage(after, RECOVER_PAGE);
+      const toQueue: QueuedJob[] = [];
       for (const row of page) {
         this.seenSeq = Math.max(this.seenSeq, Number(row.seq));
         if (!this.sealed.canDispatch(row.id, row.spec)) {
           if (!this.opts.instanceId) await this.settleUnsealable(row.id);
           continue;
         }
-        this.queue.add(toQueued(row));
-        queued++;
+        toQueue.push(toQueued(row));
       }
+      this.queue.addMany(toQueue);
+      queued += toQueue.length;
       if (page.length < RECOVER_PAGE) break;
       after = Number(page.at(-1)!.seq);
     }

@@ -7,7 +7,16 @@ import {
   type OwnerList,
   type QueueGroup,
 } from './queue-group.js';
-import { groupKey, ownerOf, prio, pushInOrder, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
+import {
+  groupKey,
+  ownerOf,
+  placeLate,
+  prio,
+  pushInOrder,
+  type QueuedJob,
+  type QueuedJobSpec,
+  type SeqList,
+} from './queued-job.js';
 
 export type { QueueGroup } from './queue-group.js';
 export { routingSpec, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
@@ -130,6 +139,20 @@ export class JobQueue {
   }
 
   add(job: QueuedJob): void {
+    this.addOne(job);
+  }
+
+  /**
+   * Several jobs at once (a submit, a re-read of the store): jobs older than their list's last one
+   * are put in place with one re-sort per list for the batch, not one per job.
+   */
+  addMany(jobs: Iterable<QueuedJob>): void {
+    const late = new Map<SeqList, QueuedJob[]>();
+    for (const job of jobs) this.addOne(job, late);
+    for (const [list, js] of late) placeLate(list, js);
+  }
+
+  private addOne(job: QueuedJob, late?: Map<SeqList, QueuedJob[]>): void {
     if (this.byId.has(job.id)) return;
     const key = groupKey(job);
     let g = this.groups.get(key);
@@ -156,7 +179,7 @@ export class JobQueue {
       level.set(ownerOf(job), fifo);
     }
     // A requeued job goes back to its place, not to the end.
-    pushInOrder(fifo, job);
+    pushInOrder(fifo, job, late);
     // The reason it brings (a requeue's, say) is its own, said now: its group's older one yields.
     this.byId.set(job.id, { list: fifo, text: job.waiting, at: ++this.said });
     this.ownAt.set(g, this.said);

@@ -47,14 +47,28 @@ export interface SeqList {
  * Add a job in seq order. One older than the last goes back to its place in a new map, not
  * clear() + refill: a live iterator over the old one would otherwise start over, forever.
  */
-export function pushInOrder(l: SeqList, job: QueuedJob): void {
+export function pushInOrder(l: SeqList, job: QueuedJob, late?: Map<SeqList, QueuedJob[]>): void {
   if (l.last && l.last.seq > job.seq) {
-    const all = [...l.jobs.values(), job].sort((a, b) => a.seq - b.seq);
-    l.jobs = new Map(all.map((j) => [j.id, j]));
+    // Several at once (a batch from the store): one re-sort for the batch, in `placeLate`.
+    const batch = late?.get(l);
+    if (batch) return void batch.push(job);
+    if (late) return void late.set(l, [job]);
+    placeLate(l, [job]);
   } else {
     l.jobs.set(job.id, job);
     l.last = job;
   }
+}
+
+/**
+ * Put jobs older than the list's last one in their places: one sort of the list for all of them.
+ * Instances on one store take places in the queue in interleaved blocks, so a peer's run arrives
+ * mostly older than the last job held; one re-sort per job made that quadratic.
+ */
+export function placeLate(l: SeqList, jobs: QueuedJob[]): void {
+  const all = [...l.jobs.values(), ...jobs].sort((a, b) => a.seq - b.seq);
+  l.jobs = new Map(all.map((j) => [j.id, j]));
+  l.last = all.at(-1);
 }
 
 export function groupKey(job: QueuedJob): string {

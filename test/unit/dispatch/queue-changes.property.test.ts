@@ -1,7 +1,7 @@
 /**
  * The queue's change count stands in for its full picture (every job's id and reason) on a live
  * page: whatever sequence of adds, removes and reasons, the picture never changes while the count
- * stays put.
+ * stays put. And a batch added at once keeps the order of adding its jobs one by one.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -74,6 +74,29 @@ describe('queue change count', () => {
           if (picture(q) !== before) expect(q.changes).not.toBe(count);
         }
       }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a batch added at once sits in the same order as the same jobs added one by one', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 0, max: 500 }), { maxLength: 60 }),
+        fc.uniqueArray(fc.integer({ min: 0, max: 500 }), { maxLength: 60 }),
+        (held, batch) => {
+          const one = new JobQueue();
+          const many = new JobQueue();
+          for (const n of held) {
+            one.add(job(n));
+            many.add(job(n));
+          }
+          for (const n of batch) one.add(job(n));
+          many.addMany(batch.map(job));
+          const order = (q: JobQueue) => q.orderedGroups().map((g) => [...g.jobs()].map((j) => j.seq));
+          expect(order(many)).toEqual(order(one));
+          for (const seqs of order(many)) expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+        },
+      ),
       { numRuns: 300 },
     );
   });
