@@ -197,6 +197,12 @@ export async function queued(
       for (let i = 0; i < 5; i++) await onePass(s);
       perInstance.push((((await planS(s)) - t) * 1000) / ((await passes(s)) - p0));
     }
+    // Said now as well: a later step that fails on a starved host must not lose these.
+    process.stderr.write(
+      `  ${m} queued: submit ${submitPerS.toFixed(0)} jobs/s (${submitCpuMsPerJob.toFixed(3)} ms CPU/job), ` +
+        `store ${store.toFixed(0)} MiB, RSS ${rssMiB.toFixed(0)} MiB, plan ${perInstance.map((p) => p.toFixed(3)).join('+')} ms, ` +
+        `pages ${listMs.toFixed(1)} / ${listQueuedMs.toFixed(1)} ms\n`,
+    );
     const drainP0 = await Promise.all(servers.map(passes));
     const drainT0 = await Promise.all(servers.map(planS));
     let finished = 0;
