@@ -10,13 +10,13 @@ import {
 import {
   groupKey,
   ownerOf,
-  placeLate,
   prio,
   pushInOrder,
   type QueuedJob,
   type QueuedJobSpec,
   type SeqList,
 } from './queued-job.js';
+import { SeqMap } from './seq-map.js';
 
 export type { QueueGroup } from './queue-group.js';
 export { routingSpec, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
@@ -149,7 +149,7 @@ export class JobQueue {
   addMany(jobs: Iterable<QueuedJob>): void {
     const late = new Map<SeqList, QueuedJob[]>();
     for (const job of jobs) this.addOne(job, late);
-    for (const [list, js] of late) placeLate(list, js);
+    for (const [list, js] of late) list.jobs.place(js);
   }
 
   private addOne(job: QueuedJob, late?: Map<SeqList, QueuedJob[]>): void {
@@ -175,7 +175,7 @@ export class JobQueue {
     }
     let fifo = level.get(ownerOf(job));
     if (!fifo) {
-      fifo = { jobs: new Map(), group: g, priority: prio(job), owner: ownerOf(job) };
+      fifo = { jobs: new SeqMap(), group: g, priority: prio(job), owner: ownerOf(job) };
       level.set(ownerOf(job), fifo);
     }
     // A requeued job goes back to its place, not to the end.
