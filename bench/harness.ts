@@ -36,17 +36,24 @@ async function freePort(): Promise<number> {
 
 export async function startServer(
   root: string,
-  opts: { dbUrl?: string; instanceId?: string; nodeArgs?: string[] } = {},
+  opts: {
+    dbUrl?: string;
+    instanceId?: string;
+    nodeArgs?: string[];
+    /** Start again on a data dir an earlier server of this run left (a restart). */
+    dir?: string;
+    readyWithinMs?: number;
+  } = {},
 ): Promise<Server> {
-  const dir = await mkdtemp(join(tmpdir(), 'kici-bench-'));
-  dirs.push(dir);
+  const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'kici-bench-')));
+  if (!opts.dir) dirs.push(dir);
   const port = await freePort();
   const args = [join(root, 'dist/cli/orchestrator.js'), 'serve', '--listen', `127.0.0.1:${port}`];
   args.push('--data-dir', dir);
   if (opts.dbUrl) args.push('--database-url', opts.dbUrl, '--instance-id', opts.instanceId ?? 'bench');
   // Newer builds keep the admin token outside the data dir (where told); older ones inside it.
   const tokenFile = `${dir}.admin-token`;
-  dirs.push(tokenFile);
+  if (!opts.dir) dirs.push(tokenFile);
   const child = spawn(join(root, 'node_modules/.bin/node'), [...(opts.nodeArgs ?? []), ...args], {
     env: { ...process.env, KICI_LOG_LEVEL: 'warn', KICI_ADMIN_TOKEN_FILE: tokenFile },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -54,8 +61,13 @@ export async function startServer(
   let stderr = '';
   child.stderr?.on('data', (d: Buffer) => void (stderr = (stderr + String(d)).slice(-2000)));
   children.push(child);
+  // A server that dies on its own (out of memory, say) says why, not only the next request's reset.
+  child.once('exit', (code, signal) => {
+    if (signal !== 'SIGKILL' && signal !== 'SIGTERM' && code !== 0)
+      process.stderr.write(`server ${dir} exited (${signal ?? code}):\n${stderr}\n`);
+  });
   const url = `http://127.0.0.1:${port}`;
-  const until = Date.now() + 60_000;
+  const until = Date.now() + (opts.readyWithinMs ?? 60_000);
   while (
     !(await fetch(`${url}/readyz`).then(
       (r) => r.ok,
@@ -130,6 +142,16 @@ export async function cpuMs(pid: number): Promise<number> {
 export async function rssBytes(pid: number): Promise<number> {
   const st = await readFile(`/proc/${pid}/status`, 'utf8');
   return Number(/VmRSS:\s+(\d+) kB/.exec(st)?.[1] ?? NaN) * 1024;
+}
+
+/** A graceful stop (SIGTERM), as an operator's restart does; SIGKILL after `withinMs`. */
+export async function stopServer(s: Server, withinMs = 120_000): Promise<void> {
+  if (s.child.exitCode !== null || s.child.signalCode !== null) return;
+  const exited = new Promise((r) => s.child.once('exit', r));
+  s.child.kill('SIGTERM');
+  const timer = setTimeout(() => s.child.kill('SIGKILL'), withinMs);
+  await exited;
+  clearTimeout(timer);
 }
 
 export async function stopAll(): Promise<void> {

@@ -1,23 +1,22 @@
 /**
- * `npm run bench -- scale [--agents 1000,5000,10000] [--queued 100000] [--drain 10000] [--fleet 1000]`:
+ * `npm run bench -- scale [--agents 1000,5000,10000] [--queued 100000] [--drain 10000] [--fleet 1000] [--pg url]`:
  * how the orchestrator's cost grows with the fleet and the queue, through a real server (PGlite)
  * and the synthetic fleet (bench/fleet/fleet.ts).
  *
  * - for N idle agents: server RSS per agent, server CPU per heartbeat (the fleet heartbeats every
  *   second during a 10 s window, at the server's interval otherwise), dispatch latency p50/p99 of a job to an idle agent (submit →
  *   `job.assign` at the fleet), and the registration rate;
- * - for M queued jobs: submit rate, store size, RSS, and the time the `--fleet` agents take to
- *   drain the first `--drain` jobs of the queue (with the full drain projected from that rate).
+ * - for M queued jobs: submit rate, store size, RSS, reconcile, list pages, the time the `--fleet`
+ *   agents take to drain the first `--drain` jobs, and a restart (bench/scale-queue.ts); with
+ *   `--pg <url> [--instances 3]` through several instances on that PostgreSQL, summed.
  */
-import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { SyntheticFleet, type FleetAgentSpec } from './fleet/fleet.ts';
 import { api, cpuMs, mintToken, rssBytes, startServer, stopAll, type Server } from './harness.ts';
+import { queued } from './scale-queue.ts';
 import { median, percentile, type BenchResult } from './stats.ts';
 
 const HERE = resolve(import.meta.dirname, '..');
-const exec = promisify(execFile);
 
 function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -118,55 +117,6 @@ async function idleFleet(n: number): Promise<FleetFigures> {
   }
 }
 
-interface QueueFigures {
-  m: number;
-  submitPerS: number;
-  storeMiB: number;
-  rssMiB: number;
-  drainPerS: number;
-  drained: number;
-}
-
-async function queued(m: number, drain: number, fleetSize: number): Promise<QueueFigures> {
-  try {
-    const s = await startServer(HERE);
-    // A token for the queue's labels: its jobs wait for an agent instead of failing as unroutable.
-    const specs = await mintMany(s, fleetSize, 'drain', ['linux', 'queue']);
-    const t0 = performance.now();
-    for (let done = 0; done < m; done += 10_000) {
-      const n = Math.min(10_000, m - done);
-      const jobs = Object.fromEntries(
-        Array.from({ length: n }, (_, k) => [`j${k}`, { runsOn: ['linux', 'queue'], steps: [{ run: 'x' }] }]),
-      );
-      await api(s, 'POST', '/api/v1/runs', { jobs });
-    }
-    const submitPerS = m / ((performance.now() - t0) / 1000);
-    await sleep(2000);
-    const rssMiB = (await rssBytes(s.pid)) / 2 ** 20;
-    const { stdout } = await exec('du', ['-sb', s.dir]);
-    const storeMiB = Number(stdout.split('\t')[0]) / 2 ** 20;
-    let finished = 0;
-    let reached: (() => void) | undefined;
-    const target = Math.min(drain, m);
-    const fleet = new SyntheticFleet(specs, {
-      url: s.ws,
-      concurrency: 24,
-      onDone: () => {
-        if (++finished === target) reached?.();
-      },
-    });
-    const all = new Promise<void>((r) => (reached = r));
-    const d0 = performance.now();
-    await fleet.start();
-    await all;
-    const drainPerS = target / ((performance.now() - d0) / 1000);
-    await fleet.stop();
-    return { m, submitPerS, storeMiB, rssMiB, drainPerS, drained: target };
-  } finally {
-    await stopAll();
-  }
-}
-
 export async function benchScale(): Promise<BenchResult[]> {
   const out: BenchResult[] = [];
   for (const n of list('agents', '1000,5000,10000')) {
@@ -187,14 +137,22 @@ export async function benchScale(): Promise<BenchResult[]> {
   }
   const drain = Number(flag('drain', '10000'));
   const fleetSize = Number(flag('fleet', '1000'));
+  // `--pg <url> --instances 3`: the queue on PostgreSQL through that many instances, summed.
+  const pgUrl = flag('pg', '');
+  const cluster = pgUrl ? { url: pgUrl, instances: Number(flag('instances', '3')) } : undefined;
   for (const m of list('queued', '100000')) {
-    const q = await queued(m, drain, fleetSize);
+    const q = await queued(m, drain, fleetSize, cluster);
+    const where = cluster ? `${q.instances} instances on PostgreSQL, summed` : 'one instance, embedded store';
     const detail =
-      `${m} queued jobs: submit ${q.submitPerS.toFixed(0)} jobs/s, store ${q.storeMiB.toFixed(0)} MiB, RSS ${q.rssMiB.toFixed(0)} MiB; ` +
-      `${fleetSize} agents drained ${q.drained} jobs at ${q.drainPerS.toFixed(0)} jobs/s (all ${m}: ~${(m / q.drainPerS).toFixed(0)} s)`;
+      `${m} queued jobs (${where}): submit ${q.submitPerS.toFixed(0)} jobs/s (${q.submitCpuMsPerJob.toFixed(3)} ms server CPU/job), ` +
+      `store ${q.storeMiB.toFixed(0)} MiB, RSS ${q.rssMiB.toFixed(0)} MiB; plan of one pass ${q.planMs.toFixed(3)} ms ` +
+      `(summed ${q.planMsSum.toFixed(3)} ms); /api/v1/jobs page ${q.listMs.toFixed(1)} ms, queued page ${q.listQueuedMs.toFixed(1)} ms; ` +
+      `${fleetSize} agents drained ${q.drained} jobs at ${q.drainPerS.toFixed(0)} jobs/s (all ${m}: ~${(m / q.drainPerS).toFixed(0)} s; ` +
+      `plan per pass while draining ${q.drainPlanMs.toFixed(2)} ms); restart to ready ${q.restartS.toFixed(1)} s, ` +
+      `RSS after ${q.rssAfterRestartMiB.toFixed(0)} MiB`;
     process.stdout.write(`  ${detail}\n`);
     out.push({
-      name: `scale: ${m} queued jobs, drain rate with ${fleetSize} agents`,
+      name: `scale: ${m} queued jobs (${where}), drain rate with ${fleetSize} agents`,
       value: q.drainPerS,
       unit: 'jobs/s',
       target: 'reported',

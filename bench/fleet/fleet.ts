@@ -159,7 +159,8 @@ export class SyntheticFleet {
             await a.connect();
             break;
           } catch (err) {
-            if (attempt >= 20 || !/503/.test(String(err))) throw err;
+            // Also refused when a starved host let the register frame miss the server's deadline.
+            if (attempt >= 20 || !/503|no register message/.test(String(err))) throw err;
             await new Promise((r) => setTimeout(r, 20 * (attempt + 1)));
           }
         }

@@ -1,3 +1,4 @@
+import type { ResyncHint } from '../dispatch/job-rows.js';
 import type { Kysely } from 'kysely';
 import type { Database, StoreEngine } from '../store/index.js';
 import { AgentsRepo } from '../store/agents-repo.js';
@@ -30,7 +31,7 @@ export interface ClusterNodeOptions {
   /** How long a dead instance's agents get to come back elsewhere before its jobs are settled. */
   reconnectGraceMs?: number;
   /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
-  resyncQueue?: () => Promise<unknown>;
+  resyncQueue?: (hint?: ResyncHint) => Promise<unknown>;
   /** Carry out cancels peers asked of this instance's jobs (woken with the queue re-read). */
   applyCancels?: () => Promise<unknown>;
   /** More leader-only work (retention, say), run beside the stale-instance sweep. */
@@ -116,11 +117,11 @@ export class ClusterNode {
       opts.engine === 'postgres' && opts.resyncQueue
         ? new QueueSync({
             url: opts.databaseUrl,
-            resync: async () => {
+            resync: async (hint) => {
               // First: a lifted backoff frees capacity the re-read below can use.
               await this.backoffResets?.catchUp();
               this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
-              await opts.resyncQueue!();
+              await opts.resyncQueue!(hint);
               await this.reloads?.catchUp();
               await opts.applyCancels?.();
             },

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { sql, type Kysely } from 'kysely';
+import type { ResyncHint } from '../dispatch/job-rows.js';
 import type { Database } from '../store/index.js';
 import { errorMessage } from '../util/errors.js';
 import { every, systemClock, type Clock, type TimerHandle } from '../util/clock.js';
@@ -10,8 +11,11 @@ export const QUEUED_CHANNEL = 'kici_jobs_queued';
 export interface QueueSyncOptions {
   /** PostgreSQL URL for the LISTEN connection; without it only the poll runs. */
   url: string | undefined;
-  /** Re-read the queued rows into this instance's queue (Dispatcher.resyncQueued). */
-  resync: () => Promise<unknown>;
+  /**
+   * Re-read the queued rows into this instance's queue (Dispatcher.resyncQueued): only what the
+   * hint names, or everything when there is none.
+   */
+  resync: (hint?: ResyncHint) => Promise<unknown>;
   /** More channels whose notifications wake the same re-read (reload requests). */
   alsoListen?: string[];
   /** Backstop: a full re-read this often even when no notification came. */
@@ -28,8 +32,25 @@ export interface QueueSyncOptions {
  * notification (the LISTEN connection broke). Re-reads are coalesced: one runs at a time, and a
  * wake-up during one makes exactly one more.
  */
+/**
+ * What a notification on the queue channel names (the store's trigger): `from:<seq>` for a
+ * statement that queued new jobs from that place on, `job:<id>` for one queued again. Anything else
+ * (an older trigger's empty payload) asks for a full re-read.
+ */
+export function wakeOf(payload: string | undefined): Wake {
+  const m = /^(from|job):(.+)$/.exec(payload ?? '');
+  if (m?.[1] === 'from' && /^\d+$/.test(m[2]!)) return { fromSeq: Number(m[2]) };
+  if (m?.[1] === 'job') return { ids: [m[2]!] };
+  return 'full';
+}
+
+/** A reason to re-read: what changed, or 'full'. `{}` reads what was queued after the last row seen. */
+export type Wake = ResyncHint | 'full';
+
 export class QueueSync {
   private client: pg.Client | undefined;
+  /** What the wake-ups since the last re-read asked for, merged. */
+  private pending: { full: boolean; fromSeq?: number; ids: Set<string> } = { full: false, ids: new Set() };
   private poll: TimerHandle | undefined;
   private reconnect: TimerHandle | undefined;
   private running: Promise<void> | undefined;
@@ -43,13 +64,22 @@ export class QueueSync {
   }
 
   start(): void {
-    this.poll = every(this.clock, this.opts.pollMs, () => this.wake());
+    // Listening, a lost notification is only possible while the connection is down, and a new
+    // connection re-reads everything: the poll then only looks after the last row it saw. Without
+    // a LISTEN connection the poll is all there is, and reads everything.
+    this.poll = every(this.clock, this.opts.pollMs, () => this.wake(this.opts.url ? {} : 'full'));
     if (this.opts.url) void this.listen();
   }
 
-  /** Re-read now (coalesced). */
-  wake(): void {
+  /** Re-read now (coalesced): a full re-read unless told what changed. */
+  wake(what: Wake = 'full'): void {
     if (this.stopped) return;
+    const p = this.pending;
+    if (what === 'full') p.full = true;
+    else {
+      if (what.fromSeq !== undefined) p.fromSeq = Math.min(p.fromSeq ?? Infinity, what.fromSeq);
+      for (const id of what.ids ?? []) p.ids.add(id);
+    }
     if (this.running) {
       this.again = true;
       return;
@@ -57,8 +87,10 @@ export class QueueSync {
     this.running = (async () => {
       do {
         this.again = false;
+        const { full, fromSeq, ids } = this.pending;
+        this.pending = { full: false, ids: new Set() };
         await this.opts
-          .resync()
+          .resync(full ? undefined : { fromSeq, ids: [...ids] })
           .catch((err: unknown) =>
             this.opts.log.warn({ err: errorMessage(err) }, 'could not re-read the shared queue'),
           );
@@ -86,7 +118,7 @@ export class QueueSync {
     // A broken LISTEN connection must never be thrown (it would kill the process): reconnect.
     client.on('error', retry);
     client.on('end', retry);
-    client.on('notification', () => this.wake());
+    client.on('notification', (n) => this.wake(n.channel === QUEUED_CHANNEL ? wakeOf(n.payload) : {}));
     try {
       this.client = client;
       await client.connect();

@@ -13,12 +13,16 @@ import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-regi
 import { Claims } from './claims.js';
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
-import { newId, toQueued } from './job-rows.js';
+import { newId, toQueued, type ResyncHint } from './job-rows.js';
 import { LogSink } from './log-sink.js';
 import { SealedEnv, sealedHolder, type Sealed } from './sealed-env.js';
 import { StaticScopes } from './static-scopes.js';
 
 export type { ActiveJob, JobObserver } from './active-jobs.js';
+
+/** Rows per read when a start-up or a wake-up pages through the queue. */
+const RECOVER_PAGE = 5_000;
+const RESYNC_PAGE = 5_000;
 
 /** Said when a `container:` job finds no agent: which runtime it lacks. */
 const CONTAINER_JOB_HINT =
@@ -89,6 +93,9 @@ export class Dispatcher {
   private readonly staticScopes = new StaticScopes();
   /** Values some jobs get at dispatch and the store never holds (sealed-env.ts). */
   private readonly sealed = new SealedEnv();
+  private readonly passCost = { passes: 0, planMs: 0, passMs: 0 };
+  /** The highest place in the queue (seq) read from the store: a hinted re-read starts after it. */
+  private seenSeq = 0;
 
   constructor(private readonly opts: DispatcherOptions) {
     this.log = opts.logger.child({ component: 'dispatcher' });
@@ -245,11 +252,13 @@ export class Dispatcher {
     }
     const specs = new Map<string, unknown>();
     const seqOf = new Map<string, number>();
+    const toQueue: QueuedJob[] = [];
     for (const row of rows) {
-      if (!claimOf.has(row.id)) this.queue.add(toQueued(row));
+      if (!claimOf.has(row.id)) toQueue.push(toQueued(row));
       else if (row.state === 'dispatched') specs.set(row.id, row.spec);
       seqOf.set(row.id, Number(row.seq));
     }
+    this.queue.addMany(toQueue);
     for (const t of taken) t.job.seq = seqOf.get(t.job.id) ?? t.job.seq;
     if (taken.length) void this.claims.sendNew(taken, specs);
     this.log.info({ runId, jobs: rows.length, dispatchedAtOnce: taken.length }, 'run submitted');
@@ -283,6 +292,14 @@ export class Dispatcher {
     return this.idle;
   }
 
+  /**
+   * Reconcile passes run so far, and the time they took: the synchronous plan over the whole queue
+   * (CPU on the event loop) and the whole pass with its claim statements (wall).
+   */
+  passStats(): Readonly<{ passes: number; planMs: number; passMs: number }> {
+    return { ...this.passCost };
+  }
+
   /** The decision half of a reconcile: synchronous, no I/O. */
   plan(idleAgents: Parameters<typeof planDispatch>[1] = this.registry.free()) {
     return planDispatch(this.queue, idleAgents, this.opts.scaler, this.opts.clock.now());
@@ -293,8 +310,19 @@ export class Dispatcher {
     // Nothing queued, nothing to plan: skip listing every idle agent (an agent registering, a
     // result stored, in a fleet of thousands, would each cost a scan of the fleet).
     if (!this.queue.size) return;
+    const t0 = performance.now();
+    try {
+      await this.passOver(t0);
+    } finally {
+      this.passCost.passes++;
+      this.passCost.passMs += performance.now() - t0;
+    }
+  }
+
+  private async passOver(t0: number): Promise<void> {
     const scaler = this.opts.scaler;
     const { groups, plan } = this.plan();
+    this.passCost.planMs += performance.now() - t0;
     // Jobs being provisioned keep their own reason while their group is given one: listed once per
     // pass (they are few), by group, and joined by those this pass provisions.
     const provisioning = new Map<string, string[]>();
@@ -399,31 +427,62 @@ export class Dispatcher {
    * Queued rows this process does not hold: jobs submitted to (or requeued by) another
    * orchestrator on the same database, or a run whose insert committed while its answer was lost
    * to a broken connection. A job held by several instances is harmless: every claim is conditional.
+   *
+   * Without a hint, a full re-read: every queued job's id (not its spec), and the whole rows of
+   * those not held here. With one, only what the hint names: rows queued from a place in the queue
+   * on (a submit's first job) or after the last one seen, and jobs named by id (a requeue keeps its
+   * old place). A wake-up with a million jobs queued then costs the new rows, not the million.
    */
-  async resyncQueued(): Promise<number> {
+  async resyncQueued(hint?: ResyncHint): Promise<number> {
     // Tokens made on another instance give their labels' jobs a reason to wait here too.
     await this.refreshStaticScopes();
-    let added = 0;
-    // Ids first: the rows this instance already holds (most of them, usually its own submits) are
-    // not read and parsed again on every wake-up.
-    const held = (id: string) => this.queue.get(id) !== undefined || this.active.has(id);
-    const ids = (await this.opts.store.jobs.listQueuedIds()).filter((id) => !held(id));
-    for (const row of await this.opts.store.jobs.listQueuedAmong(ids)) {
-      if (this.queue.get(row.id) || this.active.has(row.id)) continue;
+    const jobs = this.opts.store.jobs;
+    let rows: JobRow[];
+    if (!hint) {
+      const all = await jobs.listQueuedIds();
+      if (all.length) this.seenSeq = Math.max(this.seenSeq, all.at(-1)!.seq);
+      rows = await jobs.listQueuedByIds(all.filter((r) => !this.holds(r.id)).map((r) => r.id));
+    } else {
+      rows = [];
+      const from = Math.min(hint.fromSeq ?? Infinity, this.seenSeq + 1);
+      for (let after = from - 1; ;) {
+        const page = await jobs.listQueuedPage(after, RESYNC_PAGE);
+        // Held rows count as seen too (this instance's own submits): the next read starts after them.
+        if (page.length) this.seenSeq = Math.max(this.seenSeq, Number(page.at(-1)!.seq));
+        rows.push(...page.filter((r) => !this.holds(r.id)));
+        if (page.length < RESYNC_PAGE) break;
+        after = Number(page.at(-1)!.seq);
+      }
+      if (hint.ids?.length)
+        rows.push(...(await jobs.listQueuedByIds(hint.ids.filter((id) => !this.holds(id)))));
+      rows.sort((a, b) => Number(a.seq) - Number(b.seq));
+    }
+    const toQueue: QueuedJob[] = [];
+    for (const row of rows) {
+      this.seenSeq = Math.max(this.seenSeq, Number(row.seq));
+      if (this.holds(row.id)) continue;
       // Its sealed values are in the memory of the instance that submitted it: that one dispatches it.
       if (!this.sealed.canDispatch(row.id, row.spec)) {
         await this.settleIfHolderGone(row);
         continue;
       }
       if (this.claims.isUncertain(row.id)) continue;
-      this.queue.add(toQueued(row));
-      added++;
+      toQueue.push(toQueued(row));
     }
+    // Not held until added (the awaits above), so nothing was taken meanwhile that this would undo:
+    // a job another instance claimed since is refused by its conditional claim.
+    const before = this.queue.size;
+    this.queue.addMany(toQueue.filter((j) => !this.holds(j.id)));
+    const added = this.queue.size - before;
     if (added) {
       this.log.debug({ added }, 'queued jobs taken from the store');
       void this.requestPump();
     }
     return added;
+  }
+
+  private holds(jobId: string): boolean {
+    return !!this.queue.get(jobId) || this.active.has(jobId);
   }
 
   /** A freshly registered scaler agent takes the job it was spawned for, if that job still waits. */
@@ -463,33 +522,43 @@ export class Dispatcher {
     return 'not-open';
   }
 
-  /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */
+  /**
+   * Open jobs from the store after a start: queued ones queue again, active ones await their agent.
+   * The queue is read a page at a time, so a million queued jobs never sit in memory as rows at once.
+   */
   async recover(): Promise<{ queued: number; awaiting: number }> {
     await this.refreshStaticScopes();
     let queued = 0;
     let awaiting = 0;
-    for (const row of await this.opts.store.jobs.listOpen()) {
-      const job = toQueued(row);
-      if (row.state === 'queued' && !this.sealed.canDispatch(row.id, row.spec)) {
-        if (!this.opts.instanceId) await this.settleUnsealable(row.id);
-        continue;
+    for (let after = 0; ;) {
+      const page = await this.opts.store.jobs.listQueuedPage(after, RECOVER_PAGE);
+      const toQueue: QueuedJob[] = [];
+      for (const row of page) {
+        this.seenSeq = Math.max(this.seenSeq, Number(row.seq));
+        if (!this.sealed.canDispatch(row.id, row.spec)) {
+          if (!this.opts.instanceId) await this.settleUnsealable(row.id);
+          continue;
+        }
+        toQueue.push(toQueued(row));
       }
-      if (row.state === 'queued') {
-        this.queue.add(job);
-        queued++;
-      } else if (row.agent_id && this.owns(row)) {
-        const a: ActiveJob = {
-          job,
-          spec: row.spec as JobSpec,
-          agentId: row.agent_id,
-          state: row.state === 'running' ? 'running' : 'dispatched',
-        };
-        this.active.set(job.id, a);
-        this.logs.protect(job.id, secretValues(a.spec));
-        this.active.armTimeout(a);
-        this.active.orphan(a, 'orchestrator restarted');
-        awaiting++;
-      }
+      this.queue.addMany(toQueue);
+      queued += toQueue.length;
+      if (page.length < RECOVER_PAGE) break;
+      after = Number(page.at(-1)!.seq);
+    }
+    for (const row of await this.opts.store.jobs.listActive()) {
+      if (!row.agent_id || !this.owns(row)) continue;
+      const a: ActiveJob = {
+        job: toQueued(row),
+        spec: row.spec as JobSpec,
+        agentId: row.agent_id,
+        state: row.state === 'running' ? 'running' : 'dispatched',
+      };
+      this.active.set(a.job.id, a);
+      this.logs.protect(a.job.id, secretValues(a.spec));
+      this.active.armTimeout(a);
+      this.active.orphan(a, 'orchestrator restarted');
+      awaiting++;
     }
     return { queued, awaiting };
   }

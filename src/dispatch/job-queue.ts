@@ -7,7 +7,16 @@ import {
   type OwnerList,
   type QueueGroup,
 } from './queue-group.js';
-import { groupKey, ownerOf, prio, pushInOrder, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
+import {
+  groupKey,
+  ownerOf,
+  prio,
+  pushInOrder,
+  type QueuedJob,
+  type QueuedJobSpec,
+  type SeqList,
+} from './queued-job.js';
+import { SeqMap } from './seq-map.js';
 
 export type { QueueGroup } from './queue-group.js';
 export { routingSpec, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
@@ -38,6 +47,10 @@ export class JobQueue {
   private readonly byId = new Map<string, Slot>();
   /** Orders reason writes: a job's own reason and its group's, whichever was said last is shown. */
   private said = 0;
+  /** Moves whenever what the queue shows may have changed (see `changes`). */
+  private shown = 0;
+  /** The latest write of a job's own reason in each group: a group reason said again may hide it. */
+  private readonly ownAt = new WeakMap<Group, number>();
   /** How a queued job's `waiting` reads and writes: shared by every job, so nothing is made per job. */
   private readonly waitingProp: PropertyDescriptor;
 
@@ -51,8 +64,10 @@ export class JobQueue {
       set(this: QueuedJob, text: string | undefined) {
         const slot = queue.byId.get(this.id);
         if (slot) {
+          if (queue.waitingOf(this.id) !== text) queue.shown++;
           slot.text = text;
           slot.at = ++queue.said;
+          queue.ownAt.set(slot.list.group, slot.at);
         }
       },
       enumerable: true,
@@ -67,6 +82,15 @@ export class JobQueue {
 
   get size(): number {
     return this.byId.size;
+  }
+
+  /**
+   * A count that moves whenever a job is added or removed or a reason shown may read differently
+   * (it may move without a visible change, never the other way round): a live page compares it
+   * instead of every queued job's id and reason, which at a million jobs is a 40 MB string.
+   */
+  get changes(): number {
+    return this.shown;
   }
 
   has(id: string): boolean {
@@ -103,15 +127,32 @@ export class JobQueue {
       const slot = this.byId.get(id);
       if (slot?.list.group === g) spared.push([slot, this.waitingOf(id)]);
     }
+    // Shown differently if the text is new, or if a job's own reason said since the last one yields.
+    if (g.reason !== reason || (this.ownAt.get(g) ?? -1) > g.reasonAt) this.shown++;
     g.reason = reason;
     g.reasonAt = ++this.said;
     for (const [slot, text] of spared) {
       slot.text = text;
       slot.at = ++this.said;
+      this.ownAt.set(g, slot.at);
     }
   }
 
   add(job: QueuedJob): void {
+    this.addOne(job);
+  }
+
+  /**
+   * Several jobs at once (a submit, a re-read of the store): jobs older than their list's last one
+   * are put in place with one re-sort per list for the batch, not one per job.
+   */
+  addMany(jobs: Iterable<QueuedJob>): void {
+    const late = new Map<SeqList, QueuedJob[]>();
+    for (const job of jobs) this.addOne(job, late);
+    for (const [list, js] of late) list.jobs.place(js);
+  }
+
+  private addOne(job: QueuedJob, late?: Map<SeqList, QueuedJob[]>): void {
     if (this.byId.has(job.id)) return;
     const key = groupKey(job);
     let g = this.groups.get(key);
@@ -134,13 +175,15 @@ export class JobQueue {
     }
     let fifo = level.get(ownerOf(job));
     if (!fifo) {
-      fifo = { jobs: new Map(), group: g, priority: prio(job), owner: ownerOf(job) };
+      fifo = { jobs: new SeqMap(), group: g, priority: prio(job), owner: ownerOf(job) };
       level.set(ownerOf(job), fifo);
     }
     // A requeued job goes back to its place, not to the end.
-    pushInOrder(fifo, job);
+    pushInOrder(fifo, job, late);
     // The reason it brings (a requeue's, say) is its own, said now: its group's older one yields.
     this.byId.set(job.id, { list: fifo, text: job.waiting, at: ++this.said });
+    this.ownAt.set(g, this.said);
+    this.shown++;
     Object.defineProperty(job, 'waiting', this.waitingProp);
   }
 
@@ -153,6 +196,7 @@ export class JobQueue {
     const value = this.waitingOf(id);
     Object.defineProperty(job, 'waiting', { value, writable: true, enumerable: true, configurable: true });
     this.byId.delete(id);
+    this.shown++;
     group.size--;
     const level = group.levels.get(prio(job))!;
     fifo.jobs.delete(id);

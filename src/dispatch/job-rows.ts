@@ -7,6 +7,15 @@ import { routingSpec, type QueuedJob } from './job-queue.js';
 /** A run or job id: a one-letter prefix and 48 random bits. */
 export const newId = (prefix: string) => `${prefix}-${randomBytes(6).toString('hex')}`;
 
+/**
+ * What a wake-up of the shared queue says changed: rows queued from a place in the queue (seq) on,
+ * and jobs queued again by id. No hint at all asks for a full re-read.
+ */
+export interface ResyncHint {
+  fromSeq?: number | undefined;
+  ids?: readonly string[] | undefined;
+}
+
 /** A stored job as the queue holds it: its routing facts only (the steps come back with the claim). */
 export function toQueued(row: JobRow): QueuedJob {
   return {

@@ -1,4 +1,5 @@
 import type { JobSpec } from '../jobs/run-spec.js';
+import type { SeqMap } from './seq-map.js';
 
 /**
  * What a queued job needs in memory: the facts routing, agent fit and caps read. Steps and env stay
@@ -37,24 +38,21 @@ export interface QueuedJob {
 export const prio = (j: QueuedJob) => j.priority ?? 0;
 export const ownerOf = (j: QueuedJob) => j.owner ?? '';
 
-/** Jobs in submission (seq) order, and the highest-seq one added, to tell an append from a re-insert. */
+/** Jobs in submission (seq) order (seq-map.ts). */
 export interface SeqList {
-  jobs: Map<string, QueuedJob>;
-  last?: QueuedJob;
+  jobs: SeqMap;
 }
 
-/**
- * Add a job in seq order. One older than the last goes back to its place in a new map, not
- * clear() + refill: a live iterator over the old one would otherwise start over, forever.
- */
-export function pushInOrder(l: SeqList, job: QueuedJob): void {
-  if (l.last && l.last.seq > job.seq) {
-    const all = [...l.jobs.values(), job].sort((a, b) => a.seq - b.seq);
-    l.jobs = new Map(all.map((j) => [j.id, j]));
-  } else {
-    l.jobs.set(job.id, job);
-    l.last = job;
-  }
+/** Add a job in seq order: appended, or put in its place when older than the last one added. */
+export function pushInOrder(l: SeqList, job: QueuedJob, late?: Map<SeqList, QueuedJob[]>): void {
+  const last = l.jobs.last;
+  if (last && last.seq > job.seq) {
+    // Several at once (a batch from the store): placed together, one sort for the batch.
+    const batch = late?.get(l);
+    if (batch) return void batch.push(job);
+    if (late) return void late.set(l, [job]);
+    l.jobs.place([job]);
+  } else l.jobs.append(job);
 }
 
 export function groupKey(job: QueuedJob): string {

@@ -97,7 +97,7 @@ export class ClusterWiring {
           part: () => instancePart(s.dispatcher, this.clock, opts.scalerConfigPath),
         }),
       },
-      resyncQueue: () => s.dispatcher.resyncQueued(),
+      resyncQueue: (hint) => s.dispatcher.resyncQueued(hint),
       applyCancels: () => applyCancelRequests(this.cancelDeps(s.store, s.dispatcher)),
       reconnectGraceMs: s.dispatcher.reconnectGraceMs,
       reloadLocal: s.reloadLocal,

@@ -75,6 +75,23 @@ export class Metrics {
     buckets: SECONDS_BUCKETS,
     registers: [this.registry],
   });
+  readonly dispatchPasses = new Counter({
+    name: 'kici_orch_dispatch_passes_total',
+    help: 'Reconcile passes over the queue (each plans every queued job against the idle agents)',
+    registers: [this.registry],
+  });
+  readonly dispatchPlanSeconds = new Counter({
+    name: 'kici_orch_dispatch_plan_seconds_total',
+    help: "Time the passes spent planning (synchronous, on the server's event loop)",
+    registers: [this.registry],
+  });
+  readonly dispatchPassSeconds = new Counter({
+    name: 'kici_orch_dispatch_pass_seconds_total',
+    help: 'Wall time of the passes, with their claim statements',
+    registers: [this.registry],
+  });
+  /** The dispatcher's totals at the last scrape: the counters move by the difference. */
+  private passesSeen = { passes: 0, planMs: 0, passMs: 0 };
   readonly agentsConnected = new Gauge({
     name: 'kici_orch_agents_connected',
     help: 'Connected agents',
@@ -188,6 +205,11 @@ export class Metrics {
     for (const g of d.queue.orderedGroups())
       this.jobsQueued.inc({ label_set: normalizeLabelSet(g.labels) }, g.size);
     this.jobsActive.set(d.active.size);
+    const p = d.passStats();
+    this.dispatchPasses.inc(p.passes - this.passesSeen.passes);
+    this.dispatchPlanSeconds.inc((p.planMs - this.passesSeen.planMs) / 1000);
+    this.dispatchPassSeconds.inc((p.passMs - this.passesSeen.passMs) / 1000);
+    this.passesSeen = p;
     const kinds = { static: 0, scaler: 0 };
     this.agents.reset();
     for (const s of ['idle', 'busy'] as const) this.agents.set({ ...STATIC_RUNNER, state: s }, 0);

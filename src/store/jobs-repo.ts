@@ -141,30 +141,53 @@ export class JobsRepo {
   }
 
   /**
-   * The ids of the queued jobs, in submission order: the shared queue's re-read asks for these
-   * first and reads whole rows (`listQueuedAmong`) only for the ones it does not hold yet, so a
-   * wake-up for jobs this instance wrote itself parses no row.
+   * Up to `limit` queued jobs after `afterSeq`, in submission order: a page of the queue, so that
+   * a start-up with a million queued jobs never holds every row (and its spec) at once. Served by
+   * the (state, seq) index.
    */
-  async listQueuedIds(): Promise<string[]> {
-    const rows = await this.db
-      .selectFrom('jobs')
-      .select('id')
-      .where('state', '=', 'queued')
-      .orderBy('seq')
-      .execute();
-    return rows.map((r) => r.id);
-  }
-
-  /** Those of `ids` that are still queued, whole, in submission order. */
-  listQueuedAmong(ids: readonly string[]): Promise<JobRow[]> {
-    if (!ids.length) return Promise.resolve([]);
+  listQueuedPage(afterSeq: number, limit: number): Promise<JobRow[]> {
     return this.db
       .selectFrom('jobs')
       .selectAll()
       .where('state', '=', 'queued')
-      .where(sql<boolean>`id = any(${[...ids]}::text[])`)
+      .where('seq', '>', String(afterSeq))
+      .orderBy('seq')
+      .limit(limit)
+      .execute();
+  }
+
+  /** Dispatched and running jobs (a start-up's other half; they are at most one per agent). */
+  listActive(): Promise<JobRow[]> {
+    return this.db.selectFrom('jobs').selectAll().where('state', 'in', ACTIVE).orderBy('seq').execute();
+  }
+
+  /** Every queued job's id and place, without its spec: what a full re-read compares against. */
+  async listQueuedIds(): Promise<{ id: string; seq: number }[]> {
+    const rows = await this.db
+      .selectFrom('jobs')
+      .select(['id', 'seq'])
+      .where('state', '=', 'queued')
       .orderBy('seq')
       .execute();
+    return rows.map((r) => ({ id: r.id, seq: Number(r.seq) }));
+  }
+
+  /** The jobs among `ids` that are still queued, in submission order. */
+  async listQueuedByIds(ids: readonly string[]): Promise<JobRow[]> {
+    const out: JobRow[] = [];
+    for (let i = 0; i < ids.length; i += 1000) {
+      const chunk = ids.slice(i, i + 1000);
+      out.push(
+        ...(await this.db
+          .selectFrom('jobs')
+          .selectAll()
+          .where('id', 'in', chunk)
+          .where('state', '=', 'queued')
+          .orderBy('seq')
+          .execute()),
+      );
+    }
+    return out.sort((a, b) => Number(a.seq) - Number(b.seq));
   }
 
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */

@@ -507,6 +507,35 @@ const migrations: Record<string, Migration> = {
       await sql`create index scaler_spawn_times_decided on scaler_spawn_times (decided_at)`.execute(db);
     },
   },
+  /**
+   * The queue's wake-up says what changed, so that a peer re-reads only that, not the whole queue
+   * (a million rows at a million queued jobs): a statement that queued new jobs names the lowest
+   * place (seq) among them, an update that left one row queued names the job. Identical
+   * notifications in one transaction still fold into one. And an index for the newest-first job list.
+   */
+  '030_queued': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        create or replace function kici_notify_queued() returns trigger language plpgsql as $$
+        declare low bigint;
+        begin
+          select min(seq) into low from changed where state = 'queued';
+          if low is not null then
+            perform pg_notify('kici_jobs_queued', 'from:' || low);
+          end if;
+          return null;
+        end $$`.execute(db);
+      await sql`
+        create or replace function kici_notify_queued_row() returns trigger language plpgsql as $$
+        begin
+          perform pg_notify('kici_jobs_queued', 'job:' || new.id);
+          return null;
+        end $$`.execute(db);
+      // The newest jobs first (`/api/v1/jobs` without a state): read from this index's end, not by
+      // sorting every job ever stored.
+      await sql`create index jobs_seq on jobs (seq)`.execute(db);
+    },
+  },
 };
 
 const provider: MigrationProvider = { getMigrations: async () => migrations };

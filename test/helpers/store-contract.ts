@@ -108,12 +108,12 @@ export function describeStoreContract(
           jobs.map((j) => [j.id, j.claim ? 'dispatched' : 'queued']),
         );
         expect(await store.jobs.claim('q-1', 'a-1', now)).toBe(true);
-        expect(await store.jobs.listQueuedIds()).toEqual(['q-0', 'q-2', 'q-3', 'q-5']);
+        expect((await store.jobs.listQueuedIds()).map((r) => r.id)).toEqual(['q-0', 'q-2', 'q-3', 'q-5']);
         // Asked out of order, with a claimed and an unknown id among them.
-        const among = await store.jobs.listQueuedAmong(['q-5', 'q-1', 'q-0', 'nope', 'q-4']);
+        const among = await store.jobs.listQueuedByIds(['q-5', 'q-1', 'q-0', 'nope', 'q-4']);
         expect(among.map((r) => r.id)).toEqual(['q-0', 'q-5']);
         expect(among[1]!.spec).toEqual({ steps: [{ run: 'echo 5' }] });
-        expect(await store.jobs.listQueuedAmong([])).toEqual([]);
+        expect(await store.jobs.listQueuedByIds([])).toEqual([]);
       } finally {
         await close();
       }

@@ -13,14 +13,7 @@ export function liveDigest(d: Dispatcher): string {
   const agents = d.registry.list().map((a) => `${a.id}:${d.registry.stateOf(a)}`);
   const active = [...d.active.values()].map((a) => `${a.job.id}:${a.state}`);
   const scaler = d.scaler?.entries().map((e) => `${e.agentId}:${e.phase}`) ?? [];
-  return [
-    d.queue.all().map((j) => `${j.id}:${j.waiting ?? ''}`),
-    active,
-    agents,
-    scaler,
-    d.logs.pushed,
-    d.writes.settled,
-  ]
+  return [`queue:${d.queue.size}:${d.queue.changes}`, active, agents, scaler, d.logs.pushed, d.writes.settled]
     .flat()
     .join('|');
 }

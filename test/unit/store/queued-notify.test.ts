@@ -12,11 +12,15 @@ import { freshDataDir } from '../../helpers/data-dir.js';
 let pg: PGlite;
 let dir: string;
 const heard: string[] = [];
+const payloads: string[] = [];
 beforeAll(async () => {
   dir = await freshDataDir();
   pg = new PGlite(`${dir}/pg`);
   await pg.waitReady;
-  await pg.listen(QUEUED_CHANNEL, () => void heard.push('queued'));
+  await pg.listen(QUEUED_CHANNEL, (payload) => {
+    heard.push('queued');
+    payloads.push(payload);
+  });
 }, 60_000);
 afterAll(async () => {
   await pg.close();
@@ -26,6 +30,7 @@ afterAll(async () => {
 /** Run one statement, let notifications arrive, and say how many were heard. */
 async function notifications(statement: string): Promise<number> {
   heard.length = 0;
+  payloads.length = 0;
   await pg.exec(statement);
   await new Promise((r) => setTimeout(r, 50));
   return heard.length;
@@ -51,5 +56,27 @@ describe('queued wake-up trigger', () => {
     expect(
       await notifications(`update jobs set state = 'queued', agent_id = null where id = 'j-n2'`),
     ).toBeGreaterThan(0);
+  });
+
+  it('says what changed: the lowest place a statement queued from, or the job queued again', async () => {
+    await pg.exec(`insert into runs (id) values ('r-payload')`);
+    await notifications(
+      `insert into jobs (id, run_id, name, state, runs_on, spec) values
+         ('j-p1', 'r-payload', 'a', 'queued', '[]', '{}'), ('j-p2', 'r-payload', 'b', 'queued', '[]', '{}')`,
+    );
+    const low = await pg.query<{ s: string }>(
+      `select min(seq)::text as s from jobs where run_id = 'r-payload'`,
+    );
+    expect(payloads).toEqual([`from:${low.rows[0]!.s}`]);
+    await pg.exec(`update jobs set state = 'dispatched', agent_id = 'x' where id = 'j-p2'`);
+    await notifications(`update jobs set state = 'queued', agent_id = null where id = 'j-p2'`);
+    expect(payloads).toEqual(['job:j-p2']);
+  });
+
+  it('the newest-first job list has an index to read from', async () => {
+    const r = await pg.query<{ indexdef: string }>(
+      `select indexdef from pg_indexes where indexname = 'jobs_seq'`,
+    );
+    expect(r.rows[0]?.indexdef).toMatch(/\(seq\)/);
   });
 });
