@@ -40,7 +40,7 @@ export const ownerOf = (j: QueuedJob) => j.owner ?? '';
 
 /** Jobs in submission (seq) order (seq-map.ts). */
 export interface SeqList {
-  jobs: SeqMap;
+  jobs: SeqMap<QueuedJob>;
 }
 
 /** Add a job in seq order: appended, or put in its place when older than the last one added. */

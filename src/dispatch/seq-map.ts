@@ -1,4 +1,8 @@
-import type { QueuedJob } from './queued-job.js';
+/** What a SeqMap holds: anything with an id and a place in the queue (a queued job). */
+export interface Placed {
+  id: string;
+  seq: number;
+}
 
 /**
  * One list's queued jobs in submission (seq) order. Appends go to the main map. A job older than
@@ -10,17 +14,17 @@ import type { QueuedJob } from './queued-job.js';
  * Maps are replaced, never reordered in place: an iterator that is still live keeps reading the
  * map it started on, as it would a snapshot (clearing and refilling one could loop it forever).
  */
-export class SeqMap {
-  private main = new Map<string, QueuedJob>();
-  private early = new Map<string, QueuedJob>();
+export class SeqMap<T extends Placed = Placed> {
+  private main = new Map<string, T>();
+  private early = new Map<string, T>();
   /** The highest-seq job appended: a job older than it is placed, not appended. */
-  last: QueuedJob | undefined;
+  last: T | undefined;
 
   get size(): number {
     return this.main.size + this.early.size;
   }
 
-  get(id: string): QueuedJob | undefined {
+  get(id: string): T | undefined {
     return this.main.get(id) ?? this.early.get(id);
   }
 
@@ -28,13 +32,13 @@ export class SeqMap {
     return this.main.delete(id) || this.early.delete(id);
   }
 
-  append(job: QueuedJob): void {
+  append(job: T): void {
     this.main.set(job.id, job);
     this.last = job;
   }
 
   /** Put jobs older than `last` in their places. */
-  place(jobs: readonly QueuedJob[]): void {
+  place(jobs: readonly T[]): void {
     const early = [...this.early.values(), ...jobs].sort(bySeq);
     if (early.length > FOLD_AT && early.length * 16 > this.main.size) {
       this.main = new Map([...merged(early.values(), this.main.values())].map((j) => [j.id, j]));
@@ -42,17 +46,17 @@ export class SeqMap {
     } else this.early = new Map(early.map((j) => [j.id, j]));
   }
 
-  values(): IterableIterator<QueuedJob> {
+  values(): IterableIterator<T> {
     return this.early.size ? merged(this.early.values(), this.main.values()) : this.main.values();
   }
 }
 
 /** Below this many placed jobs the side map is kept apart whatever the list's size. */
 const FOLD_AT = 1024;
-const bySeq = (a: QueuedJob, b: QueuedJob) => a.seq - b.seq;
+const bySeq = (a: Placed, b: Placed) => a.seq - b.seq;
 
 /** Two seq-ordered sequences as one. */
-function* merged(a: Iterator<QueuedJob>, b: Iterator<QueuedJob>): Generator<QueuedJob, void, undefined> {
+function* merged<T extends Placed>(a: Iterator<T>, b: Iterator<T>): Generator<T, void, undefined> {
   let x = a.next();
   let y = b.next();
   while (!x.done || !y.done) {

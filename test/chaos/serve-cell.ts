@@ -216,6 +216,19 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       throw new Error(`${(err as Error).message}: ${what.join('; ')}`);
     });
 
+    // Every step has printed its start line: the agents are past starting their jobs (a container
+    // agent has been seen silent for a few seconds there on a loaded host, longer than the clock
+    // cells' three 1 s heartbeats), and the fault lands mid-step.
+    const logOf = async (id: string) =>
+      (await api<{ lines: { line: string }[] }>(h, 'GET', `/api/v1/jobs/${id}/logs`)).lines.map(
+        (l) => l.line,
+      );
+    await eventually(
+      async () => (await spec.starts({ log: logOf }, ids, ran)).every((n) => n >= 1),
+      60_000,
+      'every step of the burst started',
+    );
+
     // The fault, mid-step.
     let note = '';
     if (fault === 'agent killed mid-step') await spec.killAgent();
@@ -294,11 +307,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       120_000,
       'every job final',
     ).catch(() => undefined);
-    const log = async (id: string) =>
-      (await api<{ lines: { line: string }[] }>(h, 'GET', `/api/v1/jobs/${id}/logs`)).lines.map(
-        (l) => l.line,
-      );
-    const starts = await spec.starts({ log }, ids, ran);
+    const starts = await spec.starts({ log: logOf }, ids, ran);
     // Settling (teardowns, re-adoption) takes a moment: the leak count is what is left after it.
     const settled = async () => ({ audit: await auditDrift(h), host: await spec.hostLeft() });
     let left = await settled();
