@@ -29,7 +29,12 @@ done
 for d in /proc/[0-9]*; do
   tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "^/usr/bin/conmon .*$W/podman" && kill "${d#/proc/}" 2>/dev/null
 done
-grep -q " $W/podman/overlay " /proc/mounts && umount "$W/podman/overlay"
+# The monitors just killed may still hold the mount for a moment: try again for up to 5 s.
+for _ in $(seq 50); do
+  grep -q " $W/podman/overlay " /proc/mounts || break
+  umount "$W/podman/overlay" 2>/dev/null && break
+  sleep 0.1
+done
 rm -rf "$W/podman" "$W/podman-run" "$W/docker" "$W/dx"
 ip netns del "$DNS" 2>/dev/null
 ip netns del "$PNS" 2>/dev/null
