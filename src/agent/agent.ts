@@ -15,7 +15,6 @@ import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
 import { JobRunner } from './job-runner.js';
 import { DeadManSwitch } from './dead-man.js';
-import { LauncherSlot } from './step-launcher.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 
@@ -46,8 +45,6 @@ export class Agent {
   /** One dead-man switch for all of this agent's jobs (dead-man.ts), started before the first. */
   private deadMan: DeadManSwitch | undefined;
   private jobsDone = 0;
-  /** A step shell started while idle, for the next job's first step (step-launcher.ts). */
-  private readonly launchers = new LauncherSlot();
   /** This process's session secret (from its first register.ack): proves a reconnect is us. */
   private session: string | undefined;
   private outbox: AgentMessage[] = [];
@@ -235,7 +232,6 @@ export class Agent {
             keepWorkspace: this.cfg.keepWorkspace,
             insideJobImage: this.cfg.jobImage,
             deadMan: this.watcher(),
-            launcher: () => this.launchers.take(),
             congested: () => (this.ws?.bufferedAmount ?? 0) > SEND_BACKLOG_BYTES,
           }),
         );
@@ -267,7 +263,6 @@ export class Agent {
     this.registered = true;
     // Started while nothing waits on it, so a job's start does not spawn a process.
     if (!this.runner && !this.stopping) this.watcher();
-    this.prepareNextStep();
     this.busyStreak = 0;
     this.everRegistered = true;
     this.attempt = 0;
@@ -309,20 +304,7 @@ export class Agent {
       this.jobsDone++;
     }
     if (this.stopping && !this.draining) return; // stop() leaves once the result is acknowledged
-    if (this.cfg.ephemeral || this.draining) return this.leave();
-    this.prepareNextStep();
-  }
-
-  /**
-   * Start a step shell for the next job while there is none: only between jobs, once the last one's
-   * processes are stopped, so nothing of it can reach the shell the next job's secrets go to. After
-   * an immediate, so the frames this turn wrote (a result) leave before the spawn holds the loop.
-   */
-  private prepareNextStep(): void {
-    if (this.cfg.ephemeral && this.jobsDone > 0) return;
-    setImmediate(() => {
-      if (!this.runner && !this.stopping && !this.leaving) this.launchers.fill(this.watcher());
-    });
+    if (this.cfg.ephemeral || this.draining) this.leave();
   }
 
   /**
@@ -414,7 +396,6 @@ export class Agent {
 
   private exit(code: number): void {
     this.clearIdle();
-    this.launchers.close();
     // Every job's processes were stopped before the agent exits: the watcher leaves quietly.
     if (!this.runner) this.deadMan?.disarm();
     if (this.heartbeat) clearInterval(this.heartbeat);

@@ -11,7 +11,6 @@ import { MAX_FRAME_BYTES } from './frames.js';
 import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
-import { discard, type StepLauncher } from './step-launcher.js';
 import { SECRET_ENV } from './token-handoff.js';
 
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
@@ -46,11 +45,6 @@ export interface JobRunnerOptions {
   deadMan?: DeadManSwitch | undefined;
   /** The agent was injected into the job's own image: a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
-  /**
-   * A shell the agent started while it had no job (step-launcher.ts), for the job's first step: its
-   * start then skips a spawn from the agent. Asked once, when the job starts; unused, it is stopped.
-   */
-  launcher?: (() => StepLauncher | undefined) | undefined;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -97,8 +91,6 @@ export class JobRunner {
     let exitCode: number | null = 0;
     let message: string | undefined;
     const oom = this.opts.oom ?? agentOomProbe();
-    // Taken now, whatever happens: a spare shell serves this job's first step or nothing after it.
-    let spare = this.opts.launcher?.();
     try {
       if (job.container && !this.opts.insideJobImage) {
         result = 'failed';
@@ -112,9 +104,6 @@ export class JobRunner {
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
         const oomBefore = await oom.kills();
-        const launcher = idx === 0 ? spare : undefined;
-        spare = undefined;
-        // With a launcher, the job's first process is the launcher: the counters from before its spawn.
         const counters = this.firstPid ? undefined : markCounters();
         this.current = runStep({
           script: step.run,
@@ -122,16 +111,11 @@ export class JobRunner {
           env: this.stepEnv(step.env),
           timeoutMs: step.timeoutSeconds ? step.timeoutSeconds * 1000 : undefined,
           onLine: (stream, line) => this.line(idx, stream, line),
-          launcher,
         });
         this.steps.push(this.current);
-        const firstCounters =
-          launcher && this.current.pgid === launcher.child.pid ? launcher.counters : counters;
-        if (firstCounters && this.current.pgid !== undefined)
-          this.firstPid ??= { pid: this.current.pgid, ...firstCounters };
-        // A launcher's group may be guarded already (told while the agent was idle).
-        const guarded = launcher?.guardedBy === this.deadMan && this.current.pgid === launcher.child.pid;
-        if (!guarded || !this.deadMan.alive) this.deadMan.guard(this.current.pgid);
+        if (counters && this.current.pgid !== undefined)
+          this.firstPid ??= { pid: this.current.pgid, ...counters };
+        this.deadMan.guard(this.current.pgid);
         const out = await this.current.done;
         this.current = undefined;
         if (out.error) this.line(idx, 'system', `step could not start: ${out.error}`);
@@ -172,7 +156,6 @@ export class JobRunner {
         this.line(null, 'system', message);
       }
     } finally {
-      if (spare) discard(spare);
       jobTimer?.clear();
       await this.reap();
       const payload = job.env.KICI_EVENT_PATH;

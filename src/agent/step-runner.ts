@@ -1,9 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import type { LogStream } from '../protocol/messages.js';
 import { onLines } from '../util/lines.js';
 import { startTicksOf } from '../util/proc-tree.js';
 import { setLongTimeout, type LongTimer } from '../util/long-timer.js';
-import { discard, handOver, setRef, usable, type StepLauncher } from './step-launcher.js';
 
 export interface StepOutcome {
   exitCode: number | null;
@@ -47,18 +46,13 @@ export function runStep(opts: {
   timeoutMs?: number | undefined;
   drainMs?: number;
   onLine: (stream: LogStream, line: string) => void;
-  /** A shell started ahead for this step (step-launcher.ts); used if it can take it, else stopped. */
-  launcher?: StepLauncher | undefined;
 }): RunningStep {
-  const launched = opts.launcher && launch(opts.launcher, opts);
-  const child =
-    launched ??
-    spawn('/bin/sh', ['-c', opts.script], {
-      cwd: opts.cwd,
-      env: opts.env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+  const child = spawn('/bin/sh', ['-c', opts.script], {
+    cwd: opts.cwd,
+    env: opts.env,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stopReason: 'cancel' | 'timeout' | undefined;
   let killTimer: NodeJS.Timeout | undefined;
   let shellExited = false;
@@ -147,27 +141,8 @@ export function runStep(opts: {
     await closed;
   };
   // Read now: the shell stays at least a zombie until Node reaps it, which cannot happen yet.
-  const startTicks = launched
-    ? opts.launcher!.startTicks
-    : child.pid === undefined
-      ? undefined
-      : startTicksOf(child.pid);
+  const startTicks = child.pid === undefined ? undefined : startTicksOf(child.pid);
   return { done, cancel, release, pause, resume, pgid: child.pid, startTicks };
-}
-
-/** Hand the step to a waiting launcher; undefined (the launcher stopped) when it cannot take it. */
-function launch(
-  l: StepLauncher,
-  opts: { script: string; cwd: string; env: NodeJS.ProcessEnv },
-): ChildProcess | undefined {
-  const text = usable(l) ? handOver(opts) : undefined;
-  if (text === undefined) {
-    discard(l);
-    return undefined;
-  }
-  setRef(l.child, true);
-  l.child.stdin!.end(text);
-  return l.child;
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
