@@ -35,6 +35,11 @@ for _ in $(seq 50); do
   umount "$W/podman/overlay" 2>/dev/null && break
   sleep 0.1
 done
+# Whatever is still mounted under $W (an engine's overlays, its network-namespace files) would make
+# the removal below fail with "Device or resource busy": unmount it, deepest first, lazily if busy.
+findmnt -rn -o TARGET | awk -v w="$W/" 'index($0, w) == 1' | sort -r | while read -r m; do
+  umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
+done
 rm -rf "$W/podman" "$W/podman-run" "$W/docker" "$W/dx"
 ip netns del "$DNS" 2>/dev/null
 ip netns del "$PNS" 2>/dev/null
