@@ -110,7 +110,7 @@ export function containerServeSpec(name: string): ServeCellSpec {
     // seen to take over two minutes to have all three running (a deadline, not a wait).
     runningTimeoutMs: 240_000,
     // Several serve processes start at once beside the engine: slow on a loaded 2-core host.
-    readyTimeoutMs: 120_000,
+    readyTimeoutMs: 180_000,
     runsOn: [name],
     step: () => HELD_STEP,
     release: releaseSteps,

@@ -29,4 +29,4 @@ export function interleave<C>(byLane: Record<string, C[]>): [string, C][] {
 }
 
 /** A cell's wait in its lane counts towards its test's timeout: room for every cell before it. */
-export const LANE_TIMEOUT = 900_000;
+export const LANE_TIMEOUT = 1_800_000;

@@ -57,7 +57,7 @@ export async function startPeer(
     dataDir,
     env: { ...env, ...LEADER_ENV, KICI_INSTANCE_ID: id },
     // Started beside other cells' serves on a loaded host.
-    readyTimeoutMs: 120_000,
+    readyTimeoutMs: 180_000,
   });
   const peer: LeaderPeer = {
     id,

@@ -159,13 +159,29 @@ async function readyz(h: Harness): Promise<string> {
 }
 
 /** Drift `kici-admin scaler audit` reports (the real CLI against the running server). */
-async function auditDrift(h: Harness): Promise<number> {
+interface DriftRow {
+  kind: string;
+  resource: string;
+  agentId: string | null;
+}
+
+async function auditDrift(h: Harness): Promise<DriftRow[]> {
   const r = await runNode([ADMIN_BIN, 'scaler', 'audit', '--json'], {
     KICI_SERVER_URL: h.serve.url,
     KICI_ADMIN_TOKEN: h.token,
   }).exited;
   if (r.code !== 0 && r.code !== 1) throw new Error(`scaler audit exited ${r.code}: ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { drift: unknown[] }).drift.length;
+  return (JSON.parse(r.stdout) as { drift: DriftRow[] }).drift;
+}
+
+/** The serve's last warnings and errors (and lines matching `also`), to explain a wait that timed out. */
+function warnings(h: Harness, also?: RegExp): string {
+  const lines = h.serve.output().stdout.split('\n');
+  return lines
+    .filter((l) => /"level":[4-6]0/.test(l) || (also?.test(l) ?? false))
+    .slice(-40)
+    .map((l) => l.slice(0, 1_500))
+    .join('\n');
 }
 
 export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: string): Promise<CellOutcome> {
@@ -213,7 +229,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     ).catch(async (err: unknown) => {
       const now = await jobsNow().catch(() => []);
       const what = now.map((j) => `${j.id} ${j.state} ${j.waiting ?? ''} ${j.lastProvisioningError ?? ''}`);
-      throw new Error(`${(err as Error).message}: ${what.join('; ')}`);
+      throw new Error(`${(err as Error).message}: ${what.join('; ')}\nserve said:\n${warnings(h)}`);
     });
 
     // Every step has printed its start line: the agents are past starting their jobs (a container
@@ -245,11 +261,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
         await clock.set(step);
         await twoBeats(list, agentIds).catch((err: unknown) => {
           // What the server said about its agents meanwhile: warnings and every agent event.
-          const said = h.serve
-            .output()
-            .stdout.split('\n')
-            .filter((l) => /"level":[4-6]0|agent|heartbeat/i.test(l));
-          throw new Error(`${(err as Error).message}\nserve said:\n${said.slice(-40).join('\n')}`);
+          throw new Error(`${(err as Error).message}\nserve said:\n${warnings(h, /agent|heartbeat/i)}`);
         });
       }
     } else if (fault === 'kill -9 orchestrator') {
@@ -314,7 +326,7 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     await eventually(
       async () => {
         left = await settled();
-        return left.audit === 0 && left.host === 0;
+        return left.audit.length === 0 && left.host === 0;
       },
       60_000,
       'no drift and nothing left on the host',
@@ -323,11 +335,16 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
     const reasons = [...new Set(notOk.map((j) => `${j.state}: ${j.reason ?? 'no reason given'}`))];
     if (!reasons.length) reasons.push('all succeeded');
     if (note) reasons.push(note);
+    // What the audit still saw, so a failed cell says which way the store and the host disagree.
+    if (left.audit.length)
+      reasons.push(
+        `drift: ${left.audit.map((d) => `${d.kind} ${d.resource} ${d.agentId ?? '?'}`).join(', ')}`,
+      );
     return {
       jobs: ids.length,
       lost: final.filter((j) => !FINAL.includes(j.state)).length,
       twice: starts.filter((n) => n > 1).length,
-      leakedAudit: left.audit,
+      leakedAudit: left.audit.length,
       leakedHost: left.host,
       reason: reasons.join('; '),
     };

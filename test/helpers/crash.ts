@@ -72,7 +72,9 @@ export async function startServe(opts: {
       }
       return undefined;
     },
-    opts.readyTimeoutMs ?? 60_000,
+    // A first start initialises the embedded database, seconds of CPU: beside the system tier's
+    // guests and engines on a 2-core host it has taken more than a minute.
+    opts.readyTimeoutMs ?? 180_000,
     `serve on port ${opts.port} to log its ready line`,
   ).catch(async (err: unknown) => {
     if (proc.child.exitCode === null && proc.child.signalCode === null) {

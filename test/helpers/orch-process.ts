@@ -52,7 +52,8 @@ export async function startOrchestratorProcess(opts: {
     { KICI_LOG_LEVEL: 'info', ...opts.env },
   );
   const url = `http://127.0.0.1:${port}`;
-  const until = Date.now() + 30_000;
+  // Generous: beside the system tier's guests and engines a 2-core host can starve a start.
+  const until = Date.now() + 120_000;
   for (;;) {
     if (proc.child.exitCode !== null || proc.child.signalCode !== null)
       throw new Error(`orchestrator exited during start: ${proc.output().stderr}${proc.output().stdout}`);
@@ -61,7 +62,12 @@ export async function startOrchestratorProcess(opts: {
       () => false,
     );
     if (ok) break;
-    if (Date.now() > until) throw new Error(`orchestrator not ready: ${proc.output().stdout}`);
+    if (Date.now() > until) {
+      // Not left behind for the next test to trip over.
+      proc.child.kill('SIGKILL');
+      await proc.exited;
+      throw new Error(`orchestrator not ready: ${proc.output().stdout}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   const token = (await readFile(opts.adminTokenFile ?? process.env.KICI_ADMIN_TOKEN_FILE!, 'utf8')).trim();

@@ -65,7 +65,7 @@ const byLane: Record<string, CellRun[]> = {
   })),
   // The event backend: a stand-in cloud booting instances on this host.
   event: EVENT_FAULTS.map((fault) => ({ backend: 'event' as const, fault, run: runEventCell })),
-  // Three VM lanes, each on its own bridge and subnet: a guest mostly waits on its emulated boot.
+  // The VM lanes (VM_SLOTS), each on its own bridge and subnet.
   ...Object.fromEntries(
     VM_SLOTS.map((slot) => [
       `vm${slot}`,

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   alive,
@@ -117,10 +118,21 @@ describe('dead instances on PostgreSQL', () => {
 describe('partition safety', () => {
   it('a leader that met peers and now sees none alive holds off: the dead peer’s job is left alone', async () => {
     const db2 = await freshTestDatabase('cldeadpart');
-    const env = { KICI_CLUSTER_HEARTBEAT_MS: '200' };
+    // B leads from the start, so it meets A alive in its own term whatever the host's load: were
+    // B to take the lease only after A died, it would never have met A, and reaping is then right.
+    const said: string[] = [];
+    const b = await startTestOrchestrator({
+      databaseUrl: db2.url,
+      instanceId: `pb-${tag}`,
+      clusterHeartbeatMs: 200,
+      reconnectGraceMs: 300,
+      logger: pino({ level: 'warn' }, { write: (line: string) => void said.push(line) }),
+    });
+    inproc.push(b);
+    await eventually(() => b.orch.isLeader(), 10_000, 'B leads');
     const a = await startOrchestratorProcess({
       databaseUrl: db2.url,
-      env,
+      env: { KICI_CLUSTER_HEARTBEAT_MS: '200' },
       args: ['--instance-id', `pa-${tag}`],
     });
     procs.push(a);
@@ -133,25 +145,16 @@ describe('partition safety', () => {
     const state = async () =>
       (await db2.query<{ state: string }>('select state from jobs where id = $1', [id]))[0]!.state;
     await eventually(async () => (await state()) === 'running', 20_000, 'running on A');
-    const b = await startTestOrchestrator({
-      databaseUrl: db2.url,
-      instanceId: `pb-${tag}`,
-      clusterHeartbeatMs: 200,
-      reconnectGraceMs: 300,
-    });
-    inproc.push(b);
-    // B must have met A as alive before A goes away.
-    await eventually(
-      async () => b.orch.isLeader() || (await b.orch.clusterStatus()).instances.length === 2,
-      5_000,
-      'B sees A',
-    );
-    await new Promise((r) => setTimeout(r, 400));
+    expect(b.orch.isLeader()).toBe(true);
+
     await a.kill9();
-    await eventually(() => b.orch.isLeader(), 5_000, 'B leads');
-    // Far past dead + grace: still running, because B reaches none of the peers it met.
+    // The guard's own word that it holds, naming A among the peers it met.
+    const holds = (l: string) => l.includes('the leader holds off') && l.includes(`pa-${tag}`);
+    await eventually(() => said.some(holds), 20_000, 'B to say it holds off');
+    // Far past dead (3 beats) plus the grace: still running, because B reaches none of its peers.
     await new Promise((r) => setTimeout(r, 3_000));
     expect(await state()).toBe('running');
+    expect(b.orch.isLeader()).toBe(true);
     await b.stop();
     await db2.drop();
   });

@@ -55,7 +55,9 @@ describe('a stored result is on stable storage before it is acknowledged', () =>
     const straceExit = new Promise<number | null>((r) => strace.on('exit', (code) => r(code)));
     await eventually(
       async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200,
-      60_000,
+      // A first start under strace -f (every write of the embedded database's initdb traced) on a
+      // busy 2-core host has taken over a minute.
+      180_000,
       'ready',
     );
     // strace's only child is the orchestrator.
