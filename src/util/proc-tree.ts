@@ -36,8 +36,12 @@ export function startTicksOf(pid: number): number | undefined {
   return t !== undefined && Number.isFinite(t) ? t : undefined;
 }
 
-/** Live pids matching `m` (never this process itself). */
-export async function findProcesses(m: ProcMatch): Promise<number[]> {
+/**
+ * Live pids matching `m` (never this process itself). A user process whose environment reads empty
+ * is added to `unsure` when given: one in the middle of an exec shows none for a moment, so the
+ * scan cannot tell whether it carries the marker.
+ */
+export async function findProcesses(m: ProcMatch, unsure?: number[]): Promise<number[]> {
   let names: string[];
   try {
     names = readdirSync('/proc');
@@ -62,17 +66,26 @@ export async function findProcesses(m: ProcMatch): Promise<number[]> {
       continue;
     }
     if (m.bornFromTicks !== undefined && st.startTicks < m.bornFromTicks) continue;
-    if (m.env && hasEnv(pid, m.env)) out.push(pid);
+    if (!m.env) continue;
+    const env = readEnv(pid);
+    if (env === undefined) continue;
+    if (env.includes(m.env)) out.push(pid);
+    else if (env.length === 1 && env[0] === '' && !st.kernel) unsure?.push(pid);
   }
   return out;
 }
 
 /** Does the process's environment (as it was at exec) contain `entry`? */
 export function hasEnv(pid: number, entry: string): boolean {
+  return readEnv(pid)?.includes(entry) ?? false;
+}
+
+/** The process's environment entries (`['']` when it reads empty); undefined when gone or not ours. */
+function readEnv(pid: number): string[] | undefined {
   try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0').includes(entry);
+    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
   } catch {
-    return false; // gone, or not ours to read
+    return undefined;
   }
 }
 
@@ -82,18 +95,27 @@ export function processGroupOf(pid: number): number | undefined {
 }
 
 /** Process group and start time of a live process; undefined for a zombie or a vanished pid. */
-function statOf(pid: number): { pgid: number; startTicks: number } | undefined {
+function statOf(pid: number): { pgid: number; startTicks: number; kernel: boolean } | undefined {
   const st = readStat(pid);
   return st && st.state !== 'Z' ? st : undefined;
 }
 
 /** The fields of /proc/<pid>/stat we use; undefined for a vanished pid. */
-function readStat(pid: number): { state: string; pgid: number; startTicks: number } | undefined {
+function readStat(
+  pid: number,
+): { state: string; pgid: number; startTicks: number; kernel: boolean } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    // Fields after the parenthesised command, from field 3: state, ppid, pgrp, ... starttime (22).
+    // Fields after the parenthesised command, from field 3: state, ppid, pgrp, ... flags (9), ...
+    // starttime (22).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0] ?? '', pgid: Number(fields[2]), startTicks: Number(fields[19]) };
+    return {
+      state: fields[0] ?? '',
+      pgid: Number(fields[2]),
+      startTicks: Number(fields[19]),
+      // PF_KTHREAD: a kernel thread has no environment at all, which is no sign of an exec.
+      kernel: (Number(fields[6]) & 0x00200000) !== 0,
+    };
   } catch {
     return undefined;
   }
@@ -114,8 +136,13 @@ function signal(pid: number, sig: NodeJS.Signals): void {
  */
 export async function stopProcesses(m: ProcMatch, graceMs = 3_000): Promise<number> {
   const seen = new Set<number>();
+  let unsure: number[] = [];
+  const scan = () => {
+    unsure = [];
+    return findProcesses(m, unsure);
+  };
   const term = async () => {
-    const pids = await findProcesses(m);
+    const pids = await scan();
     for (const pid of pids) {
       if (seen.has(pid)) continue;
       seen.add(pid);
@@ -129,12 +156,19 @@ export async function stopProcesses(m: ProcMatch, graceMs = 3_000): Promise<numb
     await new Promise((r) => setTimeout(r, 25));
     left = await term();
   }
-  // Repeat the kill until a scan comes back empty (bounded, in case something respawns forever).
-  for (let round = 0; left.length && round < 50; round++) {
+  // Repeat the kill until a scan comes back empty (bounded, in case something respawns forever). An
+  // empty scan that met a process mid-exec is looked at again: that process may be one of ours
+  // (a step's `setsid sh -c …` on a busy host was seen to outlive its job this way).
+  let rescans = 0;
+  for (let round = 0; round < 50; round++) {
+    if (!left.length && (!unsure.length || rescans++ >= UNSURE_RESCANS)) break;
     for (const pid of left) signal(pid, 'SIGKILL');
     for (const pgid of m.pgids ?? []) signal(-pgid, 'SIGKILL');
     await new Promise((r) => setTimeout(r, 20));
-    left = await findProcesses(m);
+    left = await scan();
   }
   return seen.size;
 }
+
+/** Rescans for processes whose environment read empty (an exec in flight, or a process started with none). */
+const UNSURE_RESCANS = 10;

@@ -99,9 +99,13 @@ describe('bare-metal per-agent users', () => {
     await eventually(() => t!.orch.scaler!.entries().length === 0, 15_000, 'agents torn down');
     const pool = new AgentUserPool();
     for (const [i, j] of jobs.entries()) {
-      await eventually(async () => !(await exists(pool.homeOf(j.agentId!))), 10_000, 'home removed');
+      // The release removes the home, then the uid claim: wait for the last of the two.
+      await eventually(
+        async () => !(await exists(pool.homeOf(j.agentId!))) && (await pool.uidOf(j.agentId!)) === undefined,
+        10_000,
+        'home and uid claim removed',
+      );
       expect(await pidsOfUid(uids[i]!)).toEqual([]);
-      expect(await pool.uidOf(j.agentId!)).toBeUndefined();
     }
   });
 

@@ -16,6 +16,7 @@ import {
   type OrchProcess,
 } from '../helpers/orch-process.js';
 import { freshTestDatabase, type TestDatabase } from '../helpers/pg-database.js';
+import { jobGate } from '../helpers/jobs.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { createStore, openDatabase } from '../../src/store/index.js';
 
@@ -23,20 +24,22 @@ import { createStore, openDatabase } from '../../src/store/index.js';
  * Jobs are kept if their agents reconnect to another instance: instance A (a real process) is
  * killed -9 while its static agent runs a step. The agent dials one URL, a TCP relay the test
  * re-points from A to B, so its reconnect lands on B. B takes the job over, the step finishes, and
- * the job succeeds exactly once, with no cancel; the leader's dead-instance settlement (a short
- * grace, so it runs while the step still sleeps) leaves the job alone.
+ * the job succeeds exactly once, with no cancel; the leader's dead-instance settlement (its grace
+ * passes while a gate holds the step) leaves the job alone.
  */
 
 const tag = randomBytes(3).toString('hex');
 const LABELS = ['linux', `recon-${tag}`];
 const HEARTBEAT_MS = 200;
-const GRACE_MS = 500;
+// Long enough for the agent's reconnect on a busy host; the step is held past it by a gate.
+const GRACE_MS = 5_000;
 let db: TestDatabase;
 let dir: string;
 let proxy: TcpProxy | undefined;
 const procs: OrchProcess[] = [];
 const inproc: TestOrchestrator[] = [];
 const agents: ReturnType<typeof runNode>[] = [];
+const gates: Awaited<ReturnType<typeof jobGate>>[] = [];
 
 beforeAll(async () => {
   db = await freshTestDatabase('clrecon');
@@ -55,6 +58,7 @@ afterAll(async () => {
   for (const t of inproc) await t.stop();
   for (const o of procs) await o.stop();
   await db.drop();
+  for (const g of gates) await g.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -93,11 +97,13 @@ describe('a running job whose instance dies', () => {
     agents.push(agent);
 
     const marks = join(dir, 'marks');
+    const gate = await jobGate();
+    gates.push(gate);
     const run = await a.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: {
         long: {
           runsOn: LABELS,
-          steps: [{ run: `echo begin >> ${marks}; sleep 4; echo end-${tag} >> ${marks}` }],
+          steps: [{ run: `echo begin >> ${marks}; ${gate.wait}; echo end-${tag} >> ${marks}` }],
         },
       },
     });
@@ -117,20 +123,25 @@ describe('a running job whose instance dies', () => {
     await a.kill9();
     const diedAt = Date.now();
 
-    await eventually(() => b.orch.dispatcher.active.has(id), 15_000, 'B holds the job');
+    await eventually(() => b.orch.dispatcher.active.has(id), 60_000, 'B holds the job');
     expect((await jobRow(id)).owner_instance).toBe(`rb-${tag}`);
+    await eventually(
+      async () =>
+        (await c.orch.clusterStatus()).instances.find((i) => i.id === `ra-${tag}`)?.state === 'dead',
+      30_000,
+      'A is declared dead',
+    );
+    // The settlement of A's jobs is due once A is dead and the grace has run: let it come and go
+    // (nothing marks a settlement that leaves a job alone), then let the step end.
+    const due = diedAt + 3 * HEARTBEAT_MS + GRACE_MS + 1_000;
+    await new Promise((r) => setTimeout(r, Math.max(0, due - Date.now())));
+    expect(await jobRow(id)).toMatchObject({ state: 'running', owner_instance: `rb-${tag}` });
+    await gate.open();
     const done = await b.waitForJob(id, undefined, 30_000);
     const finishedAt = Date.now();
     expect(done.state).toBe('succeeded');
     expect(done.reason).toBeNull();
-    // The leader's settlement of A (dead after 3 beats, plus the grace) ran while the step slept.
     expect(finishedAt - diedAt).toBeGreaterThan(3 * HEARTBEAT_MS + GRACE_MS + 500);
-    await eventually(
-      async () =>
-        (await c.orch.clusterStatus()).instances.find((i) => i.id === `ra-${tag}`)?.state === 'dead',
-      5_000,
-      'A is declared dead',
-    );
     expect(await readFile(marks, 'utf8')).toBe(`begin\nend-${tag}\n`);
     // No cancel reached the agent: it reports the job as succeeded, and nothing else.
     const out = agent.output();

@@ -141,7 +141,7 @@ describe(`the container path from the installed package on ${ENGINE}`, () => {
     );
     try {
       const url = await Promise.race([
-        eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output()), 60_000, 'ready').then((m) => m[1]!),
+        eventually(() => /"url":"(http:[^"]+)"/.exec(serve.output()), 180_000, 'ready').then((m) => m[1]!),
         serve.exited.then((r) => `exited ${r.code}: ${r.stdout}${r.stderr}`),
       ]);
       expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);

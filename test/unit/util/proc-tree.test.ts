@@ -73,4 +73,21 @@ describe('proc-tree (Linux /proc)', () => {
     expect(await stopProcesses({ env, bornFromPid: { pid: first.pid!, ...counters! } }, 2_000)).toBe(2);
     expect(await findProcesses({ env })).toEqual([older.pid]);
   });
+
+  it('a process whose environment reads empty is reported unsure, not matched, and the stop still ends', async () => {
+    const from = startTicksOf(process.pid)!;
+    // No environment at all: what a process in the middle of an exec shows for a moment.
+    const bare = spawn('env', ['-i', 'sleep', '30'], { stdio: 'ignore' });
+    children.push(bare);
+    const marker = `KICI_TEST_MARK=u-${process.pid}-${Date.now()}`;
+    let unsure: number[] = [];
+    // `env -i` execs sleep: until it has, the process still shows the test's environment.
+    while (!unsure.includes(bare.pid!)) {
+      unsure = [];
+      expect(await findProcesses({ env: marker, bornFromTicks: from }, unsure)).toEqual([]);
+      if (!unsure.includes(bare.pid!)) await new Promise((r) => setTimeout(r, 5));
+    }
+    expect(await stopProcesses({ env: marker, bornFromTicks: from }, 2_000)).toBe(0);
+    expect(bare.exitCode === null && bare.signalCode === null).toBe(true);
+  });
 });
