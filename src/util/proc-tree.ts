@@ -75,17 +75,12 @@ export async function findProcesses(m: ProcMatch, unsure?: number[]): Promise<nu
   return out;
 }
 
-/** Does the process's environment (as it was at exec) contain `entry`? */
-export function hasEnv(pid: number, entry: string): boolean {
-  return readEnv(pid)?.includes(entry) ?? false;
-}
-
-/** The process's environment entries (`['']` when it reads empty); undefined when gone or not ours. */
+/** The process's environment as it was at exec (`['']` when it reads empty). */
 function readEnv(pid: number): string[] | undefined {
   try {
     return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
   } catch {
-    return undefined;
+    return undefined; // gone, or not ours to read: neither can carry a marker we may act on
   }
 }
 
@@ -129,6 +124,9 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
+/** Rescans for processes whose environment read empty (an exec in flight, or a process started with none). */
+const UNSURE_RESCANS = 10;
+
 /**
  * SIGTERM every matching process, wait up to `graceMs` for them to go, then SIGKILL whatever is
  * left. Each round rescans, so children forked during the teardown are caught too.
@@ -169,6 +167,3 @@ export async function stopProcesses(m: ProcMatch, graceMs = 3_000): Promise<numb
   }
   return seen.size;
 }
-
-/** Rescans for processes whose environment read empty (an exec in flight, or a process started with none). */
-const UNSURE_RESCANS = 10;

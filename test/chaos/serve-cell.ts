@@ -158,13 +158,14 @@ async function readyz(h: Harness): Promise<string> {
   return r.status === 200 ? 'ready' : ((await r.json()) as { status: string }).status;
 }
 
-/** Drift `kici-admin scaler audit` reports (the real CLI against the running server). */
+/** One row of the audit's drift, as much of it as a cell's outcome names. */
 interface DriftRow {
   kind: string;
   resource: string;
   agentId: string | null;
 }
 
+/** Drift `kici-admin scaler audit` reports (the real CLI against the running server). */
 async function auditDrift(h: Harness): Promise<DriftRow[]> {
   const r = await runNode([ADMIN_BIN, 'scaler', 'audit', '--json'], {
     KICI_SERVER_URL: h.serve.url,
