@@ -39,15 +39,37 @@ export function newAccessTokenSecret(): string {
   return `kici_at_${randomBytes(32).toString('base64url')}`;
 }
 
-/**
- * Operators' access tokens, shared by every instance on the database. Each check reads the row,
- * so a revoke on one instance refuses the token on all of them at their next request.
- */
+/** How many live tokens a check may keep (a bound, not a working size: operators hold a few). */
+const CACHED_TOKENS = 1_000;
+
+export interface AccessTokensOptions {
+  /**
+   * Keep a live token this long after reading it, so an API call does not read its row first. Only
+   * where this process is the database's one writer (the embedded store): every revoke goes through
+   * here and clears what is kept. 0 (on PostgreSQL) reads the row on every check, so a revoke on
+   * one instance refuses the token on all of them at their next request.
+   */
+  keepLiveMs?: number;
+  /** Monotonic ms, for how long a kept token stays kept (default: performance.now). */
+  monotonicNow?: () => number;
+}
+
+/** Operators' access tokens, shared by every instance on the database. */
 export class AccessTokensRepo {
   /** Last-used stamps are written at most this often per token, so reads stay reads. */
   private readonly stamped = new Map<string, number>();
+  /** Live tokens by secret hash, with when they stop being kept (see keepLiveMs). */
+  private readonly live = new Map<string, { token: AccessTokenInfo; until: number }>();
+  private readonly keepLiveMs: number;
+  private readonly monotonicNow: () => number;
 
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    opts: AccessTokensOptions = {},
+  ) {
+    this.keepLiveMs = opts.keepLiveMs ?? 0;
+    this.monotonicNow = opts.monotonicNow ?? (() => performance.now());
+  }
 
   /** Store a token; the secret is made here unless given (importing a bootstrap file). */
   async create(spec: {
@@ -89,16 +111,36 @@ export class AccessTokensRepo {
   }
 
   async findBySecret(secret: string): Promise<AccessTokenInfo | undefined> {
+    return this.findByHash(hashSecret(secret));
+  }
+
+  private async findByHash(hash: string): Promise<AccessTokenInfo | undefined> {
     const row = await this.db
       .selectFrom('access_tokens')
       .selectAll()
-      .where('token_hash', '=', hashSecret(secret))
+      .where('token_hash', '=', hash)
       .executeTakeFirst();
     return row && toInfo(row);
   }
 
+  /** The token a secret names: kept if live and read within keepLiveMs, else its row. */
+  private async lookUp(secret: string): Promise<AccessTokenInfo | undefined> {
+    const hash = hashSecret(secret);
+    const at = this.monotonicNow();
+    const kept = this.live.get(hash);
+    if (kept && kept.until > at) return kept.token;
+    this.live.delete(hash);
+    const token = await this.findByHash(hash);
+    // Only live tokens are kept: an unknown secret costs a read every time, and fills nothing.
+    if (token && !token.revokedAt && this.keepLiveMs > 0) {
+      if (this.live.size >= CACHED_TOKENS) this.live.clear();
+      this.live.set(hash, { token, until: at + this.keepLiveMs });
+    }
+    return token;
+  }
+
   async check(secret: string, now: Date): Promise<AccessCheck> {
-    const token = await this.findBySecret(secret);
+    const token = await this.lookUp(secret);
     if (!token) return { ok: false, reason: 'unknown token' };
     if (token.revokedAt) return { ok: false, reason: 'token revoked', token };
     if (token.expiresAt && token.expiresAt.getTime() <= now.getTime())
@@ -134,6 +176,8 @@ export class AccessTokensRepo {
       .orderBy('created_at', 'desc')
       .executeTakeFirst();
     if (!target) return undefined;
+    // Cleared before the write: no check from here on can take the token from what was kept.
+    this.live.clear();
     const row = await this.db
       .updateTable('access_tokens')
       .set({ revoked_at: now })
@@ -146,6 +190,7 @@ export class AccessTokensRepo {
 
   /** Removes a row this instance made a moment ago and never handed out (a lost bootstrap race). */
   async discard(id: string): Promise<void> {
+    this.live.clear();
     await this.db.deleteFrom('access_tokens').where('id', '=', id).execute();
   }
 }

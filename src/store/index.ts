@@ -8,6 +8,10 @@ import { SessionsRepo } from './sessions-repo.js';
 import { SpawnsRepo } from './spawns-repo.js';
 import { TokensRepo } from './tokens-repo.js';
 import type { Database } from './schema.js';
+import type { StoreEngine } from './open.js';
+
+/** How long the embedded store keeps a live access token between checks. */
+const KEEP_LIVE_TOKENS_MS = 10_000;
 
 export interface Store {
   db: Kysely<Database>;
@@ -21,7 +25,11 @@ export interface Store {
   audit: AuditRepo;
 }
 
-export function createStore(db: Kysely<Database>): Store {
+/**
+ * `engine`: on the embedded store this process is the database's one writer, so live access tokens
+ * can be kept between calls (AccessTokensRepo); on PostgreSQL each check reads the row.
+ */
+export function createStore(db: Kysely<Database>, engine: StoreEngine = 'postgres'): Store {
   return {
     db,
     jobs: new JobsRepo(db),
@@ -30,7 +38,7 @@ export function createStore(db: Kysely<Database>): Store {
     tokens: new TokensRepo(db),
     spawns: new SpawnsRepo(db),
     sessions: new SessionsRepo(db),
-    accessTokens: new AccessTokensRepo(db),
+    accessTokens: new AccessTokensRepo(db, { keepLiveMs: engine === 'pglite' ? KEEP_LIVE_TOKENS_MS : 0 }),
     audit: new AuditRepo(db),
   };
 }

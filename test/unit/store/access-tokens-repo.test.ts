@@ -1,5 +1,7 @@
 /** Access tokens in the store: checked on every call against the row, so expiry and revocation bite at once. */
+import type { KyselyPlugin } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AccessTokensRepo } from '../../../src/store/access-tokens-repo.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
 let fresh: Awaited<ReturnType<typeof freshStore>>;
@@ -27,5 +29,61 @@ describe('AccessTokensRepo', () => {
     // The name is free again once its token is revoked.
     expect(await repo.nameTaken('ci')).toBe(false);
     expect(await repo.nameTaken('dash')).toBe(true);
+  });
+
+  /** A repo over the test's store that counts the statements it sends. */
+  function counted(opts: ConstructorParameters<typeof AccessTokensRepo>[1]) {
+    const n = { statements: 0 };
+    const plugin: KyselyPlugin = {
+      transformQuery: (args) => (n.statements++, args.node),
+      transformResult: async (args) => args.result,
+    };
+    return { n, repo: new AccessTokensRepo(fresh.store.db.withPlugin(plugin), opts) };
+  }
+  const revokeBehindItsBack = (id: string, at: Date) =>
+    fresh.store.db.updateTable('access_tokens').set({ revoked_at: at }).where('id', '=', id).execute();
+
+  it('the embedded store keeps a live token between calls, and a revoke refuses it at once', async () => {
+    const { n, repo } = counted({ keepLiveMs: 10_000 });
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    const made = await repo.create({ name: 'ci', role: 'operator', now: t0, ttlMs: 60_000 });
+    expect((await repo.check(made.token, t0)).ok).toBe(true);
+    const before = n.statements;
+    expect((await repo.check(made.token, new Date(t0.getTime() + 1_000))).ok).toBe(true);
+    expect(n.statements).toBe(before); // no read: it was kept
+    // Expiry is still checked on every call, kept or not.
+    expect(await repo.check(made.token, new Date(t0.getTime() + 60_000))).toMatchObject({
+      ok: false,
+      reason: 'token expired',
+    });
+    await repo.revoke('ci', t0);
+    expect(await repo.check(made.token, t0)).toMatchObject({ ok: false, reason: 'token revoked' });
+    // An unknown secret is read every time: it is never kept.
+    const reads = n.statements;
+    await repo.check('kici_at_nothing', t0);
+    await repo.check('kici_at_nothing', t0);
+    expect(n.statements).toBe(reads + 2);
+  });
+
+  it('a kept token is read again once its time is up', async () => {
+    let mono = 0;
+    const { repo } = counted({ keepLiveMs: 10_000, monotonicNow: () => mono });
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    const made = await repo.create({ name: 'ci', role: 'operator', now: t0 });
+    expect((await repo.check(made.token, t0)).ok).toBe(true);
+    await revokeBehindItsBack(made.info.id, t0);
+    mono = 10_001;
+    expect(await repo.check(made.token, t0)).toMatchObject({ ok: false, reason: 'token revoked' });
+  });
+
+  it('on PostgreSQL (nothing kept) a revoke made by another instance refuses the token at the next call', async () => {
+    const { n, repo } = counted({ keepLiveMs: 0 });
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    const made = await repo.create({ name: 'ci', role: 'operator', now: t0 });
+    expect((await repo.check(made.token, t0)).ok).toBe(true);
+    const before = n.statements;
+    await revokeBehindItsBack(made.info.id, t0);
+    expect(await repo.check(made.token, t0)).toMatchObject({ ok: false, reason: 'token revoked' });
+    expect(n.statements).toBeGreaterThan(before);
   });
 });
