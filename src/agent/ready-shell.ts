@@ -18,10 +18,10 @@ function quote(s: string): string {
  * exported (and the two that `cd` itself sets removed first), then `exec <shell> -c <script>`. The
  * waiting shell was started with an empty environment, so the step's shell starts with exactly the
  * step's variables, in the same directory, with the same argv, as a direct spawn would start it;
- * `readyShellMismatch` (ready-shell-probe.ts) checks that this host's shell passes on nothing else.
- * The shell parses the whole line before it runs any of it, so redirecting its input first loses
- * nothing. Undefined when the environment cannot be said this way (a name the shell cannot export,
- * or a NUL byte anywhere): that step is then spawned directly.
+ * `readyShellMatches` checks that this host's shell really passes on nothing else. The shell
+ * parses the whole line before it runs any of it, so redirecting its input first loses nothing.
+ * Undefined when the environment cannot be said this way (a name the shell cannot export, or a NUL
+ * byte anywhere): that step is then spawned directly.
  */
 export function handOverLine(
   script: string,
