@@ -4,8 +4,8 @@
  * so a cold agent starts in tens of milliseconds.
  */
 import './node-check.js';
+import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
-import { DeadManSwitch } from '../agent/dead-man.js';
 import { sealAgent } from '../agent/seal.js';
 import { takeHandedToken } from '../agent/token-handoff.js';
 import { formatText, logRecord, parseLogFormat, type LogFormat } from '../util/log-format.js';
@@ -88,12 +88,7 @@ async function main(): Promise<number> {
     }
     throw err;
   }
-  // The dead-man switch is a fork of this process, and a fork costs with the process's size: started
-  // before the agent's modules are loaded, it costs about half, and a single-use agent's job no
-  // longer waits behind it when its registration is acknowledged.
-  const deadMan = new DeadManSwitch(true);
-  const { Agent } = await import('../agent/agent.js');
-  const agent = new Agent(cfg, log, undefined, deadMan);
+  const agent = new Agent(cfg, log);
   // A static agent drains on the first SIGTERM (an operator's restart should not lose the job) and
   // cancels on the second, or on SIGINT. A scaler's SIGTERM means "tear down now": cancel at once.
   let terms = 0;
