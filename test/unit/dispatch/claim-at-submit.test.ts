@@ -3,7 +3,7 @@
  * and its assignment leaves without waiting for a dispatch pass or a second statement.
  */
 import fc from 'fast-check';
-import type { KyselyPlugin } from 'kysely';
+import { countingStatements } from '../../helpers/statement-count.js';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
@@ -58,12 +58,8 @@ const spec = (n: number, runsOn = ['linux']) =>
 
 /** Counts the statements sent to the store. */
 function counted() {
-  const n = { statements: 0 };
-  const plugin: KyselyPlugin = {
-    transformQuery: (args) => (n.statements++, args.node),
-    transformResult: async (args) => args.result,
-  };
-  return { n, store: createStore(fresh.store.db.withPlugin(plugin)) };
+  const { n, db } = countingStatements(fresh.store.db);
+  return { n, store: createStore(db) };
 }
 
 describe('dispatcher: idle agents take new jobs in the submit’s commit', () => {

@@ -1,8 +1,11 @@
-/** Access tokens in the store: checked on every call against the row, so expiry and revocation bite at once. */
-import type { KyselyPlugin } from 'kysely';
+/**
+ * Access tokens in the store: expiry and revocation bite at once. Where this process is the store's
+ * one writer a live token is kept between calls; elsewhere every call reads the row.
+ */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AccessTokensRepo } from '../../../src/store/access-tokens-repo.js';
 import { freshStore } from '../../helpers/data-dir.js';
+import { countingStatements } from '../../helpers/statement-count.js';
 
 let fresh: Awaited<ReturnType<typeof freshStore>>;
 beforeEach(async () => {
@@ -33,12 +36,8 @@ describe('AccessTokensRepo', () => {
 
   /** A repo over the test's store that counts the statements it sends. */
   function counted(opts: ConstructorParameters<typeof AccessTokensRepo>[1]) {
-    const n = { statements: 0 };
-    const plugin: KyselyPlugin = {
-      transformQuery: (args) => (n.statements++, args.node),
-      transformResult: async (args) => args.result,
-    };
-    return { n, repo: new AccessTokensRepo(fresh.store.db.withPlugin(plugin), opts) };
+    const { n, db } = countingStatements(fresh.store.db);
+    return { n, repo: new AccessTokensRepo(db, opts) };
   }
   const revokeBehindItsBack = (id: string, at: Date) =>
     fresh.store.db.updateTable('access_tokens').set({ revoked_at: at }).where('id', '=', id).execute();
