@@ -113,6 +113,10 @@ rm -rf "$W/podman" "$W/podman-run"
 t=$(date +%s%N)
 nsenter --net="/run/netns/$PNS" $PODMAN system service --time=0 "unix://$W/podman.sock" >"$W/podman.log" 2>&1 &
 echo $! >"$W/podman.bgpid"
+# netavark 1.4 (Debian 12) lets its bridges' MAC follow their ports: pin each one as it appears
+# (the script says why). It stops its own `ip monitor` when teardown stops it.
+bash "$(dirname "${BASH_SOURCE[0]}")/pin-bridge-macs.sh" "$PNS" >"$W/pin-bridge-macs.log" 2>&1 &
+echo $! >"$W/pinmacs.bgpid"
 wait_for curl -sf --unix-socket "$W/podman.sock" http://d/_ping
 echo "podman service ready: $(ms "$t") ms"
 

@@ -18,6 +18,10 @@ fi
 if [ -f "$W/podman.bgpid" ]; then
   nsenter --net="/run/netns/$PNS" podman --root "$W/podman" --runroot "$W/podman-run" rm -af -t 0 >/dev/null 2>&1
 fi
+if [ -f "$W/pinmacs.bgpid" ]; then
+  kill "$(cat "$W/pinmacs.bgpid")" 2>/dev/null
+  rm -f "$W/pinmacs.bgpid"
+fi
 for f in podman.bgpid dockerd.bgpid; do
   [ -f "$W/$f" ] || continue
   p=$(cat "$W/$f")

@@ -69,11 +69,15 @@ describe('secrets in run files', () => {
       const jobId = body.jobs[0]!.id;
       const follow = admin(['job', 'logs', jobId, '--follow']);
 
-      // While the job runs: the live answer already holds the lines, masked.
+      // While the job runs: the live answer already holds the lines, masked. stdout and stderr are
+      // two pipes, read apart: the last stdout line can arrive before the stderr line, so both are
+      // waited for (by a prefix the mask leaves alone, so an unmasked line still fails below).
       const live = await eventually(
         async () => {
           const r = await t.api<LogsBody>('GET', `/api/v1/jobs/${jobId}/logs`);
-          return r.body.lines.some((l) => l.line === 'before-gate') && r.body;
+          const lines = r.body.lines.map((l) => l.line);
+          const both = lines.includes('before-gate') && lines.some((l) => l.startsWith('on stderr: '));
+          return both && r.body;
         },
         60_000,
         'the first step printed',

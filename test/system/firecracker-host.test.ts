@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bridgeMac } from '../../src/scaler/backends/firecracker/host-net.js';
 import { ADMIN_BIN, runNode } from '../helpers/orchestrator.js';
 
 /**
@@ -36,6 +37,9 @@ const linkExists = (name: string) =>
     () => true,
     () => false,
   );
+const macOf = async (name: string) =>
+  (JSON.parse((await run('ip', ['-j', 'link', 'show', 'dev', name])).stdout) as { address: string }[])[0]!
+    .address;
 const tableExists = () =>
   run('nft', ['list', 'table', 'inet', table]).then(
     () => true,
@@ -115,6 +119,33 @@ describe('firecracker host set-up in a private namespace', () => {
     const again = await admin('provision');
     expect(again.code, again.stderr).toBe(0);
     expect((JSON.parse(again.stdout) as { made: string[] }).made).toEqual([]);
+
+    // The bridge keeps its own address when a port with a lower MAC joins and leaves, as a VM's TAP
+    // does: a bridge left to the kernel would take the port's, and the guests already running would
+    // send to one the host drops.
+    const fixed = bridgeMac(`10.${octet}.7.1`);
+    expect(await macOf(bridge)).toBe(fixed);
+    const port = `kfp${tag}`;
+    await run('ip', [
+      'link',
+      'add',
+      port,
+      'address',
+      '00:00:00:00:00:01',
+      'type',
+      'veth',
+      'peer',
+      'name',
+      `${port}p`,
+    ]);
+    try {
+      await run('ip', ['link', 'set', port, 'master', bridge]);
+      await run('ip', ['link', 'set', port, 'up']);
+      expect(await macOf(bridge)).toBe(fixed);
+    } finally {
+      await run('ip', ['link', 'del', 'dev', port]); // its peer goes with it
+    }
+    expect(await macOf(bridge)).toBe(fixed);
 
     const down = await admin('teardown');
     expect(down.code, down.stderr + down.stdout).toBe(0);

@@ -20,6 +20,21 @@ export function commandRunner(opts: { sudo: boolean; timeoutMs?: number }): Comm
 /** TAP devices this backend creates: `kici-` + 8 hex characters (see tapNameFor). */
 export const VM_TAP_PATTERN = /^kici-[0-9a-f]{8}$/;
 
+/**
+ * The address a bridge of ours is created with: locally administered, `0a:58` and then the four
+ * octets of its gateway. A bridge whose address was never set takes the lowest MAC among its ports,
+ * so it moved whenever a VM's TAP came or went, and the VMs already running went on sending to the
+ * old one, dropped by the host, until their ARP entry was renewed: seconds of silence from their
+ * agents. A set address is never recalculated. Derived rather than random, so a bridge made again
+ * for the same network has the same one and a guest's neighbour entry stays right.
+ */
+export function bridgeMac(gateway: string): string {
+  const octets = gateway.split('.').map(Number);
+  if (octets.length !== 4 || octets.some((o) => !Number.isInteger(o) || o < 0 || o > 255))
+    throw new Error(`bridge gateway ${gateway} is not an IPv4 address`);
+  return ['0a', '58', ...octets.map((o) => o.toString(16).padStart(2, '0'))].join(':');
+}
+
 /** Bridge and TAP plumbing with `ip`. Bridges are never deleted: an operator's bridge outlives us. */
 export class HostNet {
   constructor(private readonly run: CommandRunner) {}
@@ -40,7 +55,8 @@ export class HostNet {
       await this.run('ip', ['link', 'set', name, 'up']);
       return 'present';
     }
-    await this.run('ip', ['link', 'add', name, 'type', 'bridge']);
+    const mac = bridgeMac(gatewayCidr.split('/')[0]!);
+    await this.run('ip', ['link', 'add', name, 'address', mac, 'type', 'bridge']);
     await this.run('ip', ['addr', 'add', gatewayCidr, 'dev', name]);
     await this.run('ip', ['link', 'set', name, 'up']);
     return 'created';

@@ -21,6 +21,7 @@ import {
   type HostPorts,
   type VmHostNeeds,
 } from './host-checks.js';
+import { bridgeMac } from './host-net.js';
 
 export * from './host-checks.js';
 
@@ -90,7 +91,8 @@ export async function provisionHost(
   if (b.exists && !b.isBridge)
     throw new Error(`${bridge} exists but is not a bridge; rename firecracker.bridgeName or remove it`);
   if (!b.exists) {
-    await ports.run('ip', ['link', 'add', bridge, 'type', 'bridge']);
+    // A set address: one taken from the ports would move as VMs come and go (see bridgeMac).
+    await ports.run('ip', ['link', 'add', bridge, 'address', bridgeMac(network.gateway), 'type', 'bridge']);
     record.bridge = bridge;
     made.push(`bridge ${bridge}`);
   }

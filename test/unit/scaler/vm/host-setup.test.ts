@@ -20,7 +20,7 @@ import {
  * tools, and refuses what they refuse (a second bridge of one name, a missing table).
  */
 class FakeHost {
-  links = new Map<string, { kind: string; up: boolean; addrs: string[]; master?: string }>();
+  links = new Map<string, { kind: string; up: boolean; addrs: string[]; master?: string; mac?: string }>();
   tables = new Map<
     string,
     { chains: Map<string, Record<string, unknown>>; rules: Record<string, unknown>[] }
@@ -85,9 +85,9 @@ class FakeHost {
             .addrs.map((x) => ({ local: x.split('/')[0], prefixlen: +x.split('/')[1]! })),
         },
       ]);
-    if ((m = /^link add (\S+) type bridge$/.exec(s))) {
+    if ((m = /^link add (\S+) (?:address (\S+) )?type bridge$/.exec(s))) {
       if (this.links.has(m[1]!)) throw new Error('RTNETLINK answers: File exists');
-      this.links.set(m[1]!, { kind: 'bridge', up: false, addrs: [] });
+      this.links.set(m[1]!, { kind: 'bridge', up: false, addrs: [], mac: m[2] });
       return '';
     }
     if ((m = /^addr add (\S+) dev (\S+)$/.exec(s))) {
@@ -183,6 +183,8 @@ describe('firecracker host set-up', () => {
       ipForward: true,
       chrootDirs: ['/srv/jailer-9'],
     });
+    // Created with a set address, from the gateway: its ports cannot move it.
+    expect(host.links.get('kici-br9')?.mac).toBe('0a:58:0a:09:00:01');
     const rows = statusOf(await verifyHost(host.ports(), network, needs));
     expect(rows).toMatchObject({
       'bridge:kici-br9': 'PASS',
