@@ -15,6 +15,7 @@ import { hostLabels } from './host-labels.js';
 import { encodeFrames, waitUntil } from './frames.js';
 import { JobRunner } from './job-runner.js';
 import { DeadManSwitch } from './dead-man.js';
+import { ReadyShells } from './ready-shells.js';
 
 export type AgentLog = (level: 'info' | 'warn' | 'error', msg: string) => void;
 
@@ -25,6 +26,11 @@ const OUTBOX_LIMIT = 20_000;
 /** First-dial retry of a scaler-started agent (see Agent.inFirstDial), and for how long. */
 const FIRST_DIAL_RETRY_MS = 10;
 const FIRST_DIAL_WINDOW_MS = 10_000;
+/**
+ * How long an agent is idle before it starts the next step's shell (ready-shell.ts): longer than
+ * the orchestrator takes to hand a freed agent its next queued job, so a burst is not slowed.
+ */
+const READY_SHELL_IDLE_MS = 50;
 /** Backoff while the orchestrator answers 503 (too many connections waiting to register). */
 const BUSY_BACKOFF_BASE_MS = 100;
 const BUSY_BACKOFF_MAX_MS = 5_000;
@@ -44,6 +50,14 @@ export class Agent {
   private runner: JobRunner | undefined;
   /** One dead-man switch for all of this agent's jobs (dead-man.ts), started before the first. */
   private deadMan: DeadManSwitch | undefined;
+  /** The next step's shell, started while the agent is idle (ready-shell.ts). */
+  private readonly shells: ReadyShells;
+  /**
+   * The environment every step starts from, read once: kici-agent has removed what no step may
+   * inherit before it makes the agent, and nothing changes it after. Copying process.env itself
+   * goes through its accessors, one variable at a time, on every step's start.
+   */
+  private readonly stepBase: NodeJS.ProcessEnv = { ...process.env };
   private jobsDone = 0;
   /** This process's session secret (from its first register.ack): proves a reconnect is us. */
   private session: string | undefined;
@@ -76,8 +90,14 @@ export class Agent {
     private readonly cfg: AgentConfig,
     private readonly log: AgentLog,
     private readonly version = '0.1.0',
+    /** A reusable switch started ahead (kici-agent starts it before loading this module). */
+    deadMan?: DeadManSwitch,
   ) {
     this.exited = new Promise((resolve) => (this.finish = resolve));
+    this.deadMan = deadMan;
+    this.shells = new ReadyShells(cfg.readyShell, undefined, (why) =>
+      this.log('info', `step shells are not started ahead on this host (${why}); each step is spawned`),
+    );
   }
 
   run(): Promise<number> {
@@ -232,6 +252,8 @@ export class Agent {
             keepWorkspace: this.cfg.keepWorkspace,
             insideJobImage: this.cfg.jobImage,
             deadMan: this.watcher(),
+            shells: this.shells,
+            baseEnv: this.stepBase,
             congested: () => (this.ws?.bufferedAmount ?? 0) > SEND_BACKLOG_BYTES,
           }),
         );
@@ -280,6 +302,8 @@ export class Agent {
     if (this.draining) this.sendNow({ type: 'agent.draining' }); // a new connection must know too
     if (this.runner) return;
     if (this.draining || (this.cfg.ephemeral && this.jobsDone > 0)) return this.leave();
+    // A job already on its way (bound to this agent) would only wait for the shell's spawn.
+    if (!ack.pendingDispatch) this.shells.prepareWhenIdle(READY_SHELL_IDLE_MS);
     if (!this.cfg.ephemeral || ack.warmPool) return;
     // A bound agent waits for its own job a while; any other single-use agent leaves soon when idle.
     this.armIdle(ack.pendingDispatch ? this.cfg.pendingDispatchTimeoutMs : this.cfg.idleTimeoutMs);
@@ -304,7 +328,9 @@ export class Agent {
       this.jobsDone++;
     }
     if (this.stopping && !this.draining) return; // stop() leaves once the result is acknowledged
-    if (this.cfg.ephemeral || this.draining) this.leave();
+    if (this.cfg.ephemeral || this.draining) return this.leave();
+    // Idle again: the next job's first step finds its shell waiting.
+    this.shells.prepareWhenIdle(READY_SHELL_IDLE_MS);
   }
 
   /**
@@ -398,6 +424,7 @@ export class Agent {
     this.clearIdle();
     // Every job's processes were stopped before the agent exits: the watcher leaves quietly.
     if (!this.runner) this.deadMan?.disarm();
+    this.shells.close();
     if (this.heartbeat) clearInterval(this.heartbeat);
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     this.ws?.removeAllListeners('close');

@@ -20,6 +20,8 @@ export interface AgentConfig {
   keepWorkspace: boolean;
   /** KICI_JOB_IMAGE_AGENT=1: started inside the job's own image, for that one job. */
   jobImage: boolean;
+  /** KICI_READY_SHELL=0 turns off starting step shells ahead (ready-shell.ts); on by default. */
+  readyShell: boolean;
   /** KICI_CA_FILE: the CA certificates (PEM) that wss:// is verified against instead of the system's. */
   ca?: Buffer | undefined;
 }
@@ -85,6 +87,7 @@ export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     workDir: env.KICI_WORK_DIR || undefined,
     keepWorkspace: env.KICI_KEEP_WORKSPACE === '1',
     jobImage: env.KICI_JOB_IMAGE_AGENT === '1',
+    readyShell: env.KICI_READY_SHELL !== '0',
     ca: env.KICI_CA_FILE ? readCa(env.KICI_CA_FILE) : undefined,
   };
 }

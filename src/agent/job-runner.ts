@@ -11,6 +11,7 @@ import { MAX_FRAME_BYTES } from './frames.js';
 import { agentOomProbe, oomMessage, type OomProbe } from './oom.js';
 import { DeadManSwitch } from './dead-man.js';
 import { runStep, type RunningStep } from './step-runner.js';
+import type { ReadyShells } from './ready-shells.js';
 import { SECRET_ENV } from './token-handoff.js';
 
 /** Set in every step's environment; finds what a job left behind once it ends (docs/step-runner.md). */
@@ -45,6 +46,8 @@ export interface JobRunnerOptions {
   deadMan?: DeadManSwitch | undefined;
   /** The agent was injected into the job's own image: a container job's steps run right here. */
   insideJobImage?: boolean | undefined;
+  /** Step shells started ahead (ready-shell.ts); without them every step's shell is spawned. */
+  shells?: ReadyShells | undefined;
 }
 
 /** Runs one job's steps in order and reports everything through `send`. */
@@ -58,6 +61,8 @@ export class JobRunner {
   private readonly steps: RunningStep[] = [];
   /** The job's first process and the pid counters before it: its end reads only younger pids. */
   private firstPid: PidMark | undefined;
+  /** A step ran before any mark was read: no pid window can hold the job (see the first step). */
+  private unbounded = false;
   /** Kills the steps' process groups if the agent dies before it cleans up (dead-man.ts). */
   private readonly deadMan: DeadManSwitch;
   private ended = false;
@@ -104,18 +109,29 @@ export class JobRunner {
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
         const started = performance.now();
         const oomBefore = await oom.kills();
-        const counters = this.firstPid ? undefined : markCounters();
+        const ready = this.opts.shells?.take();
+        // A shell started ahead brings the counters read before it (readyMark).
+        const counters = this.firstPid || ready ? undefined : markCounters();
         this.current = runStep({
           script: step.run,
           cwd: workspace,
           env: this.stepEnv(step.env),
           timeoutMs: step.timeoutSeconds ? step.timeoutSeconds * 1000 : undefined,
+          ready,
           onLine: (stream, line) => this.line(idx, stream, line),
         });
         this.steps.push(this.current);
-        if (counters && this.current.pgid !== undefined)
+        // A shell started ahead is older than these counters: its own, read before it, bound the job.
+        if (this.current.readyMark) {
+          if (!this.unbounded) this.firstPid ??= this.current.readyMark;
+        } else if (counters && this.current.pgid !== undefined)
           this.firstPid ??= { pid: this.current.pgid, ...counters };
+        // A step that started with no counters read before it (its shell could not be handed over):
+        // the job's processes are then not bounded by any later mark, and the end reads them all.
+        else if (!this.firstPid && this.current.pgid !== undefined) this.unbounded = true;
         this.deadMan.guard(this.current.pgid);
+        // The next step's shell starts while this one runs.
+        if (idx + 1 < job.steps.length) this.opts.shells?.prepare();
         const out = await this.current.done;
         this.current = undefined;
         if (out.error) this.line(idx, 'system', `step could not start: ${out.error}`);

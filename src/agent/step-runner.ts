@@ -3,6 +3,8 @@ import type { LogStream } from '../protocol/messages.js';
 import { onLines } from '../util/lines.js';
 import { startTicksOf } from '../util/proc-tree.js';
 import { setLongTimeout, type LongTimer } from '../util/long-timer.js';
+import type { PidMark } from '../util/pid-window.js';
+import { STEP_SHELL, type ReadyShell } from './ready-shell.js';
 
 export interface StepOutcome {
   exitCode: number | null;
@@ -17,6 +19,8 @@ export interface RunningStep {
   pgid: number | undefined;
   /** When its shell started (clock ticks since boot); every process of the step is younger. */
   startTicks: number | undefined;
+  /** Its shell was started ahead (ready-shell.ts): its pid and the host's pid counters before it. */
+  readyMark: PidMark | undefined;
   /** Stop the step's whole process group: SIGTERM, then SIGKILL after the grace. */
   cancel(kind: 'cancel' | 'timeout'): void;
   /** Stop reading output that background processes still write; resolves once the pipes are closed. */
@@ -37,7 +41,8 @@ const RELEASE_WAIT_MS = 1_000;
 
 /**
  * Run one step with /bin/sh in its own process group. The step ends when its shell exits; anything
- * it started in the background keeps running and is the job's to clean up (job-runner.ts).
+ * it started in the background keeps running and is the job's to clean up (job-runner.ts). With a
+ * `ready` shell (started ahead, ready-shell.ts) the step becomes that process instead of a new one.
  */
 export function runStep(opts: {
   script: string;
@@ -45,14 +50,19 @@ export function runStep(opts: {
   env: NodeJS.ProcessEnv;
   timeoutMs?: number | undefined;
   drainMs?: number;
+  ready?: ReadyShell | undefined;
   onLine: (stream: LogStream, line: string) => void;
 }): RunningStep {
-  const child = spawn('/bin/sh', ['-c', opts.script], {
-    cwd: opts.cwd,
-    env: opts.env,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const onReady = opts.ready?.handOver(opts.script, opts.cwd, opts.env) ? opts.ready : undefined;
+  if (opts.ready && !onReady) opts.ready.discard();
+  const child =
+    onReady?.child ??
+    spawn(STEP_SHELL, ['-c', opts.script], {
+      cwd: opts.cwd,
+      env: opts.env,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   let stopReason: 'cancel' | 'timeout' | undefined;
   let killTimer: NodeJS.Timeout | undefined;
   let shellExited = false;
@@ -142,7 +152,7 @@ export function runStep(opts: {
   };
   // Read now: the shell stays at least a zombie until Node reaps it, which cannot happen yet.
   const startTicks = child.pid === undefined ? undefined : startTicksOf(child.pid);
-  return { done, cancel, release, pause, resume, pgid: child.pid, startTicks };
+  return { done, cancel, release, pause, resume, pgid: child.pid, startTicks, readyMark: onReady?.mark };
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };

@@ -4,8 +4,8 @@
  * so a cold agent starts in tens of milliseconds.
  */
 import './node-check.js';
-import { Agent } from '../agent/agent.js';
 import { AgentConfigError, readAgentConfig } from '../agent/config.js';
+import { DeadManSwitch } from '../agent/dead-man.js';
 import { sealAgent } from '../agent/seal.js';
 import { takeHandedToken } from '../agent/token-handoff.js';
 import { formatText, logRecord, parseLogFormat, type LogFormat } from '../util/log-format.js';
@@ -57,7 +57,8 @@ async function main(): Promise<number> {
         '  KICI_EPHEMERAL=1       exit after one job\n' +
         '  KICI_CA_FILE           PEM CA certificates that wss:// is verified against (default: the system CAs)\n\n' +
         '  KICI_LOG_FORMAT        json (default) or text\n' +
-        '  KICI_AGENT_SEAL=off    do not make the agent non-dumpable (lets same-uid debuggers, and steps, read its memory)\n\n' +
+        '  KICI_AGENT_SEAL=off    do not make the agent non-dumpable (lets same-uid debuggers, and steps, read its memory)\n' +
+        "  KICI_READY_SHELL=0     do not start the next step's shell ahead while idle (docs/step-runner.md)\n\n" +
         'Options: --log-format json|text; --version prints the version; --help prints this.\n\n' +
         'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );
@@ -87,7 +88,12 @@ async function main(): Promise<number> {
     }
     throw err;
   }
-  const agent = new Agent(cfg, log);
+  // The dead-man switch is a fork of this process, and a fork costs with the process's size: started
+  // before the agent's modules are loaded, it costs about half, and a single-use agent's job no
+  // longer waits behind it when its registration is acknowledged.
+  const deadMan = new DeadManSwitch(true);
+  const { Agent } = await import('../agent/agent.js');
+  const agent = new Agent(cfg, log, undefined, deadMan);
   // A static agent drains on the first SIGTERM (an operator's restart should not lose the job) and
   // cancels on the second, or on SIGINT. A scaler's SIGTERM means "tear down now": cancel at once.
   let terms = 0;
