@@ -233,9 +233,8 @@ export async function runServeCell(fault: Fault, spec: ServeCellSpec, tag: strin
       throw new Error(`${(err as Error).message}: ${what.join('; ')}\nserve said:\n${warnings(h)}`);
     });
 
-    // Every step has printed its start line: the agents are past starting their jobs (a container
-    // agent has been seen silent for a few seconds there on a loaded host, longer than the clock
-    // cells' three 1 s heartbeats), and the fault lands mid-step.
+    // Every step has printed its start line: the agents are past starting their jobs, and the
+    // fault lands mid-step.
     const logOf = async (id: string) =>
       (await api<{ lines: { line: string }[] }>(h, 'GET', `/api/v1/jobs/${id}/logs`)).lines.map(
         (l) => l.line,

@@ -41,9 +41,10 @@ export async function clockOffset(initial = '+0'): Promise<ClockOffset> {
       FAKETIME_NO_CACHE: '1',
       // A real clock step moves the wall clock only; timers and liveness run on the monotonic one.
       FAKETIME_DONT_FAKE_MONOTONIC: '1',
-      // A clock step is held until every agent has sent two heartbeats: 3 s apart, not 10. Not 1 s:
-      // a Podman container agent was seen silent for 4-7 s around its job's start on a quiet host,
-      // longer than the 3 missed beats a 1 s interval allows.
+      // A clock step is held until every agent has sent two heartbeats: 3 s apart, not 10. Not 1 s,
+      // which allows a silence of only 3 s: a loaded host delays a beat by more than that. (Podman
+      // agents silent for 10-30 s here were the bridge's MAC moving, which the system tier now pins:
+      // scripts/system/pin-bridge-macs.sh.)
       KICI_AGENT_HEARTBEAT_MS: '3000',
     },
     set: (offset) => writeFile(file, `${offset}\n`),
