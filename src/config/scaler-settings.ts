@@ -138,7 +138,7 @@ export const SCALER_SETTINGS: readonly SettingSpec[] = [
     'agent-token-ttl-ms',
     3_600_000,
     1000,
-    "lifetime of a spawned agent's token",
+    "lifetime of a spawned agent's token (kept that far ahead while its agent is held)",
   ),
 ];
 

@@ -18,7 +18,7 @@ import {
 import type { ClassifiedSpawnError } from './core/spawn-errors.js';
 import type { MachineLedger } from './ledger/machine-ledger.js';
 import type { ReloadHost, RecoveryHost, SpawnHost, TeardownReason, WarmPoolHost } from './lifecycle-port.js';
-import { DEFAULT_SPAWN_TIMEOUT_MS, failAgentSpawn, provisionAgent } from './spawn.js';
+import { DEFAULT_SPAWN_TIMEOUT_MS, failAgentSpawn, provisionAgent, tokenTtlMs } from './spawn.js';
 import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
 import { recoverAgents } from './recovery.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
@@ -126,6 +126,11 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
   setHooks(hooks: ScalerHooks, registry?: RegistryView): void {
     this.hookSet = hooks;
     if (registry) this.warm.setRegistry(registry);
+  }
+
+  /** The lifetime its agents' tokens are minted with, and kept ahead by while they are connected. */
+  tokenTtlMs(): number {
+    return tokenTtlMs(this.opts);
   }
 
   globalActiveCount(): number {

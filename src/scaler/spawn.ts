@@ -24,6 +24,14 @@ import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './ty
 export const DEFAULT_SPAWN_TIMEOUT_MS = 300_000;
 export const DEFAULT_AGENT_TOKEN_TTL_MS = 3_600_000;
 
+/** The lifetime a spawned agent's token is minted with: the live setting, else the option. */
+export function tokenTtlMs(opts: {
+  liveAgentTokenTtlMs?: (() => number) | undefined;
+  agentTokenTtlMs?: number | undefined;
+}): number {
+  return opts.liveAgentTokenTtlMs?.() ?? opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS;
+}
+
 /** Reserve, record, and start one agent: bound to `job`, or a warm agent when there is none. */
 export async function provisionAgent(
   host: SpawnHost,
@@ -119,7 +127,7 @@ export async function provisionAgent(
           agentId,
           labels: m.fullLabels,
           kind: 'ephemeral',
-          ttlMs: host.opts.liveAgentTokenTtlMs?.() ?? host.opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
+          ttlMs: tokenTtlMs(host.opts),
           now: new Date(now),
         },
         trx,

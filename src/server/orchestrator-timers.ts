@@ -8,16 +8,21 @@ import { SilenceWatch } from './heartbeat-check.js';
 import type { OrchestratorEvents } from './orchestrator-events.js';
 import { agentHeartbeatMs, type OrchestratorOptions } from './orchestrator-options.js';
 import { startPendingSweep } from './pending-sweep.js';
+import { heldAgents, startTokenRenewal } from './token-renewal.js';
+import type { TokensRepo } from '../store/tokens-repo.js';
+import { DEFAULT_AGENT_TOKEN_TTL_MS } from '../scaler/spawn.js';
 
 /**
- * The orchestrator's own timers: the pending sweep and the check for silent agents, plus the
- * prompt withdrawal of a provision whose job ended while it was starting. `cancel` ends both timers.
+ * The orchestrator's own timers: the pending sweep, the check for silent agents and the renewal of
+ * connected single-use agents' tokens, plus the prompt withdrawal of a provision whose job ended
+ * while it was starting. `cancel` ends the timers.
  */
 export function startOrchestratorTimers(d: {
   opts: OrchestratorOptions;
   scaler: ScalerManager | undefined;
   dispatcher: Dispatcher;
   events: EventsView<OrchestratorEvents>;
+  tokens: Pick<TokensRepo, 'prolong'>;
   log: Logger;
 }): { cancel(): void } {
   const { opts, scaler, dispatcher, log } = d;
@@ -41,10 +46,18 @@ export function startOrchestratorTimers(d: {
   const hb = agentHeartbeatMs(opts);
   const silence = new SilenceWatch(clock, hb);
   const heartbeatTimer = every(clock, hb, () => silence.check(dispatcher.registry.list()));
+  const renewal = startTokenRenewal({
+    clock,
+    tokens: d.tokens,
+    agentIds: () => heldAgents(dispatcher.registry.list(), scaler?.entries() ?? []),
+    ttlMs: () => scaler?.tokenTtlMs() ?? opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
+    log,
+  });
   return {
     cancel: () => {
       sweepTimer.cancel();
       heartbeatTimer.cancel();
+      renewal.cancel();
     },
   };
 }

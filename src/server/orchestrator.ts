@@ -21,6 +21,7 @@ import type { OrchestratorEvents } from './orchestrator-events.js';
 import { withScalerSettings, type OrchestratorOptions } from './orchestrator-options.js';
 import { assembleParts, type OrchestratorParts } from './orchestrator-parts.js';
 import { startOrchestratorTimers } from './orchestrator-timers.js';
+import { heldAgents, renewHeldTokens } from './token-renewal.js';
 import { sweepOrphans } from './orphan-sweep.js';
 import type { StoreProbe } from './readiness.js';
 import type { RetentionService } from './retention.js';
@@ -124,10 +125,25 @@ export class Orchestrator {
       const recovered = await dispatcher.recover();
       const adopted = scaler ? await scaler.recover() : undefined;
       if (scaler) await sweepOrphans(scaler, dispatcher, log);
+      if (scaler)
+        await renewHeldTokens({
+          clock,
+          tokens: parts.store.tokens,
+          agentIds: heldAgents(dispatcher.registry.list(), scaler.entries()),
+          ttlMs: scaler.tokenTtlMs(),
+          log,
+        });
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       await orch.syncGateways();
-      orch.timers = startOrchestratorTimers({ opts, scaler, dispatcher, events: orch.events, log });
+      orch.timers = startOrchestratorTimers({
+        opts,
+        scaler,
+        dispatcher,
+        events: orch.events,
+        tokens: parts.store.tokens,
+        log,
+      });
       if (opts.scalerAuditIntervalMs !== 0) orch.auditor?.start(opts.scalerAuditIntervalMs);
       orch.reaper?.start();
       await cluster.start({

@@ -101,6 +101,26 @@ export class TokensRepo {
     return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
   }
 
+  /**
+   * Moves the end of these agents' single-use tokens out to `until`, never in: an agent whose job
+   * outlives its token's first lifetime can still come back after a dropped connection or a restart
+   * of the orchestrator. Static tokens keep the lifetime their operator gave them; revoked ones stay
+   * revoked. Returns how many were moved.
+   */
+  async prolong(agentIds: readonly string[], until: Date): Promise<number> {
+    if (!agentIds.length) return 0;
+    const res = await this.db
+      .updateTable('agent_tokens')
+      .set({ expires_at: until })
+      .where('agent_id', 'in', [...agentIds])
+      .where('kind', '=', 'ephemeral')
+      .where('revoked_at', 'is', null)
+      .where('expires_at', 'is not', null)
+      .where('expires_at', '<', until)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows);
+  }
+
   /** When a token last let an agent in (`agent token list`). */
   async stampUsed(tokenId: string, now: Date): Promise<void> {
     await this.db.updateTable('agent_tokens').set({ last_used_at: now }).where('id', '=', tokenId).execute();

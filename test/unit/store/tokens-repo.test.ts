@@ -176,3 +176,50 @@ describe('TokensRepo.revokeForAgent', () => {
     expect(row.revoked_at?.getTime()).toBe(later(10).getTime());
   });
 });
+
+describe('TokensRepo.prolong', () => {
+  const mint = async (kind: 'ephemeral' | 'static', ttlMs?: number) => {
+    const agentId = uid('agent');
+    return { agentId, ...(await store.tokens.mint({ agentId, labels: ['linux'], kind, ttlMs, now: T0 })) };
+  };
+  const endOf = async (tokenId: string) =>
+    (
+      await store.db
+        .selectFrom('agent_tokens')
+        .select('expires_at')
+        .where('id', '=', tokenId)
+        .executeTakeFirst()
+    )?.expires_at?.getTime() ?? null;
+
+  it("moves a single-use agent's token end out, and checks pass after its first end; an expired one comes back", async () => {
+    const t = await mint('ephemeral', 1_000);
+    expect(await store.tokens.check(t.token, later(5_000))).toMatchObject({
+      ok: false,
+      reason: 'token expired',
+    });
+    expect(await store.tokens.prolong([t.agentId], later(10_000))).toBe(1);
+    expect(await endOf(t.tokenId)).toBe(later(10_000).getTime());
+    expect(await store.tokens.check(t.token, later(5_000))).toMatchObject({ ok: true, tokenId: t.tokenId });
+  });
+
+  it('never moves an end in, and leaves static, endless and revoked tokens as they are', async () => {
+    const long = await mint('ephemeral', 60_000);
+    const fixed = await mint('static', 1_000);
+    const endless = await mint('ephemeral');
+    const revoked = await mint('ephemeral', 1_000);
+    await store.tokens.revoke(revoked.tokenId, T0);
+    const ids = [long.agentId, fixed.agentId, endless.agentId, revoked.agentId];
+    expect(await store.tokens.prolong(ids, later(10_000))).toBe(0);
+    expect(await endOf(long.tokenId)).toBe(later(60_000).getTime());
+    expect(await endOf(fixed.tokenId)).toBe(later(1_000).getTime());
+    expect(await endOf(endless.tokenId)).toBeNull();
+    expect(await store.tokens.check(revoked.token, later(500))).toMatchObject({
+      ok: false,
+      reason: 'token revoked',
+    });
+  });
+
+  it('does nothing for no ids', async () => {
+    expect(await store.tokens.prolong([], later(10_000))).toBe(0);
+  });
+});
