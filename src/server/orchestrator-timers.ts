@@ -14,7 +14,7 @@ import { DEFAULT_AGENT_TOKEN_TTL_MS } from '../scaler/spawn.js';
 
 /**
  * The orchestrator's own timers: the pending sweep, the check for silent agents and the renewal of
- * connected single-use agents' tokens, plus the prompt withdrawal of a provision whose job ended
+ * held single-use agents' tokens, plus the prompt withdrawal of a provision whose job ended
  * while it was starting. `cancel` ends the timers.
  */
 export function startOrchestratorTimers(d: {

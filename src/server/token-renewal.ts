@@ -6,7 +6,7 @@ import type { Logger } from '../util/logger.js';
 import { swallow } from '../util/swallowed-errors.js';
 
 /**
- * How often the tokens of connected single-use agents are moved out: a quarter of their lifetime,
+ * How often the tokens of held single-use agents are moved out: a quarter of their lifetime,
  * so one missed round still leaves most of it, and at least once a minute, so a wall clock stepped
  * forward (which makes them look expired at once) is caught up with soon. Never more often than
  * once a second.
@@ -20,9 +20,9 @@ export function renewalPeriodMs(ttlMs: number): number {
  * enough to register, but a job may run longer, and an agent that lost its connection after that (a
  * network blip, the orchestrator restarted or upgraded) was refused as expired and its job lost.
  * For as long as this instance holds the agent (connected, or adopted after a restart and expected
- * back), its token is kept a full lifetime ahead. (At start, `renewHeldTokens` lets the adopted ones
- * back in before the first round, however long the orchestrator was down.) Once the agent
- * is gone the token runs out as before, so a leaked one is good for at most one lifetime.
+ * back), its token is kept a full lifetime ahead; at start, `renewHeldTokens` does one round before
+ * agents can dial in. Once the agent is gone the token runs out as before, so a leaked one is good
+ * for at most one lifetime.
  */
 export function startTokenRenewal(d: {
   clock: Clock;
