@@ -10,7 +10,7 @@ import { agentHeartbeatMs, type OrchestratorOptions } from './orchestrator-optio
 import { startPendingSweep } from './pending-sweep.js';
 import { heldAgents, startTokenRenewal } from './token-renewal.js';
 import type { TokensRepo } from '../store/tokens-repo.js';
-import { DEFAULT_AGENT_TOKEN_TTL_MS } from '../scaler/spawn.js';
+import { tokenTtlMs } from '../scaler/spawn.js';
 
 /**
  * The orchestrator's own timers: the pending sweep, the check for silent agents and the renewal of
@@ -50,7 +50,7 @@ export function startOrchestratorTimers(d: {
     clock,
     tokens: d.tokens,
     agentIds: () => heldAgents(dispatcher.registry.list(), scaler?.entries() ?? []),
-    ttlMs: () => scaler?.tokenTtlMs() ?? opts.agentTokenTtlMs ?? DEFAULT_AGENT_TOKEN_TTL_MS,
+    ttlMs: () => scaler?.tokenTtlMs() ?? tokenTtlMs(opts),
     log,
   });
   return {

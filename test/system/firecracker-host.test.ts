@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bridgeMac } from '../../src/scaler/backends/firecracker/host-net.js';
+import { joinLowPort, macOf } from '../helpers/bridge-ports.js';
 import { ADMIN_BIN, runNode } from '../helpers/orchestrator.js';
 
 /**
@@ -37,9 +38,7 @@ const linkExists = (name: string) =>
     () => true,
     () => false,
   );
-const macOf = async (name: string) =>
-  (JSON.parse((await run('ip', ['-j', 'link', 'show', 'dev', name])).stdout) as { address: string }[])[0]!
-    .address;
+const ip = (...args: string[]) => run('ip', args);
 const tableExists = () =>
   run('nft', ['list', 'table', 'inet', table]).then(
     () => true,
@@ -124,28 +123,15 @@ describe('firecracker host set-up in a private namespace', () => {
     // does: a bridge left to the kernel would take the port's, and the guests already running would
     // send to one the host drops.
     const fixed = bridgeMac(`10.${octet}.7.1`);
-    expect(await macOf(bridge)).toBe(fixed);
+    expect(await macOf(ip, bridge)).toBe(fixed);
     const port = `kfp${tag}`;
-    await run('ip', [
-      'link',
-      'add',
-      port,
-      'address',
-      '00:00:00:00:00:01',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      `${port}p`,
-    ]);
     try {
-      await run('ip', ['link', 'set', port, 'master', bridge]);
-      await run('ip', ['link', 'set', port, 'up']);
-      expect(await macOf(bridge)).toBe(fixed);
+      await joinLowPort(ip, bridge, port);
+      expect(await macOf(ip, bridge)).toBe(fixed);
     } finally {
       await run('ip', ['link', 'del', 'dev', port]); // its peer goes with it
     }
-    expect(await macOf(bridge)).toBe(fixed);
+    expect(await macOf(ip, bridge)).toBe(fixed);
 
     const down = await admin('teardown');
     expect(down.code, down.stderr + down.stdout).toBe(0);

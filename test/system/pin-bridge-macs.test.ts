@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { joinLowPort, LOW_MAC, macOf } from '../helpers/bridge-ports.js';
 import { eventually } from '../helpers/orchestrator.js';
 
 /**
@@ -14,23 +15,19 @@ import { eventually } from '../helpers/orchestrator.js';
 const run = promisify(execFile);
 const ns = `kici-pin-${randomBytes(3).toString('hex')}`;
 const ip = (...args: string[]) => run('ip', ['-n', ns, ...args]);
-const macOf = async (dev: string) =>
-  (JSON.parse((await ip('-j', 'link', 'show', 'dev', dev)).stdout) as { address: string }[])[0]!.address;
 
 /** How the kernel came by a link's address: 3 (NET_ADDR_SET) once someone set it. */
 const ADDR_SET = '3';
 const assignType = async (dev: string) =>
   (await run('ip', ['netns', 'exec', ns, 'cat', `/sys/class/net/${dev}/addr_assign_type`])).stdout.trim();
 
-/** A bridge, then a port with the lowest possible MAC on it; returns the bridge's address before and after. */
+/** A bridge, then a port with the lowest MAC on it; returns the bridge's address before and after. */
 async function bridgeWithLowPort(br: string, port: string): Promise<[string, string]> {
   await ip('link', 'add', br, 'type', 'bridge');
   await ip('link', 'set', br, 'up');
-  const before = await macOf(br);
-  await ip('link', 'add', port, 'address', '00:00:00:00:00:01', 'type', 'veth', 'peer', 'name', `${port}p`);
-  await ip('link', 'set', port, 'master', br);
-  await ip('link', 'set', port, 'up');
-  return [before, await macOf(br)];
+  const before = await macOf(ip, br);
+  await joinLowPort(ip, br, port);
+  return [before, await macOf(ip, br)];
 }
 
 beforeAll(() => run('ip', ['netns', 'add', ns]));
@@ -39,8 +36,8 @@ afterAll(() => run('ip', ['netns', 'del', ns]));
 describe('pin-bridge-macs.sh', () => {
   it('control: with no pinner, a bridge takes the lower MAC of a port that joins it', async () => {
     const [before, after] = await bridgeWithLowPort('kbr0', 'kpt0');
-    expect(before).not.toBe('00:00:00:00:00:01');
-    expect(after).toBe('00:00:00:00:00:01');
+    expect(before).not.toBe(LOW_MAC);
+    expect(after).toBe(LOW_MAC);
   });
 
   it('pins a bridge that is there and one made while it runs; stops, with its monitor, on TERM', async () => {
@@ -51,24 +48,11 @@ describe('pin-bridge-macs.sh', () => {
       await eventually(async () => (await assignType('kbr0')) === ADDR_SET, 10_000, 'kbr0 pinned');
       await ip('link', 'add', 'kbr1', 'type', 'bridge');
       await eventually(async () => (await assignType('kbr1')) === ADDR_SET, 10_000, 'kbr1 pinned');
-      const first = await macOf('kbr1');
-      await ip(
-        'link',
-        'add',
-        'kpt1',
-        'address',
-        '00:00:00:00:00:01',
-        'type',
-        'veth',
-        'peer',
-        'name',
-        'kpt1p',
-      );
-      await ip('link', 'set', 'kpt1', 'master', 'kbr1');
-      await ip('link', 'set', 'kpt1', 'up');
-      expect(await macOf('kbr1')).toBe(first);
+      const first = await macOf(ip, 'kbr1');
+      await joinLowPort(ip, 'kbr1', 'kpt1');
+      expect(await macOf(ip, 'kbr1')).toBe(first);
       await ip('link', 'del', 'dev', 'kpt1');
-      expect(await macOf('kbr1')).toBe(first);
+      expect(await macOf(ip, 'kbr1')).toBe(first);
       children = (await readFile(`/proc/${pinner.pid}/task/${pinner.pid}/children`, 'utf8'))
         .trim()
         .split(/\s+/);
