@@ -515,6 +515,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     clearTimeout(timer);
     if (outcome === 'timeout')
       this.log.error('Scaler backends still stopping their agents after the shutdown grace');
+    for (const b of this.state.backends.values()) b.release?.();
     // Kept agents keep their machine-pool reservations; torn-down ones released theirs above.
     if (!keep)
       await this.opts.ledger

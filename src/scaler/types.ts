@@ -261,6 +261,8 @@ export interface ScalerBackend {
   applyReload(entry: ScalerEntry): void;
   /** This orchestrator is stopping: destroy every agent when `lifetime` is `orchestrator`, none when `cluster`. */
   shutdownAll(): Promise<void>;
+  /** This orchestrator is stopping, its agents torn down or kept: let go of host helpers it started. */
+  release?(): void;
   getScalerContext?(agentId: string): Record<string, unknown> | undefined;
   /**
    * Backends that run jobs on the orchestrator's own host: how each label set's jobs are kept from

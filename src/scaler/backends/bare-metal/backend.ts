@@ -1,6 +1,5 @@
 import { logCaptureOf } from '../log-capture.js';
 import { agentLineForJob, logAgentLine } from '../../../util/agent-output.js';
-import type { ChildProcess } from 'node:child_process';
 import { isAbsolute, resolve } from 'node:path';
 import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
 import type { Logger } from '../../../util/logger.js';
@@ -42,6 +41,8 @@ import { homedir } from 'node:os';
 import { findOrphanAgents, listAgentProcesses } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
 import { SealedRuntime } from './sealed-runtime.js';
+import type { AgentChild } from './spawner/agent-child.js';
+import type { AgentSpawner } from './spawner/agent-spawner.js';
 
 export interface BareMetalBackendOptions {
   entry: ScalerEntry;
@@ -65,11 +66,13 @@ export interface BareMetalBackendOptions {
   hostFacts?: HostFacts;
   /** Files no job may read (admin token, TLS key): hidden in the sandbox. */
   secretFiles?: readonly string[];
+  /** Starts agent processes outside the orchestrator (see spawner/); this backend closes it at shutdown. */
+  spawner?: AgentSpawner | undefined;
 }
 
 interface Tracked {
   agent: ManagedAgent;
-  child?: ChildProcess;
+  child?: AgentChild;
   pgid?: number;
   registered: boolean;
   destroying: boolean;
@@ -239,7 +242,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (trusted)
       this.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
-    let child: ChildProcess;
+    let child: AgentChild;
     try {
       child = await launchAgentProcess(req, ls, binary, env, req.auth.token, tracked, this.launchDeps);
     } catch (err) {
@@ -247,14 +250,14 @@ export class BareMetalScalerBackend implements ScalerBackend {
       throw err;
     }
     child.unref();
-    const pid = child.pid!;
+    const pid = child.pid;
     tracked.child = child;
     tracked.pgid = pid;
     agent.backendRef = String(pid);
     agent.state = 'running';
     this.capture(tracked, child, req.onEvent);
     // 'close' comes after the output streams ended, so the failure message carries the whole tail.
-    child.once('close', (code, signal) => this.onExit(req, tracked, code, signal));
+    child.onClose((code, signal) => this.onExit(req, tracked, code, signal));
     if (req.signal.aborted || tracked.destroying) {
       // Abandoned (deadline, or destroy() ran before the process existed) while starting: it must not outlive that.
       this.agents.delete(req.agentId);
@@ -305,11 +308,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
       runtime: this.runtime,
       placeLeft: (id) => this.placeLeft(id),
       cgroupLeft: (id) => this.cgroupLeft(id),
+      spawner: this.opts.spawner,
     };
   }
 
   /** The agent's own output goes to our log at info and, as system lines, to its bound job's log. */
-  private capture(t: Tracked, child: ChildProcess, onEvent: SpawnRequest['onEvent']): void {
+  private capture(t: Tracked, child: AgentChild, onEvent: SpawnRequest['onEvent']): void {
     const log = this.log.child({ agentId: t.agent.id, logsSource: 'bare-metal' });
     for (const [name, stream] of [
       ['stdout', child.stdout],
@@ -451,7 +455,13 @@ export class BareMetalScalerBackend implements ScalerBackend {
   async inventory(): Promise<InventoryItem[]> {
     const procs = await listAgentProcesses(this.name);
     return procs
-      .filter((p) => p.ppid === process.pid || p.ppid === 1 || this.agents.get(p.agentId)?.pgid === p.pid)
+      .filter(
+        (p) =>
+          p.ppid === process.pid ||
+          p.ppid === this.opts.spawner?.pid ||
+          p.ppid === 1 ||
+          this.agents.get(p.agentId)?.pgid === p.pid,
+      )
       .map((p) => ({ kind: 'process' as const, agentId: p.agentId, ref: String(p.pid) }));
   }
 
@@ -479,6 +489,11 @@ export class BareMetalScalerBackend implements ScalerBackend {
     await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
     await this.users.close().catch(this.placeLeft('spare'));
     await this.opts.jobImage?.shutdownAll();
+    this.release();
+  }
+
+  release(): void {
+    this.opts.spawner?.close();
   }
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {

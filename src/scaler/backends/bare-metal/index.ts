@@ -4,6 +4,7 @@ import type { BackendDescriptor } from '../descriptor.js';
 import type { BackendDeps } from '../deps.js';
 import { UserError } from '../../../util/errors.js';
 import { BareMetalScalerBackend } from './backend.js';
+import { AgentSpawner } from './spawner/agent-spawner.js';
 import { CgroupfsLimits } from './agent-limits.js';
 import { chooseAgentLimits, hostLimitsProbes } from './choose-limits.js';
 import { agentsCannotRun, planConfinement } from './confinement-plan.js';
@@ -61,8 +62,17 @@ export const bareMetalDescriptor: BackendDescriptor = {
     const unreachable = agentsCannotRun(entry, plan, dirname(deps.configPath), deps.hostEnv ?? process.env);
     if (unreachable.length) throw new UserError(unreachable.join('\n'));
     const jobImage = entry.labelSets.some(isJobImageSet) ? await jobImageAgents(entry, deps) : undefined;
+    // Started now, while it can: its first fork is the only one that copies the orchestrator.
+    const spawner = new AgentSpawner((why) =>
+      deps.logger.warn(
+        { scaler: entry.name },
+        `agent spawner ${why}; agents are started by the orchestrator itself from now on`,
+      ),
+    );
+    spawner.start();
     return new BareMetalScalerBackend({
       entry,
+      spawner,
       jobImage,
       limits,
       logger: deps.logger,

@@ -1,11 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import type { LabelSetConfig } from '../../../config/index.js';
 import { DeterministicSpawnError } from '../../core/spawn-errors.js';
 import type { SpawnContext } from '../../types.js';
 import type { AgentLimits } from './agent-limits.js';
-import type { Writable } from 'node:stream';
-import { TOKEN_FD } from './env.js';
+import { spawnDirect, type AgentChild } from './spawner/agent-child.js';
+import type { AgentSpawner } from './spawner/agent-spawner.js';
+import { stopAgentTree } from './process-group.js';
 import { launchCommand } from './launch.js';
 import { launchError } from './launch-error.js';
 import type { ConfinementMode } from './confinement.js';
@@ -32,6 +32,8 @@ export interface LaunchDeps {
   runtime?: SealedRuntime | undefined;
   /** Where a failed clean-up is logged and counted. */
   placeLeft(agentId: string): (err: unknown) => void;
+  /** Starts agents outside the orchestrator's own (large) process; absent or not ready: forked here. */
+  spawner?: AgentSpawner | undefined;
   cgroupLeft(agentId: string): (err: unknown) => void;
 }
 
@@ -49,7 +51,7 @@ export async function launchAgentProcess(
   token: string,
   tracked: { placement: Placement },
   deps: LaunchDeps,
-): Promise<ChildProcess> {
+): Promise<AgentChild> {
   const id = req.agentId;
   const undo = async () => {
     await deps.limits.release(id).catch(deps.cgroupLeft(id));
@@ -105,22 +107,18 @@ export async function launchAgentProcess(
     // busy host makes long, on every cold start.
     if (statSync(binary).isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     if (launch.file !== binary) accessSync(binary, constants.X_OK);
-    // The token goes down descriptor TOKEN_FD, which the agent reads to its end and closes: never
-    // the environment, which stays readable in /proc for the process's whole life.
-    const child = spawn(launch.file, launch.args, {
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-      env,
-    });
-    await new Promise<void>((ok, failed) => {
-      child.once('spawn', ok);
-      child.once('error', failed);
-    });
-    const handoff = child.stdio[TOKEN_FD] as Writable | null;
-    // An agent that dies before reading it breaks the pipe; its exit is reported on its own.
-    handoff?.on('error', () => {});
-    handoff?.end(`${token}\n`);
-    return child;
+    const agentLaunch = { file: launch.file, args: launch.args, env, token };
+    const relayed = deps.spawner?.spawn(agentLaunch);
+    if (!relayed) return await spawnDirect(agentLaunch);
+    try {
+      return await relayed;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ESPAWNER') throw err;
+      // The spawner went away with this request in flight: its agent may have started. Nothing of
+      // it may outlive this answer, and the start is made here instead.
+      await stopAgentTree(id, undefined, 0);
+      return await spawnDirect(agentLaunch);
+    }
   } catch (err) {
     await undo();
     const failure = launchError(binary, err);

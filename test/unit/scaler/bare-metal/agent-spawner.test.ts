@@ -1,0 +1,148 @@
+import { readFile } from 'node:fs/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { AgentSpawner } from '../../../../src/scaler/backends/bare-metal/spawner/agent-spawner.js';
+import type { AgentChild } from '../../../../src/scaler/backends/bare-metal/spawner/agent-child.js';
+import { TOKEN_FD } from '../../../../src/scaler/backends/bare-metal/env.js';
+
+/**
+ * The agent spawner: a real spawner process starting real shell processes in place of agents.
+ * Readiness is awaited on the spawner's own answer (its pid appears), never on time.
+ */
+const open: AgentSpawner[] = [];
+afterEach(() => {
+  for (const s of open.splice(0)) s.close();
+});
+
+async function readySpawner(onGone?: (why: string) => void): Promise<AgentSpawner> {
+  const s = new AgentSpawner(onGone);
+  open.push(s);
+  s.start();
+  await new Promise<void>((ok) => {
+    const look = () => (s.pid !== undefined ? ok() : setImmediate(look));
+    look();
+  });
+  return s;
+}
+
+function lines(child: AgentChild): { out: string[]; err: string[] } {
+  const got = { out: [] as string[], err: [] as string[] };
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  child.stdout.on('data', (d: string) => got.out.push(...d.split('\n').filter(Boolean)));
+  child.stderr.on('data', (d: string) => got.err.push(...d.split('\n').filter(Boolean)));
+  return got;
+}
+
+const closed = (c: AgentChild) =>
+  new Promise<[number | null, NodeJS.Signals | null]>((ok) => c.onClose((code, sig) => ok([code, sig])));
+
+async function statOf(pid: number): Promise<{ ppid: number; pgid: number }> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { ppid: Number(rest[1]), pgid: Number(rest[2]) };
+}
+
+describe('agent spawner', () => {
+  it('starts a process in its own group with exactly the given environment, hands the token on fd 3, relays output, then the exit', async () => {
+    const s = await readySpawner();
+    const child = await s.spawn({
+      file: '/bin/sh',
+      args: [
+        '-c',
+        `read t <&${TOKEN_FD}; echo "tok=$t"; echo "env=$ONLY_THIS"; echo oops >&2; sleep 60; exit 3`,
+      ],
+      env: { PATH: '/usr/bin:/bin', ONLY_THIS: 'yes' },
+      token: 'secret-token',
+    })!;
+    const got = lines(child);
+    const st = await statOf(child.pid);
+    expect(st.pgid).toBe(child.pid);
+    expect(st.ppid).toBe(s.pid);
+    const environ = (await readFile(`/proc/${child.pid}/environ`, 'utf8')).split('\0').filter(Boolean);
+    expect(environ.sort()).toEqual(['ONLY_THIS=yes', 'PATH=/usr/bin:/bin']);
+    // The whole group, as a teardown does: 'close' waits for every holder of the output pipes.
+    process.kill(-child.pid, 'SIGKILL');
+    expect(await closed(child)).toEqual([null, 'SIGKILL']);
+    expect(got.out).toEqual(['tok=secret-token', 'env=yes']);
+    expect(got.err).toEqual(['oops']);
+  });
+
+  it('every line is relayed before the exit is reported', async () => {
+    const s = await readySpawner();
+    const child = await s.spawn({
+      file: '/bin/sh',
+      args: ['-c', 'i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); done; exit 0'],
+      env: { PATH: '/usr/bin:/bin' },
+      token: 't',
+    })!;
+    const got = lines(child);
+    expect(await closed(child)).toEqual([0, null]);
+    expect(got.out.length).toBe(2000);
+    expect(got.out[1999]).toBe('line 1999');
+  });
+
+  it('a binary that cannot start fails with its errno code, as a direct spawn does', async () => {
+    const s = await readySpawner();
+    await expect(
+      s.spawn({ file: '/nonexistent/kici-agent', args: [], env: {}, token: 't' })!,
+    ).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('the spawner runs in a group of its own, without the orchestrator environment', async () => {
+    process.env.KICI_TEST_SHOULD_NOT_LEAK = 'x';
+    const s = await readySpawner();
+    delete process.env.KICI_TEST_SHOULD_NOT_LEAK;
+    const st = await statOf(s.pid!);
+    expect(st.pgid).toBe(s.pid);
+    expect(await readFile(`/proc/${s.pid}/environ`, 'utf8')).not.toContain('KICI_TEST_SHOULD_NOT_LEAK');
+  });
+
+  it('close ends the spawner and leaves its agents running; later spawns answer undefined', async () => {
+    const s = await readySpawner();
+    const pid = s.pid!;
+    const child = await s.spawn({
+      file: '/bin/sh',
+      args: ['-c', 'sleep 60'],
+      env: { PATH: '/usr/bin:/bin' },
+      token: 't',
+    })!;
+    const gone = new Promise<void>((ok) => {
+      // Polls the spawner's /proc entry (its exit is not ours to wait on: it is the class's child).
+      const look = (): void =>
+        void statOf(pid).then(
+          () => setTimeout(look, 20),
+          () => ok(),
+        );
+      look();
+    });
+    s.close();
+    await gone;
+    expect((await statOf(child.pid)).ppid).not.toBe(pid);
+    expect(s.spawn({ file: '/bin/true', args: [], env: {}, token: 't' })).toBeUndefined();
+    process.kill(-child.pid, 'SIGKILL');
+  });
+
+  it('a spawner killed with a request in flight fails it with ESPAWNER and says why once', async () => {
+    const why: string[] = [];
+    const s = await readySpawner((w) => why.push(w));
+    const pid = s.pid!;
+    process.kill(pid, 'SIGSTOP');
+    const inFlight = s.spawn({ file: '/bin/true', args: [], env: {}, token: 't' })!;
+    process.kill(pid, 'SIGKILL');
+    await expect(inFlight).rejects.toMatchObject({ code: 'ESPAWNER' });
+    expect(why).toEqual(['exited with signal SIGKILL']);
+    expect(s.spawn({ file: '/bin/true', args: [], env: {}, token: 't' })).toBeUndefined();
+  });
+
+  it('an exit already relayed is still told on a later turn, as a child process would (never inside onClose)', async () => {
+    const s = await readySpawner();
+    const child = await s.spawn({ file: '/bin/sh', args: ['-c', 'exit 4'], env: {}, token: 't' })!;
+    expect(await closed(child)).toEqual([4, null]);
+    // The backend attaches its exit handler during its own start; an agent that already died must
+    // be reported after that start returns, not in the middle of it.
+    let returned = false;
+    const late = new Promise<boolean>((ok) => child.onClose(() => ok(returned)));
+    returned = true;
+    expect(await late).toBe(true);
+  });
+});
