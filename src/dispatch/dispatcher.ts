@@ -1,6 +1,5 @@
 import { canonicalizeLabels, mirrorResources } from '../config/index.js';
 import type { RunSpec, JobSpec } from '../jobs/run-spec.js';
-import { secretValues } from '../jobs/secret-mask.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import { describeTable } from '../scaler/core/routing.js';
 import type { JobRow, Store } from '../store/index.js';
@@ -8,21 +7,18 @@ import { GroupCommit } from '../store/group-commit.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { ActiveJobs, type ActiveJob, type JobObserver } from './active-jobs.js';
+import { ActiveJobs, type JobObserver } from './active-jobs.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
 import { Claims } from './claims.js';
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
 import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
 import { newId, toQueued, type ResyncHint } from './job-rows.js';
 import { LogSink } from './log-sink.js';
-import { SealedEnv, sealedHolder, type Sealed } from './sealed-env.js';
+import { SealedEnv, type Sealed } from './sealed-env.js';
+import { StoreSync } from './store-sync.js';
 import { StaticScopes } from './static-scopes.js';
 
 export type { ActiveJob, JobObserver } from './active-jobs.js';
-
-/** Rows per read when a start-up or a wake-up pages through the queue. */
-const RECOVER_PAGE = 5_000;
-const RESYNC_PAGE = 5_000;
 
 /** Said when a `container:` job finds no agent: which runtime it lacks. */
 const CONTAINER_JOB_HINT =
@@ -94,8 +90,8 @@ export class Dispatcher {
   /** Values some jobs get at dispatch and the store never holds (sealed-env.ts). */
   private readonly sealed = new SealedEnv();
   private readonly passCost = { passes: 0, planMs: 0, passMs: 0 };
-  /** The highest place in the queue (seq) read from the store: a hinted re-read starts after it. */
-  private seenSeq = 0;
+  /** Reads the store's open jobs back into the queue and the active set (store-sync.ts). */
+  private readonly sync: StoreSync;
 
   constructor(private readonly opts: DispatcherOptions) {
     this.log = opts.logger.child({ component: 'dispatcher' });
@@ -133,6 +129,21 @@ export class Dispatcher {
       stopped: () => this.stopped,
       sealed: this.sealed,
       logs: this.logs,
+    });
+    this.sync = new StoreSync({
+      store: opts.store,
+      clock: opts.clock,
+      log: this.log,
+      queue: this.queue,
+      active: this.active,
+      logs: this.logs,
+      sealed: this.sealed,
+      claims: this.claims,
+      observer: opts.observer,
+      instanceId: opts.instanceId,
+      peerAlive: opts.peerAlive,
+      refreshStaticScopes: () => this.refreshStaticScopes(),
+      pump: () => void this.requestPump(),
     });
     this.writes.rideOnResults((finished) => this.claims.rideOnResults(finished));
     this.startedAtMs = opts.clock.now();
@@ -423,66 +434,9 @@ export class Dispatcher {
     this.log.warn({ jobId: job.id, runsOn: job.runsOn, reason }, 'job has no backend');
   }
 
-  /**
-   * Queued rows this process does not hold: jobs submitted to (or requeued by) another
-   * orchestrator on the same database, or a run whose insert committed while its answer was lost
-   * to a broken connection. A job held by several instances is harmless: every claim is conditional.
-   *
-   * Without a hint, a full re-read: every queued job's id (not its spec), and the whole rows of
-   * those not held here. With one, only what the hint names: rows queued from a place in the queue
-   * on (a submit's first job) or after the last one seen, and jobs named by id (a requeue keeps its
-   * old place). A wake-up with a million jobs queued then costs the new rows, not the million.
-   */
-  async resyncQueued(hint?: ResyncHint): Promise<number> {
-    // Tokens made on another instance give their labels' jobs a reason to wait here too.
-    await this.refreshStaticScopes();
-    const jobs = this.opts.store.jobs;
-    let rows: JobRow[];
-    if (!hint) {
-      const all = await jobs.listQueuedIds();
-      if (all.length) this.seenSeq = Math.max(this.seenSeq, all.at(-1)!.seq);
-      rows = await jobs.listQueuedByIds(all.filter((r) => !this.holds(r.id)).map((r) => r.id));
-    } else {
-      rows = [];
-      const from = Math.min(hint.fromSeq ?? Infinity, this.seenSeq + 1);
-      for (let after = from - 1; ;) {
-        const page = await jobs.listQueuedPage(after, RESYNC_PAGE);
-        // Held rows count as seen too (this instance's own submits): the next read starts after them.
-        if (page.length) this.seenSeq = Math.max(this.seenSeq, Number(page.at(-1)!.seq));
-        rows.push(...page.filter((r) => !this.holds(r.id)));
-        if (page.length < RESYNC_PAGE) break;
-        after = Number(page.at(-1)!.seq);
-      }
-      if (hint.ids?.length)
-        rows.push(...(await jobs.listQueuedByIds(hint.ids.filter((id) => !this.holds(id)))));
-      rows.sort((a, b) => Number(a.seq) - Number(b.seq));
-    }
-    const toQueue: QueuedJob[] = [];
-    for (const row of rows) {
-      this.seenSeq = Math.max(this.seenSeq, Number(row.seq));
-      if (this.holds(row.id)) continue;
-      // Its sealed values are in the memory of the instance that submitted it: that one dispatches it.
-      if (!this.sealed.canDispatch(row.id, row.spec)) {
-        await this.settleIfHolderGone(row);
-        continue;
-      }
-      if (this.claims.isUncertain(row.id)) continue;
-      toQueue.push(toQueued(row));
-    }
-    // Not held until added (the awaits above), so nothing was taken meanwhile that this would undo:
-    // a job another instance claimed since is refused by its conditional claim.
-    const before = this.queue.size;
-    this.queue.addMany(toQueue.filter((j) => !this.holds(j.id)));
-    const added = this.queue.size - before;
-    if (added) {
-      this.log.debug({ added }, 'queued jobs taken from the store');
-      void this.requestPump();
-    }
-    return added;
-  }
-
-  private holds(jobId: string): boolean {
-    return !!this.queue.get(jobId) || this.active.has(jobId);
+  /** Queued rows of the store this process does not hold yet, queued here (StoreSync.resync). */
+  resyncQueued(hint?: ResyncHint): Promise<number> {
+    return this.sync.resync(hint);
   }
 
   /** A freshly registered scaler agent takes the job it was spawned for, if that job still waits. */
@@ -522,75 +476,9 @@ export class Dispatcher {
     return 'not-open';
   }
 
-  /**
-   * Open jobs from the store after a start: queued ones queue again, active ones await their agent.
-   * The queue is read a page at a time, so a million queued jobs never sit in memory as rows at once.
-   */
-  async recover(): Promise<{ queued: number; awaiting: number }> {
-    await this.refreshStaticScopes();
-    let queued = 0;
-    let awaiting = 0;
-    for (let after = 0; ;) {
-      const page = await this.opts.store.jobs.listQueuedPage(after, RECOVER_PAGE);
-      const toQueue: QueuedJob[] = [];
-      for (const row of page) {
-        this.seenSeq = Math.max(this.seenSeq, Number(row.seq));
-        if (!this.sealed.canDispatch(row.id, row.spec)) {
-          if (!this.opts.instanceId) await this.settleUnsealable(row.id);
-          continue;
-        }
-        toQueue.push(toQueued(row));
-      }
-      this.queue.addMany(toQueue);
-      queued += toQueue.length;
-      if (page.length < RECOVER_PAGE) break;
-      after = Number(page.at(-1)!.seq);
-    }
-    for (const row of await this.opts.store.jobs.listActive()) {
-      if (!row.agent_id || !this.owns(row)) continue;
-      const a: ActiveJob = {
-        job: toQueued(row),
-        spec: row.spec as JobSpec,
-        agentId: row.agent_id,
-        state: row.state === 'running' ? 'running' : 'dispatched',
-      };
-      this.active.set(a.job.id, a);
-      this.logs.protect(a.job.id, secretValues(a.spec));
-      this.active.armTimeout(a);
-      this.active.orphan(a, 'orchestrator restarted');
-      awaiting++;
-    }
-    return { queued, awaiting };
-  }
-
-  /**
-   * A queued job whose sealed values died with the process that held them can never be handed out
-   * whole. Alone on its store, this instance knows no one else holds them: the job fails, and the
-   * scaler provisions again if the work is still wanted.
-   */
-  private async settleUnsealable(jobId: string): Promise<void> {
-    const reason =
-      'its claim code was held only in the memory of an orchestrator that stopped before dispatching it; the scaler provisions again if still needed';
-    if (await this.opts.store.jobs.finish(jobId, 'failed', { reason, fromState: 'queued' }, this.now()))
-      this.opts.observer?.jobFinished(jobId, 'failed', this.opts.clock.now());
-    this.log.warn({ jobId }, 'a provisioning job lost its sealed values in a restart; failed');
-  }
-
-  /**
-   * A queued sealed job held by a peer that is no longer alive: the values died with it, so the job
-   * fails as it would on that peer's own restart (one instance wins the conditional finish).
-   */
-  private async settleIfHolderGone(row: JobRow): Promise<void> {
-    const holder = sealedHolder(row.spec);
-    if (!holder || holder === this.opts.instanceId || !this.opts.peerAlive) return;
-    if (await this.opts.peerAlive(holder).catch(() => true)) return;
-    await this.settleUnsealable(row.id);
-  }
-
-  /** In a cluster, an active job is this instance's only if it dispatched it (or no one is named). */
-  private owns(row: JobRow): boolean {
-    const owner = row.owner_instance;
-    return !this.opts.instanceId || !owner || owner === this.opts.instanceId;
+  /** Open jobs from the store after a start: queued ones queue again, active ones await their agent. */
+  recover(): Promise<{ queued: number; awaiting: number }> {
+    return this.sync.recover();
   }
 
   /** Take no new work from now on; resolves once a pass in progress has ended. */
