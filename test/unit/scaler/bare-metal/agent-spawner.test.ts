@@ -1,6 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentSpawner } from '../../../../src/scaler/backends/bare-metal/spawner/agent-spawner.js';
+import {
+  AgentSpawner,
+  RelayedChild,
+} from '../../../../src/scaler/backends/bare-metal/spawner/agent-spawner.js';
 import type { AgentChild } from '../../../../src/scaler/backends/bare-metal/spawner/agent-child.js';
 import { TOKEN_FD } from '../../../../src/scaler/backends/bare-metal/env.js';
 
@@ -144,5 +147,30 @@ describe('agent spawner', () => {
     const late = new Promise<boolean>((ok) => child.onClose(() => ok(returned)));
     returned = true;
     expect(await late).toBe(true);
+  });
+
+  it('output and exit relayed in the same read as the start still reach a reader that attaches once the start resolves', async () => {
+    // The spawner's pid, output and exit lines for an agent that dies at once can come in one read.
+    // The backend attaches its readers in the continuation of its start, after that read's own
+    // ticks have run: the lines must still be there, and the exit told after them.
+    const relayed = new RelayedChild(1);
+    const started = new Promise<RelayedChild>((ok) =>
+      setImmediate(() => {
+        ok(relayed);
+        relayed.output(2, 'cannot reach the orchestrator\n');
+        relayed.close(4, null);
+      }),
+    );
+    const child = await started;
+    const got = lines(child);
+    expect(await closed(child)).toEqual([4, null]);
+    expect(got.err).toEqual(['cannot reach the orchestrator']);
+  });
+
+  it('a relayed stream nobody reads is drained, so the exit is still told', async () => {
+    const relayed = new RelayedChild(1);
+    relayed.output(1, 'unread\n');
+    relayed.close(0, null);
+    expect(await closed(relayed)).toEqual([0, null]);
   });
 });

@@ -18,7 +18,7 @@ interface Pending {
 }
 
 /** One agent the spawner started: its output and exit as the spawner reports them. */
-class RelayedChild implements AgentChild {
+export class RelayedChild implements AgentChild {
   readonly stdout = new PassThrough();
   readonly stderr = new PassThrough();
   private closed?: [number | null, NodeJS.Signals | null];
@@ -48,12 +48,18 @@ class RelayedChild implements AgentChild {
       this.closed = [code, signal];
       for (const w of this.waiters.splice(0)) w(code, signal);
     };
-    for (const s of [this.stdout, this.stderr]) {
+    const streams = [this.stdout, this.stderr];
+    for (const s of streams) {
       s.once('end', done);
-      // Nobody reading: drain it so 'end' still comes.
-      if (s.listenerCount('data') === 0) s.resume();
       s.end();
     }
+    // A stream nobody reads is drained so its end still comes, as a child process's are at its
+    // exit; but on a later turn: the start, the output and the exit can arrive in one read, and
+    // the backend's readers attach only once its start has resolved. Drained at once, those
+    // lines (an agent's last words before it dies) would flow past before anyone listened.
+    setImmediate(() => {
+      for (const s of streams) if (s.readableFlowing === null) s.resume();
+    });
   }
 }
 
