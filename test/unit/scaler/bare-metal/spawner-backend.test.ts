@@ -14,6 +14,7 @@ import { groupAlive } from '../../../../src/scaler/backends/bare-metal/process-g
 import type { Store } from '../../../../src/store/index.js';
 import { systemClock } from '../../../../src/util/clock.js';
 import type { ScalerBackend } from '../../../../src/scaler/types.js';
+import { spawnCtx } from '../../../helpers/event-backend.js';
 
 let dir: string | undefined;
 let backend: ScalerBackend | undefined;
@@ -65,24 +66,19 @@ async function build(): Promise<{ backend: ScalerBackend; agent: string }> {
 function spawnOne(b: ScalerBackend, agentId: string, events: string[] = []) {
   let said: (line: string) => void = () => {};
   const firstLine = new Promise<string>((r) => (said = r));
-  const started = b.spawn({
-    agentId,
-    labelSet: ['linux'],
-    fullLabels: ['linux', 'kici:scaler:bm', `kici:agent:${agentId}`],
-    mandatoryLabels: [],
-    taints: [],
-    orchestratorUrl: 'ws://127.0.0.1:1/ws',
-    auth: { kind: 'token', token: 't' },
-    limits: { cpus: 0, memBytes: 0 },
-    boundJobId: undefined,
-    runId: undefined,
-    image: undefined,
-    signal: new AbortController().signal,
-    onEvent: (type, detail) => {
-      events.push(`${type}: ${detail}`);
-      if (type === 'agent.output') said(detail);
-    },
-  });
+  const started = b.spawn(
+    spawnCtx(agentId, {
+      labelSet: ['linux'],
+      fullLabels: ['linux', 'kici:scaler:bm', `kici:agent:${agentId}`],
+      orchestratorUrl: 'ws://127.0.0.1:1/ws',
+      auth: { kind: 'token', token: 't' },
+      limits: { cpus: 0, memBytes: 0 },
+      onEvent: (type, detail) => {
+        events.push(`${type}: ${detail}`);
+        if (type === 'agent.output') said(detail);
+      },
+    }),
+  );
   return { started, firstLine };
 }
 

@@ -2,57 +2,41 @@
  * The agent spawner: a small, long-lived process that starts bare-metal agents for the
  * orchestrator. Forking copies the parent's page tables, so a child of the orchestrator (hundreds
  * of MiB once its store is open) costs several times what a child of this process does, on every
- * cold start. It imports nothing of ours: its own start and size stay those of a bare Node.
+ * cold start. Of ours it loads only the launch itself (agent-child.ts, which the orchestrator's own
+ * fallback uses too): its start and size stay those of a bare Node.
  *
  * Protocol (one JSON object per line): requests on stdin `{n, file, args, env, token}`; on stdout
  * `{ready}` once, then per request `{n, pid}` or `{n, err}`, its output `{n, o: 1|2, d}` and at the
  * end `{n, c: [code, signal]}` (after its output). It exits when stdin ends, leaving its agents
  * running, as the orchestrator's own death would: they are re-adopted or reaped by the next one.
  */
-import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import type { Writable } from 'node:stream';
+import { spawnDirect, type AgentLaunch } from './agent-child.js';
 
-interface Request {
-  n: number;
-  file: string;
-  args: string[];
-  env: Record<string, string>;
-  token: string;
-}
-
-/** The descriptor the agent reads its token from (the same as the orchestrator's own launch). */
-const TOKEN_FD = 3;
+type Request = AgentLaunch & { n: number };
 
 function send(msg: object): void {
   process.stdout.write(`${JSON.stringify(msg)}\n`);
 }
 
+/** The same launch as the orchestrator's own (token on its descriptor), its output and exit relayed. */
 function start(r: Request): void {
-  const child = spawn(r.file, r.args, {
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-    env: r.env,
-  });
-  child.once('error', (e: NodeJS.ErrnoException) => {
-    send({ n: r.n, err: { code: e.code, message: e.message } });
-  });
-  child.once('spawn', () => {
-    send({ n: r.n, pid: child.pid });
-    const handoff = child.stdio[TOKEN_FD] as Writable | null;
-    // An agent that dies before reading it breaks the pipe; its exit is reported on its own.
-    handoff?.on('error', () => {});
-    handoff?.end(`${r.token}\n`);
-  });
-  for (const [o, s] of [
-    [1, child.stdout],
-    [2, child.stderr],
-  ] as const) {
-    s?.setEncoding('utf8');
-    s?.on('data', (d: string) => send({ n: r.n, o, d }));
-  }
-  // 'close' follows the end of both output streams, so the client has every line before the exit.
-  child.once('close', (code, signal) => send({ n: r.n, c: [code, signal] }));
+  const { n, ...launch } = r;
+  spawnDirect(launch).then(
+    (child) => {
+      send({ n, pid: child.pid });
+      for (const [o, s] of [
+        [1, child.stdout],
+        [2, child.stderr],
+      ] as const) {
+        s.setEncoding('utf8');
+        s.on('data', (d: string) => send({ n, o, d }));
+      }
+      // 'close' follows the end of both output streams, so the client has every line before the exit.
+      child.onClose((code, signal) => send({ n, c: [code, signal] }));
+    },
+    (e: NodeJS.ErrnoException) => send({ n, err: { code: e.code, message: e.message } }),
+  );
 }
 
 // Terminal signals meant for the orchestrator's group do not reach this one (it runs in its own);
@@ -64,7 +48,7 @@ lines.on('line', (line) => {
   try {
     r = JSON.parse(line) as Request;
   } catch {
-    return;
+    return; // not a request of ours: without its number there is no one to answer
   }
   try {
     start(r);
