@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
 import { inPidWindow, pidCounters, pidWindow, type PidMark } from './pid-window.js';
 
 /**
@@ -8,6 +8,9 @@ import { inPidWindow, pidCounters, pidWindow, type PidMark } from './pid-window.
  *
  * The reads are synchronous: a /proc file is generated in memory, and the promise API spends far
  * more (an open, a stat, a read and a close, each a trip through the thread pool) than the read.
+ * They also go into one buffer kept for them: /proc reports every file's size as 0, so a plain
+ * read-the-whole-file call allocates a fresh 64 KiB buffer per file, and a teardown that reads a few
+ * hundred of them left megabytes for the garbage collector while the next agent was starting.
  * A job's end looks at the processes started since its first one (pid-window.ts); where that cannot
  * be told, at every process on the host.
  */
@@ -75,13 +78,60 @@ export async function findProcesses(m: ProcMatch, unsure?: number[]): Promise<nu
   return out;
 }
 
+let scratch = Buffer.allocUnsafe(4096);
+
+/**
+ * A /proc file's whole text, read into the shared buffer (grown when a file does not fit). Throws
+ * as `readFileSync` does for a gone or unreadable file. Exported for its test.
+ */
+export function readProcFile(path: string): string {
+  const fd = openSync(path, 'r');
+  try {
+    let len = 0;
+    for (;;) {
+      if (len === scratch.length) {
+        const bigger = Buffer.allocUnsafe(scratch.length * 2);
+        scratch.copy(bigger, 0, 0, len);
+        scratch = bigger;
+      }
+      const n = readSync(fd, scratch, len, scratch.length - len, null);
+      if (n === 0) return scratch.toString('latin1', 0, len);
+      len += n;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /** The process's environment as it was at exec (`['']` when it reads empty). */
 function readEnv(pid: number): string[] | undefined {
   try {
-    return readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+    return readProcFile(`/proc/${pid}/environ`).split('\0');
   } catch {
     return undefined; // gone, or not ours to read: neither can carry a marker we may act on
   }
+}
+
+/**
+ * Live pids (never this process) whose session is `sid`: a process that left its group but not its
+ * session (`set -m`) is still found. One stat read per process; a turn is given now and then.
+ */
+export async function pidsInSession(sid: number): Promise<number[]> {
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return []; // not Linux: the process group kill is all there is
+  }
+  const out: number[] = [];
+  let n = 0;
+  for (const name of names) {
+    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
+    if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
+    const st = statOf(Number(name));
+    if (st?.session === sid) out.push(Number(name));
+  }
+  return out;
 }
 
 /** The process group of a live process; undefined for a zombie or a vanished pid. */
@@ -89,24 +139,31 @@ export function processGroupOf(pid: number): number | undefined {
   return statOf(pid)?.pgid;
 }
 
-/** Process group and start time of a live process; undefined for a zombie or a vanished pid. */
-function statOf(pid: number): { pgid: number; startTicks: number; kernel: boolean } | undefined {
+interface ProcStat {
+  state: string;
+  pgid: number;
+  session: number;
+  startTicks: number;
+  kernel: boolean;
+}
+
+/** Process group, session and start time of a live process; undefined for a zombie or a vanished pid. */
+function statOf(pid: number): ProcStat | undefined {
   const st = readStat(pid);
   return st && st.state !== 'Z' ? st : undefined;
 }
 
 /** The fields of /proc/<pid>/stat we use; undefined for a vanished pid. */
-function readStat(
-  pid: number,
-): { state: string; pgid: number; startTicks: number; kernel: boolean } | undefined {
+function readStat(pid: number): ProcStat | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    // Fields after the parenthesised command, from field 3: state, ppid, pgrp, ... flags (9), ...
-    // starttime (22).
+    const stat = readProcFile(`/proc/${pid}/stat`);
+    // Fields after the parenthesised command, from field 3: state, ppid, pgrp, session, ... flags
+    // (9), ... starttime (22).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return {
       state: fields[0] ?? '',
       pgid: Number(fields[2]),
+      session: Number(fields[3]),
       startTicks: Number(fields[19]),
       // PF_KTHREAD: a kernel thread has no environment at all, which is no sign of an exec.
       kernel: (Number(fields[6]) & 0x00200000) !== 0,

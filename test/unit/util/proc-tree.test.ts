@@ -6,7 +6,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { markCounters } from '../../../src/util/pid-window.js';
-import { findProcesses, startTicksOf, stopProcesses } from '../../../src/util/proc-tree.js';
+import { stopAgentTree } from '../../../src/scaler/backends/bare-metal/process-group.js';
+import {
+  findProcesses,
+  pidsInSession,
+  processGroupOf,
+  readProcFile,
+  startTicksOf,
+  stopProcesses,
+} from '../../../src/util/proc-tree.js';
 
 const children: ChildProcess[] = [];
 afterEach(() => {
@@ -89,5 +97,56 @@ describe('proc-tree (Linux /proc)', () => {
     }
     expect(await stopProcesses({ env: marker, bornFromTicks: from }, 2_000)).toBe(0);
     expect(bare.exitCode === null && bare.signalCode === null).toBe(true);
+  });
+
+  it('reads a /proc file whole through the shared buffer, past its first size, and throws for a gone pid', () => {
+    // An environment far larger than the buffer's first 4 KiB, its end marked to show nothing was cut.
+    const big = 'x'.repeat(40_000);
+    const c = spawn('sleep', ['30'], { env: { KICI_TEST_BIG: big, KICI_TEST_END: 'end' }, stdio: 'ignore' });
+    children.push(c);
+    const env = readProcFile(`/proc/${c.pid!}/environ`).split('\0');
+    expect(env).toContain(`KICI_TEST_BIG=${big}`);
+    expect(env).toContain('KICI_TEST_END=end');
+    // A small file read after the large one is not padded with the large one's bytes.
+    expect(readProcFile(`/proc/${c.pid!}/comm`)).toBe('sleep\n');
+    expect(() => readProcFile(`/proc/${2 ** 30}/stat`)).toThrow(/ENOENT/);
+  });
+
+  it('pidsInSession finds a process that left its group but not its session, and nothing outside it', async () => {
+    // `detached` makes the shell a session leader; its background child moves to a group of its
+    // own (perl's setpgrp; perl is part of every Debian base system) and stays in the session.
+    const leader = spawn('sh', ['-c', `perl -e 'setpgrp(0, 0); print "$$\\n"; exec "sleep", "30"' & wait`], {
+      detached: true,
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    children.push(leader);
+    const bgPid = Number(
+      await new Promise<string>((r) => leader.stdout!.once('data', (d: Buffer) => r(String(d)))),
+    );
+    expect(processGroupOf(bgPid)).toBe(bgPid);
+    const other = marked('outside');
+    const found = await pidsInSession(leader.pid!);
+    expect(found.sort()).toEqual([leader.pid!, bgPid].sort());
+    expect(found).not.toContain(other.pid);
+    process.kill(bgPid, 'SIGKILL');
+    process.kill(-leader.pid!, 'SIGKILL');
+  });
+
+  it("stopAgentTree with the agent's start time still stops a descendant that left its session", async () => {
+    const id = `a-${process.pid}-${Date.now()}`;
+    // The "agent": a group leader whose child escapes with setsid, keeping the agent's id.
+    const agent = spawn('sh', ['-c', 'setsid -f sleep 30; exec sleep 30'], {
+      detached: true,
+      env: { ...process.env, KICI_AGENT_ID: id },
+      stdio: 'ignore',
+    });
+    children.push(agent);
+    const ticks = startTicksOf(agent.pid!)!;
+    const env = `KICI_AGENT_ID=${id}`;
+    while ((await findProcesses({ env })).length < 2) await new Promise((r) => setTimeout(r, 5));
+    const escaped = (await findProcesses({ env })).filter((p) => p !== agent.pid);
+    expect(escaped).toHaveLength(1);
+    await stopAgentTree(id, agent.pid!, 2_000, ticks);
+    expect(await findProcesses({ env })).toEqual([]);
   });
 });

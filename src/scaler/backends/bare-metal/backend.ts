@@ -40,6 +40,7 @@ import { probeHostFacts } from './host-probe.js';
 import { homedir } from 'node:os';
 import { findOrphanAgents, listAgentProcesses } from './orphans.js';
 import { findAgentPid, groupAlive, processBelongsToAgent, stopAgentTree } from './process-group.js';
+import { startTicksOf } from '../../../util/proc-tree.js';
 import { SealedRuntime } from './sealed-runtime.js';
 import type { AgentChild } from './spawner/agent-child.js';
 import type { AgentSpawner } from './spawner/agent-spawner.js';
@@ -74,6 +75,8 @@ interface Tracked {
   agent: ManagedAgent;
   child?: AgentChild;
   pgid?: number;
+  /** The agent process's start time (/proc clock ticks), where it could be read: narrows teardown's scan. */
+  startTicks?: number | undefined;
   registered: boolean;
   destroying: boolean;
   tail: string[];
@@ -253,6 +256,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const pid = child.pid;
     tracked.child = child;
     tracked.pgid = pid;
+    tracked.startTicks = startTicksOf(pid);
     agent.backendRef = String(pid);
     agent.state = 'running';
     this.capture(tracked, child, req.onEvent);
@@ -261,7 +265,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (req.signal.aborted || tracked.destroying) {
       // Abandoned (deadline, or destroy() ran before the process existed) while starting: it must not outlive that.
       this.agents.delete(req.agentId);
-      await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs);
+      await stopAgentTree(req.agentId, pid, this.opts.stopGraceMs, tracked.startTicks);
       await this.limits.release(req.agentId).catch(this.cgroupLeft(req.agentId));
       await unplace(req.agentId, tracked.placement, this.users).catch(this.placeLeft(req.agentId));
       throw new SpawnError('spawn-timeout', 'spawn aborted');
@@ -370,7 +374,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     t.agent.state = 'destroying';
     this.agents.delete(agentId);
     // The group, then whatever left it (setsid, double fork) but still carries the agent's id.
-    if (t.pgid !== undefined) await stopAgentTree(agentId, t.pgid, this.opts.stopGraceMs);
+    if (t.pgid !== undefined) await stopAgentTree(agentId, t.pgid, this.opts.stopGraceMs, t.startTicks);
     // The cgroup (or scope) also holds a process that scrubbed its environment; removing it kills
     // them all.
     await this.limits.release(agentId).catch((err: unknown) => {
@@ -400,6 +404,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.agents.set(agentId, {
       agent,
       pgid: pid,
+      startTicks: startTicksOf(pid),
       registered: false,
       destroying: false,
       tail: [],
@@ -416,7 +421,12 @@ export class BareMetalScalerBackend implements ScalerBackend {
     const agentAlive =
       Number.isInteger(pid) && pid > 0 && groupAlive(pid) && (await processBelongsToAgent(pid, agentId));
     // Even with the agent gone, daemons its jobs started may still run: they carry its id.
-    await stopAgentTree(agentId, agentAlive ? pid : undefined, this.opts.stopGraceMs);
+    await stopAgentTree(
+      agentId,
+      agentAlive ? pid : undefined,
+      this.opts.stopGraceMs,
+      agentAlive ? startTicksOf(pid) : undefined,
+    );
     // The uid claim names the agent: its processes and home go too, and the uid is free again.
     const placement = await this.recoveredPlacement(agentId);
     await unplace(agentId, placement, this.users).catch(this.placeLeft(agentId));

@@ -1,5 +1,5 @@
 import { readdir, readFile } from 'node:fs/promises';
-import { stopProcesses } from '../../../util/proc-tree.js';
+import { pidsInSession, stopProcesses } from '../../../util/proc-tree.js';
 
 /** Is any process of this group still alive? (EPERM means it exists but is not ours to signal.) */
 export function groupAlive(pgid: number): boolean {
@@ -72,34 +72,19 @@ export async function findAgentPid(agentId: string): Promise<number | undefined>
   return undefined;
 }
 
-/** Live pids whose session is `sid` (a process that only left the group, e.g. `set -m`, keeps its session). */
-export async function pidsInSession(sid: number): Promise<number[]> {
-  const out: number[] = [];
-  // Without /proc (not Linux) the process group kill is all there is.
-  for (const name of await readdir('/proc').catch(() => [] as string[])) {
-    if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
-    try {
-      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
-      // After the parenthesised command: state, ppid, pgrp, session.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (fields[0] !== 'Z' && Number(fields[3]) === sid) out.push(Number(name));
-    } catch {
-      // raced with its exit
-    }
-  }
-  return out;
-}
-
 /**
  * Tear down an agent and everything it started: its process group first (the agent cancels its job
  * and cleans up after it on SIGTERM), then what left the group but not the session, then any process
  * still carrying the agent's id in its environment, which catches daemons that left the session too
- * (setsid, double fork).
+ * (setsid, double fork). `bornFromTicks`, the agent process's start time where it is known, spares
+ * that last scan reading the environment of every older process on the host: all that carries the
+ * id descends from the agent, so none is older.
  */
 export async function stopAgentTree(
   agentId: string,
   pgid: number | undefined,
   graceMs = 5_000,
+  bornFromTicks?: number,
 ): Promise<number> {
   if (pgid !== undefined) {
     await stopGroup(pgid, graceMs);
@@ -111,5 +96,5 @@ export async function stopAgentTree(
       }
     }
   }
-  return stopProcesses({ env: `KICI_AGENT_ID=${agentId}` }, Math.min(graceMs, 2_000));
+  return stopProcesses({ env: `KICI_AGENT_ID=${agentId}`, bornFromTicks }, Math.min(graceMs, 2_000));
 }

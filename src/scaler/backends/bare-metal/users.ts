@@ -1,8 +1,9 @@
 import { chmod, chown, mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { holderAlive, SPARE_PREFIX, spareOwner, thisHolder } from './spare-user.js';
+import { readProcFile } from '../../../util/proc-tree.js';
 
 /**
  * Per-agent unprivileged users for `runAsUser: dynamic` (our extension). Uids come from a fixed range
@@ -245,20 +246,35 @@ export async function uidsWithProcesses(): Promise<Set<number>> {
 }
 
 /**
- * The real uid of every process (undefined for a zombie), read all at once: on a busy host one
- * read after another cost a cold agent's start tens of milliseconds for a hundred processes.
+ * The real uid of every process (undefined for a zombie). The reads are synchronous into one shared
+ * buffer (see proc-tree.ts): through the promise API each one cost four trips through the thread
+ * pool and a 64 KiB buffer, and a teardown running beside the next agent's start slowed it down.
  */
 async function procUids(): Promise<{ pid: number; uid: number | undefined }[]> {
-  // Without /proc (not Linux) there is no process to find this way.
-  const pids = (await readdir('/proc').catch(() => [] as string[]))
-    .filter((n) => /^\d+$/.test(n))
-    .map(Number);
-  return Promise.all(pids.map(async (pid) => ({ pid, uid: await processUid(pid) })));
+  let names: string[];
+  try {
+    names = readdirSync('/proc');
+  } catch {
+    return []; // without /proc (not Linux) there is no process to find this way
+  }
+  const out: { pid: number; uid: number | undefined }[] = [];
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    // A turn for the event loop now and then on a host with many processes.
+    if (out.length % 256 === 255) await new Promise((r) => setImmediate(r));
+    out.push({ pid: Number(name), uid: processUid(Number(name)) });
+  }
+  return out;
 }
 
 /** The real uid of a live process; undefined for a zombie (it holds nothing and cannot be killed). */
-export async function processUid(pid: number): Promise<number | undefined> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+export function processUid(pid: number): number | undefined {
+  let status: string;
+  try {
+    status = readProcFile(`/proc/${pid}/status`);
+  } catch {
+    return undefined; // gone
+  }
   if (/^State:\s+Z/m.test(status)) return undefined;
   const m = /^Uid:\s+(\d+)/m.exec(status);
   return m ? Number(m[1]) : undefined;
