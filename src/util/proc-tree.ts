@@ -84,7 +84,7 @@ let scratch = Buffer.allocUnsafe(4096);
  * A /proc file's whole text, read into the shared buffer (grown when a file does not fit). Throws
  * as `readFileSync` does for a gone or unreadable file. Exported for its test.
  */
-export function readProcFile(path: string): string {
+export function readProcFile(path: string, encoding: 'latin1' | 'utf8' = 'latin1'): string {
   const fd = openSync(path, 'r');
   try {
     let len = 0;
@@ -95,7 +95,7 @@ export function readProcFile(path: string): string {
         scratch = bigger;
       }
       const n = readSync(fd, scratch, len, scratch.length - len, null);
-      if (n === 0) return scratch.toString('latin1', 0, len);
+      if (n === 0) return scratch.toString(encoding, 0, len);
       len += n;
     }
   } finally {

@@ -102,11 +102,17 @@ describe('proc-tree (Linux /proc)', () => {
   it('reads a /proc file whole through the shared buffer, past its first size, and throws for a gone pid', () => {
     // An environment far larger than the buffer's first 4 KiB, its end marked to show nothing was cut.
     const big = 'x'.repeat(40_000);
-    const c = spawn('sleep', ['30'], { env: { KICI_TEST_BIG: big, KICI_TEST_END: 'end' }, stdio: 'ignore' });
+    const c = spawn('sleep', ['30'], {
+      env: { KICI_TEST_BIG: big, KICI_TEST_END: 'end', KICI_TEST_UTF: 'größe' },
+      stdio: 'ignore',
+    });
     children.push(c);
     const env = readProcFile(`/proc/${c.pid!}/environ`).split('\0');
     expect(env).toContain(`KICI_TEST_BIG=${big}`);
     expect(env).toContain('KICI_TEST_END=end');
+    // Bytes as they are by default (latin1); decoded when asked.
+    expect(env).not.toContain('KICI_TEST_UTF=größe');
+    expect(readProcFile(`/proc/${c.pid!}/environ`, 'utf8').split('\0')).toContain('KICI_TEST_UTF=größe');
     // A small file read after the large one is not padded with the large one's bytes.
     expect(readProcFile(`/proc/${c.pid!}/comm`)).toBe('sleep\n');
     expect(() => readProcFile(`/proc/${2 ** 30}/stat`)).toThrow(/ENOENT/);

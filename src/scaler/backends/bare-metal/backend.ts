@@ -393,7 +393,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (this.opts.jobImage && (await this.opts.jobImage.adopt(agentId, labelSet))) return true;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     if (!Number.isInteger(pid) || pid <= 0 || !groupAlive(pid)) return false;
-    if (!(await processBelongsToAgent(pid, agentId))) return false;
+    if (!processBelongsToAgent(pid, agentId)) return false;
     const agent: ManagedAgent = {
       id: agentId,
       labelSet,
@@ -419,7 +419,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     if (this.opts.jobImage && (await this.opts.jobImage.reap(agentId))) return true;
     const pid = Number(backendRef) || (await findAgentPid(agentId)) || 0;
     const agentAlive =
-      Number.isInteger(pid) && pid > 0 && groupAlive(pid) && (await processBelongsToAgent(pid, agentId));
+      Number.isInteger(pid) && pid > 0 && groupAlive(pid) && processBelongsToAgent(pid, agentId);
     // Even with the agent gone, daemons its jobs started may still run: they carry its id.
     await stopAgentTree(
       agentId,

@@ -3,7 +3,8 @@
  * process's environment names a scaler agent of this scaler, and its launcher is gone (it was
  * re-parented to init), so no orchestrator on this host still owns it.
  */
-import { readdir, readFile } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
+import { readProcFile } from '../../../util/proc-tree.js';
 import type { OrphanItem } from '../../types.js';
 
 export interface OrphanAgentProcess extends OrphanItem {
@@ -21,9 +22,9 @@ function envOf(text: string): Map<string, string> {
 }
 
 /** pgid and ppid from /proc/<pid>/stat (fields 5 and 4; the command in parentheses may hold spaces). */
-async function statOf(pid: number): Promise<{ ppid: number; pgid: number } | undefined> {
+function statOf(pid: number): { ppid: number; pgid: number } | undefined {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const stat = readProcFile(`/proc/${pid}/stat`);
     const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return { ppid: Number(rest[1]), pgid: Number(rest[2]) };
   } catch {
@@ -40,29 +41,32 @@ export interface AgentProcess {
 
 /**
  * Every agent process of `scalerName` on this host: group leaders with `KICI_SCALER_MANAGED=1`, a
- * `kici:scaler:<name>` label and an agent id, whoever launched them.
+ * `kici:scaler:<name>` label and an agent id, whoever launched them. The audit runs this often, so
+ * the reads are the synchronous ones of proc-tree.ts, with a turn every 256 processes.
  */
 export async function listAgentProcesses(scalerName: string): Promise<AgentProcess[]> {
   let names: string[];
   try {
-    names = await readdir('/proc');
+    names = readdirSync('/proc');
   } catch {
     return [];
   }
   const found: AgentProcess[] = [];
+  let n = 0;
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
+    if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
     const pid = Number(name);
     let env: Map<string, string>;
     try {
-      env = envOf(await readFile(`/proc/${pid}/environ`, 'utf8'));
+      env = envOf(readProcFile(`/proc/${pid}/environ`, 'utf8'));
     } catch {
       continue; // exited, or not ours to read
     }
     const agentId = env.get('KICI_AGENT_ID');
     if (!agentId || env.get('KICI_SCALER_MANAGED') !== '1') continue;
     if (!(env.get('KICI_LABELS') ?? '').split(',').includes(`kici:scaler:${scalerName}`)) continue;
-    const stat = await statOf(pid);
+    const stat = statOf(pid);
     if (!stat || stat.pgid !== pid) continue;
     found.push({ agentId, pid, ppid: stat.ppid });
   }

@@ -1,5 +1,5 @@
-import { readdir, readFile } from 'node:fs/promises';
-import { pidsInSession, stopProcesses } from '../../../util/proc-tree.js';
+import { readdirSync } from 'node:fs';
+import { pidsInSession, readProcFile, stopProcesses } from '../../../util/proc-tree.js';
 
 /** Is any process of this group still alive? (EPERM means it exists but is not ours to signal.) */
 export function groupAlive(pgid: number): boolean {
@@ -35,9 +35,9 @@ function signalGroup(pgid: number, sig: NodeJS.Signals): boolean {
  * Host-local proof that a pid is the agent we launched: its environment names the agent id.
  * Guards against a recycled pid after a restart.
  */
-export async function processBelongsToAgent(pid: number, agentId: string): Promise<boolean> {
+export function processBelongsToAgent(pid: number, agentId: string): boolean {
   try {
-    const environ = await readFile(`/proc/${pid}/environ`, 'utf8');
+    const environ = readProcFile(`/proc/${pid}/environ`, 'utf8');
     return environ.split('\0').includes(`KICI_AGENT_ID=${agentId}`);
   } catch {
     return false;
@@ -51,16 +51,18 @@ export async function processBelongsToAgent(pid: number, agentId: string): Promi
 export async function findAgentPid(agentId: string): Promise<number | undefined> {
   let names: string[];
   try {
-    names = await readdir('/proc');
+    names = readdirSync('/proc');
   } catch {
     return undefined;
   }
+  let n = 0;
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
+    if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
     const pid = Number(name);
-    if (await processBelongsToAgent(pid, agentId)) {
+    if (processBelongsToAgent(pid, agentId)) {
       try {
-        const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+        const stat = readProcFile(`/proc/${pid}/stat`);
         // Field 5 (after the parenthesised command) is the process group id.
         const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
         if (pgid === pid) return pid;
