@@ -15,6 +15,9 @@ import { SessionsRepo } from '../dist/store/sessions-repo.js';
 import { BareMetalScalerBackend } from '../dist/scaler/backends/bare-metal/backend.js';
 import { AgentUserPool } from '../dist/scaler/backends/bare-metal/users.js';
 import { SealedRuntime } from '../dist/scaler/backends/bare-metal/sealed-runtime.js';
+import { AgentSpawner } from '../dist/scaler/backends/bare-metal/spawner/agent-spawner.js';
+import { Claims } from '../dist/dispatch/claims.js';
+import { AgentSession } from '../dist/server/agent-session.js';
 import { median } from './stats.ts';
 
 const AGENT = join(resolve(import.meta.dirname, '..'), 'dist/cli/agent.js');
@@ -38,6 +41,17 @@ wrap(BareMetalScalerBackend.prototype, 'spawn', 'backend spawn called', 'agent p
 wrap(AgentUserPool.prototype, 'acquire', undefined, 'uid claimed, home made');
 wrap(SealedRuntime.prototype, 'for', undefined, 'sealed runtime found');
 wrap(SessionsRepo.prototype, 'open', 'register received (session open asked)', 'session committed');
+wrap(AgentSpawner.prototype, 'spawn', 'spawner asked', 'spawner answered with the pid');
+wrap(Claims.prototype, 'claim', 'claim asked', 'claim committed');
+{
+  // Each frame the server sends an agent (register.ack, job.assign, ...), by its type.
+  const p = AgentSession.prototype as unknown as Record<string, (msg: { type: string }) => void>;
+  const send = p.send!;
+  p.send = function (this: unknown, msg: { type: string }) {
+    mark(`sent ${msg.type}`);
+    return send.call(this, msg);
+  };
+}
 
 const host = process.argv.includes('--host');
 const n = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 10);
