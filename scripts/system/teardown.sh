@@ -29,9 +29,23 @@ for f in podman.bgpid dockerd.bgpid; do
   for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
   rm -f "$W/$f"
 done
-# Podman exec sessions leave a conmon (--exit-delay 300) behind: end the ones under $W, by PID.
-for d in /proc/[0-9]*; do
-  tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "^/usr/bin/conmon .*$W/podman" && kill "${d#/proc/}" 2>/dev/null
+# Podman exec sessions leave a conmon (--exit-delay 300) behind, and a conmon whose container just
+# ended starts `podman container cleanup`, which opens the storage again and re-mounts
+# $W/podman/overlay (a CI run was seen to leave that mount after the removal below): end every
+# process naming $W/podman, by PID, and wait for them to go.
+podman_pids() {
+  for d in /proc/[0-9]*; do
+    [ "${d#/proc/}" = "$$" ] && continue
+    tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -qE "^(/usr/bin/conmon|/usr/bin/podman|podman) .*$W/podman" &&
+      echo "${d#/proc/}"
+  done
+}
+for _ in $(seq 50); do
+  left=$(podman_pids)
+  [ -z "$left" ] && break
+  # shellcheck disable=SC2086
+  kill $left 2>/dev/null
+  sleep 0.1
 done
 # The monitors just killed may still hold the mount for a moment: try again for up to 5 s.
 for _ in $(seq 50); do
@@ -45,6 +59,11 @@ findmnt -rn -o TARGET | awk -v w="$W/" 'index($0, w) == 1' | sort -r | while rea
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
 done
 rm -rf "$W/podman" "$W/podman-run" "$W/docker" "$W/dx"
+# A podman process that escaped the sweep above may have mounted the storage again meanwhile.
+if grep -q " $W/podman/overlay " /proc/mounts; then
+  umount "$W/podman/overlay" 2>/dev/null || umount -l "$W/podman/overlay" 2>/dev/null
+  rm -rf "$W/podman"
+fi
 ip netns del "$DNS" 2>/dev/null
 ip netns del "$PNS" 2>/dev/null
 ip netns del "$NS" 2>/dev/null
