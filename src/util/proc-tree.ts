@@ -95,7 +95,12 @@ export function readProcFile(path: string, encoding: 'latin1' | 'utf8' = 'latin1
         scratch = bigger;
       }
       const n = readSync(fd, scratch, len, scratch.length - len, null);
-      if (n === 0) return scratch.toString(encoding, 0, len);
+      if (n === 0) {
+        const text = scratch.toString(encoding, 0, len);
+        // One huge environment must not stay resident for the orchestrator's whole life.
+        if (scratch.length > 65_536) scratch = Buffer.allocUnsafe(4096);
+        return text;
+      }
       len += n;
     }
   } finally {

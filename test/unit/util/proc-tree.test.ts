@@ -101,7 +101,7 @@ describe('proc-tree (Linux /proc)', () => {
 
   it('reads a /proc file whole through the shared buffer, past its first size, and throws for a gone pid', () => {
     // An environment far larger than the buffer's first 4 KiB, its end marked to show nothing was cut.
-    const big = 'x'.repeat(40_000);
+    const big = 'x'.repeat(100_000);
     const c = spawn('sleep', ['30'], {
       env: { KICI_TEST_BIG: big, KICI_TEST_END: 'end', KICI_TEST_UTF: 'größe' },
       stdio: 'ignore',
