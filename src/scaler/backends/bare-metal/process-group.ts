@@ -1,5 +1,5 @@
 import { readdirSync } from 'node:fs';
-import { pidsInSession, readProcFile, stopProcesses } from '../../../util/proc-tree.js';
+import { pidsInSession, processGroupOf, readProcFile, stopProcesses } from '../../../util/proc-tree.js';
 
 /** Is any process of this group still alive? (EPERM means it exists but is not ours to signal.) */
 export function groupAlive(pgid: number): boolean {
@@ -60,16 +60,8 @@ export async function findAgentPid(agentId: string): Promise<number | undefined>
     if (!/^\d+$/.test(name)) continue;
     if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
     const pid = Number(name);
-    if (processBelongsToAgent(pid, agentId)) {
-      try {
-        const stat = readProcFile(`/proc/${pid}/stat`);
-        // Field 5 (after the parenthesised command) is the process group id.
-        const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
-        if (pgid === pid) return pid;
-      } catch {
-        // raced with its exit
-      }
-    }
+    // A leader that raced with its exit reads no group and is passed over.
+    if (processBelongsToAgent(pid, agentId) && processGroupOf(pid) === pid) return pid;
   }
   return undefined;
 }
