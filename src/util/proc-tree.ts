@@ -62,7 +62,7 @@ export async function findProcesses(m: ProcMatch, unsure?: number[]): Promise<nu
     if (pid === process.pid || (window && !inPidWindow(pid, window))) continue;
     // Give the event loop a turn now and then on a host with many processes.
     if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
-    const st = statOf(pid);
+    const st = procStatOf(pid);
     if (!st) continue; // gone, or a zombie (nothing left to stop)
     if (m.pgids?.has(st.pgid)) {
       out.push(pid);
@@ -133,7 +133,7 @@ export async function pidsInSession(sid: number): Promise<number[]> {
   for (const name of names) {
     if (!/^\d+$/.test(name) || Number(name) === process.pid) continue;
     if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
-    const st = statOf(Number(name));
+    const st = procStatOf(Number(name));
     if (st?.session === sid) out.push(Number(name));
   }
   return out;
@@ -141,19 +141,20 @@ export async function pidsInSession(sid: number): Promise<number[]> {
 
 /** The process group of a live process; undefined for a zombie or a vanished pid. */
 export function processGroupOf(pid: number): number | undefined {
-  return statOf(pid)?.pgid;
+  return procStatOf(pid)?.pgid;
 }
 
-interface ProcStat {
+export interface ProcStat {
   state: string;
+  ppid: number;
   pgid: number;
   session: number;
   startTicks: number;
   kernel: boolean;
 }
 
-/** Process group, session and start time of a live process; undefined for a zombie or a vanished pid. */
-function statOf(pid: number): ProcStat | undefined {
+/** Parent, group, session and start time of a live process; undefined for a zombie or a vanished pid. */
+export function procStatOf(pid: number): ProcStat | undefined {
   const st = readStat(pid);
   return st && st.state !== 'Z' ? st : undefined;
 }
@@ -167,6 +168,7 @@ function readStat(pid: number): ProcStat | undefined {
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return {
       state: fields[0] ?? '',
+      ppid: Number(fields[1]),
       pgid: Number(fields[2]),
       session: Number(fields[3]),
       startTicks: Number(fields[19]),

@@ -4,7 +4,7 @@
  * re-parented to init), so no orchestrator on this host still owns it.
  */
 import { readdirSync } from 'node:fs';
-import { readProcFile } from '../../../util/proc-tree.js';
+import { procStatOf, readProcFile } from '../../../util/proc-tree.js';
 import type { OrphanItem } from '../../types.js';
 
 export interface OrphanAgentProcess extends OrphanItem {
@@ -22,16 +22,6 @@ function envOf(text: string): Map<string, string> {
 }
 
 /** pgid and ppid from /proc/<pid>/stat (fields 5 and 4; the command in parentheses may hold spaces). */
-function statOf(pid: number): { ppid: number; pgid: number } | undefined {
-  try {
-    const stat = readProcFile(`/proc/${pid}/stat`);
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { ppid: Number(rest[1]), pgid: Number(rest[2]) };
-  } catch {
-    return undefined;
-  }
-}
-
 /** A running agent process of one scaler: a group leader with the scaler-managed environment. */
 export interface AgentProcess {
   agentId: string;
@@ -66,7 +56,7 @@ export async function listAgentProcesses(scalerName: string): Promise<AgentProce
     const agentId = env.get('KICI_AGENT_ID');
     if (!agentId || env.get('KICI_SCALER_MANAGED') !== '1') continue;
     if (!(env.get('KICI_LABELS') ?? '').split(',').includes(`kici:scaler:${scalerName}`)) continue;
-    const stat = statOf(pid);
+    const stat = procStatOf(pid);
     if (!stat || stat.pgid !== pid) continue;
     found.push({ agentId, pid, ppid: stat.ppid });
   }

@@ -1,7 +1,8 @@
-import { access, readdir, readFile } from 'node:fs/promises';
+import { access, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CleanupOrphansOptions, InventoryItem, ManagedAgent } from '../../types.js';
 import { systemClock, type Clock } from '../../../util/clock.js';
+import { readProcFile } from '../../../util/proc-tree.js';
 import { PeriodicSweep, VM_ORPHAN_SWEEP_INTERVAL_MS } from './periodic-sweep.js';
 import type { VmHost } from './tracked.js';
 import { VM_TAP_PATTERN } from './host-net.js';
@@ -209,10 +210,18 @@ export class VmOrphans {
 async function vmIdsInProcesses(root: string): Promise<Set<string>> {
   const ids = new Set<string>();
   const prefix = root + '/';
-  // Without /proc (not Linux) no VMM can be found this way.
+  // Without /proc (not Linux) no VMM can be found this way. The reads are proc-tree's synchronous
+  // ones into its shared buffer, with a turn every 256 processes: the audit runs this often.
+  let n = 0;
   for (const name of await readdir('/proc').catch(() => [])) {
     if (!/^\d+$/.test(name)) continue;
-    const cmd = await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '');
+    if (++n % 256 === 0) await new Promise((r) => setImmediate(r));
+    let cmd: string;
+    try {
+      cmd = readProcFile(`/proc/${name}/cmdline`, 'utf8');
+    } catch {
+      continue; // gone since the listing
+    }
     for (const arg of cmd.split('\0')) {
       const at = arg.indexOf(prefix);
       if (at >= 0) ids.add(arg.slice(at + prefix.length).split('/')[0]!);
