@@ -197,10 +197,6 @@ export class AgentSession {
     if (!check.ok) return this.refuse('bad-token', check.reason, { agentId });
     if (check.agentId !== agentId)
       return this.refuse('bad-token', `token is not valid for agent id "${agentId}"`, { agentId });
-    // Off the registration path: a failed stamp is logged and counted, and never refuses a good token.
-    void deps.store.tokens
-      .stampUsed(check.tokenId, now)
-      .catch(swallow(this.log, 'session.token-last-used', { agentId }));
     const labels = canonicalizeLabels(msg.labels);
     const scope = new Set(check.labels);
     const outside = labels.filter(
@@ -271,17 +267,6 @@ export class AgentSession {
     this.registration = scaled;
     this.move('register.ok');
     deps.dispatcher.registry.add(agent);
-    deps.store.agents
-      .connected({
-        id: agent.id,
-        kind: agent.kind,
-        labels,
-        scalerName: scaled?.scalerName ?? null,
-        hostname: msg.hostname ?? null,
-        version: msg.version ?? null,
-        now,
-      })
-      .catch(swallow(this.log, 'agent.record-connected', { agentId }));
     deps.onRegistered?.(agent.id);
     const resume = reattach(deps.dispatcher, agent, msg.activeJobId, (m) => this.send(m));
     if (resume) this.move('job.assigned');
@@ -298,9 +283,42 @@ export class AgentSession {
       ...(secret ? { session: secret } : {}),
     });
     this.log.info({ agentId: agent.id, kind: agent.kind, labels: labels.length }, 'agent registered');
-    if (resume) return;
+    const record = () =>
+      this.recordRegistered(agent, check.tokenId, {
+        scalerName: scaled?.scalerName ?? null,
+        hostname: msg.hostname ?? null,
+        version: msg.version ?? null,
+        now,
+      });
+    if (resume) return record();
     if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
     else void deps.dispatcher.requestPump();
+    record();
+  }
+
+  /**
+   * The registration's bookkeeping: the agents row (the API's and the peers' view) and the token's
+   * last use. Neither decides anything on the way to the first job, and on the embedded database
+   * every write waits for the one before it, each with its own sync: written before the bound job's
+   * claim they put two syncs between an agent's hello and its job. So they go after it. An agent
+   * whose connection closed meanwhile has had its row marked gone already: it is not recorded as
+   * connected after that.
+   */
+  private recordRegistered(
+    agent: ConnectedAgent,
+    tokenId: string,
+    r: { scalerName: string | null; hostname: string | null; version: string | null; now: Date },
+  ): void {
+    const deps = this.deps;
+    const agentId = agent.id;
+    if (deps.dispatcher.registry.get(agentId) === agent)
+      deps.store.agents
+        .connected({ id: agentId, kind: agent.kind, labels: agent.labelList, ...r })
+        .catch(swallow(this.log, 'agent.record-connected', { agentId }));
+    // A failed stamp is logged and counted, and never refuses a good token.
+    void deps.store.tokens
+      .stampUsed(tokenId, r.now)
+      .catch(swallow(this.log, 'session.token-last-used', { agentId }));
   }
 
   /**

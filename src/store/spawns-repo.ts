@@ -55,13 +55,15 @@ export class SpawnsRepo {
       .execute();
   }
 
+  /**
+   * One statement for both rows: on the embedded database each commit is a sync, and this one lies
+   * between a fresh agent's hello and its job.
+   */
   async markRegistered(agentId: string, now: Date): Promise<void> {
     await this.db
-      .updateTable('scaler_spawning_agents')
-      .set({ registered_at: now })
-      .where('agent_id', '=', agentId)
-      .execute();
-    await this.db
+      .with('spawning', (db) =>
+        db.updateTable('scaler_spawning_agents').set({ registered_at: now }).where('agent_id', '=', agentId),
+      )
       .updateTable('scaler_spawn_times')
       .set({ registered_at: now })
       .where('agent_id', '=', agentId)

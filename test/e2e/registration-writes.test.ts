@@ -1,0 +1,70 @@
+/**
+ * A fresh single-use agent's way from its hello to its job: on the embedded database every write
+ * waits for the one before it, each with its own sync, so the registration's bookkeeping (the agents
+ * row, the token's last use) must not be issued ahead of the bound job's claim. Recorded at the
+ * store (a Kysely plugin compiling each statement as it is sent), on the real server and agent.
+ */
+import type { KyselyPlugin } from 'kysely';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { OpenedDatabase } from '../../src/store/open.js';
+import { memoryDatabase } from '../helpers/data-dir.js';
+import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+
+let t: TestOrchestrator | undefined;
+let opened: OpenedDatabase | undefined;
+afterEach(async () => {
+  await t?.stop();
+  await opened?.close();
+  t = opened = undefined;
+});
+
+/** The database, with every statement's SQL text appended to `sent` in the order it is issued. */
+function recording(db: OpenedDatabase): { database: OpenedDatabase; sent: string[] } {
+  const sent: string[] = [];
+  const executor = db.db.getExecutor();
+  const plugin: KyselyPlugin = {
+    transformQuery: (args) => {
+      sent.push(executor.compileQuery(args.node, args.queryId).sql.replace(/\s+/g, ' '));
+      return args.node;
+    },
+    transformResult: async (args) => args.result,
+  };
+  return { database: { ...db, db: db.db.withPlugin(plugin) }, sent };
+}
+
+describe("a scaled agent's registration writes", () => {
+  it("issues the agents row and the token's last use after the bound job's claim, not before", async () => {
+    opened = await memoryDatabase();
+    const { database, sent } = recording(opened);
+    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), database });
+    const { status, body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
+    });
+    expect(status).toBe(201);
+    const done = await t.waitForJob(body.jobs[0]!.id);
+    expect(done.state).toBe('succeeded');
+    const first = (re: RegExp) => sent.findIndex((s) => re.test(s));
+    const check = first(/^select \* from "agent_tokens" where "token_hash"/);
+    const claim = sent.findIndex(
+      (s, i) => i > check && /^update "jobs" set "state" = \$1, "agent_id"/.test(s),
+    );
+    const agentsRow = first(/^insert into "agents"/);
+    const stamp = first(/^update "agent_tokens" set "last_used_at"/);
+    for (const [what, at] of Object.entries({ check, claim, agentsRow, stamp }))
+      expect(at, `${what} never sent`).toBeGreaterThanOrEqual(0);
+    // Between the token's check and the claim, only the writes the job's start depends on: the
+    // spawn row's registration (one statement for both of its tables) and the agent's session.
+    // A log line of the job's provisioning may be flushed at any moment and is left out.
+    const writes = sent
+      .slice(check + 1, claim)
+      .filter((s) => /^(insert|update|delete|with)\b/.test(s) && !s.includes('job_log_chunks'));
+    expect(writes).toHaveLength(2);
+    expect(writes[0]).toMatch(
+      /^with "spawning" as \(update "scaler_spawning_agents" set "registered_at".*update "scaler_spawn_times"/,
+    );
+    expect(writes[1]).toMatch(/^insert into "agent_sessions"/);
+    // The bookkeeping still happens, after the claim.
+    expect(agentsRow).toBeGreaterThan(claim);
+    expect(stamp).toBeGreaterThan(claim);
+  });
+});
