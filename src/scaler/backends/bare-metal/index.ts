@@ -63,11 +63,16 @@ export const bareMetalDescriptor: BackendDescriptor = {
     if (unreachable.length) throw new UserError(unreachable.join('\n'));
     const jobImage = entry.labelSets.some(isJobImageSet) ? await jobImageAgents(entry, deps) : undefined;
     // Started now, while it can: its first fork is the only one that copies the orchestrator.
-    const spawner = new AgentSpawner((why) =>
-      deps.logger.warn(
-        { scaler: entry.name },
-        `agent spawner ${why}; agents are started by the orchestrator itself from now on`,
-      ),
+    const spawner = new AgentSpawner(
+      (why) =>
+        deps.logger.warn(
+          { scaler: entry.name },
+          `agent spawner ${why}; agents are started by the orchestrator itself until it is started again`,
+        ),
+      {
+        onReady: (restarted) =>
+          restarted && deps.logger.info({ scaler: entry.name }, 'agent spawner started again'),
+      },
     );
     spawner.start();
     return new BareMetalScalerBackend({

@@ -1,8 +1,11 @@
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   AgentSpawner,
   RelayedChild,
+  restartBackoff,
 } from '../../../../src/scaler/backends/bare-metal/spawner/agent-spawner.js';
 import type { AgentChild } from '../../../../src/scaler/backends/bare-metal/spawner/agent-child.js';
 import { TOKEN_FD } from '../../../../src/scaler/backends/bare-metal/env.js';
@@ -135,6 +138,84 @@ describe('agent spawner', () => {
     await expect(inFlight).rejects.toMatchObject({ code: 'ESPAWNER' });
     expect(why).toEqual(['exited with signal SIGKILL']);
     expect(s.spawn({ file: '/bin/true', args: [], env: {}, token: 't' })).toBeUndefined();
+  });
+
+  it("a killed spawner is started again, and agents started after that are the new one's children", async () => {
+    const readies: boolean[] = [];
+    let readyAgain = () => {};
+    const again = new Promise<void>((ok) => (readyAgain = ok));
+    const s = new AgentSpawner(undefined, {
+      restartAfterMs: () => 0,
+      onReady: (restarted) => {
+        readies.push(restarted);
+        if (restarted) readyAgain();
+      },
+    });
+    open.push(s);
+    s.start();
+    const first = await new Promise<number>((ok) => {
+      const look = () => (s.pid !== undefined ? ok(s.pid) : setImmediate(look));
+      look();
+    });
+    process.kill(first, 'SIGKILL');
+    await again;
+    expect(readies).toEqual([false, true]);
+    expect(s.pid).toBeDefined();
+    expect(s.pid).not.toBe(first);
+    const child = await s.spawn({ file: '/bin/sh', args: ['-c', 'sleep 60'], env: {}, token: 't' })!;
+    expect((await statOf(child.pid)).ppid).toBe(s.pid);
+    process.kill(-child.pid, 'SIGKILL');
+    expect(await closed(child)).toEqual([null, 'SIGKILL']);
+  });
+
+  it('a spawner that dies before it is ready is tried again with the count of deaths in a row, until the policy says no', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kici-spawner-'));
+    const entry = join(dir, 'dies.mjs');
+    await writeFile(entry, 'process.exit(7);\n');
+    const asked: number[] = [];
+    const why: string[] = [];
+    let stopped = () => {};
+    const done = new Promise<void>((ok) => (stopped = ok));
+    const s = new AgentSpawner((w) => why.push(w), {
+      entry,
+      restartAfterMs: (n) => {
+        asked.push(n);
+        if (n < 3) return 0;
+        stopped();
+        return undefined;
+      },
+    });
+    open.push(s);
+    s.start();
+    await done;
+    await rm(dir, { recursive: true, force: true });
+    expect(asked).toEqual([1, 2, 3]);
+    expect(why).toEqual(['exited with code 7', 'exited with code 7', 'exited with code 7']);
+    expect(s.restartPending).toBe(false);
+    expect(s.spawn({ file: '/bin/true', args: [], env: {}, token: 't' })).toBeUndefined();
+  });
+
+  it('close cancels a start again that is waiting for its pause', async () => {
+    let gone = () => {};
+    const died = new Promise<void>((ok) => (gone = ok));
+    const s = new AgentSpawner(() => gone(), { restartAfterMs: () => 60_000 });
+    open.push(s);
+    s.start();
+    const pid = await new Promise<number>((ok) => {
+      const look = () => (s.pid !== undefined ? ok(s.pid) : setImmediate(look));
+      look();
+    });
+    process.kill(pid, 'SIGKILL');
+    await died;
+    expect(s.restartPending).toBe(true);
+    s.close();
+    expect(s.restartPending).toBe(false);
+  });
+
+  it('the default pause doubles from 1 s while the spawner keeps dying, and never passes a minute', () => {
+    expect([1, 2, 3, 4, 5, 6, 7, 8, 50].map(restartBackoff)).toEqual([
+      1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000, 60_000,
+    ]);
   });
 
   it('an exit already relayed is still told on a later turn, as a child process would (never inside onClose)', async () => {

@@ -73,25 +73,56 @@ const MAIN = join(
  * Starts bare-metal agents through a small long-lived process (spawner-main.ts) instead of forking
  * the orchestrator, whose size makes every fork slow. Agents are then the spawner's children: the
  * backend counts the spawner's pid as its own when it tells its agents from another launcher's.
- * Until the spawner is ready, and after it is gone, `spawn` answers undefined and the caller starts
- * the agent itself.
+ * Until the spawner is ready, and while it is gone, `spawn` answers undefined and the caller starts
+ * the agent itself. A spawner that dies (the OOM killer, a stray kill) is started again after a
+ * pause that doubles while it keeps dying before it is ready, so an orchestrator that runs for
+ * months does not fork itself for every agent from the first such death on.
  */
 export class AgentSpawner {
   private proc: ChildProcess | undefined;
   private ready = false;
   private closing = false;
   private next = 1;
+  /** Deaths in a row without the spawner becoming ready in between (the restart's backoff). */
+  private failures = 0;
+  private restartTimer: NodeJS.Timeout | undefined;
   private readonly pending = new Map<number, Pending>();
   private readonly children = new Map<number, RelayedChild>();
+  private readonly onGone: (why: string) => void;
+  private readonly onReady: (restarted: boolean) => void;
+  private readonly restartAfterMs: (failures: number) => number | undefined;
+  private readonly entry: string;
+  private started = 0;
 
-  constructor(private readonly onGone: (why: string) => void = () => {}) {}
+  constructor(
+    onGone: (why: string) => void = () => {},
+    opts: {
+      /** Told each time a spawner process is ready: the first, or one started again. */
+      onReady?: (restarted: boolean) => void;
+      /** The pause before starting again after the n-th death in a row; undefined: not again. */
+      restartAfterMs?: (failures: number) => number | undefined;
+      /** The spawner's compiled entry (tests give one that fails). */
+      entry?: string;
+    } = {},
+  ) {
+    this.onGone = onGone;
+    this.onReady = opts.onReady ?? (() => {});
+    this.restartAfterMs = opts.restartAfterMs ?? restartBackoff;
+    this.entry = opts.entry ?? MAIN;
+  }
+
+  /** Read-only: whether a start again is scheduled (the spawner is gone, and not closed). */
+  get restartPending(): boolean {
+    return this.restartTimer !== undefined;
+  }
 
   /** Starts the spawner process; it is usable once it said it is ready. */
   start(): void {
-    if (this.proc) return;
+    if (this.proc || this.closing) return;
+    this.started++;
     // Its own group: a Ctrl-C meant for the orchestrator's group must not end it first. No
     // environment of the orchestrator's: every agent is given its whole environment.
-    const proc = spawn(process.execPath, [MAIN], {
+    const proc = spawn(process.execPath, [this.entry], {
       detached: true,
       stdio: ['pipe', 'pipe', 'inherit'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
@@ -101,10 +132,13 @@ export class AgentSpawner {
     proc.stdin!.on('error', () => {});
     (proc.stdin as unknown as { unref?: () => void }).unref?.();
     (proc.stdout as unknown as { unref?: () => void }).unref?.();
-    createInterface({ input: proc.stdout! }).on('line', (line) => this.receive(line));
-    proc.once('error', (err) => this.gone(`could not start: ${err.message}`));
+    // A dead spawner's last lines can be read after its exit: they answer nothing of a later one.
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      if (this.proc === proc) this.receive(line);
+    });
+    proc.once('error', (err) => this.gone(proc, `could not start: ${err.message}`));
     proc.once('exit', (code, signal) =>
-      this.gone(`exited with ${signal ? `signal ${signal}` : `code ${code}`}`),
+      this.gone(proc, `exited with ${signal ? `signal ${signal}` : `code ${code}`}`),
     );
   }
 
@@ -127,6 +161,8 @@ export class AgentSpawner {
   /** Ends the spawner; the agents it started run on (their teardown is the backend's). */
   close(): void {
     this.closing = true;
+    clearTimeout(this.restartTimer);
+    this.restartTimer = undefined;
     this.proc?.stdin?.end();
   }
 
@@ -139,6 +175,8 @@ export class AgentSpawner {
     }
     if ('ready' in r) {
       this.ready = true;
+      this.failures = 0;
+      this.onReady(this.started > 1);
       return;
     }
     if ('pid' in r) {
@@ -157,8 +195,9 @@ export class AgentSpawner {
     }
   }
 
-  private gone(why: string): void {
-    if (!this.proc) return;
+  private gone(proc: ChildProcess, why: string): void {
+    // Told once per process ('error' and 'exit' can both come), and never about an earlier one.
+    if (this.proc !== proc) return;
     this.ready = false;
     this.proc = undefined;
     // A request in flight may or may not have started its agent: the caller's failure path stops
@@ -168,6 +207,20 @@ export class AgentSpawner {
       p.failed(Object.assign(new Error(`agent spawner ${why}`), { code: 'ESPAWNER' }));
     this.pending.clear();
     this.children.clear();
-    if (!this.closing) this.onGone(why);
+    if (this.closing) return;
+    this.onGone(why);
+    const wait = this.restartAfterMs(++this.failures);
+    if (wait === undefined || this.closing) return;
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      this.start();
+    }, wait);
+    // A pending restart never keeps the orchestrator's process alive on its own.
+    this.restartTimer.unref();
   }
+}
+
+/** 1 s after a death, doubling while it keeps dying before it is ready, at most a minute apart. */
+export function restartBackoff(failures: number): number {
+  return Math.min(60_000, 1_000 * 2 ** Math.min(failures - 1, 6));
 }
