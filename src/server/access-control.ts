@@ -132,6 +132,10 @@ export function accessControl(deps: AccessControlDeps): MiddlewareHandler {
     const method = c.req.method;
     if (method === 'GET' || method === 'HEAD') return;
     const status = c.res.status;
+    // One turn first: what the call set going in that turn (a submit's dispatch pass and the spawn
+    // record of a new agent) reaches the embedded database, where writes queue one behind the
+    // other with a sync each, before the audit row, which then still commits before the answer.
+    await new Promise<void>((r) => setImmediate(r));
     await record(
       {
         ...base,

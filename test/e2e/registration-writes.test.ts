@@ -24,7 +24,7 @@ function recording(db: OpenedDatabase): { database: OpenedDatabase; sent: string
   const executor = db.db.getExecutor();
   const plugin: KyselyPlugin = {
     transformQuery: (args) => {
-      sent.push(executor.compileQuery(args.node, args.queryId).sql.replace(/\s+/g, ' '));
+      sent.push(executor.compileQuery(args.node, args.queryId).sql.replace(/\s+/g, ' ').trim());
       return args.node;
     },
     transformResult: async (args) => args.result,
@@ -63,6 +63,19 @@ describe("a scaled agent's registration writes", () => {
       /^with "spawning" as \(update "scaler_spawning_agents" set "registered_at".*update "scaler_spawn_times"/,
     );
     expect(writes[1]).toMatch(/^insert into "agent_sessions"/);
+    // Before the agent exists: from the submit's insert to the spawn record, no other write (the
+    // admin call's audit row comes after the spawn record).
+    const jobsInsert = first(/^insert into jobs /);
+    const spawnRow = first(/^insert into "scaler_spawning_agents"/);
+    const audit = first(/^insert into "admin_audit"/);
+    expect(jobsInsert).toBeGreaterThanOrEqual(0);
+    expect(spawnRow).toBeGreaterThan(jobsInsert);
+    expect(
+      sent
+        .slice(jobsInsert + 1, spawnRow)
+        .filter((s) => /^(insert|update|delete|with)\b/.test(s) && !s.includes('job_log_chunks')),
+    ).toEqual([]);
+    expect(audit).toBeGreaterThan(spawnRow);
     // The bookkeeping still happens, after the claim.
     expect(agentsRow).toBeGreaterThan(claim);
     expect(stamp).toBeGreaterThan(claim);
