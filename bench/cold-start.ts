@@ -6,7 +6,9 @@
  * Floors: by default a bare-metal agent is confined (its own uid, or the bubblewrap sandbox, as the
  * host allows), which the raw start does not pay. So the same agent is also started by hand under
  * that confinement (see cold-start-floor.ts), and the same cold start with the label set at
- * `trust: host` (unconfined) is measured, all in the same run.
+ * `trust: host` (unconfined) is measured, all in the same run, in blocks of a few starts each taken
+ * in turn: on a shared host the speed of a start drifts by a tenth within a minute, and four long
+ * runs one after the other compared different minutes.
  */
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -22,45 +24,54 @@ import { fmt, median, percentile, type BenchResult } from './stats.ts';
 const ROOT = resolve(import.meta.dirname, '..');
 const AGENT = join(ROOT, 'dist/cli/agent.js');
 
+/** One way of starting an agent, kept ready between blocks of starts so they can be interleaved. */
+interface Rig {
+  /** One start, timed in ms. */
+  once(i: number): Promise<number>;
+  close(): Promise<void>;
+}
+
 /**
  * The agent binary started by hand and timed from spawn to its first message on a bare WebSocket
  * server. Without `confined` it is the raw start; with it, the same start under the confinement a
  * cold start of ours pays (the uid switch, the sandbox when the host's plan has one, the sealed
  * Node), prepared before the clock starts: the floor no orchestrator can go below.
  */
-async function rawStart(n: number, confined?: ConfinedLaunch): Promise<number[]> {
+async function rawRig(name: string, confined?: ConfinedLaunch): Promise<Rig> {
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   await new Promise((r) => wss.once('listening', r));
   const port = (wss.address() as { port: number }).port;
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    const registered = new Promise<number>((res) =>
-      wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
-    );
-    const child = spawn(confined?.file ?? AGENT, confined?.args ?? [], {
-      detached: true,
-      stdio: 'ignore',
-      env: {
-        ...confined?.env,
-        PATH: process.env.PATH,
-        KICI_ORCHESTRATOR_URL: `ws://127.0.0.1:${port}/ws`,
-        KICI_AGENT_ID: `raw-${i}`,
-        KICI_AGENT_TOKEN: 'raw',
-        KICI_LABELS: 'linux,small',
-        KICI_SCALER_MANAGED: '1',
-      },
-    });
-    out.push((await registered) - t0);
-    const exited = new Promise((r) => child.once('exit', r));
-    process.kill(-child.pid!, 'SIGKILL');
-    await exited;
-  }
-  wss.close();
-  return out;
+  return {
+    async once(i) {
+      const t0 = performance.now();
+      const registered = new Promise<number>((res) =>
+        wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
+      );
+      const child = spawn(confined?.file ?? AGENT, confined?.args ?? [], {
+        detached: true,
+        stdio: 'ignore',
+        env: {
+          ...confined?.env,
+          PATH: process.env.PATH,
+          KICI_ORCHESTRATOR_URL: `ws://127.0.0.1:${port}/ws`,
+          KICI_AGENT_ID: `${name}-${i}`,
+          KICI_AGENT_TOKEN: 'raw',
+          KICI_LABELS: 'linux,small',
+          KICI_SCALER_MANAGED: '1',
+        },
+      });
+      const took = (await registered) - t0;
+      const exited = new Promise((r) => child.once('exit', r));
+      process.kill(-child.pid!, 'SIGKILL');
+      await exited;
+      return took;
+    },
+    close: async () => void wss.close(),
+  };
 }
 
-async function ourStart(n: number, trustHost = false): Promise<number[]> {
+/** Our orchestrator with one bare-metal label set: submit → the first step's own clock. */
+async function ourRig(trustHost = false): Promise<Rig> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-bench-'));
   const cfg = join(dir, 'scalers.yaml');
   await writeFile(
@@ -73,7 +84,6 @@ async function ourStart(n: number, trustHost = false): Promise<number[]> {
     scalerConfigPath: cfg,
     logger: pino({ level: 'silent' }),
   });
-  const out: number[] = [];
   // Waits on the orchestrator's own event rather than asking the store every few ms: a poll loop
   // would compete for the same CPU as the agent starting up, which the raw start does not pay.
   const settled = new Set<string>();
@@ -82,8 +92,8 @@ async function ourStart(n: number, trustHost = false): Promise<number[]> {
     settled.add(jobId);
     waiters.get(jobId)?.();
   });
-  try {
-    for (let i = 0; i < n; i++) {
+  return {
+    async once() {
       const wall0 = Date.now();
       const res = await fetch(`${orch.url}/api/v1/runs`, {
         method: 'POST',
@@ -94,26 +104,44 @@ async function ourStart(n: number, trustHost = false): Promise<number[]> {
       const id = jobs[0]!.id;
       if (!settled.has(id)) await new Promise<void>((r) => waiters.set(id, r));
       waiters.delete(id);
-      for (;;) {
+      let took: number | undefined;
+      while (took === undefined) {
         const step = await orch.store.db
           .selectFrom('step_results')
           .select('started_at')
           .where('job_id', '=', id)
           .executeTakeFirst();
         const job = await orch.store.jobs.get(id);
-        if (step && job && ['succeeded', 'failed'].includes(job.state)) {
-          out.push(step.started_at.getTime() - wall0);
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 5));
+        if (step && job && ['succeeded', 'failed'].includes(job.state))
+          took = step.started_at.getTime() - wall0;
+        else await new Promise((r) => setTimeout(r, 5));
       }
       // Cold means cold: wait until the previous agent is gone.
       while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+      return took;
+    },
+    async close() {
+      off();
+      await orch.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Starts per rig per block: small, so a host that speeds up or slows down does so for all alike. */
+const BLOCK = 5;
+
+/**
+ * n starts of each rig, in blocks of BLOCK taken in turn, the order of the rigs rotating from one
+ * round of blocks to the next: the ratios compare starts made within seconds of each other.
+ */
+async function interleaved(rigs: Rig[], n: number): Promise<number[][]> {
+  const out = rigs.map(() => [] as number[]);
+  for (let round = 0, done = 0; done < n; round++, done += BLOCK) {
+    for (let k = 0; k < rigs.length; k++) {
+      const r = (k + round) % rigs.length;
+      for (let i = done; i < Math.min(n, done + BLOCK); i++) out[r]!.push(await rigs[r]!.once(i));
     }
-  } finally {
-    off();
-    await orch.stop();
-    await rm(dir, { recursive: true, force: true });
   }
   return out;
 }
@@ -133,24 +161,29 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
     console.error(`floor of a confined start not measured: ${(err as Error).message}`);
     return undefined;
   });
+  const rigs: Rig[] = [];
   let raw: number[], floor: number[], ours: number[], host: number[];
   try {
-    // Interleaved so all see the same machine conditions: half the raw and floor runs, ours
-    // (confined, then unconfined), then the rest.
-    const raw1 = await rawStart(Math.ceil(n / 2));
-    const floor1 = floorLaunch ? await rawStart(Math.ceil(n / 2), floorLaunch) : [];
-    ours = await ourStart(n);
-    host = await ourStart(n, true);
-    const floor2 = floorLaunch ? await rawStart(Math.floor(n / 2), floorLaunch) : [];
-    const raw2 = await rawStart(Math.floor(n / 2));
-    raw = [...raw1, ...raw2];
-    floor = [...floor1, ...floor2];
+    rigs.push(await rawRig('raw'), await ourRig(), await ourRig(true));
+    if (floorLaunch) rigs.push(await rawRig('floor', floorLaunch));
+    [raw, ours, host, floor = []] = (await interleaved(rigs, n)) as [number[], number[], number[], number[]?];
   } finally {
+    for (const r of rigs) await r.close();
     await floorLaunch?.release();
     await rm(floorDir, { recursive: true, force: true });
   }
   const ratio = median(ours) / median(raw);
   const x = (a: number[], b: number[]) => (median(a) / median(b)).toFixed(2);
+  // Block by block (starts made within seconds of each other), the spread of the ratio to raw.
+  const blocks = (a: number[]) =>
+    Array.from({ length: Math.ceil(n / BLOCK) }, (_, b) => {
+      const at = (v: number[]) => median(v.slice(b * BLOCK, (b + 1) * BLOCK));
+      return at(a) / at(raw);
+    }).sort((p, q) => p - q);
+  const spread = (a: number[]) => {
+    const r = blocks(a);
+    return `${median(r).toFixed(2)} × (blocks ${r[0]!.toFixed(2)}–${r.at(-1)!.toFixed(2)})`;
+  };
   return {
     name: 'cold bare-metal agent: submit → first step',
     value: median(ours),
@@ -165,7 +198,9 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
           `confined ${x(ours, floor)} × its floor; `
         : 'floor of a confined start not measured on this host; ') +
       `unconfined (trust: host) median ${fmt(median(host))} ms, ` +
-      `${x(host, raw)} × raw; confined ${x(ours, host)} × unconfined`,
+      `${x(host, raw)} × raw; confined ${x(ours, host)} × unconfined; block by block, ours ${spread(ours)} raw, ` +
+      `unconfined ${spread(host)}` +
+      (floorLaunch ? `, floor ${spread(floor)}` : ''),
   };
 }
 
