@@ -114,7 +114,10 @@ export async function serve(o: ServeOptions): Promise<number> {
   });
   return new Promise((resolve) => {
     let signals = 0;
+    let stopping = false;
     const stopNow = () => {
+      if (stopping) return;
+      stopping = true;
       // Agents that still run a job are left alive: the next start re-adopts them, as after a crash.
       void orch.stop({ agents: 'leave' }).then(
         () => resolve(0),
@@ -134,6 +137,8 @@ export async function serve(o: ServeOptions): Promise<number> {
         `stopping: draining for up to ${drainSeconds}s (send ${sig} again to stop at once)`,
       );
       void orch.drain(drainSeconds * 1000).then((drained) => {
+        // A second signal's stop also ends the drain: that is not its timeout, and it stops once.
+        if (stopping) return;
         if (!drained)
           logger.warn(
             { activeJobs: orch.dispatcher.active.size },
