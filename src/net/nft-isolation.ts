@@ -187,6 +187,8 @@ export class NftAgentIsolation implements AgentIsolation {
       if (!isNftMissing(err)) throw this.wrap(err, 'could not list the agent firewall');
       objects = [];
     }
+    // Every rule set was removed (or the table dropped) while we listed: nothing to put back.
+    if (this.applied.size === 0) return { base: false, agents: [], restored: false };
     const damage = rulesetDamage(objects, this.spec, agents);
     if (!damage.base && !damage.agents.length) return { ...damage, restored: false };
     // Only what is still ours: an address removed while we listed stays removed.
@@ -234,6 +236,8 @@ export class NftAgentIsolation implements AgentIsolation {
     this.applied.clear();
     this.disarmGuard();
     this.base = undefined;
+    // A guard check that listed before this would put the base back after the delete.
+    await this.checking?.catch(() => undefined);
     try {
       await this.runner.run([{ delete: { table: { family: 'inet', name: this.spec.table } } }]);
     } catch (err) {

@@ -116,6 +116,44 @@ describe('nftables agent isolation (real nft, test-made namespaces)', () => {
     expect(await canConnect(a1, '198.51.100.2', ORCH)).toBe(false);
   });
 
+  it('a guard check that listed a damaged table before dropTable does not put the table back after it', async () => {
+    // The real runner, with the check's listing held at a gate after nft answered: the check has
+    // seen the damage, and dropTable runs before it can restore anything.
+    const real = createNftRunner({ netns: lab.host });
+    let release = () => {};
+    let armed = false;
+    const gate = new Promise<void>((r) => (release = r));
+    let listed = () => {};
+    const seen = new Promise<void>((r) => (listed = r));
+    const runner = {
+      run: (c: Parameters<typeof real.run>[0]) => real.run(c),
+      list: async (args: string[]) => {
+        // The answer, or nft's refusal (a missing table), is held alike.
+        const out = await real.list(args).then(
+          (objects) => ({ objects }),
+          (err: unknown) => ({ err }),
+        );
+        if (armed && args[0] === 'table') {
+          armed = false;
+          listed();
+          await gate;
+        }
+        if ('err' in out) throw out.err;
+        return out.objects;
+      },
+    };
+    const own = new NftAgentIsolation({ runner, table: `${prefix}_g`, guardIntervalMs: 0 });
+    await own.apply(req(a2));
+    await real.run([{ delete: { table: { family: 'inet', name: own.spec.table } } }]);
+    armed = true;
+    const check = own.checkRuleset();
+    await seen;
+    const dropped = own.dropTable();
+    release();
+    await Promise.all([check, dropped]);
+    expect(JSON.stringify(await real.list(['tables']))).not.toContain(own.spec.table);
+  });
+
   it('rebuilds its table when someone deleted it, and dropTable leaves nothing behind', async () => {
     const runner = createNftRunner({ netns: lab.host });
     await runner.run([{ delete: { table: { family: 'inet', name: iso.spec.table } } }]);
