@@ -19,14 +19,19 @@ afterEach(() => {
   for (const s of open.splice(0)) s.close();
 });
 
-async function readySpawner(onGone?: (why: string) => void): Promise<AgentSpawner> {
-  const s = new AgentSpawner(onGone);
+/** Starts `s` and resolves with its pid once it said it is ready (looked at every turn). */
+function started(s: AgentSpawner): Promise<number> {
   open.push(s);
   s.start();
-  await new Promise<void>((ok) => {
-    const look = () => (s.pid !== undefined ? ok() : setImmediate(look));
+  return new Promise<number>((ok) => {
+    const look = () => (s.pid !== undefined ? ok(s.pid) : setImmediate(look));
     look();
   });
+}
+
+async function readySpawner(onGone?: (why: string) => void): Promise<AgentSpawner> {
+  const s = new AgentSpawner(onGone);
+  await started(s);
   return s;
 }
 
@@ -151,12 +156,7 @@ describe('agent spawner', () => {
         if (restarted) readyAgain();
       },
     });
-    open.push(s);
-    s.start();
-    const first = await new Promise<number>((ok) => {
-      const look = () => (s.pid !== undefined ? ok(s.pid) : setImmediate(look));
-      look();
-    });
+    const first = await started(s);
     process.kill(first, 'SIGKILL');
     await again;
     expect(readies).toEqual([false, true]);
@@ -199,12 +199,7 @@ describe('agent spawner', () => {
     let gone = () => {};
     const died = new Promise<void>((ok) => (gone = ok));
     const s = new AgentSpawner(() => gone(), { restartAfterMs: () => 60_000 });
-    open.push(s);
-    s.start();
-    const pid = await new Promise<number>((ok) => {
-      const look = () => (s.pid !== undefined ? ok(s.pid) : setImmediate(look));
-      look();
-    });
+    const pid = await started(s);
     process.kill(pid, 'SIGKILL');
     await died;
     expect(s.restartPending).toBe(true);
