@@ -291,9 +291,12 @@ export class AgentSession {
         now,
       });
     if (resume) return record();
-    if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
-    else void deps.dispatcher.requestPump();
-    record();
+    try {
+      if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
+      else void deps.dispatcher.requestPump();
+    } finally {
+      record();
+    }
   }
 
   /**
