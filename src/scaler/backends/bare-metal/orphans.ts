@@ -21,7 +21,6 @@ function envOf(text: string): Map<string, string> {
   return env;
 }
 
-/** pgid and ppid from /proc/<pid>/stat (fields 5 and 4; the command in parentheses may hold spaces). */
 /** A running agent process of one scaler: a group leader with the scaler-managed environment. */
 export interface AgentProcess {
   agentId: string;
