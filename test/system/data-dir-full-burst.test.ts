@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { closeSync, constants, openSync, writeSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../helpers/orch-process.js';
@@ -109,6 +110,33 @@ async function storedLog(jobId: string) {
   }
 }
 
+/**
+ * Lets a job waiting on a FIFO go on. A blocking open would wait forever for a job that never
+ * reached its `cat` (a plain writeFile hangs the test until its timeout, naming nothing), so the
+ * FIFO is opened without blocking until the job's end of it is there.
+ */
+function openGate(fifo: string, what: string) {
+  return eventually(
+    () => {
+      let fd: number;
+      try {
+        fd = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENXIO') return false; // no reader yet
+        throw err;
+      }
+      try {
+        writeSync(fd, 'go\n');
+      } finally {
+        closeSync(fd);
+      }
+      return true;
+    },
+    60_000,
+    `${what} waiting on its gate`,
+  );
+}
+
 /** Readyz answers disk-low (a store busy with a backlog may first answer store-unwritable). */
 function diskLow(timeoutMs: number, what: string) {
   return eventually(
@@ -208,11 +236,14 @@ describe('data dir full during a burst, down to the last MiB', () => {
         steps: [{ run: `${mark('running')}; cat ${gate.running} >/dev/null; echo running-done` }],
       },
     });
-    await eventually(
-      async () => (await jobState(ids.running!)) === 'running',
-      60_000,
-      'the gated job running',
-    );
+    // Both must be on their agents before the disk fills: from then on no new work is handed out.
+    // (After the restart the agents come back one by one; the big one may still be reconnecting.)
+    for (const name of ['held', 'running'] as const)
+      await eventually(
+        async () => (await jobState(ids[name]!)) === 'running',
+        60_000,
+        `the gated job ${name} running`,
+      );
     // Queued behind it on the same agent, through the full disk, the stop and the restart.
     const queued = await submit(
       Object.fromEntries(
@@ -227,7 +258,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
     health.phase = 'disk at its last MiB';
     disk.fill('filler-3', MiB);
     await diskLow(30_000, 'readyz disk-low once the disk is full');
-    await writeFile(gate.held, 'go\n');
+    await openGate(gate.held, 'the held job');
     await eventually(
       () =>
         new RegExp(`job ${ids.held} succeeded`).test(bigAgent!.output().stdout + bigAgent!.output().stderr),
@@ -260,7 +291,7 @@ describe('data dir full during a burst, down to the last MiB', () => {
 
     await disk.unfill();
     server = await serve();
-    await writeFile(gate.running, 'go\n');
+    await openGate(gate.running, 'the running job');
     await allSucceed({ ...ids, ...queued });
     // Every job ran exactly once (none lost, none repeated), and its output is told truly.
     const marks = (await readFile(ran, 'utf8')).split('\n').filter(Boolean).sort();
