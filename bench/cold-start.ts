@@ -14,9 +14,9 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
-import { WebSocketServer } from 'ws';
 import { Orchestrator } from '../dist/server/orchestrator.js';
 import { confinedLaunch, type ConfinedLaunch } from './cold-start-floor.ts';
 import { fmt, median, percentile, type BenchResult } from './stats.ts';
@@ -33,40 +33,45 @@ interface Rig {
 
 /**
  * The agent binary started by hand and timed from spawn to its first message on a bare WebSocket
- * server. Without `confined` it is the raw start; with it, the same start under the confinement a
- * cold start of ours pays (the uid switch, the sandbox when the host's plan has one, the sealed
- * Node), prepared before the clock starts: the floor no orchestrator can go below.
+ * server, both in a small child process (raw-starter.ts) so the fork is a bare Node's. Without
+ * `confined` it is the raw start; with it, the same start under the confinement a cold start of
+ * ours pays (the uid switch, the sandbox when the host's plan has one, the sealed Node), prepared
+ * before the clock starts: the floor no orchestrator can go below.
  */
 async function rawRig(name: string, confined?: ConfinedLaunch): Promise<Rig> {
-  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-  await new Promise((r) => wss.once('listening', r));
-  const port = (wss.address() as { port: number }).port;
+  const starter = spawn(process.execPath, [join(import.meta.dirname, 'raw-starter.ts')], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const answers = new Map<number, (took: number) => void>();
+  let ready!: () => void;
+  const isReady = new Promise<void>((r) => (ready = r));
+  createInterface({ input: starter.stdout! }).on('line', (line) => {
+    const m = JSON.parse(line) as { ready?: true; i?: number; took?: number };
+    if (m.ready) return ready();
+    answers.get(m.i!)?.(m.took!);
+  });
+  const exited = new Promise((r) => starter.once('exit', r));
+  await Promise.race([isReady, exited.then(() => Promise.reject(new Error(`${name} starter exited`)))]);
   return {
-    async once(i) {
-      const t0 = performance.now();
-      const registered = new Promise<number>((res) =>
-        wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
+    once(i) {
+      const env = {
+        ...confined?.env,
+        PATH: process.env.PATH ?? '',
+        KICI_AGENT_ID: `${name}-${i}`,
+        KICI_AGENT_TOKEN: 'raw',
+        KICI_LABELS: 'linux,small',
+        KICI_SCALER_MANAGED: '1',
+      };
+      const took = new Promise<number>((r) => answers.set(i, r));
+      starter.stdin!.write(
+        `${JSON.stringify({ i, file: confined?.file ?? AGENT, args: confined?.args ?? [], env })}\n`,
       );
-      const child = spawn(confined?.file ?? AGENT, confined?.args ?? [], {
-        detached: true,
-        stdio: 'ignore',
-        env: {
-          ...confined?.env,
-          PATH: process.env.PATH,
-          KICI_ORCHESTRATOR_URL: `ws://127.0.0.1:${port}/ws`,
-          KICI_AGENT_ID: `${name}-${i}`,
-          KICI_AGENT_TOKEN: 'raw',
-          KICI_LABELS: 'linux,small',
-          KICI_SCALER_MANAGED: '1',
-        },
-      });
-      const took = (await registered) - t0;
-      const exited = new Promise((r) => child.once('exit', r));
-      process.kill(-child.pid!, 'SIGKILL');
-      await exited;
-      return took;
+      return took.finally(() => answers.delete(i));
     },
-    close: async () => void wss.close(),
+    async close() {
+      starter.stdin!.end();
+      await exited;
+    },
   };
 }
 

@@ -1,0 +1,56 @@
+/**
+ * The raw start of an agent, timed from a small process: spawn the agent binary, wait for its
+ * first message on a bare WebSocket server, kill it. Run as a child of the bench so that the fork
+ * is a fork of a bare Node, as it is from an operator's shell or service manager: forked from the
+ * bench itself, which holds the orchestrators under test (several hundred MiB), the spawn call
+ * alone took about 20 ms on this host, a cost no raw start pays (our own agents are forked by a
+ * small spawner process for the same reason, docs/backends.md).
+ *
+ * Protocol, one JSON object per line: on stdin `{i, file, args, env}` (env without the URL, which
+ * is this process's own server); on stdout `{ready}` once, then `{i, took}` in ms per start.
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { WebSocketServer } from 'ws';
+
+interface Start {
+  i: number;
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+}
+
+const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+await new Promise((r) => wss.once('listening', r));
+const url = `ws://127.0.0.1:${(wss.address() as { port: number }).port}/ws`;
+
+async function once(s: Start): Promise<number> {
+  const registered = new Promise<number>((res) =>
+    wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
+  );
+  const t0 = performance.now();
+  const child = spawn(s.file, s.args, {
+    detached: true,
+    stdio: 'ignore',
+    env: { ...s.env, KICI_ORCHESTRATOR_URL: url },
+  });
+  const took = (await registered) - t0;
+  const exited = new Promise((r) => child.once('exit', r));
+  process.kill(-child.pid!, 'SIGKILL');
+  await exited;
+  return took;
+}
+
+// One start at a time, in the order asked.
+let queue = Promise.resolve();
+createInterface({ input: process.stdin })
+  .on('line', (line) => {
+    const s = JSON.parse(line) as Start;
+    queue = queue.then(async () => {
+      process.stdout.write(`${JSON.stringify({ i: s.i, took: await once(s) })}\n`);
+    });
+  })
+  .on('close', () => {
+    void queue.then(() => wss.close());
+  });
+process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
