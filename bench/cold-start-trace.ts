@@ -2,9 +2,12 @@
  * Where one cold bare-metal start spends its time: each hop's median, in ms after the submit left
  * the client, over N starts (confined by default, `--host` for trust: host). The hops are read by
  * wrapping the built classes' methods in this process, so the orchestrator runs unchanged.
- *   node bench/cold-start-trace.ts [N] [--host]
+ * `--agent` adds the agent's own hops (agent-marks.mjs, preloaded through the label set's env), and
+ * then times N starts of the floor by hand (the same confined launch from a small process, as the
+ * cold-start bench does) with the same marks, in ms after its spawn.
+ *   node bench/cold-start-trace.ts [N] [--host] [--agent]
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pino } from 'pino';
@@ -19,6 +22,8 @@ import { AgentSpawner } from '../dist/scaler/backends/bare-metal/spawner/agent-s
 import { Claims } from '../dist/dispatch/claims.js';
 import { AgentSession } from '../dist/server/agent-session.js';
 import { median } from './stats.ts';
+import { confinedLaunch } from './cold-start-floor.ts';
+import { rawRig } from './cold-start.ts';
 
 const AGENT = join(resolve(import.meta.dirname, '..'), 'dist/cli/agent.js');
 let t0 = 0;
@@ -43,6 +48,8 @@ wrap(SealedRuntime.prototype, 'for', undefined, 'sealed runtime found');
 wrap(SessionsRepo.prototype, 'open', 'register received (session open asked)', 'session committed');
 wrap(AgentSpawner.prototype, 'spawn', 'spawner asked', 'spawner answered with the pid');
 wrap(Claims.prototype, 'claim', 'claim asked', 'claim committed');
+// The first frame a connection sends is its registration: read here, before any check.
+wrap(AgentSession.prototype, 'handle', 'registration read (first frame)', 'first frame handled');
 {
   // Each frame the server sends an agent (register.ack, job.assign, ...), by its type.
   const p = AgentSession.prototype as unknown as Record<string, (msg: { type: string }) => void>;
@@ -54,12 +61,45 @@ wrap(Claims.prototype, 'claim', 'claim asked', 'claim committed');
 }
 
 const host = process.argv.includes('--host');
+const agentMarks = process.argv.includes('--agent');
 const n = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 10);
 const dir = await mkdtemp(join(tmpdir(), 'kici-trace-'));
+// The preload and the marks' directory must be reachable by an agent running as its own uid: not
+// in the data dir, which the orchestrator keeps to itself.
+const shared = await mkdtemp(join(tmpdir(), 'kici-trace-marks-'));
+const traceDir = join(shared, 'marks');
+const traceEnv = { NODE_OPTIONS: `--import=${join(shared, 'agent-marks.mjs')}`, BENCH_MARKS_DIR: traceDir };
+if (agentMarks) {
+  await chmod(shared, 0o755);
+  await copyFile(join(import.meta.dirname, 'agent-marks.mjs'), join(shared, 'agent-marks.mjs'));
+  await chmod(join(shared, 'agent-marks.mjs'), 0o644);
+  await mkdir(traceDir);
+  await chmod(traceDir, 0o1777);
+}
+
+/** The agents' marks since `since` (wall clock), in ms after it, first of each kind; the files are emptied. */
+async function takeAgentMarks(since: number): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  if (!agentMarks) return out;
+  for (const f of await readdir(traceDir)) {
+    for (const line of (await readFile(join(traceDir, f), 'utf8')).split('\n').filter(Boolean)) {
+      const { k, t } = JSON.parse(line) as { k: string; t: number };
+      if (t >= since) out[k] ??= t - since;
+    }
+    await rm(join(traceDir, f));
+  }
+  return out;
+}
+
 const cfg = join(dir, 'scalers.yaml');
+const labelSetEnv = agentMarks
+  ? `        env:\n${Object.entries(traceEnv)
+      .map(([k, v]) => `          ${k}: "${v}"\n`)
+      .join('')}`
+  : '';
 await writeFile(
   cfg,
-  `version: 1\nscalers:\n  - name: bm\n    type: bare-metal\n    maxAgents: 1\n    labelSets:\n      - labels: [linux, small]\n        binaryPath: ${AGENT}\n${host ? '        trust: host\n' : ''}`,
+  `version: 1\nscalers:\n  - name: bm\n    type: bare-metal\n    maxAgents: 1\n    labelSets:\n      - labels: [linux, small]\n        binaryPath: ${AGENT}\n${host ? '        trust: host\n' : ''}${labelSetEnv}`,
 );
 const orch = await Orchestrator.start({
   port: 0,
@@ -90,13 +130,39 @@ try {
       .where('job_id', '=', id)
       .executeTakeFirst();
     marks["step's own clock"] = step!.started_at.getTime() - wall0;
-    for (const [k, v] of Object.entries(marks)) (all[k] ??= []).push(v);
     while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+    Object.assign(marks, await takeAgentMarks(performance.timeOrigin + t0));
+    for (const [k, v] of Object.entries(marks)) (all[k] ??= []).push(v);
   }
 } finally {
   await orch.stop();
-  await rm(dir, { recursive: true, force: true });
 }
+
+// The floor by hand with the same marks: the confined launch from a small process.
+const floor: Record<string, number[]> = {};
+if (agentMarks) {
+  const entry = {
+    name: 'bm',
+    type: 'bare-metal',
+    maxAgents: 1,
+    labelSets: [{ labels: ['linux', 'small'], binaryPath: AGENT, ...(host ? { trust: 'host' } : {}) }],
+  } as unknown as Parameters<typeof confinedLaunch>[0];
+  const launch = await confinedLaunch(entry, dir, 'trace-floor');
+  let at = 0;
+  const rig = await rawRig('floor', launch, { env: traceEnv, at: (t) => (at = t) });
+  try {
+    for (let i = 0; i < n; i++) {
+      const took = await rig.once(i);
+      const marks = { ...(await takeAgentMarks(at)), 'registration read': took };
+      for (const [k, v] of Object.entries(marks)) (floor[k] ??= []).push(v);
+    }
+  } finally {
+    await rig.close();
+    await launch.release();
+  }
+}
+await rm(dir, { recursive: true, force: true });
+await rm(shared, { recursive: true, force: true });
 const rows = Object.entries(all)
   .map(([k, v]) => [k, median(v)] as const)
   .sort((a, b) => a[1] - b[1]);
@@ -104,3 +170,12 @@ console.log(
   `${host ? 'unconfined (trust: host)' : 'confined'}, n=${n}, median ms after the submit was sent:`,
 );
 for (const [k, v] of rows) console.log(`${v.toFixed(1).padStart(7)}  ${k}`);
+if (agentMarks) {
+  console.log(
+    `\nthe floor by hand (${host ? 'unconfined' : 'confined'}), n=${n}, median ms after its spawn:`,
+  );
+  const byTime = Object.entries(floor)
+    .map(([k, v]) => [k, median(v)] as const)
+    .sort((a, b) => a[1] - b[1]);
+  for (const [k, v] of byTime) console.log(`${v.toFixed(1).padStart(7)}  ${k}`);
+}

@@ -25,7 +25,7 @@ const ROOT = resolve(import.meta.dirname, '..');
 const AGENT = join(ROOT, 'dist/cli/agent.js');
 
 /** One way of starting an agent, kept ready between blocks of starts so they can be interleaved. */
-interface Rig {
+export interface Rig {
   /** One start, timed in ms. */
   once(i: number): Promise<number>;
   close(): Promise<void>;
@@ -38,7 +38,12 @@ interface Rig {
  * ours pays (the uid switch, the sandbox when the host's plan has one, the sealed Node), prepared
  * before the clock starts: the floor no orchestrator can go below.
  */
-async function rawRig(name: string, confined?: ConfinedLaunch): Promise<Rig> {
+export async function rawRig(
+  name: string,
+  confined?: ConfinedLaunch,
+  /** More variables for the agent (the trace's preload), and who is told each spawn's wall-clock time. */
+  extra: { env?: Record<string, string>; at?: (at: number) => void } = {},
+): Promise<Rig> {
   const starter = spawn(process.execPath, [join(import.meta.dirname, 'raw-starter.ts')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -46,8 +51,9 @@ async function rawRig(name: string, confined?: ConfinedLaunch): Promise<Rig> {
   let ready!: () => void;
   const isReady = new Promise<void>((r) => (ready = r));
   createInterface({ input: starter.stdout! }).on('line', (line) => {
-    const m = JSON.parse(line) as { ready?: true; i?: number; took?: number };
+    const m = JSON.parse(line) as { ready?: true; i?: number; took?: number; at?: number };
     if (m.ready) return ready();
+    extra.at?.(m.at!);
     answers.get(m.i!)?.(m.took!);
   });
   const exited = new Promise((r) => starter.once('exit', r));
@@ -61,6 +67,7 @@ async function rawRig(name: string, confined?: ConfinedLaunch): Promise<Rig> {
         KICI_AGENT_TOKEN: 'raw',
         KICI_LABELS: 'linux,small',
         KICI_SCALER_MANAGED: '1',
+        ...extra.env,
       };
       const took = new Promise<number>((r) => answers.set(i, r));
       starter.stdin!.write(

@@ -7,7 +7,8 @@
  * small spawner process for the same reason, docs/backends.md).
  *
  * Protocol, one JSON object per line: on stdin `{i, file, args, env}` (env without the URL, which
- * is this process's own server); on stdout `{ready}` once, then `{i, took}` in ms per start.
+ * is this process's own server); on stdout `{ready}` once, then `{i, took, at}` per start: `took` in
+ * ms, `at` the spawn's time on the wall clock (ms since the epoch, with fractions).
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -24,7 +25,7 @@ const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
 await new Promise((r) => wss.once('listening', r));
 const url = `ws://127.0.0.1:${(wss.address() as { port: number }).port}/ws`;
 
-async function once(s: Start): Promise<number> {
+async function once(s: Start): Promise<{ took: number; at: number }> {
   const registered = new Promise<number>((res) =>
     wss.once('connection', (ws) => ws.once('message', () => res(performance.now()))),
   );
@@ -38,7 +39,7 @@ async function once(s: Start): Promise<number> {
   const exited = new Promise((r) => child.once('exit', r));
   process.kill(-child.pid!, 'SIGKILL');
   await exited;
-  return took;
+  return { took, at: performance.timeOrigin + t0 };
 }
 
 // One start at a time, in the order asked.
@@ -47,7 +48,7 @@ createInterface({ input: process.stdin })
   .on('line', (line) => {
     const s = JSON.parse(line) as Start;
     queue = queue.then(async () => {
-      process.stdout.write(`${JSON.stringify({ i: s.i, took: await once(s) })}\n`);
+      process.stdout.write(`${JSON.stringify({ i: s.i, ...(await once(s)) })}\n`);
     });
   })
   .on('close', () => {
