@@ -35,12 +35,29 @@ async function readySpawner(onGone?: (why: string) => void): Promise<AgentSpawne
   return s;
 }
 
-function lines(child: AgentChild): { out: string[]; err: string[] } {
-  const got = { out: [] as string[], err: [] as string[] };
+/** The child's output lines as they come; `seen` resolves once at least that many have come. */
+function lines(child: AgentChild): {
+  out: string[];
+  err: string[];
+  seen(out: number, err: number): Promise<void>;
+} {
+  const waiters: (() => void)[] = [];
+  const got = {
+    out: [] as string[],
+    err: [] as string[],
+    seen: (out: number, err: number) =>
+      new Promise<void>((ok) => {
+        const look = () => (got.out.length >= out && got.err.length >= err ? ok() : waiters.push(look));
+        look();
+      }),
+  };
+  const arrived = () => {
+    for (const w of waiters.splice(0)) w();
+  };
   child.stdout.setEncoding('utf8');
   child.stderr.setEncoding('utf8');
-  child.stdout.on('data', (d: string) => got.out.push(...d.split('\n').filter(Boolean)));
-  child.stderr.on('data', (d: string) => got.err.push(...d.split('\n').filter(Boolean)));
+  child.stdout.on('data', (d: string) => (got.out.push(...d.split('\n').filter(Boolean)), arrived()));
+  child.stderr.on('data', (d: string) => (got.err.push(...d.split('\n').filter(Boolean)), arrived()));
   return got;
 }
 
@@ -71,6 +88,8 @@ describe('agent spawner', () => {
     expect(st.ppid).toBe(s.pid);
     const environ = (await readFile(`/proc/${child.pid}/environ`, 'utf8')).split('\0').filter(Boolean);
     expect(environ.sort()).toEqual(['ONLY_THIS=yes', 'PATH=/usr/bin:/bin']);
+    // Its three lines first: killed before it wrote them, a busy host's shell has nothing to relay.
+    await got.seen(2, 1);
     // The whole group, as a teardown does: 'close' waits for every holder of the output pipes.
     process.kill(-child.pid, 'SIGKILL');
     expect(await closed(child)).toEqual([null, 'SIGKILL']);
