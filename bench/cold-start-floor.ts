@@ -63,3 +63,13 @@ export async function confinedLaunch(
     release: () => unplace(agentId, placement, users),
   };
 }
+
+/** The one-label-set bare-metal scaler the cold-start benches start (`trust: host` when asked). */
+export function benchEntry(trustHost = false): ScalerEntry {
+  return {
+    name: 'bm',
+    type: 'bare-metal',
+    maxAgents: 1,
+    labelSets: [{ labels: ['linux', 'small'], binaryPath: AGENT, ...(trustHost ? { trust: 'host' } : {}) }],
+  } as unknown as ScalerEntry;
+}

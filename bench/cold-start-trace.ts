@@ -22,7 +22,7 @@ import { AgentSpawner } from '../dist/scaler/backends/bare-metal/spawner/agent-s
 import { Claims } from '../dist/dispatch/claims.js';
 import { AgentSession } from '../dist/server/agent-session.js';
 import { median } from './stats.ts';
-import { confinedLaunch } from './cold-start-floor.ts';
+import { benchEntry, confinedLaunch } from './cold-start-floor.ts';
 import { rawRig } from './cold-start.ts';
 
 const AGENT = join(resolve(import.meta.dirname, '..'), 'dist/cli/agent.js');
@@ -141,13 +141,7 @@ try {
 // The floor by hand with the same marks: the confined launch from a small process.
 const floor: Record<string, number[]> = {};
 if (agentMarks) {
-  const entry = {
-    name: 'bm',
-    type: 'bare-metal',
-    maxAgents: 1,
-    labelSets: [{ labels: ['linux', 'small'], binaryPath: AGENT, ...(host ? { trust: 'host' } : {}) }],
-  } as unknown as Parameters<typeof confinedLaunch>[0];
-  const launch = await confinedLaunch(entry, dir, 'trace-floor');
+  const launch = await confinedLaunch(benchEntry(host), dir, 'trace-floor');
   let at = 0;
   const rig = await rawRig('floor', launch, { env: traceEnv, at: (t) => (at = t) });
   try {

@@ -18,7 +18,7 @@ import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { Orchestrator } from '../dist/server/orchestrator.js';
-import { confinedLaunch, type ConfinedLaunch } from './cold-start-floor.ts';
+import { benchEntry, confinedLaunch, type ConfinedLaunch } from './cold-start-floor.ts';
 import { fmt, median, percentile, type BenchResult } from './stats.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -47,16 +47,20 @@ export async function rawRig(
   const starter = spawn(process.execPath, [join(import.meta.dirname, 'raw-starter.ts')], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  const answers = new Map<number, (took: number) => void>();
+  const answers = new Map<number, { ok: (took: number) => void; failed: (err: Error) => void }>();
   let ready!: () => void;
   const isReady = new Promise<void>((r) => (ready = r));
   createInterface({ input: starter.stdout! }).on('line', (line) => {
     const m = JSON.parse(line) as { ready?: true; i?: number; took?: number; at?: number };
     if (m.ready) return ready();
     extra.at?.(m.at!);
-    answers.get(m.i!)?.(m.took!);
+    answers.get(m.i!)?.ok(m.took!);
   });
   const exited = new Promise((r) => starter.once('exit', r));
+  // A starter that dies fails the starts it owed, so the bench stops with a reason, never hangs.
+  void exited.then(() => {
+    for (const a of answers.values()) a.failed(new Error(`${name} starter exited mid-start`));
+  });
   await Promise.race([isReady, exited.then(() => Promise.reject(new Error(`${name} starter exited`)))]);
   return {
     once(i) {
@@ -69,7 +73,7 @@ export async function rawRig(
         KICI_SCALER_MANAGED: '1',
         ...extra.env,
       };
-      const took = new Promise<number>((r) => answers.set(i, r));
+      const took = new Promise<number>((ok, failed) => answers.set(i, { ok, failed }));
       starter.stdin!.write(
         `${JSON.stringify({ i, file: confined?.file ?? AGENT, args: confined?.args ?? [], env })}\n`,
       );
@@ -161,12 +165,7 @@ async function interleaved(rigs: Rig[], n: number): Promise<number[][]> {
 export async function benchColdStart(n = 50): Promise<BenchResult> {
   // The floor's placement is made once, before any clock starts, and undone at the end.
   const floorDir = await mkdtemp(join(tmpdir(), 'kici-bench-floor-'));
-  const entry = {
-    name: 'bm',
-    type: 'bare-metal',
-    maxAgents: 1,
-    labelSets: [{ labels: ['linux', 'small'], binaryPath: AGENT }],
-  } as unknown as Parameters<typeof confinedLaunch>[0];
+  const entry = benchEntry();
   // A host that cannot confine agents (not root, no bubblewrap) has no floor to measure; the
   // confined start below then fails with the orchestrator's own refusal.
   const floorLaunch = await confinedLaunch(entry, floorDir, 'bench-floor').catch((err: unknown) => {
