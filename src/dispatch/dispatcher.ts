@@ -1,62 +1,25 @@
-import { canonicalizeLabels, mirrorResources } from '../config/index.js';
-import type { RunSpec, JobSpec } from '../jobs/run-spec.js';
+import type { RunSpec } from '../jobs/run-spec.js';
 import type { ScalerManager } from '../scaler/manager.js';
-import { describeTable } from '../scaler/core/routing.js';
-import type { JobRow, Store } from '../store/index.js';
 import { GroupCommit } from '../store/group-commit.js';
-import type { Clock } from '../util/clock.js';
-import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import { ActiveJobs, type JobObserver } from './active-jobs.js';
+import type { ActiveJobs } from './active-jobs.js';
 import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from './agent-registry.js';
-import { Claims } from './claims.js';
+import type { Claims } from './claims.js';
+import type { DispatchPass } from './dispatch-pass.js';
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
-import { JobQueue, routingSpec, type QueuedJob } from './job-queue.js';
-import { newId, toQueued, type ResyncHint } from './job-rows.js';
+import type { DispatcherOptions } from './dispatcher-options.js';
+import { assembleDispatcherParts } from './dispatcher-parts.js';
+import { JobQueue, type QueuedJob } from './job-queue.js';
+import type { ResyncHint } from './job-rows.js';
 import { LogSink } from './log-sink.js';
+import type { Pump } from './pump.js';
+import type { RunSubmit } from './run-submit.js';
 import { SealedEnv, type Sealed } from './sealed-env.js';
-import { StoreSync } from './store-sync.js';
+import type { StoreSync } from './store-sync.js';
 import { StaticScopes } from './static-scopes.js';
 
 export type { ActiveJob, JobObserver } from './active-jobs.js';
-
-/** Said when a `container:` job finds no agent: which runtime it lacks. */
-const CONTAINER_JOB_HINT =
-  'a container: job needs an agent that reports kici:runtime:docker or kici:runtime:podman (a Docker or Podman socket on its host) or a container scaler';
-
-export interface DispatcherOptions {
-  store: Store;
-  clock: Clock;
-  logger: Logger;
-  scaler?: ScalerManager | undefined;
-  /** How long a job waits for its agent to reconnect (static agents, and everyone after a restart). */
-  reconnectGraceMs?: number;
-  /** Extra time past a job's own timeout before the orchestrator settles it itself. */
-  timeoutBackstopMs?: number;
-  /** Told when a job starts and when its final state is stored (metrics). */
-  observer?: JobObserver | undefined;
-  /**
-   * Several orchestrators on one database: take the right to scale for a job before spawning.
-   * 'other' means another live instance provisions for it; 'gone' that it is no longer queued.
-   */
-  scaleClaim?: ((jobId: string) => Promise<'mine' | 'other' | 'gone'>) | undefined;
-  /**
-   * Several orchestrators on one database: this instance's id. Claims are stamped with it, and a
-   * start adopts only the active jobs it owns (another instance's running jobs are not ours).
-   */
-  instanceId?: string | undefined;
-  /** Another orchestrator on the same database could provision for these labels. */
-  peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
-  /** Is this peer instance alive (clustering)? A sealed job whose holder is gone can never run. */
-  peerAlive?: ((instanceId: string) => Promise<boolean>) | undefined;
-  /** Group commit tick for the results; default 20 ms (marks wait up to 250 ms; see GroupCommit). */
-  groupCommitMs?: number | undefined;
-  /**
-   * Idle agents take new jobs in the submit's own commit (default true). False: every job is
-   * queued first and claimed by a dispatch pass (tests of the pass's claim path).
-   */
-  claimAtSubmit?: boolean | undefined;
-}
+export type { DispatcherOptions } from './dispatcher-options.js';
 
 /**
  * Offers queued jobs to idle agents, and asks the scaler for an agent when none fits. The queue and
@@ -71,10 +34,6 @@ export class Dispatcher {
   readonly logs: LogSink;
   /** The per-job writes of the hot path, committed together once per short tick. */
   readonly writes: GroupCommit;
-  private pumping = false;
-  private dirty = false;
-  private idle: Promise<void> = Promise.resolve();
-  private readonly startedAtMs: number;
   private readonly log: Logger;
   private stopped = false;
   /** A graceful stop is under way: no new assignments or spawns; active jobs run on and report. */
@@ -89,9 +48,14 @@ export class Dispatcher {
   private readonly staticScopes = new StaticScopes();
   /** Values some jobs get at dispatch and the store never holds (sealed-env.ts). */
   private readonly sealed = new SealedEnv();
-  private readonly passCost = { passes: 0, planMs: 0, passMs: 0 };
   /** Reads the store's open jobs back into the queue and the active set (store-sync.ts). */
   private readonly sync: StoreSync;
+  /** Stores a submitted run, its jobs claimed at once where idle agents fit (run-submit.ts). */
+  private readonly submits: RunSubmit;
+  /** Runs the reconcile passes one at a time (pump.ts). */
+  private readonly pump: Pump;
+  /** Applies each pass's plan (dispatch-pass.ts). */
+  private readonly passes: DispatchPass;
 
   constructor(private readonly opts: DispatcherOptions) {
     this.log = opts.logger.child({ component: 'dispatcher' });
@@ -99,54 +63,26 @@ export class Dispatcher {
     this.writes = new GroupCommit(opts.store.db, opts.store, opts.groupCommitMs);
     // A job's sealed values go once it is final, whoever settles it.
     this.opts = opts = { ...opts, observer: this.sealed.forgetOnFinish(opts.observer) };
-    this.active = new ActiveJobs({
-      store: opts.store,
-      clock: opts.clock,
+    const parts = assembleDispatcherParts(opts, {
       log: this.log,
-      writes: this.writes,
       logs: this.logs,
+      writes: this.writes,
       queue: this.queue,
       registry: this.registry,
-      observer: opts.observer,
-      instanceId: opts.instanceId,
+      sealed: this.sealed,
+      staticScopes: this.staticScopes,
       reconnectGraceMs: this.reconnectGraceMs,
-      timeoutBackstopMs: opts.timeoutBackstopMs ?? 30_000,
       pump: () => void this.requestPump(),
-      stopped: () => this.stopped,
-    });
-    this.claims = new Claims({
-      store: opts.store,
-      writes: this.writes,
-      queue: this.queue,
-      registry: this.registry,
-      active: this.active,
-      scaler: opts.scaler,
-      clock: opts.clock,
-      log: this.log,
-      instanceId: opts.instanceId,
-      pump: () => void this.requestPump(),
-      halted: () => this.stopped || this.draining || this.holdNewWork(),
-      stopped: () => this.stopped,
-      sealed: this.sealed,
-      logs: this.logs,
-    });
-    this.sync = new StoreSync({
-      store: opts.store,
-      clock: opts.clock,
-      log: this.log,
-      queue: this.queue,
-      active: this.active,
-      logs: this.logs,
-      sealed: this.sealed,
-      claims: this.claims,
-      observer: opts.observer,
-      instanceId: opts.instanceId,
-      peerAlive: opts.peerAlive,
+      pass: () => this.pass(),
+      // Through the method, not planDispatch itself: a watcher that wraps `plan` sees every pass.
+      plan: () => this.plan(),
       refreshStaticScopes: () => this.refreshStaticScopes(),
-      pump: () => void this.requestPump(),
+      stopped: () => this.stopped,
+      ending: () => this.stopped || this.draining,
+      halted: () => this.stopped || this.draining || this.holdNewWork(),
     });
-    this.writes.rideOnResults((finished) => this.claims.rideOnResults(finished));
-    this.startedAtMs = opts.clock.now();
+    ({ active: this.active, claims: this.claims, sync: this.sync } = parts);
+    ({ submits: this.submits, pump: this.pump, passes: this.passes } = parts);
   }
 
   /** What the scaler's warm pools may see of the registry. */
@@ -179,24 +115,6 @@ export class Dispatcher {
     return this.staticScopes.reload(this.opts.store, this.now());
   }
 
-  /** Could an agent that takes any job of the job's group run it? Then every job of the group could. */
-  private groupCould(job: QueuedJob): boolean {
-    const scaler = this.opts.scaler;
-    return (
-      this.registry.anyCould(job, (a) => a.kind !== 'scaler' || !scaler) ||
-      this.staticScopes.could(job, this.opts.clock.now()) ||
-      (this.opts.peersCould?.(job.runsOn) ?? false)
-    );
-  }
-
-  private someoneCould(job: QueuedJob): boolean {
-    return (
-      this.registry.anyCould(job, (a) => this.claims.fits(a.id, job)) ||
-      this.staticScopes.could(job, this.opts.clock.now()) ||
-      (this.opts.peersCould?.(job.runsOn) ?? false)
-    );
-  }
-
   get scaler(): ScalerManager | undefined {
     return this.opts.scaler;
   }
@@ -209,98 +127,13 @@ export class Dispatcher {
    * Store a run and queue its jobs. `sealed` values are given to every job of the run at dispatch
    * and never stored: the stored spec names the variables only.
    */
-  async submit(
-    spec: RunSpec,
-    sealed?: Sealed,
-  ): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
-    const runId = newId('r');
-    const sealedEnv = sealed ? Object.keys(sealed.env) : [];
-    const now = this.now();
-    const jobs = Object.entries(spec.jobs).map(([name, js]) => ({
-      id: newId('j'),
-      name,
-      runsOn: canonicalizeLabels(js.runsOn),
-      spec: {
-        ...js,
-        resources: mirrorResources(js.resources),
-        // The holder is named so that peers can tell when it is gone (resyncQueued).
-        ...(sealedEnv.length
-          ? { sealedEnv, ...(this.opts.instanceId && { sealedBy: this.opts.instanceId }) }
-          : {}),
-      } as JobSpec,
-      priority: js.priority ?? spec.priority ?? 0,
-      owner: spec.owner ?? null,
-    }));
-    if (sealed) for (const j of jobs) this.sealed.hold(j.id, sealed);
-    // Idle agents take what they can at once, claimed in the submit's own commit (claims.ts).
-    const queued = jobs.map((j, seq) => ({
-      id: j.id,
-      runId,
-      name: j.name,
-      seq,
-      runsOn: j.runsOn,
-      spec: routingSpec(j.spec),
-      createdAtMs: now.getTime(),
-      priority: j.priority,
-      owner: j.owner ?? undefined,
-    }));
-    const taken = this.opts.claimAtSubmit === false ? [] : this.claims.takeNew(queued);
-    const claimOf = new Map(taken.map((t) => [t.job.id, t.agent.id]));
-    const owner = this.opts.instanceId;
-    let rows: JobRow[];
-    try {
-      rows = await this.opts.store.jobs.insertRun(
-        { id: runId, name: spec.name ?? null },
-        jobs.map((j) => {
-          const agentId = claimOf.get(j.id);
-          return agentId ? { ...j, claim: { agentId, owner } } : j;
-        }),
-        now,
-      );
-    } catch (err) {
-      this.claims.untake(taken);
-      throw err;
-    }
-    const specs = new Map<string, unknown>();
-    const seqOf = new Map<string, number>();
-    const toQueue: QueuedJob[] = [];
-    for (const row of rows) {
-      if (!claimOf.has(row.id)) toQueue.push(toQueued(row));
-      else if (row.state === 'dispatched') specs.set(row.id, row.spec);
-      seqOf.set(row.id, Number(row.seq));
-    }
-    this.queue.addMany(toQueue);
-    for (const t of taken) t.job.seq = seqOf.get(t.job.id) ?? t.job.seq;
-    if (taken.length) void this.claims.sendNew(taken, specs);
-    this.log.info({ runId, jobs: rows.length, dispatchedAtOnce: taken.length }, 'run submitted');
-    if (rows.length > taken.length) void this.requestPump();
-    return { runId, jobs: rows.map((r) => ({ id: r.id, name: r.name })) };
+  submit(spec: RunSpec, sealed?: Sealed): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
+    return this.submits.submit(spec, sealed);
   }
 
   /** Coalescing: a request during a pass makes the pass run once more, never twice at once. */
   requestPump(): Promise<void> {
-    if (this.stopped || this.draining || this.holdNewWork()) return this.idle;
-    if (this.pumping) {
-      this.dirty = true;
-      return this.idle;
-    }
-    this.pumping = true;
-    this.idle = (async () => {
-      try {
-        // One turn of the event loop first: results stored together free their agents together,
-        // and one pass then fills them all with one claim statement instead of a pass each.
-        await new Promise<void>((r) => setImmediate(r));
-        do {
-          this.dirty = false;
-          await this.pass();
-        } while (this.dirty && !this.stopped && !this.draining);
-      } catch (err) {
-        this.log.error({ err: errorMessage(err) }, 'dispatch pass failed');
-      } finally {
-        this.pumping = false;
-      }
-    })();
-    return this.idle;
+    return this.pump.request();
   }
 
   /**
@@ -308,7 +141,7 @@ export class Dispatcher {
    * (CPU on the event loop) and the whole pass with its claim statements (wall).
    */
   passStats(): Readonly<{ passes: number; planMs: number; passMs: number }> {
-    return { ...this.passCost };
+    return this.passes.stats();
   }
 
   /** The decision half of a reconcile: synchronous, no I/O. */
@@ -316,92 +149,9 @@ export class Dispatcher {
     return planDispatch(this.queue, idleAgents, this.opts.scaler, this.opts.clock.now());
   }
 
-  /** One reconcile: the pure planner decides for the whole queue, then its decisions are applied. */
-  private async pass(): Promise<void> {
-    // Nothing queued, nothing to plan: skip listing every idle agent (an agent registering, a
-    // result stored, in a fleet of thousands, would each cost a scan of the fleet).
-    if (!this.queue.size) return;
-    const t0 = performance.now();
-    try {
-      await this.passOver(t0);
-    } finally {
-      this.passCost.passes++;
-      this.passCost.passMs += performance.now() - t0;
-    }
-  }
-
-  private async passOver(t0: number): Promise<void> {
-    const scaler = this.opts.scaler;
-    const { groups, plan } = this.plan();
-    this.passCost.planMs += performance.now() - t0;
-    // Jobs being provisioned keep their own reason while their group is given one: listed once per
-    // pass (they are few), by group, and joined by those this pass provisions.
-    const provisioning = new Map<string, string[]>();
-    const noteProvisioning = (id: string) => {
-      const key = this.queue.groupOf(id);
-      if (key !== undefined) provisioning.set(key, [...(provisioning.get(key) ?? []), id]);
-    };
-    for (const id of scaler?.provisioningJobs() ?? []) noteProvisioning(id);
-    for (const [n, d] of plan.entries()) {
-      if (this.stopped || this.draining) return;
-      const group = groups[n]!;
-      const taken = this.claims.takeAssigned(d.assign);
-      // One claim statement for the group's assignments. A job lost to another orchestrator's
-      // claim leaves its agent idle, so look again.
-      if (taken.length) for (const ok of await this.claims.claim(taken)) if (!ok) this.dirty = true;
-      let reason = d.reason;
-      for (const sp of d.spawn) {
-        const job = this.queue.get(sp.jobId);
-        if (!job || !scaler || scaler.isProvisioning(job.id)) continue;
-        if (this.opts.scaleClaim) {
-          const claim = await this.opts.scaleClaim(job.id).catch((err: unknown) => {
-            // Not "someone else has it": nobody may. The job stays queued and the next pass asks again.
-            this.log.warn(
-              { jobId: job.id, err: errorMessage(err) },
-              'could not take the right to provision for a job; will try again',
-            );
-            job.waiting = `cannot reach the store to provision for it (${errorMessage(err)}); retrying`;
-            return 'error' as const;
-          });
-          if (claim === 'gone') this.queue.remove(job.id);
-          if (claim === 'other') job.waiting = 'another orchestrator provisions an agent for it';
-          if (claim !== 'mine') continue;
-        }
-        const r = await scaler.requestScale(this.scaleJob(job));
-        if (r.action === 'spawning') {
-          job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
-          noteProvisioning(job.id);
-        } else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') {
-          reason = r.reason;
-          break;
-        }
-      }
-      // Jobs being provisioned keep their own reason; the rest of the group shares one, set once.
-      const keep = (provisioning.get(group.key) ?? []).filter((id) => scaler?.isProvisioning(id));
-      const firstLeft = firstWhere(group.jobs(), (j) => !scaler?.isProvisioning(j.id));
-      // Held by a cap (not backoff or a missing backend): idle warm stock of another label set
-      // may give its room up (warm-pool.ts).
-      const capped = d.action === 'at-capacity' || d.action === 'spawn';
-      if (scaler && capped && d.match && firstLeft) scaler.yieldWarmFor(this.scaleJob(firstLeft), d.match);
-      if (d.noBackend && firstLeft) {
-        const hint = firstLeft.spec.container ? `; ${CONTAINER_JOB_HINT}` : '';
-        // An agent that is not bound to one job fits every job of the group alike: one look for all.
-        if (this.groupCould(firstLeft)) {
-          this.queue.setGroupReason(group.source, `waiting for a matching agent${hint}`, keep);
-          continue;
-        }
-        const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
-        const why = scaler
-          ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
-          : 'no scaler is configured and no agent token matches these labels';
-        // In a cluster a peer may have issued a token since we last read them: read again first.
-        if (this.opts.instanceId && left.some((j) => !this.someoneCould(j))) await this.refreshStaticScopes();
-        for (const job of left) {
-          if (this.someoneCould(job)) job.waiting = `waiting for a matching agent${hint}`;
-          else await this.settleNoBackend(job, `${why}${hint}`);
-        }
-      } else if (reason && !d.noBackend) this.queue.setGroupReason(group.source, reason, keep);
-    }
+  /** One reconcile: the pure planner decides, then its decisions are applied (bench/reconcile.ts times it). */
+  private pass(): Promise<void> {
+    return this.passes.run();
   }
 
   readonly scaleJob = toScaleJob;
@@ -409,29 +159,6 @@ export class Dispatcher {
   /** Hand one queued job to one agent. False when the job was no longer queued. */
   assign(job: QueuedJob, agent: ConnectedAgent): Promise<boolean> {
     return this.claims.assign(job, agent);
-  }
-
-  private async settleNoBackend(job: QueuedJob, reason: string): Promise<void> {
-    // Right after a restart, give operators' agents a moment to reconnect before judging old jobs.
-    if (job.createdAtMs < this.startedAtMs && this.opts.clock.now() - this.startedAtMs < 15_000) {
-      job.waiting = `waiting for agents to reconnect after restart (${reason})`;
-      return;
-    }
-    this.queue.remove(job.id);
-    let done: boolean;
-    try {
-      done = await this.opts.store.jobs.finish(
-        job.id,
-        'no-backend',
-        { reason, fromState: 'queued' },
-        this.now(),
-      );
-    } catch (err) {
-      this.queue.add(job); // judged again on the next pass
-      throw err;
-    }
-    if (done) this.opts.observer?.jobFinished(job.id, 'no-backend', this.opts.clock.now());
-    this.log.warn({ jobId: job.id, runsOn: job.runsOn, reason }, 'job has no backend');
   }
 
   /** Queued rows of the store this process does not hold yet, queued here (StoreSync.resync). */
@@ -484,12 +211,12 @@ export class Dispatcher {
   /** Take no new work from now on; resolves once a pass in progress has ended. */
   drain(): Promise<void> {
     this.draining = true;
-    return this.idle;
+    return this.pump.idle;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.idle;
+    await this.pump.idle;
     this.active.cancelTimers();
     const dropped = await this.logs.close();
     if (dropped.size)
@@ -499,9 +226,4 @@ export class Dispatcher {
       );
     await this.writes.flush();
   }
-}
-
-function firstWhere<T>(items: Iterable<T>, test: (item: T) => boolean): T | undefined {
-  for (const item of items) if (test(item)) return item;
-  return undefined;
 }
