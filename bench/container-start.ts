@@ -221,7 +221,7 @@ export async function benchContainerStart(n = 20): Promise<BenchResult[]> {
   }
   await ensureIsolatedNetwork(docker);
   await ensureRawNetwork(docker);
-  const runtime = await ensureRuntimeVolume(docker, agentImage);
+  const runtime = await ensureRuntimeVolume(docker, agentImage, (msg) => process.stderr.write(`${msg}\n`));
   // One unmeasured round each: the first start after an image load or volume fill is not cold-start.
   await pairedStarts(docker, socket, agentImage, 1);
   const plain = await pairedStarts(docker, socket, agentImage, n);

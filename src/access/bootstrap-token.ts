@@ -34,6 +34,11 @@ function inside(dir: string, path: string): boolean {
   return rel === '' || (!rel.startsWith('..') && !isAbsolute(rel));
 }
 
+/** PostgreSQL's (and PGlite's) SQLSTATE for a duplicate key. */
+function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '23505';
+}
+
 async function readSecret(file: string): Promise<string | undefined> {
   try {
     return (await readFile(file, 'utf8')).trim() || undefined;
@@ -93,7 +98,12 @@ export async function ensureBootstrapToken(opts: {
       }
       const made = await tokens
         .create({ name: await name(), role: 'admin', bootstrap: true, now: opts.now, secret })
-        .catch(() => undefined); // another instance imported it first: the next pass finds it
+        // A unique-key clash means another instance imported it (or took the name) first: the next
+        // pass finds its row. Anything else (the database is down) is the start's own failure.
+        .catch((err: unknown) => {
+          if (isUniqueViolation(err)) return undefined;
+          throw err;
+        });
       if (!made) continue;
       logger.info({ file, tokenName: made.info.name }, `admin token: imported the token in ${file}`);
       return { token: secret, outcome: 'imported' };

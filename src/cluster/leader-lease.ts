@@ -106,6 +106,8 @@ export class PgLeaderLease implements LeaderLease {
         client.query('select pg_advisory_unlock($1, $2)', [LOCK_CLASS, LOCK_LEADER]),
         this.opts.lockTimeoutMs,
       ).catch(() => undefined); // closing the session frees it anyway
+      // An end that fails or hangs: the server drops the silent session within the keepalive bound
+      // set in connect(), and the lock with it; peers take over then, as after a crash.
       await withTimeout(client.end(), this.opts.lockTimeoutMs).catch(() => undefined);
     }
   }

@@ -138,7 +138,8 @@ export class QueueSync {
     this.reconnect?.cancel();
     const client = this.client;
     this.client = undefined;
-    // Ending a connection that already broke: it is dropped either way.
+    // A LISTEN session holds no lock and no row: if its end fails (the connection already broke),
+    // the server drops the session with the socket, and nothing is left to undo.
     await client?.end().catch(() => undefined);
     await this.running;
   }

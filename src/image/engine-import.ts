@@ -108,8 +108,12 @@ export async function importRootfs(
     const latest = await docker
       .getImage(`${repo}:latest`)
       .inspect()
-      // No such name: the engine did not add one, so there is nothing to drop.
-      .catch(() => undefined);
+      // No such name (404): the engine did not add one, so there is nothing to drop. Any other
+      // answer is an engine in trouble, said as such rather than taken for "no such name".
+      .catch((err: unknown) => {
+        if ((err as { statusCode?: unknown } | null)?.statusCode === 404) return undefined;
+        throw err;
+      });
     if (latest && latest.Id.endsWith(id.replace('sha256:', '')))
       await docker
         .getImage(`${repo}:latest`)

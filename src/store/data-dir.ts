@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import { access, chmod, lstat, mkdir, readdir, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { UserError } from '../util/errors.js';
+import { errorMessage, UserError } from '../util/errors.js';
 
 /**
  * The data dir holds the embedded database, the admin token and the instance id: only the
@@ -48,8 +48,12 @@ export async function prepareDataDir(dataDir: string): Promise<void> {
   if (!st.isDirectory()) throw new UserError(`data dir ${dir}: not a directory`);
   await checkAccess(dir, 'data dir');
   const pg = join(dir, 'pg');
-  // No pg dir yet is the normal first start; PGlite creates it.
-  const pgSt = await stat(pg).catch(() => undefined);
+  // No pg dir yet is the normal first start; PGlite creates it. Anything else (a symlink loop, an
+  // I/O error) would reach PGlite, which names neither the path nor the cause: say it here.
+  const pgSt = await stat(pg).catch((err: unknown) => {
+    if (code(err) === 'ENOENT') return undefined;
+    throw new UserError(`data dir ${dir}: cannot look at ${pg}: ${errorMessage(err)}`);
+  });
   if (pgSt) {
     if (!pgSt.isDirectory()) throw new UserError(`data dir ${dir}: ${pg} is not a directory`);
     await checkAccess(pg, 'database dir');

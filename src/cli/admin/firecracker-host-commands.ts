@@ -49,8 +49,14 @@ export function realHostPorts(sudo: boolean): HostPorts {
           (s) => s.isDirectory(),
           () => false,
         ),
-      // Unreadable or absent: no record of a provision, which the callers report as such.
-      readText: (p) => readFile(p, 'utf8').catch(() => undefined),
+      // Absent: no record of a provision (or no forwarding switch), which the callers report as
+      // such. A file that is there but cannot be read (another user's record, a directory) is not
+      // "nothing was provisioned": teardown would forget what provision made, so it is refused.
+      readText: (p) =>
+        readFile(p, 'utf8').catch((err: NodeJS.ErrnoException) => {
+          if (err.code === 'ENOENT') return undefined;
+          throw new UserError(`cannot read ${p}: ${err.message}`);
+        }),
       writeText: async (p, text) => {
         await mkdir(dirname(p), { recursive: true, mode: 0o700 });
         await writeFile(p, text, { mode: 0o600 });

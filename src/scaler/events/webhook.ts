@@ -74,7 +74,9 @@ export async function deliverWebhook(
         body: spec.body,
         signal: AbortSignal.timeout(policy.attemptTimeoutMs),
       });
-      // The receiver's body is not needed; draining it frees the connection.
+      // The receiver's body is not needed; draining it frees the connection. A body cut off half-way
+      // changes nothing: the status line already decided the attempt, and fetch does not reuse a
+      // connection that broke.
       await res.arrayBuffer().catch(() => undefined);
       if (res.ok) {
         await hooks.onAttempt(attempts, null);

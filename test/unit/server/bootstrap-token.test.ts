@@ -75,6 +75,45 @@ describe('bootstrap admin token', () => {
     expect(await fresh.store.accessTokens.list()).toHaveLength(0);
   });
 
+  it('uses the row of an instance that imported the same file between its look and its insert', async () => {
+    const file = join(etc, 'admin-token');
+    await writeFile(file, 'kici_at_copied-to-every-host\n', { mode: 0o600 });
+    const real = fresh.store.accessTokens;
+    const imported = await ensure(file, 'orch-a');
+    expect(imported.outcome).toBe('imported');
+    // orch-b looked before orch-a's row was there, so its own insert meets the unique key.
+    const tokens = Object.create(real) as typeof real;
+    let looks = 0;
+    tokens.findBySecret = (secret) =>
+      looks++ === 0 ? Promise.resolve(undefined) : real.findBySecret(secret);
+    const late = await ensureBootstrapToken({
+      file,
+      dataDir: fresh.dir,
+      tokens,
+      instanceId: 'orch-b',
+      now: new Date(),
+      logger,
+    });
+    expect(late).toEqual({ token: 'kici_at_copied-to-every-host', outcome: 'existing' });
+    expect(await real.list()).toHaveLength(1);
+  });
+
+  it('reports a store that fails an import as itself, not as a race lost three times', async () => {
+    const file = join(etc, 'admin-token');
+    await writeFile(file, 'kici_at_copied-from-another-host\n', { mode: 0o600 });
+    const tokens = Object.create(fresh.store.accessTokens) as typeof fresh.store.accessTokens;
+    tokens.create = () => Promise.reject(new Error('Connection terminated unexpectedly'));
+    const failed = ensureBootstrapToken({
+      file,
+      dataDir: fresh.dir,
+      tokens,
+      instanceId: 'orch-a',
+      now: new Date(),
+      logger,
+    });
+    await expect(failed).rejects.toThrow('Connection terminated unexpectedly');
+  });
+
   it('refuses a file inside the data dir, naming the fix, and removes the old data-dir token', async () => {
     await expect(ensure(join(fresh.dir, 'admin-token'))).rejects.toThrow(/outside it.*--admin-token-file/);
     await writeFile(join(fresh.dir, 'admin-token'), 'kici_admin_old\n');

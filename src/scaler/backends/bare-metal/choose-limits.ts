@@ -88,7 +88,9 @@ export async function probeUserScope(
   if (!present)
     return { unavailable: `no systemd user manager answers for uid ${uid} (${socket} is missing)` };
   // systemd accepts the properties whatever the host, and applies only what its tree allows: a user
-  // manager holds limits only on the unified (v2) tree, with the controllers delegated to it.
+  // manager holds limits only on the unified (v2) tree, with the controllers delegated to it. The
+  // root's cgroup.controllers exists, world-readable, only on that tree: a failed read is the
+  // answer (v1 or no cgroupfs), and it reaches the operator as the reason below.
   if ((await readFile(join(cgroupRoot, 'cgroup.controllers'), 'utf8').catch(() => undefined)) === undefined)
     return {
       unavailable: `${cgroupRoot} is not a unified cgroup v2 tree, and a systemd user manager can hold limits only there`,

@@ -11,6 +11,7 @@ import { agentsCannotRun, planConfinement } from './confinement-plan.js';
 import { probeHostFacts } from './host-probe.js';
 import { bareMetalTools } from './tools.js';
 import { checkJobImageHost, isJobImageSet, JobImageAgents } from './job-image.js';
+import { AGENT_UID_COUNT, AGENT_UID_FIRST, AgentUserPool, defaultHomesRoot } from './users.js';
 
 /** How the registry builds a bare-metal scaler. */
 export const bareMetalDescriptor: BackendDescriptor = {
@@ -81,6 +82,10 @@ export const bareMetalDescriptor: BackendDescriptor = {
       jobImage,
       limits,
       logger: deps.logger,
+      // The host-wide pool the backend would make itself, telling this log what it leaves behind.
+      users: new AgentUserPool(defaultHomesRoot(), AGENT_UID_FIRST, AGENT_UID_COUNT, (msg, context) =>
+        deps.logger.warn({ scaler: entry.name, ...context }, msg),
+      ),
       baseDir: dirname(deps.configPath),
       ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
       ...(deps.dataDir ? { dataDir: deps.dataDir } : {}),

@@ -3,6 +3,7 @@ import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { holderAlive, SPARE_PREFIX, spareOwner, thisHolder } from './spare-user.js';
+import { errorMessage } from '../../../util/errors.js';
 import { readProcFile } from '../../../util/proc-tree.js';
 
 /**
@@ -36,6 +37,8 @@ export class AgentUserPool {
     readonly root = defaultHomesRoot(),
     private readonly first = AGENT_UID_FIRST,
     private readonly count = AGENT_UID_COUNT,
+    /** Told of a fault the pool works around but that leaves something behind (the scaler's log). */
+    private readonly warn: (msg: string, context: Record<string, unknown>) => void = () => {},
   ) {
     this.claims = join(root, '.uids');
   }
@@ -53,8 +56,16 @@ export class AgentUserPool {
         try {
           return this.handOver(ready, agentId);
         } catch {
-          // Half handed over (the disk, say): dropped whole, and the agent claims a uid itself.
-          await this.dropSpare(ready).catch(() => undefined);
+          // Half handed over (the disk, say): dropped whole, and the agent claims a uid itself; a
+          // disk that still refuses fails that claim with its own error, which the spawn reports.
+          await this.dropSpare(ready).catch((err: unknown) =>
+            // Its claim names this live process as holder (or the agent, while it runs), so the
+            // sweeps leave it: a uid fewer and a stray home, possibly until a restart.
+            this.warn(
+              `could not drop the spare agent uid ${ready.uid} after its hand-over failed; its claim and home may stay until the orchestrator restarts`,
+              { uid: ready.uid, home: ready.home, err: errorMessage(err) },
+            ),
+          );
         }
       }
       // A full range first frees claims that crashes left behind, then tries once more.

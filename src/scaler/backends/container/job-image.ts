@@ -4,6 +4,7 @@
  * and mounted read-only into the job's container, whose command then runs the agent.
  */
 import type Docker from 'dockerode';
+import { errorMessage } from '../../../util/errors.js';
 import { statusOf } from './engine-errors.js';
 
 export const RUNTIME_MOUNT = '/opt/kici';
@@ -84,6 +85,8 @@ const KNOWN_FOR_MS = 30_000;
 export function ensureRuntimeVolume(
   docker: Docker,
   agentImage: string,
+  /** Told of a filler container left behind: nothing else removes it. */
+  warn: (msg: string) => void,
   nowMs = Date.now(),
 ): Promise<InjectedRuntime> {
   const seen = known.get(docker)?.get(agentImage);
@@ -94,7 +97,7 @@ export function ensureRuntimeVolume(
   if (!perEngine) filling.set(docker, (perEngine = new Map()));
   const running = perEngine.get(agentImage);
   if (running) return running;
-  const p = fillRuntimeVolume(docker, agentImage)
+  const p = fillRuntimeVolume(docker, agentImage, warn)
     .then((runtime) => {
       let byImage = known.get(docker);
       if (!byImage) known.set(docker, (byImage = new Map()));
@@ -114,7 +117,11 @@ export function forgetRuntimeVolume(docker: Docker, agentImage: string): void {
 const known = new WeakMap<Docker, Map<string, { runtime: InjectedRuntime; at: number }>>();
 const filling = new WeakMap<Docker, Map<string, Promise<InjectedRuntime>>>();
 
-async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<InjectedRuntime> {
+async function fillRuntimeVolume(
+  docker: Docker,
+  agentImage: string,
+  warn: (msg: string) => void,
+): Promise<InjectedRuntime> {
   const info = await docker.getImage(agentImage).inspect();
   const cmd = injectedCommand(info.Config?.Labels ?? undefined, agentImage, info.Config?.Entrypoint);
   const volume = `kici-runtime-${info.Id.replace(/^sha256:/, '').slice(0, 16)}`;
@@ -136,8 +143,15 @@ async function fillRuntimeVolume(docker: Docker, agentImage: string): Promise<In
       () => undefined,
     );
   } finally {
-    // The filler only copied files; one left behind carries kici-managed and is swept with orphans.
-    await filler.remove({ force: true }).catch(() => undefined);
+    // The filler only copied files, so the volume is usable either way. But it carries no scaler's
+    // label, so no orphan sweep ever finds it: one left behind (and the volume it pins) is said.
+    // Already gone (404) leaves nothing behind.
+    await filler.remove({ force: true }).catch((err: unknown) => {
+      if (statusOf(err) !== 404)
+        warn(
+          `could not remove the runtime filler container ${filler.id} of volume ${volume} (${errorMessage(err)}); nothing else removes it: remove it with \`docker rm -f ${filler.id}\` (or podman rm -f)`,
+        );
+    });
   }
   return { volume, cmd };
 }

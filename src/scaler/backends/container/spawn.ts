@@ -85,7 +85,10 @@ export async function runSpawn(
   alive();
   if (jobImage) t.runtimeOf = ls.image!;
   const runtime = jobImage
-    ? await engine('preparing the agent runtime volume', ensureRuntimeVolume(docker, ls.image!))
+    ? await engine(
+        'preparing the agent runtime volume',
+        ensureRuntimeVolume(docker, ls.image!, (msg) => host.warn(req.agentId, msg)),
+      )
     : undefined;
   alive();
   const isolated = host.isolation !== undefined;

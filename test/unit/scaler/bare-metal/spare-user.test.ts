@@ -145,6 +145,29 @@ describe.runIf(process.platform === 'linux' && process.getuid?.() === 0)('the sp
     expect(await claims(root)).toEqual({});
   });
 
+  it('says so when a spare whose hand-over failed cannot be dropped; the agent gets a uid of its own', async () => {
+    const root = await newRoot();
+    const warned: { msg: string; context: Record<string, unknown> }[] = [];
+    const pool = new AgentUserPool(root, FIRST, 4, (msg, context) => warned.push({ msg, context }));
+    pool.prepareSpare();
+    await settled(pool);
+    const spare = pool.spareUid()!;
+    // The hand-over's first write meets a directory in its place; the drop after it fails too.
+    await mkdir(join(root, '.uids', String(spare), 'agent.part', 'x'), { recursive: true });
+    (pool as unknown as { dropSpare(): Promise<void> }).dropSpare = () =>
+      Promise.reject(new Error('EIO: i/o error, rmdir'));
+    const a = await pool.acquire('agent-a');
+    expect(a.uid).not.toBe(spare);
+    expect(warned).toEqual([
+      {
+        msg: expect.stringContaining(`could not drop the spare agent uid ${spare}`),
+        context: { uid: spare, home: join(root, `.spare-${spare}`), err: 'EIO: i/o error, rmdir' },
+      },
+    ]);
+    await pool.release('agent-a', a.uid);
+    await pool.close();
+  });
+
   it('a holder is alive only while the same process (pid and start time) runs', () => {
     expect(holderAlive(thisHolder())).toBe(true);
     expect(holderAlive(`${process.pid} ${(startTicksOf(process.pid) ?? 0) + 1}`)).toBe(false);
