@@ -1,117 +1,67 @@
-import { canonicalizeLabels, type ScalerConfig, type ScalerEntry } from '../config/index.js';
-import type { Store } from '../store/index.js';
-import { monoNow, type Clock, type TimerHandle } from '../util/clock.js';
-import { errorMessage } from '../util/errors.js';
+import type { ScalerConfig } from '../config/index.js';
 import type { Logger } from '../util/logger.js';
 import { isWarmStock, type ManagedEntry } from './agent-book.js';
-import { hasRegistered, isPending, transition, type AgentPhase } from './agent-lifecycle.js';
-import type { ProvisionBackoffOptions } from './core/backoff.js';
+import { hasRegistered, transition, type AgentPhase } from './agent-lifecycle.js';
+import { Adoptions } from './adoption.js';
+import { CapacityFreedSignal } from './capacity-freed.js';
 import { decide, type DecideState, type Decision, type PoolView } from './core/decide.js';
-import { resolveResources, type EffectiveResources } from './core/resources.js';
-import {
-  describeTable,
-  findLabelSet,
-  noMatchReason,
-  type RoutableLabelSet,
-  type RouteQuery,
-} from './core/routing.js';
+import type { EffectiveResources } from './core/resources.js';
+import type { RoutableLabelSet } from './core/routing.js';
 import type { ClassifiedSpawnError } from './core/spawn-errors.js';
-import type { MachineLedger } from './ledger/machine-ledger.js';
 import type { ReloadHost, RecoveryHost, SpawnHost, TeardownReason, WarmPoolHost } from './lifecycle-port.js';
-import { DEFAULT_SPAWN_TIMEOUT_MS, failAgentSpawn, provisionAgent, tokenTtlMs } from './spawn.js';
-import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
+import type { ScalerHooks, ScalerManagerOptions } from './manager-options.js';
+import { ScalerManagerViews } from './manager-views.js';
 import { recoverAgents } from './recovery.js';
+import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
-import { ScalerState } from './state.js';
-import type { DestroyReason, ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
+import { decisionState, poolViewsFor, requestScaleFor, routeQuery } from './scale-request.js';
+import { stopAgents } from './shutdown.js';
+import { failAgentSpawn, provisionAgent } from './spawn.js';
+import { failStaleSpawns } from './stale-spawns.js';
+import { SwallowedErrors } from './swallowed-errors.js';
+import { teardownAgent } from './teardown.js';
+import type { DestroyReason, ScaleJob, ScaleResult } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 import { withdrawEndedProvisions } from './withdrawal.js';
-import { Adoptions } from './adoption.js';
-import type { ScalerEventEmitterLike } from './events/payloads.js';
 
 export { ScalerAdoptionLookupError } from './adoption.js';
+export type { ScalerHooks, ScalerManagerOptions } from './manager-options.js';
 export { RegistrationRefused, type RegistrationResult } from './registration.js';
-
 export { DEFAULT_AGENT_TOKEN_TTL_MS, DEFAULT_SPAWN_TIMEOUT_MS } from './spawn.js';
-const CAPACITY_FREED_DEBOUNCE_MS = 25;
-
-export interface ScalerHooks {
-  /** Capacity came back: waiting jobs should be offered again. */
-  onCapacityFreed(): void;
-  /** A lifecycle note for the job a spawn is bound to. */
-  onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
-  /** A spawn bound to this job failed; the classified reason belongs on the waiting job. */
-  onSpawnFailed(jobId: string, error: ClassifiedSpawnError): void;
-  /**
-   * An error the manager logged and carried on from (cleanup that may fail without harm), by site;
-   * for a counter. The manager logs it either way.
-   */
-  onSwallowedError?(site: string, err: unknown): void;
-  /** The cluster cap lock of an event scaler could not be taken (lock timeout, or a database error). */
-  onCapLockFailure?(reason: 'contended' | 'unreachable'): void;
-  /** A spawned agent registered, this long after the spawn was decided (a latency histogram). */
-  onAgentRegistered?(scalerName: string, backendType: string, latencyMs: number): void;
-}
-
-export interface ScalerManagerOptions {
-  config: ScalerConfig;
-  backends: ScalerBackend[];
-  store: Store;
-  clock: Clock;
-  logger: Logger;
-  instanceId: string;
-  /** The URL spawned agents dial, per scaler. */
-  orchestratorUrlFor: (entry: ScalerEntry) => string;
-  spawnTimeoutMs?: number;
-  agentTokenTtlMs?: number;
-  /** The token lifetime as it stands now (cluster settings), read per spawn over the fixed one. */
-  liveAgentTokenTtlMs?: () => number;
-  backoff?: ProvisionBackoffOptions;
-  ledger?: MachineLedger | undefined;
-  isDraining?: () => boolean;
-  /** Sends the scale-down of an adopted event agent whose scaler is not configured here. */
-  scaleEvents?: ScalerEventEmitterLike | undefined;
-}
 
 /**
  * The thin async shell around the pure decision core: it asks the core where a job goes and whether
  * caps allow it, persists the spawn record, and runs the backend call under the scaler's spawn
  * semaphore and deadline. Every outcome flows back into the core (reservation released, backoff armed).
+ * The read-only queries are inherited (manager-views.ts); each piece of work lives in a module beside
+ * this one that takes the manager as a narrow host, while the fields, the phase moves and the one
+ * place an agent leaves the maps (`forget`) stay here.
  */
-export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, SpawnHost {
-  readonly state: ScalerState;
+export class ScalerManager
+  extends ScalerManagerViews
+  implements RecoveryHost, ReloadHost, WarmPoolHost, SpawnHost
+{
   readonly warm: WarmPools;
   /** Event agents spawned by a peer (or by us) that registered here: the row says who answers for them. */
   readonly adoption: Adoptions;
   /** Adoption lookups the store failed (the agent was refused and retries). */
   adoptionLookupFailures = 0;
   private hookSet: ScalerHooks | undefined;
-  private freedTimer: TimerHandle | undefined;
+  private readonly freed: CapacityFreedSignal;
   /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
   private draining = false;
-  private readonly swallowed = new Map<string, number>();
+  private readonly swallowed: SwallowedErrors;
   readonly log: Logger;
   /** Lifecycle moves the table refused: each one is a bug, logged when it happens. */
   illegalTransitions = 0;
 
-  constructor(readonly opts: ScalerManagerOptions) {
-    this.state = new ScalerState(opts.config, opts.backends, opts.backoff);
+  constructor(opts: ScalerManagerOptions) {
+    super(opts);
     this.log = opts.logger.child({ component: 'scaler' });
+    this.swallowed = new SwallowedErrors(this.log, () => this.hooks);
+    this.freed = new CapacityFreedSignal(opts.clock, this.log, this.state.tally, () => this.hooks);
     this.warm = new WarmPools(this, opts.clock, this.log);
     this.adoption = new Adoptions(this);
-  }
-
-  get config(): ScalerConfig {
-    return this.state.config;
-  }
-  get backoff() {
-    return this.state.backoff;
-  }
-  get failures() {
-    return this.state.failures;
-  }
-  get instanceId(): string {
-    return this.opts.instanceId;
   }
 
   get hooks(): ScalerHooks | undefined {
@@ -128,88 +78,19 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     if (registry) this.warm.setRegistry(registry);
   }
 
-  /** The lifetime its agents' tokens are minted with, and kept ahead by while they are connected. */
-  tokenTtlMs(): number {
-    return tokenTtlMs(this.opts);
-  }
-
-  globalActiveCount(): number {
-    return this.state.globalActiveCount();
-  }
-
-  /** Is a spawn for this job in flight (reserved, spawning or not yet registered)? */
-  isProvisioning(jobId: string): boolean {
-    return this.state.jobToAgent.has(jobId);
-  }
-
-  /** The jobs a spawn is in flight for: few (bounded by the caps), so a pass may list them. */
-  provisioningJobs(): Iterable<string> {
-    return this.state.jobToAgent.keys();
-  }
-
-  route(
-    job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>,
-  ): RoutableLabelSet | undefined {
-    return findLabelSet(this.routeQuery(job), this.state.table);
-  }
-
-  /** Why `route` found nothing for this job, in words (shared by the planner, requestScale and explain). */
-  noRouteReason(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>): string {
-    return noMatchReason(this.routeQuery(job), this.state.table);
-  }
-
-  private routeQuery(job: Pick<ScaleJob, 'runsOn' | 'role' | 'excludeLabels' | 'container'>): RouteQuery {
-    const exclude = job.excludeLabels ? canonicalizeLabels(job.excludeLabels) : undefined;
-    return { labels: canonicalizeLabels(job.runsOn), role: job.role, exclude, image: job.container?.image };
-  }
-
-  resourcesFor(match: RoutableLabelSet, job?: ScaleJob): EffectiveResources {
-    const entry = this.state.entries.get(match.scalerName)!;
-    return resolveResources(
-      job?.resources,
-      entry.labelSets[match.index]?.resources,
-      this.config.defaults?.resources,
-    );
-  }
-
   /** The facts the decision reads, as they are now. `pools`: ledger usage read just before. */
   decisionState(job?: ScaleJob, pools?: ReadonlyMap<string, PoolView>): DecideState {
-    const s = this.state;
-    return {
-      now: this.opts.clock.now(),
-      draining: this.draining || !!this.opts.isDraining?.(),
-      table: s.table,
-      isProvisioning: (id) => s.jobToAgent.has(id),
-      backoff: (key, now) => s.backoff.check(key, now),
-      streak: (key) => s.backoff.streak(key),
-      hasBackend: (name) => s.backends.has(name),
-      requests: (m) => this.resourcesFor(m, job).requests,
-      caps: s.caps,
-      live: (name) => ({
-        global: s.globalActiveCount(),
-        scaler: s.backends.get(name)?.getActiveCount() ?? 0,
-      }),
-      machinePool: (name) => (this.opts.ledger ? s.entries.get(name)?.machinePool : undefined),
-      pool: pools && ((name) => pools.get(name)),
-    };
+    return decisionState(this, job, pools);
   }
 
   /** The one decision for this job over the state as it is now (synchronous; no ledger read). */
   decideNow(job: ScaleJob, pools?: ReadonlyMap<string, PoolView>): Decision {
-    return decide({ id: job.id, ...this.routeQuery(job) }, this.decisionState(job, pools));
+    return decide({ id: job.id, ...routeQuery(job) }, this.decisionState(job, pools));
   }
 
   /** Ledger usage of the machine pool this job would draw from, when there is one. */
-  async poolViewsFor(job: ScaleJob): Promise<ReadonlyMap<string, PoolView> | undefined> {
-    const ledger = this.opts.ledger;
-    const match = ledger && this.route(job);
-    const pool = match && this.state.entries.get(match.scalerName)?.machinePool;
-    if (!ledger || !pool) return undefined;
-    try {
-      return new Map([[pool, await ledger.usage(pool)]]);
-    } catch (err) {
-      return new Map([[pool, { error: errorMessage(err) }]]);
-    }
+  poolViewsFor(job: ScaleJob): Promise<ReadonlyMap<string, PoolView> | undefined> {
+    return poolViewsFor(this, job);
   }
 
   /** What `requestScale` would decide for this job now, without acting (scaler explain). */
@@ -217,27 +98,9 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     return this.decideNow(job, await this.poolViewsFor(job));
   }
 
-  async requestScale(job: ScaleJob): Promise<ScaleResult> {
-    // Only a machine pool makes the decision wait (for the ledger). Without one nothing awaits
-    // between the in-flight gate and the reservation, so two requests for one job cannot both pass.
-    const pools = this.opts.ledger ? await this.poolViewsFor(job) : undefined;
-    const d = this.decideNow(job, pools);
-    switch (d.action) {
-      case 'spawn':
-        return this.provision(d.match!, this.resourcesFor(d.match!, job), job);
-      case 'backoff':
-        return { action: 'skipped', reason: d.reason, retryAfterMs: d.retryAfterMs ?? 0 };
-      case 'skip':
-        return { action: 'skipped', reason: d.reason };
-      case 'at-capacity':
-        this.state.tally.spawnRefusals++;
-        return { action: 'at-capacity', reason: d.reason };
-      case 'no-backend':
-        return {
-          action: 'no-backend',
-          reason: d.match ? d.reason : `${d.reason}; ${describeTable(this.state.table)}`,
-        };
-    }
+  /** Decide for this job and act on it (scale-request.ts): a spawn, or why there is none. */
+  requestScale(job: ScaleJob): Promise<ScaleResult> {
+    return requestScaleFor(this, job);
   }
 
   /** The job waits on a cap: retire an idle warm agent of another label set if that frees room. */
@@ -257,26 +120,8 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
   }
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
-  async teardown(m: ManagedEntry, reason: TeardownReason): Promise<void> {
-    // A second teardown of the same agent (a racing disconnect, reap or sweep) has nothing to do.
-    if (m.phase === 'destroying') return;
-    this.forget(m);
-    const backend = this.state.backends.get(m.scalerName);
-    try {
-      await backend?.destroy(m.agentId, { reason });
-    } catch (err) {
-      this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'destroy failed');
-    }
-    // Compute and records are gone: the latest moment a trace takes as the end of the release.
-    const goneAt = new Date(this.opts.clock.now());
-    await this.opts.store.spawns.deleteAgent(m.agentId, goneAt).catch((err: unknown) => {
-      this.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'could not delete spawn record');
-    });
-    await this.opts.store.tokens
-      .revokeForAgent(m.agentId, new Date(this.opts.clock.now()))
-      .catch((e: unknown) => this.noteSwallowed('scaler.token-revoke', e, { agentId: m.agentId }));
-    this.sweepRetired();
-    this.notifyCapacityFreed();
+  teardown(m: ManagedEntry, reason: TeardownReason): Promise<void> {
+    return teardownAgent(this, m, reason);
   }
 
   /** Forget an agent in memory and give its capacity back (synchronously, so caps see it at once). */
@@ -293,23 +138,14 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     }
   }
 
-  /**
-   * An error we carry on from (cleanup whose failure harms nothing now, or that a later sweep
-   * redoes): logged with its context, counted per site, and passed to the hook for a metric.
-   */
+  /** An error we carry on from: logged with its context, counted per site, reported to the hook. */
   noteSwallowed(site: string, err: unknown, context: Record<string, unknown> = {}): void {
-    this.swallowed.set(site, (this.swallowed.get(site) ?? 0) + 1);
-    this.log.warn({ ...context, site, err: errorMessage(err) }, `scaler carried on after an error (${site})`);
-    try {
-      this.hooks?.onSwallowedError?.(site, err);
-    } catch (hookErr) {
-      this.log.error({ site, err: errorMessage(hookErr) }, 'swallowed-error hook failed');
-    }
+    this.swallowed.note(site, err, context);
   }
 
   /** How many errors were carried on from, per site, since start. */
   swallowedErrors(): Record<string, number> {
-    return Object.fromEntries(this.swallowed);
+    return this.swallowed.counts();
   }
 
   /** Every phase change goes through the table; a refused one is logged and counted, then thrown. */
@@ -324,16 +160,7 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
   }
 
   notifyCapacityFreed(): void {
-    if (this.freedTimer) return;
-    this.freedTimer = this.opts.clock.setTimer(CAPACITY_FREED_DEBOUNCE_MS, () => {
-      this.freedTimer = undefined;
-      try {
-        this.state.tally.redispatch.hook++;
-        this.hooks?.onCapacityFreed();
-      } catch (err) {
-        this.log.error({ err: errorMessage(err) }, 'capacity-freed hook failed');
-      }
-    });
+    this.freed.notify();
   }
 
   /**
@@ -361,32 +188,6 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     const stock = isWarmStock(m);
     this.move(m, 'busy');
     if (stock) this.warm.replenishSoon();
-  }
-
-  /** Can this scaler agent take a job of this shape? Only warm agents can be the wrong size. */
-  agentFits(agentId: string, job: ScaleJob): boolean {
-    const m = this.state.agents.get(agentId);
-    // A process-mode agent may see a container runtime on its host, but it runs steps on the host.
-    if (m && job.container && this.runsHostProcesses(m)) return false;
-    if (!m || !m.origin.warm) return true;
-    const declared = job.resources;
-    if (!declared) return true;
-    const want = resolveResources(declared, undefined, undefined);
-    for (const side of ['requests', 'limits'] as const) {
-      const d = declared[side] ?? declared[side === 'requests' ? 'limits' : 'requests'];
-      if (d?.cpus !== undefined && want[side].cpus !== m[side].cpus) return false;
-      if (d?.memory !== undefined && want[side].memBytes !== m[side].memBytes) return false;
-    }
-    return true;
-  }
-
-  private runsHostProcesses(m: ManagedEntry): boolean {
-    return !!this.state.table.find((t) => t.scalerName === m.scalerName && t.key === m.labelSetKey)
-      ?.hostProcess;
-  }
-
-  isManaged(agentId: string): boolean {
-    return this.state.agents.has(agentId);
   }
 
   /**
@@ -428,58 +229,13 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
 
   /** Backstop for agents that were started but never registered (wrong URL, hung start-up). */
   sweepStale(): void {
-    const limit = this.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
-    const now = this.opts.clock.now();
-    const mono = monoNow(this.opts.clock);
-    // Elapsed time on the monotonic clock when known, so a wall-clock step fails no spawn.
-    const age = (m: ManagedEntry) =>
-      m.spawnStartedMono !== undefined
-        ? mono - m.spawnStartedMono
-        : now - (m.spawnStartedAtMs ?? m.createdAtMs);
-    for (const m of this.state.agents.values()) {
-      // Cluster-lifetime provisions are reaped by the one instance holding the reaper lease.
-      if (this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster') continue;
-      if (m.phase === 'starting' && age(m) > limit) {
-        void this.failSpawn(m, {
-          kind: 'spawn-timeout',
-          message: `agent ${m.agentId} started but did not register within ${Math.round(limit / 1000)}s`,
-          deterministic: false,
-        });
-      }
-    }
+    failStaleSpawns(this);
     this.sweepRetired();
   }
 
   /** Tear down unregistered provisions whose job ended meanwhile (run with the periodic sweep). */
   withdrawEnded(): Promise<string[]> {
     return withdrawEndedProvisions(this);
-  }
-
-  entries(): ManagedEntry[] {
-    return [...this.state.agents.values()];
-  }
-  /** Configured scalers, then removed ones still draining their agents (and since when). */
-  scalerEntries(): { entry: ScalerEntry; retiringSinceMs: number | undefined }[] {
-    const s = this.state;
-    const retiring = [...s.retiring].flatMap(([name, since]) => {
-      const entry = s.entries.get(name);
-      return entry ? [{ entry, retiringSinceMs: since }] : [];
-    });
-    return [...s.config.scalers.map((entry) => ({ entry, retiringSinceMs: undefined })), ...retiring];
-  }
-  capBook() {
-    return this.state.caps;
-  }
-  backendList(): ScalerBackend[] {
-    return [...this.state.backends.values()];
-  }
-  routingTable(): readonly RoutableLabelSet[] {
-    return this.state.table;
-  }
-  spawningCount(): number {
-    let n = 0;
-    for (const m of this.state.agents.values()) if (isPending(m.phase)) n++;
-    return n;
   }
 
   /** Graceful stop: no more spawns, warm pools stop refilling; agents already there keep running. */
@@ -489,9 +245,10 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
   }
 
   /**
-   * Stop everything this manager started. Never hangs longer than the grace. Agents in `keep` (they
-   * hold a running job) are left alive with their spawn records and tokens, so the next start adopts
-   * them exactly as after a crash. `drain` marks the end of a graceful stop, `shutdown` a plain one.
+   * Stop everything this manager started (shutdown.ts). Never hangs longer than the grace. Agents in
+   * `keep` (they hold a running job) are left alive with their spawn records and tokens, so the next
+   * start adopts them exactly as after a crash. `drain` marks the end of a graceful stop, `shutdown` a
+   * plain one.
    */
   async shutdownAll(
     graceMs = 15_000,
@@ -499,30 +256,8 @@ export class ScalerManager implements RecoveryHost, ReloadHost, WarmPoolHost, Sp
     reason: Extract<DestroyReason, 'shutdown' | 'drain'> = 'shutdown',
   ): Promise<void> {
     this.drain();
-    this.freedTimer?.cancel();
+    this.freed.cancel();
     this.hookSet = undefined;
-    // Agents of a cluster-lifetime backend belong to the cluster: this orchestrator stopping leaves them be.
-    const clusterOwned = (m: ManagedEntry) =>
-      this.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
-    const going = [...this.state.agents.values()].filter((m) => !keep?.has(m.agentId) && !clusterOwned(m));
-    for (const m of going) m.abort.abort(new Error('shutting down'));
-    const all = going.map((m) => this.teardown(m, reason));
-    // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.
-    const backends = keep ? [] : [...this.state.backends.values()].map((b) => b.shutdownAll());
-    let timer: NodeJS.Timeout | undefined;
-    const grace = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), graceMs)));
-    const outcome = await Promise.race([Promise.allSettled([...all, ...backends]), grace]);
-    clearTimeout(timer);
-    if (outcome === 'timeout')
-      this.log.error('Scaler backends still stopping their agents after the shutdown grace');
-    for (const b of this.state.backends.values()) b.release?.();
-    // Kept agents keep their machine-pool reservations; torn-down ones released theirs above.
-    if (!keep)
-      await this.opts.ledger
-        ?.releaseAllForInstance()
-        .catch((e: unknown) =>
-          this.noteSwallowed('scaler.ledger-release-all', e, { instanceId: this.instanceId }),
-        );
-    await this.opts.ledger?.stop();
+    await stopAgents(this, graceMs, keep, reason);
   }
 }
