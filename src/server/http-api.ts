@@ -1,6 +1,6 @@
 import type { LiveScalerSettings } from '../cluster/live-settings.js';
 import { Hono, type Context } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
+import { bodyCap } from './body-cap.js';
 import { HTTPException } from 'hono/http-exception';
 import type { CancelOutcome } from '../cluster/remote-cancel.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
@@ -138,19 +138,16 @@ export function createHttpApi(deps: HttpApiDeps): Hono {
     return pruned ? c.json(pruned, 410) : notFound(c, 'job', id);
   };
 
-  // Bodies are counted while they stream in: an oversized one is refused before it is buffered,
-  // and the connection is closed so the rest of it is never read.
+  // An oversized body is refused before it is buffered (by its declared length, or counted while a
+  // chunked one streams in), and the connection is closed so the rest of it is never read.
   app.use(
     '*',
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) => {
-        c.header('connection', 'close');
-        return c.json(
-          { error: 'payload too large', problems: [`(body): at most ${MAX_BODY_BYTES} bytes (8 MiB)`] },
-          413,
-        );
-      },
+    bodyCap(MAX_BODY_BYTES, (c) => {
+      c.header('connection', 'close');
+      return c.json(
+        { error: 'payload too large', problems: [`(body): at most ${MAX_BODY_BYTES} bytes (8 MiB)`] },
+        413,
+      );
     }),
   );
 
