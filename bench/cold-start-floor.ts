@@ -23,6 +23,8 @@ export interface ConfinedLaunch {
   file: string;
   args: string[];
   env: Record<string, string>;
+  /** The uid and gid the forker switches to itself, as a root orchestrator's spawner does. */
+  as?: { uid: number; gid: number } | undefined;
   mode: string;
   /** Undo the placement (kill the uid's processes, remove the home, free the uid). */
   release(): Promise<void>;
@@ -49,15 +51,17 @@ export async function confinedLaunch(
     { dataDir, files: [], home: process.env.HOME },
     runtime ? [runtime] : [],
   );
-  const { file, args } = launchCommand({
+  const { file, args, as } = launchCommand({
     binary: AGENT,
     runtime,
     user: placement.user,
     sandbox: placement.sandbox,
+    forkerIsRoot: process.getuid?.() === 0,
   });
   return {
     file,
     args,
+    as,
     env: { ...placementEnv(placement), ...(mode === 'host' ? { KICI_AGENT_SEAL: 'off' } : {}) },
     mode,
     release: () => unplace(agentId, placement, users),

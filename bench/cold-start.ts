@@ -75,7 +75,7 @@ export async function rawRig(
       };
       const took = new Promise<number>((ok, failed) => answers.set(i, { ok, failed }));
       starter.stdin!.write(
-        `${JSON.stringify({ i, file: confined?.file ?? AGENT, args: confined?.args ?? [], env })}\n`,
+        `${JSON.stringify({ i, file: confined?.file ?? AGENT, args: confined?.args ?? [], env, ...confined?.as })}\n`,
       );
       return took.finally(() => answers.delete(i));
     },

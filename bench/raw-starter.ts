@@ -6,7 +6,7 @@
  * alone took about 20 ms on this host, a cost no raw start pays (our own agents are forked by a
  * small spawner process for the same reason, docs/backends.md).
  *
- * Protocol, one JSON object per line: on stdin `{i, file, args, env}` (env without the URL, which
+ * Protocol, one JSON object per line: on stdin `{i, file, args, env, uid?, gid?}` (env without the URL, which
  * is this process's own server); on stdout `{ready}` once, then `{i, took, at}` per start: `took` in
  * ms, `at` the spawn's time on the wall clock (ms since the epoch, with fractions).
  */
@@ -19,6 +19,9 @@ interface Start {
   file: string;
   args: string[];
   env: Record<string, string>;
+  /** Set for a confined start whose uid the forker switches (see launch.ts). */
+  uid?: number;
+  gid?: number;
 }
 
 const wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
@@ -34,6 +37,7 @@ async function once(s: Start): Promise<{ took: number; at: number }> {
     detached: true,
     stdio: 'ignore',
     env: { ...s.env, KICI_ORCHESTRATOR_URL: url },
+    ...(s.uid !== undefined ? { uid: s.uid, gid: s.gid } : {}),
   });
   const took = (await registered) - t0;
   const exited = new Promise((r) => child.once('exit', r));

@@ -163,6 +163,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
       placeLeft: (id) => this.placeLeft(id),
       cgroupLeft: (id) => this.cgroupLeft(id),
       spawner: this.opts.spawner,
+      forkerIsRoot: this.hostFacts.root,
     };
   }
 

@@ -35,6 +35,8 @@ export interface LaunchDeps {
   /** Starts agents outside the orchestrator's own (large) process; absent or not ready: forked here. */
   spawner?: AgentSpawner | undefined;
   cgroupLeft(agentId: string): (err: unknown) => void;
+  /** The orchestrator (and so its spawner) runs as root: it may start agents under their uid itself. */
+  forkerIsRoot?: boolean | undefined;
 }
 
 /**
@@ -96,6 +98,7 @@ export async function launchAgentProcess(
       sandbox,
       procsFiles: held.procsFiles,
       scope: held.prefix ? { prefix: held.prefix, unset: added } : undefined,
+      forkerIsRoot: deps.forkerIsRoot,
     });
     for (const k of added) env[k] = held.env![k]!;
   } catch (err) {
@@ -107,7 +110,7 @@ export async function launchAgentProcess(
     // busy host makes long, on every cold start.
     if (statSync(binary).isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     if (launch.file !== binary) accessSync(binary, constants.X_OK);
-    const agentLaunch = { file: launch.file, args: launch.args, env, token };
+    const agentLaunch = { file: launch.file, args: launch.args, env, token, ...launch.as };
     const relayed = deps.spawner?.spawn(agentLaunch);
     if (!relayed) return await spawnDirect(agentLaunch);
     try {

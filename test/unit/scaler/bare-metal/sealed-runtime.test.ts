@@ -65,9 +65,10 @@ describe.runIf(process.platform === 'linux')('the sealed Node copy for bare-meta
   });
 
   // Root only: it switches to a uid outside the agents' range, so no pool on the host is touched.
-  it.runIf(process.getuid?.() === 0)(
-    'an agent started through the copy under its own uid is sealed by its first exec, with no capability and no new privileges',
-    async () => {
+  // Both launches: setpriv switching the uid (any orchestrator), and the forker switching it (root).
+  it.runIf(process.getuid?.() === 0).each([false, true])(
+    'an agent started through the copy under its own uid is sealed by its first exec, with no capability, group or new privilege (forker switches uid: %s)',
+    async (forkerIsRoot) => {
       const base = temp();
       chmodSync(base, 0o755);
       const runtime = await new SealedRuntime(() => {}, base).for(process.execPath);
@@ -81,20 +82,35 @@ describe.runIf(process.platform === 'linux')('the sealed Node copy for bare-meta
           "const fs = require('node:fs');",
           "const status = fs.readFileSync('/proc/self/status', 'utf8');",
           "const field = (k) => status.split('\\n').find((l) => l.startsWith(k + ':')).split(':')[1].trim();",
-          'console.log(JSON.stringify({ uid: process.getuid(), environOwner: fs.statSync("/proc/self/environ").uid,',
+          'console.log(JSON.stringify({ uid: process.getuid(), gid: process.getgid(), groups: field("Groups"),',
+          '  environOwner: fs.statSync("/proc/self/environ").uid,',
           '  capEff: field("CapEff"), capAmb: field("CapAmb"), capInh: field("CapInh"), nnp: field("NoNewPrivs") }));',
         ].join('\n'),
         { mode: 0o755 },
       );
       const uid = 64_999;
-      const { file, args } = launchCommand({ binary: probe, runtime, user: { uid, gid: uid, home: d } });
+      const launch = launchCommand({
+        binary: probe,
+        runtime,
+        user: { uid, gid: uid, home: d },
+        forkerIsRoot,
+      });
+      // The shorter launch is the forker's own switch: no `env` between setpriv and the agent.
+      expect(launch.args.includes('env')).toBe(!forkerIsRoot);
+      expect(launch.as).toEqual(forkerIsRoot ? { uid, gid: uid } : undefined);
       const got = JSON.parse(
-        execFileSync(file, args, { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } }),
+        execFileSync(launch.file, launch.args, {
+          encoding: 'utf8',
+          env: { PATH: '/usr/bin:/bin' },
+          ...launch.as,
+        }),
       ) as Record<string, unknown>;
       // The /proc entries of a non-dumpable process belong to root: the steps, under the agent's
       // uid, cannot read its memory, and it needed no second boot to get there.
       expect(got).toEqual({
         uid,
+        gid: uid,
+        groups: '',
         environOwner: 0,
         capEff: '0000000000000000',
         capAmb: '0000000000000000',

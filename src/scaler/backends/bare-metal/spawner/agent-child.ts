@@ -19,6 +19,9 @@ export interface AgentLaunch {
   args: string[];
   env: Record<string, string>;
   token: string;
+  /** Started under this uid and gid, switched to between the fork and the exec (launch.ts). */
+  uid?: number | undefined;
+  gid?: number | undefined;
 }
 
 /**
@@ -31,6 +34,7 @@ export async function spawnDirect(l: AgentLaunch): Promise<AgentChild> {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
     env: l.env,
+    ...(l.uid !== undefined && l.gid !== undefined ? { uid: l.uid, gid: l.gid } : {}),
   });
   await new Promise<void>((ok, failed) => {
     child.once('spawn', ok);
