@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { Orchestrator, type OrchestratorOptions } from '../../src/server/orchestrator.js';
@@ -96,6 +96,11 @@ export async function startTestOrchestrator(
     inMemory ? memoryDatabase() : opts.database,
   ]);
   const scalerConfigPath = opts.config ? await writeConfig(opts.config) : opts.scalerConfigPath;
+  // The config file written here is ours to remove with the orchestrator (a given path is not).
+  const removeOwnConfig = async () => {
+    if (opts.config && scalerConfigPath)
+      await rm(dirname(scalerConfigPath), { recursive: true, force: true });
+  };
   // Unless the run asks for the log, its last lines are kept to explain a wait that timed out.
   const tail = new LogTail();
   const logger =
@@ -112,6 +117,7 @@ export async function startTestOrchestrator(
     // A start refused before the store was taken over leaves both to us (closing twice is harmless).
     if (inMemory) await database?.close().catch(() => {});
     if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
+    await removeOwnConfig();
     throw err;
   });
   const api = async <T>(method: string, path: string, body?: unknown) => {
@@ -139,6 +145,7 @@ export async function startTestOrchestrator(
       stopped = true;
       await orch.stop();
       if (!opts.dataDir) await rm(dataDir, { recursive: true, force: true });
+      await removeOwnConfig();
     },
   };
 }

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
@@ -33,10 +33,13 @@ export function browserAvailability(): { run: boolean; missing?: string } {
 /** A fresh profile for every run: nothing cached or remembered from an earlier test. */
 export async function launchBrowser(): Promise<BrowserContext> {
   const profile = await mkdtemp(join(tmpdir(), 'kici-chromium-'));
-  return chromium.launchPersistentContext(profile, {
+  const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     args: ARGS,
     viewport: { width: 1280, height: 860 },
   });
+  // The profile is this context's alone: it goes when the browser does.
+  context.once('close', () => void rm(profile, { recursive: true, force: true }));
+  return context;
 }

@@ -4,14 +4,20 @@
  * /proc/self/cgroup names or, inside a container, at the controller's root. Real files in a temp
  * dir.
  */
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { oomMessage, oomProbe } from '../../../src/agent/oom.js';
+
+const made: string[] = [];
+afterEach(async () => {
+  for (const d of made.splice(0)) await rm(d, { recursive: true, force: true });
+});
 
 async function tree(files: Record<string, string>): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'kici-oom-'));
+  made.push(root);
   for (const [rel, body] of Object.entries(files)) {
     await mkdir(join(root, rel, '..'), { recursive: true });
     await writeFile(join(root, rel), body);

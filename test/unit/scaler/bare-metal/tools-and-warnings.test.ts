@@ -3,11 +3,11 @@
  * all fatal), the warnings a bare-metal scaler gives when it is built, and how one agent's command
  * line is composed (cgroup join → bwrap → setpriv → binary).
  */
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { ScalerEntry } from '../../../../src/config/index.js';
 import { BareMetalScalerBackend } from '../../../../src/scaler/backends/bare-metal/backend.js';
 import { launchCommand } from '../../../../src/scaler/backends/bare-metal/launch.js';
@@ -20,8 +20,14 @@ import { bareMetal, scalerConfig } from '../../../helpers/manager-harness.js';
 const entryOf = (input: Record<string, unknown>): ScalerEntry =>
   scalerConfig({ version: 1, scalers: [input] }).scalers[0]!;
 
+const made: string[] = [];
+afterEach(async () => {
+  for (const d of made.splice(0)) await rm(d, { recursive: true, force: true });
+});
+
 async function binDir(names: string[]): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-bm-tools-'));
+  made.push(dir);
   for (const n of names) {
     await writeFile(join(dir, n), '#!/bin/sh\n');
     await chmod(join(dir, n), 0o755);
