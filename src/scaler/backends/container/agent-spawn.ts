@@ -10,13 +10,14 @@ import type { MintToken } from '../positional-spawn.js';
 import { LineTail } from './logs.js';
 import { DEFAULT_TOKEN_TTL_MS } from './options.js';
 import { failSpawn, runSpawn, watchExit } from './spawn.js';
+import type { TrackedAgents } from './tracked-agents.js';
 import type { SpawnHost, Tracked } from './tracked.js';
 
-/** `agents` is the backend's own map: the spawn adds itself, and removes itself only if still there. */
+/** `agents` is the backend's own: the spawn adds itself, and removes itself only if still there. */
 export async function spawnContainerAgent(
   host: SpawnHost,
   entry: ScalerEntry,
-  agents: Map<string, Tracked>,
+  agents: TrackedAgents,
   req: SpawnContext,
 ): Promise<ManagedAgent> {
   const key = normalizeLabelSet(req.labelSet);
@@ -48,12 +49,12 @@ export async function spawnContainerAgent(
     destroying: false,
     image: req.image ?? ls.image!,
   };
-  agents.set(req.agentId, t);
+  agents.track(req.agentId, t);
   try {
     await runSpawn(host, req, ls, t);
   } catch (err) {
     const failure = await failSpawn(host, req, t, err);
-    if (agents.get(req.agentId) === t) agents.delete(req.agentId);
+    agents.releaseIfStill(req.agentId, t);
     t.tail.end();
     throw failure;
   }

@@ -25,6 +25,7 @@ import { adoptContainer, reapUnowned, type RecoveryDeps } from './recovery.js';
 import { prepareAgentNetwork } from './startup.js';
 import { containerTools } from './tools.js';
 import type { ContainerScalerBackendOptions, SpawnHost, Tracked } from './tracked.js';
+import { TrackedAgents } from './tracked-agents.js';
 import { limitsOf, mergeHosts, resolveOptions, type ResolvedOptions } from './options.js';
 import { contextFromPositional, isPositional, type PositionalSpawnArgs } from '../positional-spawn.js';
 
@@ -45,7 +46,7 @@ export class ContainerScalerBackend implements ScalerBackend {
   /** Only a local engine's bridge is on this host; a remote engine's agents dial what they are told. */
   readonly agentGateway: string | undefined;
   private entry: ScalerEntry;
-  private readonly agents = new Map<string, Tracked>();
+  private readonly agents = new TrackedAgents();
   private readonly stopping = new Map<string, Promise<void>>();
   private readonly log: Logger;
   private readonly host: SpawnHost;
@@ -150,7 +151,7 @@ export class ContainerScalerBackend implements ScalerBackend {
     if (!t) return Promise.resolve();
     t.destroying = true;
     t.agent.state = 'destroying';
-    this.agents.delete(agentId);
+    this.agents.forget(agentId);
     this.log.info({ agentId, reason: ctx.reason, container: t.containerId }, 'removing agent container');
     const run = this.teardown(t).finally(() => this.stopping.delete(agentId));
     this.stopping.set(agentId, run);
@@ -167,7 +168,7 @@ export class ContainerScalerBackend implements ScalerBackend {
   }
 
   async shutdownAll(): Promise<void> {
-    await Promise.allSettled([...this.agents.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+    await Promise.allSettled([...this.agents.ids()].map((id) => this.destroy(id, { reason: 'shutdown' })));
   }
 
   checkReload(entry: ScalerEntry): ValidationResult {
@@ -214,12 +215,12 @@ export class ContainerScalerBackend implements ScalerBackend {
     isRegistered: (agentId: string) => boolean = () => true,
     opts: CleanupOrphansOptions = {},
   ): Promise<number> {
-    const trackedIps = [...this.agents.values()].flatMap((t) => (t.ip ? [t.ip] : []));
+    const trackedIps = [...this.agents.all()].flatMap((t) => (t.ip ? [t.ip] : []));
     return sweepScalerOrphans(
       {
         docker: this.opts.docker,
         scalerName: this.name,
-        tracked: new Set(this.agents.keys()),
+        tracked: new Set(this.agents.ids()),
         trackedIps,
         isRegistered,
         isolation: this.host.isolation ? this.opts.isolation : undefined,

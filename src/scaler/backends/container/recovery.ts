@@ -9,13 +9,13 @@ import type { Logger } from '../../../util/logger.js';
 import type { ManagedAgent } from '../../types.js';
 import { LineTail } from './logs.js';
 import { listScalerContainers, removeContainer } from './orphans.js';
-import type { Tracked } from './tracked.js';
+import type { TrackedAgents } from './tracked-agents.js';
 
 export interface RecoveryDeps {
   docker: Docker;
   scalerName: string;
-  /** The backend's own map: an adopted container is tracked in it, a tracked agent is never reaped. */
-  agents: Map<string, Tracked>;
+  /** The backend's own: an adopted container is tracked in it, a tracked agent is never reaped. */
+  agents: TrackedAgents;
   log: Logger;
 }
 
@@ -55,7 +55,7 @@ export async function adoptContainer(
     state: 'running',
   };
   const ip = c.NetworkSettings?.Networks?.['kici-agent-net']?.IPAddress || undefined;
-  deps.agents.set(agentId, {
+  deps.agents.track(agentId, {
     agent,
     containerId: c.Id,
     ...(ip ? { ip } : {}),
