@@ -31,6 +31,11 @@ export function bad(c: Context, problems: string[]) {
   return c.json({ error: 'invalid request', problems: capProblems(problems) }, 400);
 }
 
+/** A 404 that names what was looked for, shared by every route that reads one thing by its id. */
+export function notFound(c: Context, what: string, id: string) {
+  return c.json({ error: 'not found', problems: [`${what} ${id} does not exist`] }, 404);
+}
+
 /** Why an id from a path or query cannot be an id, or undefined when it can. */
 export function idProblem(field: string, value: string): string | undefined {
   if (ID_PATTERN.test(value)) return undefined;
