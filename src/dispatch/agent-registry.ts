@@ -232,6 +232,17 @@ export class AgentRegistry {
     return this.held.has(id);
   }
 
+  /**
+   * A warm pool takes back an idle agent: drained, it is offered no job while it is torn down.
+   * False when it is unknown or not free, so a pool never reclaims an agent that just took work.
+   */
+  drainIfIdle(id: string): boolean {
+    const a = this.agents.get(id);
+    if (!a || !this.isAvailable(a)) return false;
+    a.draining = true;
+    return true;
+  }
+
   isAvailable(a: ConnectedAgent): boolean {
     return !a.busyJobId && !a.draining && !this.held.has(a.id) && !(a.ephemeral && a.jobsTaken > 0);
   }

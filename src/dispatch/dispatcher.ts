@@ -92,12 +92,7 @@ export class Dispatcher {
         const a = this.registry.get(id);
         return !!a && this.registry.isAvailable(a);
       },
-      tryDrain: (id: string) => {
-        const a = this.registry.get(id);
-        if (!a || !this.registry.isAvailable(a)) return false;
-        a.draining = true;
-        return true;
-      },
+      tryDrain: (id: string) => this.registry.drainIfIdle(id),
     };
   }
 

@@ -107,7 +107,7 @@ export class Adoptions {
         backendRef: agentId,
         abort: new AbortController(),
       };
-      s.agents.set(agentId, m);
+      s.track(m);
       s.caps.add({ agentId, scalerName: m.scalerName, requests: m.requests, limits: m.limits });
       return { kind: 'adopted', row, configured: true };
     }

@@ -128,8 +128,8 @@ export class ScalerManager
   forget(m: ManagedEntry): void {
     if (m.phase !== 'destroying') this.move(m, 'destroying');
     const s = this.state;
-    if (s.agents.get(m.agentId) === m) s.agents.delete(m.agentId);
-    if (m.boundJobId && s.jobToAgent.get(m.boundJobId) === m.agentId) s.jobToAgent.delete(m.boundJobId);
+    s.untrack(m);
+    if (m.boundJobId) s.releaseJob(m.boundJobId, m.agentId);
     if (s.caps.release(m.agentId) && m.machinePool && this.opts.ledger) {
       const pool = m.machinePool;
       this.opts.ledger
@@ -217,11 +217,7 @@ export class ScalerManager
     for (const name of [...this.state.retiring.keys()]) {
       const backend = this.state.backends.get(name);
       if (this.state.agentsOf(name).length > 0 || (backend && backend.getActiveCount() > 0)) continue;
-      this.state.retiring.delete(name);
-      this.state.backends.delete(name);
-      this.state.entries.delete(name);
-      this.state.semaphores.delete(name);
-      this.state.caps.setLimits(this.state.capLimits());
+      this.state.dropScaler(name);
       void backend?.shutdownAll();
       this.log.info({ scaler: name }, 'scaler retired');
     }

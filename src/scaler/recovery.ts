@@ -83,8 +83,9 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
       backendRef: row.backend_ref ?? '',
       abort: new AbortController(),
     };
-    s.agents.set(e.agentId, e);
-    if (e.boundJobId && !row.registered_at) s.jobToAgent.set(e.boundJobId, e.agentId);
+    s.track(e);
+    // A row that registered before the restart is past provisioning: its job is not waiting on it.
+    if (e.boundJobId && !row.registered_at) s.bindJob(e.boundJobId, e.agentId);
     s.caps.add({ agentId: e.agentId, scalerName: e.scalerName, requests: amount, limits: amount });
     if (e.machinePool && ledger) {
       // The agent runs whatever the ledger says; a refusal means the pool is now overcommitted.

@@ -50,8 +50,7 @@ export function completeRegistration(host: RegistrationHost, agentId: string): R
     host.move(m, m.origin.recovered?.registeredBefore ? 'busy' : 'registered');
     m.registeredAtMs = host.opts.clock.now();
     (m.registeredSignal ??= new AbortController()).abort();
-    if (m.boundJobId && host.state.jobToAgent.get(m.boundJobId) === agentId)
-      host.state.jobToAgent.delete(m.boundJobId);
+    if (m.boundJobId) host.state.releaseJob(m.boundJobId, agentId);
     host.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
     // Adopted agents were spawned before the restart: their wait says nothing about this run.
     if (!m.origin.recovered)

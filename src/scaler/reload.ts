@@ -126,12 +126,10 @@ export async function applyReload(
       .map((labelSet) => ({ scaler: name, labelSet })),
   );
   if (cleared.length) m.log.info({ cleared }, 'reload cleared the backoff of changed scalers');
-  for (const b of built) s.backends.set(b.name, b);
-  for (const name of plan.retired) s.retiring.set(name, m.opts.clock.now());
-  for (const name of plan.resurrected) s.retiring.delete(name);
-  s.config = next;
-  for (const e of next.scalers) s.entries.set(e.name, e);
-  s.refresh();
+  for (const b of built) s.addBackend(b);
+  for (const name of plan.retired) s.retire(name, m.opts.clock.now());
+  for (const name of plan.resurrected) s.resurrect(name);
+  s.applyConfig(next);
   if (m.opts.ledger) {
     for (const pool of next.machinePools ?? []) {
       try {

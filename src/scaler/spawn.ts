@@ -70,8 +70,8 @@ export async function provisionAgent(
     machinePool: entry.machinePool,
     abort: new AbortController(),
   };
-  s.agents.set(agentId, m);
-  if (job) s.jobToAgent.set(job.id, agentId);
+  s.track(m);
+  if (job) s.bindJob(job.id, agentId);
   if (entry.machinePool && host.opts.ledger) {
     const pool = await host.opts.ledger
       .tryReserve(entry.machinePool, agentId, res.requests.cpus, res.requests.memBytes)

@@ -16,15 +16,15 @@ import type {
   SpawnContext,
   ValidationResult,
 } from '../../types.js';
-import { diskShortMessage } from './disk-guard.js';
+import { refuseIfDiskShort } from './disk-guard.js';
 import { guestOrchestratorUrl } from './guest-env.js';
 import type { IpLease } from './ip-allocator.js';
 import { checkVmReload, guestFilesProblem, vmTools } from './tools.js';
 import { reportEarlyExit, startVmTails, TAIL_LINES } from './vm-logs.js';
 import { ruleRequestFor, vmLaunchFor } from './launch.js';
-import { prepareVmDir, removeVmDir, vmDirFor, writePid, type VmRecord } from './vm-dir.js';
+import { prepareVmDir, removeVmDir, vmDirFor, writePid } from './vm-dir.js';
 import { VmOrphans } from './orphans.js';
-import { newTrackedVm, vmContext, type TrackedVm, type VmHost } from './tracked.js';
+import { newTrackedVm, vmContext, vmRecordOf, type TrackedVm, type VmHost } from './tracked.js';
 import type { VmBackendOptions } from './options.js';
 
 export type { VmBackendOptions } from './options.js';
@@ -45,7 +45,9 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   };
   readonly name: string;
   private entry: ScalerEntry;
-  readonly vms = new Map<string, TrackedVm>();
+  readonly #vms = new Map<string, TrackedVm>();
+  /** The same map, read-only for the orphan sweep: only this class and `trackVm` change it. */
+  readonly vms: ReadonlyMap<string, TrackedVm> = this.#vms;
   private readonly stopping = new Map<string, Promise<void>>();
   /** Spawns in flight; true once a destroy() asked for the agent before it was tracked. */
   private readonly spawning = new Map<string, boolean>();
@@ -77,8 +79,12 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     return this.opts.resolvePath(this.entry.chrootBaseDir);
   }
 
+  trackVm(t: TrackedVm): void {
+    this.#vms.set(t.agent.id, t);
+  }
+
   getActiveCount(): number {
-    return this.vms.size;
+    return this.#vms.size;
   }
 
   getRequiredTools(entry: ScalerEntry): RequiredTool[] {
@@ -86,7 +92,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   }
 
   getLogCapture(agentId: string): LogCapture | undefined {
-    const t = this.vms.get(agentId);
+    const t = this.#vms.get(agentId);
     return t ? logCaptureOf({ kept: () => t.tail.slice(-TAIL_LINES) }) : undefined;
   }
 
@@ -105,10 +111,10 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     const ls = this.entry.labelSets.find((l) => normalizeLabelSet(l.labels) === key);
     if (!ls) throw new SpawnError('config', `label set [${key}] is not served by VM scaler "${this.name}"`);
     if (!ls.rootfsPath) throw new DeterministicSpawnError('config', `label set [${key}] has no rootfsPath`);
-    if (this.vms.size >= this.entry.maxAgents) {
+    if (this.#vms.size >= this.entry.maxAgents) {
       throw new SpawnError(
         'capacity',
-        `VM scaler "${this.name}" is at capacity (${this.vms.size}/${this.entry.maxAgents})`,
+        `VM scaler "${this.name}" is at capacity (${this.#vms.size}/${this.entry.maxAgents})`,
       );
     }
     if (ctx.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before it started');
@@ -117,7 +123,8 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
       ctx.onEvent('scaler.failed', problem);
       throw new DeterministicSpawnError('binary-missing', problem);
     }
-    await this.checkDisk(ctx);
+    if (this.opts.disk)
+      await refuseIfDiskShort(ctx, this.base, this.opts.disk, () => this.cleanupOrphans(), this.log);
     const net = this.opts.network;
     ctx.onEvent('scaler.provisioning', 'preparing rootfs and kernel');
     let lease: IpLease;
@@ -130,19 +137,12 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     const dir = vmDirFor(this.base, ctx.agentId);
     const t = newTrackedVm(ctx, lease, dir);
     const agent = t.agent;
-    this.vms.set(ctx.agentId, t);
+    this.trackVm(t);
     try {
       this.abortIfGone(ctx, t);
       const orch = guestOrchestratorUrl(ctx.orchestratorUrl, net.gateway);
       ctx.onEvent('scaler.network', `${lease.ip} on ${net.bridgeName} via ${lease.tap}`);
-      const record: VmRecord = {
-        agentId: ctx.agentId,
-        scalerName: this.name,
-        labelSet: ctx.labelSet,
-        ip: lease.ip,
-        tap: lease.tap,
-        startedAt: agent.spawnedAt,
-      };
+      const record = vmRecordOf(this.name, t);
       await prepareVmDir(dir, ls.overlayDriveSizeMib ?? DEFAULT_OVERLAY_MIB, this.opts.run, record);
       this.abortIfGone(ctx, t);
       await this.opts.hostNet.addTap(lease.tap, net.bridgeName);
@@ -194,7 +194,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     if (t.pid !== undefined) await this.opts.driver.stop({ id: t.agent.id, dir: t.dir, pid: t.pid }, 0);
     await Promise.all(t.tails.map((x) => x.stop()));
     await this.removeArtifacts(t.agent.id, t.lease);
-    if (this.vms.get(t.agent.id) === t) this.vms.delete(t.agent.id);
+    if (this.#vms.get(t.agent.id) === t) this.#vms.delete(t.agent.id);
   }
 
   private abortIfGone(ctx: SpawnContext, t: TrackedVm): void {
@@ -203,22 +203,13 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     }
   }
 
-  /** Refuse a spawn that would fill the disk; the reason reaches the waiting job via scaler.failed. */
-  private async checkDisk(ctx: SpawnContext): Promise<void> {
-    if (!this.opts.disk) return;
-    const message = await diskShortMessage(this.base, this.opts.disk, () => this.cleanupOrphans(), this.log);
-    if (!message) return;
-    ctx.onEvent('scaler.failed', message);
-    throw new SpawnError('capacity', message);
-  }
-
   startTails(t: TrackedVm, ctx: Pick<SpawnContext, 'onEvent'> | undefined): void {
     startVmTails(this.log, t, ctx);
   }
 
   /** Registering with its token is the agent's acknowledgement of its config: withdraw it. */
   markRegistered(agentId: string): void {
-    const t = this.vms.get(agentId);
+    const t = this.#vms.get(agentId);
     if (!t || t.registered) return;
     t.registered = true;
     const ack = this.opts.driver.configAcknowledged?.({ id: agentId, dir: t.dir });
@@ -231,7 +222,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {
     const under = this.stopping.get(agentId);
     if (under) return under;
-    const t = this.vms.get(agentId);
+    const t = this.#vms.get(agentId);
     if (!t) {
       if (this.spawning.has(agentId)) this.spawning.set(agentId, true);
       return Promise.resolve();
@@ -239,7 +230,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     this.log.info({ agentId, reason: ctx.reason, pid: t.pid, ip: t.lease.ip }, 'destroying VM');
     const run = this.teardown(t).finally(() => {
       this.stopping.delete(agentId);
-      this.vms.delete(agentId);
+      this.#vms.delete(agentId);
     });
     this.stopping.set(agentId, run);
     return run;
@@ -298,11 +289,11 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
 
   async shutdownAll(): Promise<void> {
     await this.orphans.periodic.stop();
-    await Promise.allSettled([...this.vms.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
+    await Promise.allSettled([...this.#vms.keys()].map((id) => this.destroy(id, { reason: 'shutdown' })));
   }
 
   getScalerContext(agentId: string): Record<string, unknown> | undefined {
-    const t = this.vms.get(agentId);
+    const t = this.#vms.get(agentId);
     return t ? { scalerName: this.name, ...vmContext(t, this.opts.driver, this.opts.network) } : undefined;
   }
 }

@@ -1,5 +1,7 @@
 import { statfs as fsStatfs } from 'node:fs/promises';
 import { DEFAULT_JAILER_CHROOT_BASE_DIR, type ScalerConfig } from '../../../config/index.js';
+import { SpawnError } from '../../core/spawn-errors.js';
+import type { SpawnContext } from '../../types.js';
 
 /** Below this much free space under the VM directory, stale VM artifacts are reaped first. */
 export const DEFAULT_DISK_GUARD_THRESHOLD_BYTES = 1024 * 1024 * 1024;
@@ -103,4 +105,15 @@ export async function diskShortMessage(
   const res = await guardVolume({ volume, ...disk, reap, write: (line) => log.warn(line) });
   if (res.recovered) return undefined;
   return `not enough disk space for a VM under ${volume}: ${res.freeBytesAfter} bytes free after reaping stale VM artifacts, ${disk.thresholdBytes} needed; free space or run kici-admin scaler reap-orphans`;
+}
+
+/** Refuse a spawn that would fill the disk; the reason reaches the waiting job via scaler.failed. */
+export async function refuseIfDiskShort(
+  ctx: Pick<SpawnContext, 'onEvent'>,
+  ...args: Parameters<typeof diskShortMessage>
+): Promise<void> {
+  const message = await diskShortMessage(...args);
+  if (!message) return;
+  ctx.onEvent('scaler.failed', message);
+  throw new SpawnError('capacity', message);
 }

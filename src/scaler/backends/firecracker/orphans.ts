@@ -175,7 +175,7 @@ export class VmOrphans {
       state: 'running',
     };
     const t = { agent, lease, dir, pid, registered: true, destroying: false, tails: [], tail: [] };
-    this.b.vms.set(agentId, t);
+    this.b.trackVm(t);
     this.b.startTails(t, undefined);
     this.b.log.info({ agentId, pid, ip: lease.ip }, 'adopted a running VM');
     return true;

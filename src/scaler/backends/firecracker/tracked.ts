@@ -5,6 +5,7 @@ import type { ManagedAgent, SpawnContext } from '../../types.js';
 import type { HostNet } from './host-net.js';
 import type { IpAllocator, IpLease } from './ip-allocator.js';
 import type { FileTail } from './log-tail.js';
+import type { VmRecord } from './vm-dir.js';
 import type { VmmDriver } from './vmm.js';
 
 /** One VM this process holds. */
@@ -23,7 +24,8 @@ export interface TrackedVm {
 export interface VmHost {
   readonly name: string;
   readonly base: string;
-  readonly vms: Map<string, TrackedVm>;
+  /** The VMs the backend holds; read-only here, so the backend stays the one that drops them. */
+  readonly vms: ReadonlyMap<string, TrackedVm>;
   readonly log: Logger;
   readonly opts: {
     allocator: IpAllocator;
@@ -33,6 +35,8 @@ export interface VmHost {
     network: FirecrackerNetwork;
     sweepsUnleasedTaps?: boolean | undefined;
   };
+  /** Hold a VM found running (adoption): its id counts as live and its teardown is the backend's. */
+  trackVm(t: TrackedVm): void;
   removeArtifacts(agentId: string, lease: IpLease | undefined): Promise<void>;
   startTails(t: TrackedVm, ctx: Pick<SpawnContext, 'onEvent'> | undefined): void;
 }
@@ -50,6 +54,19 @@ export function newTrackedVm(
     state: 'spawning',
   };
   return { agent, lease, dir, pid: undefined, registered: false, destroying: false, tails: [], tail: [] };
+}
+
+/** What the VM's directory records first, so recovery and the orphan sweep can tell it is ours. */
+export function vmRecordOf(scalerName: string, t: TrackedVm): VmRecord {
+  const { agent, lease } = t;
+  return {
+    agentId: agent.id,
+    scalerName,
+    labelSet: agent.labelSet,
+    ip: lease.ip,
+    tap: lease.tap,
+    startedAt: agent.spawnedAt,
+  };
 }
 
 /** getScalerContext for a VM: where it sits on the host (status, diagnose, `firecracker list`). */

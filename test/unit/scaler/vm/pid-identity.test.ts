@@ -9,7 +9,7 @@ import { FirecrackerDriver } from '../../../../src/scaler/backends/firecracker/f
 import { HostNet } from '../../../../src/scaler/backends/firecracker/host-net.js';
 import { InMemoryIpAllocator } from '../../../../src/scaler/backends/firecracker/ip-allocator.js';
 import { VmOrphans } from '../../../../src/scaler/backends/firecracker/orphans.js';
-import type { VmHost } from '../../../../src/scaler/backends/firecracker/tracked.js';
+import type { TrackedVm, VmHost } from '../../../../src/scaler/backends/firecracker/tracked.js';
 import { vmDirFor, vmFiles, writePid } from '../../../../src/scaler/backends/firecracker/vm-dir.js';
 import { pidAlive, procStartTime, waitGone } from '../../../../src/scaler/backends/firecracker/vm-process.js';
 
@@ -51,10 +51,11 @@ async function fakeVmm(dir: string): Promise<number> {
 
 function host(base: string): VmHost {
   const network = firecrackerNetworkSchema.parse({});
+  const vms = new Map<string, TrackedVm>();
   return {
     name: 'pid-scaler',
     base,
-    vms: new Map(),
+    vms,
     log: pino({ level: 'silent' }),
     opts: {
       allocator: new InMemoryIpAllocator('pid-scaler', network.cidr, network.gateway),
@@ -65,6 +66,7 @@ function host(base: string): VmHost {
       network,
     },
     removeArtifacts: () => Promise.resolve(),
+    trackVm: (t) => void vms.set(t.agent.id, t),
     startTails: () => {},
   };
 }
