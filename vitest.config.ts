@@ -8,7 +8,8 @@ import {
 
 const globalSetup = ['test/helpers/global-setup.ts'];
 const sharedModules = sharedModuleUnitFiles(import.meta.dirname);
-const processGuard = ['test/helpers/process-state-guard.ts'];
+const tempDirs = ['test/helpers/temp-dirs-cleanup.ts'];
+const processGuard = [...tempDirs, 'test/helpers/process-state-guard.ts'];
 
 /**
  * `npm test` runs the first four projects. The first three run side by side, two files at a time
@@ -29,6 +30,7 @@ export default defineConfig({
           name: 'unit-pure',
           include: sharedModules,
           isolate: false,
+          setupFiles: tempDirs,
           maxWorkers: WORKERS,
           testTimeout: 60_000,
           hookTimeout: 60_000,
@@ -69,6 +71,7 @@ export default defineConfig({
         test: {
           name: 'e2e-serial',
           include: SERIAL_E2E,
+          setupFiles: tempDirs,
           maxWorkers: 1,
           fileParallelism: false,
           sequence: { groupOrder: 1 },

@@ -3,11 +3,9 @@
  * the orchestrator refuses to start, naming the scaler, nft and the fix. With isolation off the
  * same host passes this check (it then fails later only for the missing engine, not for nft).
  */
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { startTestOrchestrator } from '../helpers/orchestrator.js';
+import { tempDir } from '../helpers/temp-dirs.js';
 
 function config(networkIsolation: boolean) {
   return {
@@ -28,7 +26,7 @@ function config(networkIsolation: boolean) {
 
 describe('isolation preflight', () => {
   it('start-up fails when nft is not on PATH and isolation is on, naming the fix', async () => {
-    const empty = await mkdtemp(join(tmpdir(), 'kici-no-nft-'));
+    const empty = await tempDir('kici-no-nft-');
     // Nor in an sbin directory, where a host's nft is found even when PATH lacks it.
     const hostEnv = { PATH: empty, KICI_SBIN_DIRS: '' };
     const err = await startTestOrchestrator({ config: config(true), hostEnv }).then(
@@ -43,7 +41,7 @@ describe('isolation preflight', () => {
   });
 
   it('with networkIsolation false nft is not required (start-up fails on the engine instead)', async () => {
-    const empty = await mkdtemp(join(tmpdir(), 'kici-no-nft-'));
+    const empty = await tempDir('kici-no-nft-');
     const err = await startTestOrchestrator({ config: config(false), hostEnv: { PATH: empty } }).then(
       async (t) => {
         await t.stop();

@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
+import { chmod, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -9,6 +9,7 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
+import { tempDir } from '../helpers/temp-dirs.js';
 import { vanishingBinary } from '../helpers/vanishing-binary.js';
 
 let t: TestOrchestrator | undefined;
@@ -72,7 +73,7 @@ describe('spawn failures are classified, visible and backed off', () => {
 
   /** Start with a fake agent binary, submit one job, and return the error the failed spawn left on it. */
   async function provisioningErrorWith(script: string, mode: number): Promise<string> {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-agent-bin-'));
+    const dir = await tempDir('kici-agent-bin-');
     const path = join(dir, 'agent');
     await writeFile(path, script);
     // Executable at start-up (a broken binary stops start-up); the mode under test applies after.

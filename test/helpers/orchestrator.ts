@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { stringify } from 'yaml';
 import { Orchestrator, type OrchestratorOptions } from '../../src/server/orchestrator.js';
 import { memoryDatabase } from './data-dir.js';
+import { tempDir } from './temp-dirs.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const AGENT_BIN = join(ROOT, 'dist/cli/agent.js');
@@ -76,7 +77,7 @@ export function bareMetalConfig(over: Record<string, unknown> = {}, labelSets?: 
 }
 
 export async function writeConfig(config: unknown): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'kici-cfg-'));
+  const dir = await tempDir('kici-cfg-');
   const path = join(dir, 'scalers.yaml');
   await writeFile(path, stringify(config));
   return path;

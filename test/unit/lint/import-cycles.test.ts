@@ -1,12 +1,12 @@
 /** The import-cycle check wired into `npm run lint`: type-only imports count, stale allowlist entries fail. */
-import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../../helpers/temp-dirs.js';
 import { buildImportGraph, cycleProblems, findCycles } from '../../../scripts/check-import-cycles.ts';
 
 async function tree(files: Record<string, string>): Promise<string> {
-  const repo = await mkdtemp(join(tmpdir(), 'kici-cycles-'));
+  const repo = await tempDir('kici-cycles-');
   for (const [path, text] of Object.entries(files)) {
     await mkdir(join(repo, path, '..'), { recursive: true });
     await writeFile(join(repo, path), text);

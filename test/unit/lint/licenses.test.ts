@@ -1,8 +1,8 @@
 /** The licence check run by `npm run licenses` in CI: SPDX expressions, the walk, and the verdict. */
-import { mkdtemp, mkdir, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../../helpers/temp-dirs.js';
 import {
   checkPackages,
   countsTable,
@@ -13,7 +13,7 @@ import {
 
 /** A fake install: `files` maps paths to package.json objects. */
 async function tree(files: Record<string, object>): Promise<string> {
-  const root = await mkdtemp(join(tmpdir(), 'kici-licenses-'));
+  const root = await tempDir('kici-licenses-');
   for (const [path, pkg] of Object.entries(files)) {
     await mkdir(join(root, path), { recursive: true });
     await writeFile(join(root, path, 'package.json'), JSON.stringify(pkg));
