@@ -16,3 +16,4 @@ export {
 } from './container/network.js';
 export { LABEL_AGENT, LABEL_MANAGED, LABEL_SCALER } from './container/labels.js';
 export { listScalerContainers, removeContainer } from './container/orphans.js';
+export { adoptedContainer } from './container/recovery.js';

@@ -7,6 +7,7 @@ import type { Logger } from '../../../util/logger.js';
 import { UserError } from '../../../util/errors.js';
 import type { LogCapture, ManagedAgent, SpawnContext } from '../../types.js';
 import {
+  adoptedContainer,
   ensureIsolatedNetwork,
   failSpawn,
   ISOLATED_NETWORK_GATEWAY,
@@ -171,15 +172,7 @@ export class JobImageAgents {
     const c = found.find((x) => x.State === 'running');
     if (!c) return false;
     const ip = Object.values(c.NetworkSettings?.Networks ?? {}).find((n) => n.IPAddress)?.IPAddress;
-    this.agents.set(agentId, {
-      agent: { id: agentId, labelSet, backendRef: c.Id, spawnedAt: Date.now(), state: 'running' },
-      containerId: c.Id,
-      ...(ip ? { ip } : {}),
-      tail: new LineTail(),
-      registered: false,
-      destroying: false,
-      image: c.Image,
-    });
+    this.agents.set(agentId, adoptedContainer(agentId, labelSet, c, ip));
     return true;
   }
 

@@ -10,6 +10,7 @@ import type { ManagedAgent } from '../../types.js';
 import { LineTail } from './logs.js';
 import { listScalerContainers, removeContainer } from './orphans.js';
 import type { TrackedAgents } from './tracked-agents.js';
+import type { Tracked } from './tracked.js';
 
 export interface RecoveryDeps {
   docker: Docker;
@@ -47,6 +48,21 @@ export async function adoptContainer(
   }
   const c = found.find((x) => x.State === 'running' && (!backendRef || x.Id === backendRef));
   if (!c) return false;
+  const ip = c.NetworkSettings?.Networks?.['kici-agent-net']?.IPAddress || undefined;
+  deps.agents.track(agentId, adoptedContainer(agentId, labelSet, c, ip));
+  return true;
+}
+
+/**
+ * What a backend holds for a running agent container it takes over after a restart: the container
+ * backend and bare-metal job-image mode both adopt this way (agent-container-kit.ts).
+ */
+export function adoptedContainer(
+  agentId: string,
+  labelSet: string[],
+  c: Docker.ContainerInfo,
+  ip: string | undefined,
+): Tracked {
   const agent: ManagedAgent = {
     id: agentId,
     labelSet,
@@ -54,8 +70,7 @@ export async function adoptContainer(
     spawnedAt: Date.now(),
     state: 'running',
   };
-  const ip = c.NetworkSettings?.Networks?.['kici-agent-net']?.IPAddress || undefined;
-  deps.agents.track(agentId, {
+  return {
     agent,
     containerId: c.Id,
     ...(ip ? { ip } : {}),
@@ -63,6 +78,5 @@ export async function adoptContainer(
     registered: false,
     destroying: false,
     image: c.Image,
-  });
-  return true;
+  };
 }
