@@ -8,7 +8,7 @@ import type { CancelOutcome } from '../cluster/remote-cancel.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { reasonFor } from '../jobs/failure-reason.js';
 import { parseRunSpec } from '../jobs/run-spec.js';
-import type { JobState, Store } from '../store/index.js';
+import { JOB_STATES, type JobState, type Store } from '../store/index.js';
 import type { DiskVerdict } from './disk-watch.js';
 import { afterProblem, bad, idProblem, notFound, readJsonBody } from './http-validation.js';
 import { jobView } from './job-view.js';
@@ -24,17 +24,6 @@ export interface RunRouteDeps {
   /** The data dir's free space: below its floor, new runs are refused. */
   diskSpace?: { verdict(): DiskVerdict } | undefined;
 }
-
-const JOB_STATES: JobState[] = [
-  'queued',
-  'dispatched',
-  'running',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'timed-out',
-  'no-backend',
-];
 
 export function registerRunRoutes(app: Hono, deps: RunRouteDeps): void {
   const { store, dispatcher } = deps;

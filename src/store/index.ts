@@ -45,6 +45,6 @@ export function createStore(db: Kysely<Database>, engine: StoreEngine = 'postgre
 
 export { openDatabase, type OpenedDatabase, type StoreEngine } from './open.js';
 export type * from './schema.js';
-export { TERMINAL_JOB_STATES } from './schema.js';
+export { JOB_STATES, TERMINAL_JOB_STATES } from './schema.js';
 export type { JobRow } from './jobs-repo.js';
 export { hashSecret } from './tokens-repo.js';

@@ -6,8 +6,19 @@ type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefine
 /** JSONB columns: written as a JSON string, read back parsed. */
 type Json<T> = ColumnType<T, string, string>;
 
-export type JobState =
-  'queued' | 'dispatched' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'timed-out' | 'no-backend';
+/** Every state a job can be in, in the order of its life (the API's `state` filter names them so). */
+export const JOB_STATES = [
+  'queued',
+  'dispatched',
+  'running',
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timed-out',
+  'no-backend',
+] as const;
+
+export type JobState = (typeof JOB_STATES)[number];
 
 export const TERMINAL_JOB_STATES: readonly JobState[] = [
   'succeeded',
