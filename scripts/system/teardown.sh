@@ -36,7 +36,7 @@ done
 podman_pids() {
   for d in /proc/[0-9]*; do
     [ "${d#/proc/}" = "$$" ] && continue
-    tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -qE "^(/usr/bin/conmon|/usr/bin/podman|podman) .*$W/podman" &&
+    tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -qE "^(/usr/bin/conmon|/usr/bin/podman|podman) .*$W/podman" &&
       echo "${d#/proc/}"
   done
 }
