@@ -151,7 +151,7 @@ export class ActiveJobs extends Map<string, ActiveJob> {
       // Not stored: the agent keeps the result (no ack) and stays busy with it until it is.
       if (!(await this.settleActive(jobId, result, exitCode, message ?? null, false))) return false;
     }
-    if (agent?.busyJobId === jobId) agent.busyJobId = undefined;
+    agent?.freeFrom(jobId);
     if (agent && this.deps.registry.isAvailable(agent)) this.deps.pump();
     return true;
   }
@@ -295,6 +295,12 @@ export class ActiveJobs extends Map<string, ActiveJob> {
           ),
         ),
     );
+  }
+
+  /** Its agent came back still running it: it no longer waits to be settled. */
+  agentReturned(a: ActiveJob): void {
+    a.orphanTimer?.cancel();
+    a.orphanTimer = undefined;
   }
 
   /** Its agent is gone for good: a job it never started is queued again, a started one fails. */

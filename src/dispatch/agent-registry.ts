@@ -1,99 +1,9 @@
-import type { OrchestratorMessage } from '../protocol/messages.js';
 import type { FreeAgents } from '../scaler/core/plan.js';
+import type { ConnectedAgent } from './connected-agent.js';
 import { IdleIndex } from './idle-index.js';
 import type { QueuedJob } from './job-queue.js';
 
-export interface ConnectedAgent {
-  id: string;
-  kind: 'static' | 'scaler';
-  labels: ReadonlySet<string>;
-  labelList: string[];
-  /** Labels a job must carry to run here (mandatoryLabels and platform taints). */
-  gate: string[];
-  scalerName?: string;
-  /** The job a scaler started this agent for (it may run that job even where the rules below say no). */
-  boundJobId?: string;
-  /** Single-use agents take exactly one job. */
-  ephemeral: boolean;
-  /** The version it reported at registration (absent for old or foreign agents). */
-  version?: string;
-  /** The host name it reported at registration (absent for old or foreign agents). */
-  hostname?: string;
-  jobsTaken: number;
-  busyJobId?: string;
-  /** Monotonic time it last became free (its registration, or the end of its last job). */
-  readonly idleSinceMono?: number | undefined;
-  draining: boolean;
-  /** Wall-clock stamps, for people: when it connected and last spoke. */
-  connectedAtMs: number;
-  lastSeenMs: number;
-  /** The same two moments on the monotonic clock: liveness and uptime are measured on these. */
-  connectedMono: number;
-  lastSeenMono: number;
-  /** Set when the orchestrator closes the socket for a reason the scaler should learn (destroy reason). */
-  closedFor?: 'heartbeat-timeout' | 'job-complete';
-  /** The token it registered with (`agent token revoke` disconnects whoever holds it). */
-  tokenId?: string;
-  /** Its token was revoked: it cannot come back, so it is not listed as disconnected. */
-  revoked?: boolean;
-  send(msg: OrchestratorMessage): void;
-  close(code: number, reason: string): void;
-}
-
-/** One registered connection. The socket handler and test harnesses build agents the same way. */
-export function newConnectedAgent(a: {
-  id: string;
-  labels: string[];
-  /** The scaler's registration answer; null for a static agent. */
-  scaled: { gate: string[]; scalerName: string; boundJobId?: string | undefined } | null;
-  /** Jobs the agent reports it already finished (a reconnecting single-use agent takes no other). */
-  jobsDone?: number | undefined;
-  version?: string | undefined;
-  hostname?: string | undefined;
-  nowMs: number;
-  /** The monotonic reading at the same moment (default: nowMs, for callers with one clock). */
-  monoMs?: number | undefined;
-  send: ConnectedAgent['send'];
-  close: ConnectedAgent['close'];
-  /** The monotonic clock, read when the agent becomes free (default: performance.now). */
-  mono?: () => number;
-}): ConnectedAgent {
-  const mono = a.mono ?? (() => performance.now());
-  let busy: string | undefined;
-  let idleSince = a.monoMs ?? a.nowMs;
-  const agent: Omit<ConnectedAgent, 'busyJobId' | 'idleSinceMono'> = {
-    id: a.id,
-    kind: a.scaled ? 'scaler' : 'static',
-    labels: new Set(a.labels),
-    labelList: a.labels,
-    gate: a.scaled?.gate ?? [],
-    ...(a.scaled ? { scalerName: a.scaled.scalerName } : {}),
-    ...(a.scaled?.boundJobId ? { boundJobId: a.scaled.boundJobId } : {}),
-    ephemeral: a.scaled !== null,
-    ...(a.version !== undefined ? { version: a.version } : {}),
-    ...(a.hostname !== undefined ? { hostname: a.hostname } : {}),
-    jobsTaken: a.jobsDone ?? 0,
-    draining: false,
-    connectedAtMs: a.nowMs,
-    lastSeenMs: a.nowMs,
-    connectedMono: a.monoMs ?? a.nowMs,
-    lastSeenMono: a.monoMs ?? a.nowMs,
-    send: a.send,
-    close: a.close,
-  };
-  // busyJobId is set and cleared in many places; an accessor notes the moment the agent went free.
-  return Object.defineProperties(agent, {
-    busyJobId: {
-      enumerable: true,
-      get: () => busy,
-      set: (v: string | undefined) => {
-        if (busy !== undefined && v === undefined) idleSince = mono();
-        busy = v;
-      },
-    },
-    idleSinceMono: { enumerable: true, get: () => idleSince },
-  }) as ConnectedAgent;
-}
+export { newConnectedAgent, type ConnectedAgent } from './connected-agent.js';
 
 /** A static agent whose connection dropped: listed as `disconnected` while it may still come back. */
 export interface DepartedAgent {
@@ -239,7 +149,7 @@ export class AgentRegistry {
   drainIfIdle(id: string): boolean {
     const a = this.agents.get(id);
     if (!a || !this.isAvailable(a)) return false;
-    a.draining = true;
+    a.drain();
     return true;
   }
 

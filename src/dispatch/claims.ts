@@ -98,10 +98,9 @@ export class Claims {
     for (const jobId of finished) {
       const a = this.deps.active.get(jobId);
       const agent = a?.reported ? this.deps.registry.get(a.agentId) : undefined;
-      if (agent?.busyJobId !== jobId) continue;
-      agent.busyJobId = undefined;
+      if (!agent?.freeFrom(jobId)) continue;
       if (this.deps.registry.isAvailable(agent)) freed.set(agent, jobId);
-      else agent.busyJobId = jobId;
+      else agent.holdResult(jobId);
     }
     if (!freed.size) return undefined;
     const taken: Taken[] = [];
@@ -115,7 +114,7 @@ export class Claims {
         taken.push(...this.takeAssigned(d.assign));
     } finally {
       // Not given work: it stays busy with its result until the commit, as without a ride.
-      for (const [agent, jobId] of freed) if (agent.busyJobId === undefined) agent.busyJobId = jobId;
+      for (const [agent, jobId] of freed) if (agent.busyJobId === undefined) agent.holdResult(jobId);
     }
     if (!taken.length) return undefined;
     return {
@@ -131,8 +130,8 @@ export class Claims {
             'could not claim job; it stays queued',
           );
           this.settleUncertainClaim(job, agent.id);
-          agent.jobsTaken--;
-          agent.busyJobId = freed.get(agent); // its result is retried; it is free once that is stored
+          agent.untake(job.id);
+          agent.holdResult(freed.get(agent)!); // its result is retried; it is free once that is stored
         }
       },
     };
@@ -159,8 +158,7 @@ export class Claims {
   /** The submit that took these failed: their agents are free again. */
   untake(taken: Taken[]): void {
     for (const { job, agent } of taken) {
-      if (agent.busyJobId === job.id) agent.busyJobId = undefined;
-      agent.jobsTaken--;
+      agent.untake(job.id);
     }
     if (taken.length) this.deps.pump();
   }
@@ -186,8 +184,7 @@ export class Claims {
   /** The in-memory half of an assignment, done at once so the rest of a pass sees the agent busy. */
   private take(job: QueuedJob, agent: ConnectedAgent): void {
     this.deps.queue.remove(job.id);
-    agent.busyJobId = job.id;
-    agent.jobsTaken++;
+    agent.take(job.id);
   }
 
   /** Claim taken jobs in the store (one statement for all) and send each claimed one to its agent. */
@@ -228,8 +225,7 @@ export class Claims {
     for (const { job, agent } of pairs) {
       const spec = specs.get(job.id) as JobSpec | undefined;
       if (!spec) {
-        if (agent.busyJobId === job.id) agent.busyJobId = undefined;
-        agent.jobsTaken--;
+        agent.untake(job.id);
         lost = true;
         sent.push(false);
       } else sent.push(await this.sendClaimed(job, agent, spec));

@@ -121,13 +121,13 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
     jobsDone: session.decision.resume ? session.decision.jobsTaken : 0,
     version: msg.version,
     hostname: msg.hostname,
+    tokenId: check.tokenId,
     nowMs: deps.clock.now(),
     monoMs: monoNow(deps.clock),
     mono: () => monoNow(deps.clock),
     send: (m) => host.send(m),
     close: (code, reason) => host.port.close(code, reason, false),
   });
-  agent.tokenId = check.tokenId;
   host.registered(agent, scaled);
   deps.dispatcher.registry.add(agent);
   deps.onRegistered?.(agent.id);

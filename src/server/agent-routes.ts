@@ -62,10 +62,7 @@ function agentView(d: Dispatcher, clock: Clock, a: ConnectedAgent, gone?: Depart
     hostname: a.hostname ?? null,
     // Static agents run wherever they were started; scaled ones say which backend made them.
     backend: d.scaler?.state.agents.get(a.id)?.type ?? (a.kind === 'static' ? 'static' : null),
-    idleMs:
-      gone || a.busyJobId !== undefined
-        ? null
-        : Math.max(0, Math.round(mono - (a.idleSinceMono ?? a.connectedMono))),
+    idleMs: gone || a.busyJobId !== undefined ? null : Math.max(0, Math.round(mono - a.idleSinceMono)),
     connectedAt: new Date(nowMs - up),
     lastSeenAt: new Date(nowMs - Math.max(0, mono - a.lastSeenMono)),
     uptimeMs: gone ? null : Math.round(up),
@@ -155,7 +152,7 @@ export function registerAgentRoutes(app: Hono, deps: AgentRoutesDeps): void {
         .map((g) => g.agent),
     ];
     for (const a of holders) {
-      a.revoked = true;
+      a.revoke();
       registry.forgetDeparted(a.id);
       registry.release(a.id);
       for (const active of [...dispatcher.active.values()])

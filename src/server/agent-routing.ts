@@ -33,7 +33,7 @@ export function dismissSingleUse(
   send: (m: OrchestratorMessage) => void,
 ): void {
   if (a.kind !== 'scaler' || a.closedFor || deps.isStopping()) return;
-  a.closedFor = 'job-complete';
+  a.closing('job-complete');
   send({ type: 'shutdown', reason: 'single-use agent: its job is done' });
   deps.clock.setTimer(deps.leaveGraceMs ?? DEFAULT_LEAVE_GRACE_MS, () => {
     if (deps.dispatcher.registry.get(a.id) === a)
@@ -51,15 +51,13 @@ export function reattach(
   if (activeJobId) {
     const active = d.active.get(activeJobId);
     if (active && active.agentId === a.id) {
-      active.orphanTimer?.cancel();
-      active.orphanTimer = undefined;
-      a.busyJobId = activeJobId;
-      a.jobsTaken = 1;
+      d.active.agentReturned(active);
+      a.resume(activeJobId);
       return activeJobId;
     }
     // The orchestrator already settled it (timeout, cancel): tell the agent to stop.
     send({ type: 'job.cancel', jobId: activeJobId, reason: 'the orchestrator no longer expects this job' });
-    a.jobsTaken = 1;
+    a.spend();
     return undefined;
   }
   for (const active of d.active.values()) {
@@ -145,11 +143,11 @@ export async function routeMessage(
       return;
     }
     case 'agent.draining':
-      a.draining = true; // offered no new job; it leaves after the current one
+      a.drain(); // offered no new job; it leaves after the current one
       return;
     case 'job.rejected': {
       const active = d.active.get(msg.jobId);
-      if (a.busyJobId === msg.jobId) a.busyJobId = undefined;
+      a.freeFrom(msg.jobId);
       if (active?.agentId === a.id && active.state === 'dispatched')
         await d.active.requeue(active, `agent refused it: ${msg.reason}`);
       return;

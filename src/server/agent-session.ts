@@ -104,7 +104,7 @@ export class AgentSession {
    * slow store write would otherwise make a healthy agent look silent).
    */
   receive(raw: unknown): Promise<void> {
-    if (this.agent && this.state !== 'closed') this.agent.lastSeenMono = monoNow(this.deps.clock);
+    if (this.agent && this.state !== 'closed') this.agent.heard(monoNow(this.deps.clock));
     this.chain = this.chain.then(() => this.handle(raw));
     return this.chain;
   }
@@ -207,8 +207,7 @@ export class AgentSession {
       );
       return;
     }
-    a.lastSeenMs = this.deps.clock.now();
-    a.lastSeenMono = monoNow(this.deps.clock);
+    a.heard(monoNow(this.deps.clock), this.deps.clock.now());
     const msg = parsed.data;
     if (msg.type === 'agent.draining') this.move('draining');
     await routeMessage(this.deps, a, msg, (m) => this.send(m));

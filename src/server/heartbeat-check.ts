@@ -20,7 +20,7 @@ export function closeSilentAgents(
   const closed: string[] = [];
   for (const a of agents) {
     if (now - a.lastSeenMono <= intervalMs * MISSED_BEATS + graceMs) continue;
-    a.closedFor = 'heartbeat-timeout';
+    a.closing('heartbeat-timeout');
     a.close(CloseCodes.heartbeatTimeout, 'heartbeat timeout');
     closed.push(a.id);
   }

@@ -17,7 +17,7 @@ export class AgentsRepo {
   async connected(a: {
     id: string;
     kind: 'static' | 'scaler';
-    labels: string[];
+    labels: readonly string[];
     scalerName: string | null;
     hostname: string | null;
     version: string | null;

@@ -1,6 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { AgentRegistry, canAgentRunJob, type ConnectedAgent } from '../../../src/dispatch/agent-registry.js';
+import {
+  AgentRegistry,
+  canAgentRunJob,
+  newConnectedAgent,
+  type ConnectedAgent,
+} from '../../../src/dispatch/agent-registry.js';
 import type { QueuedJob } from '../../../src/dispatch/job-queue.js';
 import type { JobSpec } from '../../../src/jobs/run-spec.js';
 
@@ -12,24 +17,35 @@ function jobOn(runsOn: string[], extra: { role?: JobSpec['role']; image?: string
   return { runsOn, spec };
 }
 
-function agent(id: string, labels: string[], extra: Partial<ConnectedAgent> = {}): ConnectedAgent {
-  return {
+interface AgentShape {
+  kind?: 'static' | 'scaler';
+  /** A single-use agent: a scaler's (only a scaler starts them). */
+  ephemeral?: boolean;
+  gate?: string[];
+  version?: string;
+  boundJobId?: string;
+  jobsTaken?: number;
+  busyJobId?: string;
+  draining?: boolean;
+}
+
+/** A real agent record, brought into the shape asked for through its own intent methods. */
+function agent(id: string, labels: string[], x: AgentShape = {}): ConnectedAgent {
+  const scaled = x.kind === 'scaler' || x.ephemeral || x.gate;
+  if (x.boundJobId && !scaled) throw new Error('only an agent a scaler started is bound to a job');
+  const a = newConnectedAgent({
     id,
-    kind: 'static',
-    labels: new Set(labels),
-    labelList: labels,
-    gate: [],
-    ephemeral: false,
-    jobsTaken: 0,
-    draining: false,
-    connectedAtMs: 0,
-    lastSeenMs: 0,
-    connectedMono: 0,
-    lastSeenMono: 0,
+    labels,
+    scaled: scaled ? { gate: x.gate ?? [], scalerName: 's', boundJobId: x.boundJobId } : null,
+    jobsDone: x.jobsTaken,
+    version: x.version,
+    nowMs: 0,
     send: () => undefined,
     close: () => undefined,
-    ...extra,
-  };
+  });
+  if (x.busyJobId) a.holdResult(x.busyJobId);
+  if (x.draining) a.drain();
+  return a;
 }
 
 const SCALER_ROLES = ['kici:role:execution', 'kici:role:builder', 'kici:role:init-runner'];
@@ -96,11 +112,12 @@ describe('canAgentRunJob', () => {
           const a = agent('a', ['linux'], {
             kind: scaler ? 'scaler' : 'static',
             ...(version && { version }),
-            ...(boundJobId && { boundJobId }),
+            // Only a scaler starts an agent for one job.
+            ...(scaler && boundJobId && { boundJobId }),
           });
           const job = { ...jobOn(['linux'], { image: 'busybox' }), id: 'job-1' };
           const proof = scaler || version !== undefined;
-          expect(canAgentRunJob(a, job)).toBe(boundJobId === 'job-1' || !proof);
+          expect(canAgentRunJob(a, job)).toBe((scaler && boundJobId === 'job-1') || !proof);
         },
       ),
     );

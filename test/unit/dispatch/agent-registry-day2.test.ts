@@ -25,7 +25,7 @@ describe('AgentRegistry: operator drain, self drain and departed agents', () => 
     expect(r.idle()).toEqual([]);
     expect(r.stateOf(a)).toBe('draining');
     // The agent drains itself too (SIGTERM): releasing the operator hold does not make it available.
-    a.draining = true;
+    a.drain();
     expect(r.release('a')).toBe(true);
     expect(r.isAvailable(a)).toBe(false);
     expect(r.stateOf(a)).toBe('draining');
@@ -45,7 +45,7 @@ describe('AgentRegistry: operator drain, self drain and departed agents', () => 
   it('a dropped static agent is departed, with its job, until the grace ends or it returns', () => {
     const r = new AgentRegistry();
     const a = staticAgent('a');
-    a.busyJobId = 'j-1';
+    a.take('j-1');
     r.add(a);
     r.remove('a', a, 1_000);
     expect(r.departedWithin(5_000, 30_000)).toEqual([{ agent: a, goneAtMs: 1_000, jobId: 'j-1' }]);
@@ -59,7 +59,7 @@ describe('AgentRegistry: operator drain, self drain and departed agents', () => 
   it('a revoked agent, and any removal without a time, is not remembered', () => {
     const r = new AgentRegistry();
     const a = staticAgent('a');
-    a.revoked = true;
+    a.revoke();
     r.add(a);
     r.remove('a', a, 1_000);
     const b = staticAgent('b');

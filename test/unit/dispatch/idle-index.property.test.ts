@@ -66,7 +66,7 @@ function fleet(ops: Of<typeof opArb>[]): AgentRegistry {
     }
     if (o.op === 'free') {
       const a = r.get(`a${o.id}`);
-      if (a) a.busyJobId = undefined;
+      if (a?.busyJobId) a.freeFrom(a.busyJobId);
       continue;
     }
     const { a } = o;
@@ -80,8 +80,8 @@ function fleet(ops: Of<typeof opArb>[]): AgentRegistry {
       send: () => {},
       close: () => {},
     });
-    if (a.busy) agent.busyJobId = 'running';
-    agent.draining = a.draining;
+    if (a.busy) agent.holdResult('running');
+    if (a.draining) agent.drain();
     if (a.held) r.hold(agent.id);
     else r.release(agent.id);
     r.add(agent);

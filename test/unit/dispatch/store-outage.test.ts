@@ -117,7 +117,7 @@ describe('dispatcher: store answers lost around a commit', () => {
   it('resync picks up a queued row the process does not hold (a run whose insert answer was lost)', async () => {
     const d = setup();
     const a = connect(d, 'outage-c');
-    a.agent.busyJobId = 'elsewhere'; // not idle: the job must wait in the queue
+    a.agent.take('elsewhere'); // not idle: the job must wait in the queue
     const rows = await fresh.store.jobs.insertRun(
       { id: 'r-lost', name: null },
       [{ id: 'j-lost', name: 'a', runsOn: ['linux'], spec: spec.jobs.a! }],

@@ -124,7 +124,7 @@ describe('the periodic silence check after a stall of this process', () => {
     const { agent, closed } = quietAgent(clock);
     // On time: one beat per interval, checked after each.
     clock.advance(HB);
-    agent.lastSeenMono = clock.monotonic();
+    agent.heard(clock.monotonic());
     expect(watch.check([agent])).toEqual([]);
     // The process stalls for five intervals; the agent's beats wait unread in its socket.
     clock.advance(6 * HB);

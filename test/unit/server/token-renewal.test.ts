@@ -110,7 +110,7 @@ describe('heldAgents', () => {
     const connected = [
       { id: 'a', revoked: false },
       { id: 'b', revoked: true },
-      { id: 'c', revoked: undefined },
+      { id: 'c', revoked: false },
     ];
     const tracked = (
       ['spawning', 'starting', 'reconnecting', 'registered', 'busy', 'destroying'] as const
