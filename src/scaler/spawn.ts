@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { platformToTaints, type ScalerEntry } from '../config/index.js';
+import { newToken } from '../store/tokens-repo.js';
 import { errorMessage } from '../util/errors.js';
 import { monoNow } from '../util/clock.js';
 import type { ManagedEntry } from './agent-book.js';
@@ -120,19 +121,14 @@ export async function provisionAgent(
       return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
     }
     // The record and the token commit together: the agent's start waits for one write, not two.
-    const tokens = host.opts.store.tokens;
-    const minted = await host.opts.store.spawns.insertSpawnWith(record, reservation, (trx) =>
-      tokens.mint(
-        {
-          agentId,
-          labels: m.fullLabels,
-          kind: 'ephemeral',
-          ttlMs: tokenTtlMs(host.opts),
-          now: new Date(now),
-        },
-        trx,
-      ),
-    );
+    const minted = newToken({
+      agentId,
+      labels: m.fullLabels,
+      kind: 'ephemeral',
+      ttlMs: tokenTtlMs(host.opts),
+      now: new Date(now),
+    });
+    await host.opts.store.spawns.insertSpawnAndToken(record, reservation, minted.row);
     token = minted.token;
   } catch (err) {
     host.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');

@@ -1,5 +1,11 @@
-import type { Kysely, Selectable } from 'kysely';
-import type { Database, ScalerReservationsTable, ScalerSpawningAgentsTable } from './schema.js';
+import type { Insertable, Kysely, Selectable } from 'kysely';
+import type {
+  AgentTokensTable,
+  Database,
+  ScalerReservationsTable,
+  ScalerSpawningAgentsTable,
+  ScalerSpawnTimesTable,
+} from './schema.js';
 
 export type SpawnRow = Selectable<ScalerSpawningAgentsTable>;
 export type ReservationRow = Selectable<ScalerReservationsTable>;
@@ -32,19 +38,29 @@ export class SpawnsRepo {
   }
 
   /**
-   * The spawn record and whatever else must land with it (the agent's token), in one commit: one
-   * wait for the disk on the way to a cold agent's start instead of one per write, and never a
-   * token without the record that lets a restarted orchestrator find and reap its agent.
+   * The spawn record and the agent's token, in one statement: one commit and one call into the
+   * store on the way to a cold agent's start, and never a token without the record that lets a
+   * restarted orchestrator find and reap its agent.
    */
-  async insertSpawnWith<T>(
+  async insertSpawnAndToken(
     r: SpawnRecord,
     reservation: { cpus: number; memBytes: number },
-    also: (trx: Kysely<Database>) => Promise<T>,
-  ): Promise<T> {
-    return this.db.transaction().execute(async (trx) => {
-      await insertSpawnRows(trx, r, reservation);
-      return also(trx);
-    });
+    token: Insertable<AgentTokensTable>,
+  ): Promise<void> {
+    await this.db
+      .with('spawning', (db) => db.insertInto('scaler_spawning_agents').values(spawningValues(r)))
+      .with('times', (db) =>
+        db
+          .insertInto('scaler_spawn_times')
+          .values(spawnTimesValues(r))
+          .onConflict((oc) => oc.column('agent_id').doNothing()),
+      )
+      .with('reserved', (db) =>
+        db.insertInto('scaler_reservations').values(reservationValues(r, reservation)),
+      )
+      .insertInto('agent_tokens')
+      .values(token)
+      .execute();
   }
 
   async setBackendRef(agentId: string, ref: string): Promise<void> {
@@ -118,50 +134,53 @@ export class SpawnsRepo {
   }
 }
 
+const spawningValues = (r: SpawnRecord): Insertable<ScalerSpawningAgentsTable> => ({
+  agent_id: r.agentId,
+  scaler_name: r.scalerName,
+  backend_type: r.backendType,
+  label_set: JSON.stringify(r.labelSet),
+  run_id: r.runId,
+  bound_job_id: r.boundJobId,
+  owner_instance_id: r.ownerInstanceId,
+  backend_ref: null,
+  mandatory_labels: JSON.stringify(r.mandatoryLabels),
+  spawned_at: r.spawnedAt,
+  ...(r.provisioningTargets ? { provisioning_targets: JSON.stringify(r.provisioningTargets) } : {}),
+});
+
+/** The decision's moment, kept past the agent's life for traces (a re-spawn of the id keeps the first). */
+const spawnTimesValues = (r: SpawnRecord): Insertable<ScalerSpawnTimesTable> => ({
+  agent_id: r.agentId,
+  scaler_name: r.scalerName,
+  backend_type: r.backendType,
+  label_set: r.labelSetKey ?? r.labelSet.join(','),
+  bound_job_id: r.boundJobId,
+  decided_at: r.spawnedAt,
+});
+
+const reservationValues = (
+  r: SpawnRecord,
+  reservation: { cpus: number; memBytes: number },
+): Insertable<ScalerReservationsTable> => ({
+  agent_id: r.agentId,
+  scaler_name: r.scalerName,
+  cpu_units: reservation.cpus,
+  mem_bytes: reservation.memBytes,
+  owner_instance_id: r.ownerInstanceId,
+  reserved_at: r.spawnedAt,
+});
+
 /** The spawn row and its reservation, written together (inside the caller's transaction). */
 export async function insertSpawnRows(
   trx: Kysely<Database>,
   r: SpawnRecord,
   reservation: { cpus: number; memBytes: number },
 ): Promise<void> {
-  await trx
-    .insertInto('scaler_spawning_agents')
-    .values({
-      agent_id: r.agentId,
-      scaler_name: r.scalerName,
-      backend_type: r.backendType,
-      label_set: JSON.stringify(r.labelSet),
-      run_id: r.runId,
-      bound_job_id: r.boundJobId,
-      owner_instance_id: r.ownerInstanceId,
-      backend_ref: null,
-      mandatory_labels: JSON.stringify(r.mandatoryLabels),
-      spawned_at: r.spawnedAt,
-      ...(r.provisioningTargets ? { provisioning_targets: JSON.stringify(r.provisioningTargets) } : {}),
-    })
-    .execute();
-  // The decision's moment, kept past the agent's life for traces (a re-spawn of the id keeps the first).
+  await trx.insertInto('scaler_spawning_agents').values(spawningValues(r)).execute();
   await trx
     .insertInto('scaler_spawn_times')
-    .values({
-      agent_id: r.agentId,
-      scaler_name: r.scalerName,
-      backend_type: r.backendType,
-      label_set: r.labelSetKey ?? r.labelSet.join(','),
-      bound_job_id: r.boundJobId,
-      decided_at: r.spawnedAt,
-    })
+    .values(spawnTimesValues(r))
     .onConflict((oc) => oc.column('agent_id').doNothing())
     .execute();
-  await trx
-    .insertInto('scaler_reservations')
-    .values({
-      agent_id: r.agentId,
-      scaler_name: r.scalerName,
-      cpu_units: reservation.cpus,
-      mem_bytes: reservation.memBytes,
-      owner_instance_id: r.ownerInstanceId,
-      reserved_at: r.spawnedAt,
-    })
-    .execute();
+  await trx.insertInto('scaler_reservations').values(reservationValues(r, reservation)).execute();
 }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Kysely, Selectable } from 'kysely';
+import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { AgentTokensTable, Database } from './schema.js';
 
 export type TokenKind = 'static' | 'ephemeral';
@@ -53,6 +53,39 @@ export function hashSecret(secret: string): string {
   return createHash('sha256').update(secret).digest('hex');
 }
 
+export interface TokenSpec {
+  agentId: string;
+  labels: string[];
+  kind: TokenKind;
+  ttlMs?: number | undefined;
+  now: Date;
+}
+
+export interface MintedToken {
+  token: string;
+  tokenId: string;
+  expiresAt: Date | null;
+  /** The row to store: the token's hash, never the token. */
+  row: Insertable<AgentTokensTable>;
+}
+
+/** A fresh token and the row that stores it, for a caller that writes the row with others. */
+export function newToken(spec: TokenSpec): MintedToken {
+  const token = `kici_${randomBytes(32).toString('base64url')}`;
+  const tokenId = `tok-${randomBytes(6).toString('hex')}`;
+  const expiresAt = spec.ttlMs ? new Date(spec.now.getTime() + spec.ttlMs) : null;
+  const row = {
+    id: tokenId,
+    token_hash: hashSecret(token),
+    agent_id: spec.agentId,
+    labels: JSON.stringify(spec.labels),
+    kind: spec.kind,
+    expires_at: expiresAt,
+    created_at: spec.now,
+  };
+  return { token, tokenId, expiresAt, row };
+}
+
 /**
  * Agent tokens. Only a SHA-256 of each token is stored; the raw value is returned once at mint time.
  * A token is bound to one agent id and its full label set, and may expire.
@@ -60,32 +93,10 @@ export function hashSecret(secret: string): string {
 export class TokensRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async mint(
-    spec: {
-      agentId: string;
-      labels: string[];
-      kind: TokenKind;
-      ttlMs?: number | undefined;
-      now: Date;
-    },
-    db: Kysely<Database> = this.db,
-  ): Promise<{ token: string; tokenId: string; expiresAt: Date | null }> {
-    const token = `kici_${randomBytes(32).toString('base64url')}`;
-    const tokenId = `tok-${randomBytes(6).toString('hex')}`;
-    const expiresAt = spec.ttlMs ? new Date(spec.now.getTime() + spec.ttlMs) : null;
-    await db
-      .insertInto('agent_tokens')
-      .values({
-        id: tokenId,
-        token_hash: hashSecret(token),
-        agent_id: spec.agentId,
-        labels: JSON.stringify(spec.labels),
-        kind: spec.kind,
-        expires_at: expiresAt,
-        created_at: spec.now,
-      })
-      .execute();
-    return { token, tokenId, expiresAt };
+  async mint(spec: TokenSpec): Promise<MintedToken> {
+    const minted = newToken(spec);
+    await this.db.insertInto('agent_tokens').values(minted.row).execute();
+    return minted;
   }
 
   async check(token: string, now: Date): Promise<TokenCheck> {

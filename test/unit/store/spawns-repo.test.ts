@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Store } from '../../../src/store/index.js';
 import type { SpawnRecord } from '../../../src/store/spawns-repo.js';
+import { newToken } from '../../../src/store/tokens-repo.js';
 import { freshStore } from '../../helpers/data-dir.js';
 
 let store: Store;
@@ -93,35 +94,60 @@ describe('SpawnsRepo.insertSpawn', () => {
   });
 });
 
-describe('SpawnsRepo.insertSpawnWith', () => {
+describe('SpawnsRepo.insertSpawnAndToken', () => {
   const tokenRows = (agentId: string) =>
     store.db.selectFrom('agent_tokens').select('agent_id').where('agent_id', '=', agentId).execute();
 
-  it('commits the spawn record and the token together', async () => {
+  it('stores the spawn record, its reservation, its decision time and the token in one statement', async () => {
     const rec = spawn();
-    const minted = await store.spawns.insertSpawnWith(rec, { cpus: 1, memBytes: GiB }, (trx) =>
-      store.tokens.mint(
-        { agentId: rec.agentId, labels: ['gpu'], kind: 'ephemeral', ttlMs: 60_000, now: T0 },
-        trx,
-      ),
-    );
+    const minted = newToken({
+      agentId: rec.agentId,
+      labels: ['gpu'],
+      kind: 'ephemeral',
+      ttlMs: 60_000,
+      now: T0,
+    });
+    await store.spawns.insertSpawnAndToken(rec, { cpus: 1, memBytes: GiB }, minted.row);
     expect(await spawnRow(rec.agentId)).toBeDefined();
+    expect(await reservationRow(rec.agentId)).toMatchObject({ cpu_units: 1 });
+    const times = await store.db
+      .selectFrom('scaler_spawn_times')
+      .select('decided_at')
+      .where('agent_id', '=', rec.agentId)
+      .executeTakeFirst();
+    expect(times?.decided_at.getTime()).toBe(rec.spawnedAt.getTime());
     expect(await tokenRows(rec.agentId)).toHaveLength(1);
     const check = await store.tokens.check(minted.token, T0);
     expect(check).toMatchObject({ ok: true, agentId: rec.agentId, kind: 'ephemeral' });
   });
 
-  it('leaves neither the record nor its reservation when the write beside it fails', async () => {
+  it('leaves neither the record nor its reservation when the token cannot be stored', async () => {
+    const first = spawn();
+    const clash = newToken({ agentId: first.agentId, labels: [], kind: 'ephemeral', now: T0 });
+    await store.spawns.insertSpawnAndToken(first, { cpus: 1, memBytes: GiB }, clash.row);
+    // The same token id again: the token's insert fails, and with it the whole statement.
     const rec = spawn();
     await expect(
-      store.spawns.insertSpawnWith(rec, { cpus: 1, memBytes: GiB }, async (trx) => {
-        await store.tokens.mint({ agentId: rec.agentId, labels: [], kind: 'ephemeral', now: T0 }, trx);
-        throw new Error('disk full');
-      }),
-    ).rejects.toThrow('disk full');
+      store.spawns.insertSpawnAndToken(
+        rec,
+        { cpus: 1, memBytes: GiB },
+        { ...clash.row, agent_id: rec.agentId },
+      ),
+    ).rejects.toThrow();
     expect(await spawnRow(rec.agentId)).toBeUndefined();
     expect(await reservationRow(rec.agentId)).toBeUndefined();
     expect(await tokenRows(rec.agentId)).toHaveLength(0);
+  });
+
+  it('leaves no token when the spawn record cannot be stored', async () => {
+    const rec = spawn();
+    await store.spawns.insertSpawn(rec, { cpus: 1, memBytes: GiB });
+    // The same agent id again: its spawn row clashes, so its token is not stored either.
+    const minted = newToken({ agentId: rec.agentId, labels: [], kind: 'ephemeral', now: T0 });
+    await expect(
+      store.spawns.insertSpawnAndToken(rec, { cpus: 1, memBytes: GiB }, minted.row),
+    ).rejects.toThrow();
+    expect(await store.tokens.check(minted.token, T0)).toMatchObject({ ok: false });
   });
 });
 
