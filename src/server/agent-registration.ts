@@ -4,6 +4,7 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes, SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../protocol/messages.js';
 import { RegistrationRefused, type RegistrationResult } from '../scaler/manager.js';
 import type { Store } from '../store/index.js';
+import type { SessionRecord } from '../store/sessions-repo.js';
 import { hashSecret } from '../store/tokens-repo.js';
 import { monoNow, type Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
@@ -60,7 +61,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   const agentId = msg.agentId;
   if (deps.isStopping()) return host.refuse('shutting-down', 'orchestrator is shutting down');
   const now = new Date(deps.clock.now());
-  const check = await deps.store.tokens.check(msg.token, now);
+  const { check, session: stored } = await deps.store.tokens.checkWithSession(msg.token, now);
   if (!check.ok) return host.refuse('bad-token', check.reason, { agentId });
   if (check.agentId !== agentId)
     return host.refuse('bad-token', `token is not valid for agent id "${agentId}"`, { agentId });
@@ -72,7 +73,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
       agentId,
     });
   const singleUse = check.kind === 'ephemeral' || agentId.startsWith('scaler-');
-  const session = await proveSession(host, agentId, msg.session, singleUse);
+  const session = await proveSession(host, agentId, stored, msg.session, singleUse);
   if (!session.ok) return;
   let scaled: RegistrationResult | null = null;
   const scaler = deps.dispatcher.scaler;
@@ -195,11 +196,11 @@ function recordRegistered(
 async function proveSession(
   host: RegistrationHost,
   agentId: string,
+  record: SessionRecord | undefined,
   proof: string | undefined,
   singleUse: boolean,
 ): Promise<{ ok: true; decision: Extract<SessionDecision, { ok: true }> } | { ok: false }> {
   const sessions = host.deps.store.sessions;
-  const record = await sessions.find(agentId);
   const d = host.deps.dispatcher;
   const inUse =
     record !== undefined &&

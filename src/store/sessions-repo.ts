@@ -15,15 +15,6 @@ export interface SessionRecord {
 export class SessionsRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async find(agentId: string): Promise<SessionRecord | undefined> {
-    const row = await this.db
-      .selectFrom('agent_sessions')
-      .select(['secret_hash', 'jobs_taken'])
-      .where('agent_id', '=', agentId)
-      .executeTakeFirst();
-    return row ? { secretHash: row.secret_hash, jobsTaken: row.jobs_taken } : undefined;
-  }
-
   /**
    * Whether the agent is in use anywhere in the cluster: its socket is recorded as connected (on
    * any instance), or a job is still handed to it (waiting for it to come back).

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { AgentTokensTable, Database } from './schema.js';
+import type { SessionRecord } from './sessions-repo.js';
 
 export type TokenKind = 'static' | 'ephemeral';
 
@@ -86,6 +87,14 @@ export function newToken(spec: TokenSpec): MintedToken {
   return { token, tokenId, expiresAt, row };
 }
 
+function judge(row: Selectable<AgentTokensTable> | undefined, now: Date): TokenCheck {
+  if (!row || row.kind === 'admin') return { ok: false, reason: 'unknown token' };
+  if (row.revoked_at) return { ok: false, reason: 'token revoked' };
+  if (row.expires_at && row.expires_at.getTime() <= now.getTime())
+    return { ok: false, reason: 'token expired' };
+  return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
+}
+
 /**
  * Agent tokens. Only a SHA-256 of each token is stored; the raw value is returned once at mint time.
  * A token is bound to one agent id and its full label set, and may expire.
@@ -105,11 +114,30 @@ export class TokensRepo {
       .selectAll()
       .where('token_hash', '=', hashSecret(token))
       .executeTakeFirst();
-    if (!row || row.kind === 'admin') return { ok: false, reason: 'unknown token' };
-    if (row.revoked_at) return { ok: false, reason: 'token revoked' };
-    if (row.expires_at && row.expires_at.getTime() <= now.getTime())
-      return { ok: false, reason: 'token expired' };
-    return { ok: true, tokenId: row.id, agentId: row.agent_id, labels: row.labels, kind: row.kind };
+    return judge(row, now);
+  }
+
+  /**
+   * A registration's check: the token, and the session of the agent it names, in one read (on the
+   * embedded database every call is a hop on the way from an agent's hello to its job).
+   */
+  async checkWithSession(
+    token: string,
+    now: Date,
+  ): Promise<{ check: TokenCheck; session: SessionRecord | undefined }> {
+    const row = await this.db
+      .selectFrom('agent_tokens as t')
+      .leftJoin('agent_sessions as s', 's.agent_id', 't.agent_id')
+      .selectAll('t')
+      .select(['s.secret_hash', 's.jobs_taken'])
+      .where('t.token_hash', '=', hashSecret(token))
+      .executeTakeFirst();
+    const check = judge(row, now);
+    const session =
+      check.ok && row?.secret_hash != null
+        ? { secretHash: row.secret_hash, jobsTaken: row.jobs_taken ?? 0 }
+        : undefined;
+    return { check, session };
   }
 
   /**

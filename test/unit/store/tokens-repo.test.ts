@@ -123,6 +123,33 @@ describe('TokensRepo.check', () => {
   });
 });
 
+describe('TokensRepo.checkWithSession', () => {
+  it('answers like check, with the session of the agent the token names, in one read', async () => {
+    const agentId = uid('agent');
+    const minted = await store.tokens.mint({ agentId, labels: ['linux'], kind: 'static', now: T0 });
+    const bare = await store.tokens.checkWithSession(minted.token, T0);
+    expect(bare.check).toEqual(await store.tokens.check(minted.token, T0));
+    expect(bare.session).toBeUndefined();
+
+    expect(await store.sessions.open(agentId, 'hash-1', null)).toBe(true);
+    // Another agent's session is never the answer.
+    expect(await store.sessions.open(uid('other'), 'hash-other', null)).toBe(true);
+    const withSession = await store.tokens.checkWithSession(minted.token, T0);
+    expect(withSession.check).toMatchObject({ ok: true, agentId });
+    expect(withSession.session).toEqual({ secretHash: 'hash-1', jobsTaken: 0 });
+  });
+
+  it('gives no session with a token it refuses', async () => {
+    const agentId = uid('agent');
+    const minted = await store.tokens.mint({ agentId, labels: [], kind: 'ephemeral', ttlMs: 1_000, now: T0 });
+    expect(await store.sessions.open(agentId, 'hash-2', null)).toBe(true);
+    const expired = await store.tokens.checkWithSession(minted.token, later(1_000));
+    expect(expired).toEqual({ check: { ok: false, reason: 'token expired' }, session: undefined });
+    const unknown = await store.tokens.checkWithSession(`${minted.token}x`, T0);
+    expect(unknown).toEqual({ check: { ok: false, reason: 'unknown token' }, session: undefined });
+  });
+});
+
 describe('TokensRepo.revokeForAgent', () => {
   it("revokes the agent's single-use tokens and leaves its static ones and other agents alone", async () => {
     const agentId = uid('agent');
