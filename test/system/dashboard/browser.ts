@@ -1,8 +1,6 @@
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { chromium, type BrowserContext } from 'playwright-core';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 /** Debian's chromium; the system tier installs it (no browser download). */
 export const CHROMIUM = '/usr/bin/chromium';
@@ -32,14 +30,14 @@ export function browserAvailability(): { run: boolean; missing?: string } {
 
 /** A fresh profile for every run: nothing cached or remembered from an earlier test. */
 export async function launchBrowser(): Promise<BrowserContext> {
-  const profile = await mkdtemp(join(tmpdir(), 'kici-chromium-'));
+  // Removed when the test file ends (temp-dirs-cleanup.ts): the browser's helper processes may
+  // still be writing into it for a moment after the context says it closed.
+  const profile = await tempDir('kici-chromium-');
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
     args: ARGS,
     viewport: { width: 1280, height: 860 },
   });
-  // The profile is this context's alone: it goes when the browser does.
-  context.once('close', () => void rm(profile, { recursive: true, force: true }));
   return context;
 }
