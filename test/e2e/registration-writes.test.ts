@@ -44,7 +44,8 @@ describe("a scaled agent's registration writes", () => {
     const done = await t.waitForJob(body.jobs[0]!.id);
     expect(done.state).toBe('succeeded');
     const first = (re: RegExp) => sent.findIndex((s) => re.test(s));
-    const check = first(/^select \* from "agent_tokens" where "token_hash"/);
+    // The token and the agent's session: one read.
+    const check = first(/^select "t"\.\*, .* from "agent_tokens" as "t" left join "agent_sessions" as "s"/);
     const claim = sent.findIndex(
       (s, i) => i > check && /^update "jobs" set "state" = \$1, "agent_id"/.test(s),
     );
@@ -66,10 +67,15 @@ describe("a scaled agent's registration writes", () => {
     // Before the agent exists: from the submit's insert to the spawn record, no other write (the
     // admin call's audit row comes after the spawn record).
     const jobsInsert = first(/^insert into jobs /);
-    const spawnRow = first(/^insert into "scaler_spawning_agents"/);
+    // The spawn record, its reservation, its decision time and the agent's token: one statement.
+    const spawnRow = first(/^with "spawning" as \(insert into "scaler_spawning_agents"/);
     const audit = first(/^insert into "admin_audit"/);
     expect(jobsInsert).toBeGreaterThanOrEqual(0);
     expect(spawnRow).toBeGreaterThan(jobsInsert);
+    for (const table of ['scaler_spawn_times', 'scaler_reservations', 'agent_tokens'])
+      expect(sent[spawnRow]).toContain(`insert into "${table}"`);
+    expect(sent.filter((s) => /^insert into "agent_tokens"/.test(s))).toEqual([]);
+    expect(sent.filter((s) => /^select .* from "agent_sessions"/.test(s))).toEqual([]);
     expect(
       sent
         .slice(jobsInsert + 1, spawnRow)
