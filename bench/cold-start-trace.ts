@@ -41,7 +41,12 @@ function wrap(proto: object, method: string, before: string | undefined, after: 
   };
 }
 wrap(Dispatcher.prototype, 'submit', 'submit reached the dispatcher', 'submit stored');
-wrap(SpawnsRepo.prototype, 'insertSpawnAndToken', 'spawn record asked for', 'spawn record and token committed');
+wrap(
+  SpawnsRepo.prototype,
+  'insertSpawnAndToken',
+  'spawn record asked for',
+  'spawn record and token committed',
+);
 wrap(BareMetalScalerBackend.prototype, 'spawn', 'backend spawn called', 'agent process spawned');
 wrap(AgentUserPool.prototype, 'acquire', undefined, 'uid claimed, home made');
 wrap(SealedRuntime.prototype, 'for', undefined, 'sealed runtime found');
