@@ -102,9 +102,10 @@ function judge(row: Selectable<AgentTokensTable> | undefined, now: Date): TokenC
 export class TokensRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
-  async mint(spec: TokenSpec): Promise<MintedToken> {
-    const minted = newToken(spec);
-    await this.db.insertInto('agent_tokens').values(minted.row).execute();
+  /** The stored row (with the token's hash) stays here: callers get the token and its facts only. */
+  async mint(spec: TokenSpec): Promise<Omit<MintedToken, 'row'>> {
+    const { row, ...minted } = newToken(spec);
+    await this.db.insertInto('agent_tokens').values(row).execute();
     return minted;
   }
 
