@@ -45,6 +45,8 @@ export interface RegistrationHost {
   registered(agent: ConnectedAgent, scaled: RegistrationResult | null): void;
   /** The agent came back still running its job: the session is `busy`. */
   resumed(): void;
+  /** Issues a bookkeeping write now, or once a job sent to the agent has started (held-writes.ts). */
+  bookkeep(issue: () => void): void;
 }
 
 /**
@@ -118,8 +120,9 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
     labels,
     scaled,
     // The server's own count: a single-use agent that was handed a job is offered no other,
-    // whatever the registration says.
-    jobsDone: session.decision.resume ? session.decision.jobsTaken : 0,
+    // whatever the registration says. The stored count may still be held (held-writes.ts) while
+    // the connection it replaces is in memory with its own.
+    jobsDone: session.decision.resume ? Math.max(session.decision.jobsTaken, previous?.jobsTaken ?? 0) : 0,
     version: msg.version,
     hostname: msg.hostname,
     tokenId: check.tokenId,
@@ -148,12 +151,14 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   });
   host.log.info({ agentId: agent.id, kind: agent.kind, labels: labels.length }, 'agent registered');
   const record = () =>
-    recordRegistered(host, agent, check.tokenId, {
-      scalerName: scaled?.scalerName ?? null,
-      hostname: msg.hostname ?? null,
-      version: msg.version ?? null,
-      now,
-    });
+    host.bookkeep(() =>
+      recordRegistered(host, agent, check.tokenId, {
+        scalerName: scaled?.scalerName ?? null,
+        hostname: msg.hostname ?? null,
+        version: msg.version ?? null,
+        now,
+      }),
+    );
   if (resume) return record();
   try {
     if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
@@ -167,9 +172,9 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
  * The registration's bookkeeping: the agents row (the API's and the peers' view) and the token's
  * last use. Neither decides anything on the way to the first job, and on the embedded database
  * every write waits for the one before it, each with its own sync: written before the bound job's
- * claim they put two syncs between an agent's hello and its job. So they go after it. An agent
- * whose connection closed meanwhile has had its row marked gone already: it is not recorded as
- * connected after that.
+ * claim they put two syncs between an agent's hello and its job. So they go after it, and after
+ * the job's start (held-writes.ts). An agent whose connection closed meanwhile has had its row
+ * marked gone already: it is not recorded as connected after that.
  */
 function recordRegistered(
   host: RegistrationHost,

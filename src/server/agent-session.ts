@@ -12,6 +12,7 @@ import { onClaim, type ClaimHost } from './agent-claim.js';
 import { agentMessageSchema, describeIssues } from './agent-messages.js';
 import { onRegister, type RegistrationHost } from './agent-registration.js';
 import { agentGone, routeMessage } from './agent-routing.js';
+import { HeldWrites, RELEASING_FRAMES } from './held-writes.js';
 import type { ClaimStore } from './claim-store.js';
 import type { SessionPort } from './session-port.js';
 import {
@@ -58,6 +59,8 @@ export class AgentSession {
   private readonly log: Logger;
   /** The claim's and the registration's narrow view of this session: what they read, and intents. */
   private readonly host: ClaimHost & RegistrationHost;
+  /** Bookkeeping writes, held while a job sent to the agent has not started (held-writes.ts). */
+  private readonly bookkeeping = new HeldWrites();
 
   constructor(
     private readonly deps: AgentSessionDeps,
@@ -95,6 +98,7 @@ export class AgentSession {
       resumed: () => {
         this.move('job.assigned');
       },
+      bookkeep: (issue) => this.bookkeeping.write(issue),
     };
   }
 
@@ -123,6 +127,8 @@ export class AgentSession {
         this.move('close');
         return this.agent ? agentGone(this.deps, this.agent, this.log) : undefined;
       })
+      // After the agent is gone: its row is then not recorded as connected (agent-registration.ts).
+      .finally(() => this.bookkeeping.release())
       .catch((err: unknown) =>
         this.log.error({ err: errorMessage(err), agentId: this.agent?.id }, 'agent cleanup failed'),
       );
@@ -185,10 +191,14 @@ export class AgentSession {
       // Only a single-use agent's count decides anything (one that took a job takes no other, even
       // after a restart). A long-lived agent's is never read, and counting it cost a commit per job.
       const a = this.agent;
+      this.bookkeeping.hold();
       if (a?.ephemeral)
-        this.deps.store.sessions
-          .tookJob(a.id)
-          .catch(swallow(this.log, 'session.job-count', { agentId: a.id }));
+        this.bookkeeping.write(
+          () =>
+            void this.deps.store.sessions
+              .tookJob(a.id)
+              .catch(swallow(this.log, 'session.job-count', { agentId: a.id })),
+        );
     }
     if (this.port.isOpen()) this.port.send(msg);
   }
@@ -211,6 +221,8 @@ export class AgentSession {
     const msg = parsed.data;
     if (msg.type === 'agent.draining') this.move('draining');
     await routeMessage(this.deps, a, msg, (m) => this.send(m));
+    // The step's start was stamped as its frame was routed: the held writes no longer delay it.
+    if (RELEASING_FRAMES.has(msg.type)) this.bookkeeping.release();
     if (msg.type === 'job.finished') this.move(a.ephemeral ? 'draining' : 'job.finished');
   }
 }
