@@ -45,7 +45,7 @@ export interface RegistrationHost {
   registered(agent: ConnectedAgent, scaled: RegistrationResult | null): void;
   /** The agent came back still running its job: the session is `busy`. */
   resumed(): void;
-  /** Issues a bookkeeping write now, or once a job sent to the agent has started (held-writes.ts). */
+  /** Issues a bookkeeping write now, or once a job sent to the agent has started (held-bookkeeping.ts). */
   bookkeep(issue: () => void): void;
 }
 
@@ -120,7 +120,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
     labels,
     scaled,
     // The server's own count: a single-use agent that was handed a job is offered no other,
-    // whatever the registration says. The stored count may still be held (held-writes.ts) while
+    // whatever the registration says. The stored count may still be held (held-bookkeeping.ts) while
     // the connection it replaces is in memory with its own.
     jobsDone: session.decision.resume ? Math.max(session.decision.jobsTaken, previous?.jobsTaken ?? 0) : 0,
     version: msg.version,
@@ -173,7 +173,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
  * last use. Neither decides anything on the way to the first job, and on the embedded database
  * every write waits for the one before it, each with its own sync: written before the bound job's
  * claim they put two syncs between an agent's hello and its job. So they go after it, and after
- * the job's start (held-writes.ts). An agent whose connection closed meanwhile has had its row
+ * the job's start (held-bookkeeping.ts). An agent whose connection closed meanwhile has had its row
  * marked gone already: it is not recorded as connected after that.
  */
 function recordRegistered(

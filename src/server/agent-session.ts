@@ -12,7 +12,7 @@ import { onClaim, type ClaimHost } from './agent-claim.js';
 import { agentMessageSchema, describeIssues } from './agent-messages.js';
 import { onRegister, type RegistrationHost } from './agent-registration.js';
 import { agentGone, routeMessage } from './agent-routing.js';
-import { HeldWrites, RELEASING_FRAMES } from './held-writes.js';
+import { HeldBookkeeping, RELEASING_FRAMES } from './held-bookkeeping.js';
 import type { ClaimStore } from './claim-store.js';
 import type { SessionPort } from './session-port.js';
 import {
@@ -59,8 +59,8 @@ export class AgentSession {
   private readonly log: Logger;
   /** The claim's and the registration's narrow view of this session: what they read, and intents. */
   private readonly host: ClaimHost & RegistrationHost;
-  /** Bookkeeping writes, held while a job sent to the agent has not started (held-writes.ts). */
-  private readonly bookkeeping = new HeldWrites();
+  /** Bookkeeping writes, held while a job sent to the agent has not started (held-bookkeeping.ts). */
+  private readonly bookkeeping = new HeldBookkeeping();
 
   constructor(
     private readonly deps: AgentSessionDeps,

@@ -23,8 +23,10 @@ export function handleAgentSocket(
         if (ws.readyState !== ws.OPEN) return;
         hold?.();
         ws.send(JSON.stringify(msg));
-        // The agent waits on its assignment: it leaves now, with whatever this turn wrote before it.
-        if (msg.type === 'job.assign') hold?.flush();
+        // The agent waits on these: they leave now, with whatever this turn wrote before them. A
+        // registration's answer does not wait for the bound job's claim to commit, so the agent
+        // reads it meanwhile instead of after, and then finds its assignment waiting.
+        if (msg.type === 'job.assign' || msg.type === 'register.ack') hold?.flush();
       },
       close: (code, reason, refused) => (refused ? closeWithin(ws, code, reason) : ws.close(code, reason)),
       isOpen: () => ws.readyState === ws.OPEN,

@@ -301,7 +301,7 @@ describe('session refusals keep their close codes', () => {
 
   /**
    * The bookkeeping a job's start does not depend on (the agents row, the token's last use, the
-   * job count) is held from the job.assign until the job's first step has started (held-writes.ts).
+   * job count) is held from the job.assign until the job's first step has started (held-bookkeeping.ts).
    * Read through the store, whose single connection answers in the order statements were issued.
    */
   async function bookkeeping(h: ManagerHarness, agentId: string) {

@@ -12,7 +12,7 @@
  * The count the job-count write keeps is also held in memory by the connected agent, and a
  * reconnect reads both (agent-registration.ts), so holding it opens no gap for a second job.
  */
-export class HeldWrites {
+export class HeldBookkeeping {
   private held: (() => void)[] | undefined;
 
   /** A job is on its way to the agent: writes wait from now. */
