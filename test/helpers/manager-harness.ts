@@ -20,7 +20,7 @@ import {
 import { newConnectedAgent, type ConnectedAgent } from '../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../src/jobs/run-spec.js';
-import { AgentSession } from '../../src/server/agent-session.js';
+import { AgentSession, type AgentSessionDeps } from '../../src/server/agent-session.js';
 import { SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../../src/protocol/messages.js';
 import type { ProvisionBackoffOptions } from '../../src/scaler/core/backoff.js';
 import { SpawnError, type ClassifiedSpawnError } from '../../src/scaler/core/spawn-errors.js';
@@ -497,6 +497,19 @@ export class ManagerHarness {
     }
   }
 
+  /** What the server gives an agent session, wired to this harness (silent log, 10 s heartbeats). */
+  sessionDeps(over: Partial<AgentSessionDeps> = {}): AgentSessionDeps {
+    return {
+      store: this.store,
+      dispatcher: this.dispatcher!,
+      clock: this.clock,
+      logger: pino({ level: 'silent' }),
+      heartbeatIntervalMs: 10_000,
+      isStopping: () => false,
+      ...over,
+    };
+  }
+
   static async create(opts: HarnessOptions): Promise<ManagerHarness> {
     if (opts.store) return new ManagerHarness(opts, opts.store, undefined);
     const fresh = await freshStore();
@@ -642,14 +655,7 @@ export class ManagerHarness {
       ).token;
     const fake = { id: agentId, messages: [], connected: true, registration: null } as unknown as FakeAgent;
     fake.session = new AgentSession(
-      {
-        store: this.store,
-        dispatcher: this.dispatcher,
-        clock: this.clock,
-        logger: pino({ level: 'silent' }),
-        heartbeatIntervalMs: 10_000,
-        isStopping: () => false,
-      },
+      this.sessionDeps(),
       {
         send: (msg) => void fake.messages.push(msg),
         // A closed fake socket ends its session the way a real close event does.

@@ -37,15 +37,7 @@ function drive(h: ManagerHarness, over: Partial<AgentSessionDeps> = {}): Driven 
   const closes: { code: number; reason: string }[] = [];
   let open = true;
   const session = new AgentSession(
-    {
-      store: h.store,
-      dispatcher: h.dispatcher!,
-      clock: h.clock,
-      logger: pino({ level: 'silent' }),
-      heartbeatIntervalMs: 10_000,
-      isStopping: () => false,
-      ...over,
-    },
+    h.sessionDeps(over),
     {
       send: (m) => void sent.push(m),
       close: (code, reason) => {
