@@ -62,11 +62,26 @@ export class AgentSession {
   /** Bookkeeping writes, held while a job sent to the agent has not started (held-bookkeeping.ts). */
   private readonly bookkeeping = new HeldBookkeeping();
 
+  /** The transport, closed through here so that a close the server starts releases held writes. */
+  private readonly port: SessionPort;
+
   constructor(
     private readonly deps: AgentSessionDeps,
-    private readonly port: SessionPort,
+    transport: SessionPort,
     remote: string,
   ) {
+    // A close the server starts (a refusal, a replacement, its own shutdown) issues the held
+    // bookkeeping at once, not when the transport's close event comes: at shutdown the store
+    // closes before those events, and a single-use agent's job count must reach it.
+    this.port = {
+      send: (msg) => transport.send(msg),
+      isOpen: () => transport.isOpen(),
+      close: (code, reason, refused) => {
+        this.bookkeeping.release();
+        transport.close(code, reason, refused);
+      },
+    };
+    const port = this.port;
     this.log = deps.logger.child({ component: 'agent-socket', remote });
     this.registerTimer = setTimeout(
       () => this.refuse('register-timeout', `no register message within ${LIMITS.registerTimeoutMs / 1000}s`),

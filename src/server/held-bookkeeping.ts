@@ -7,7 +7,8 @@
  * writes were still running when the agent's `job.started` and `step.started` arrived, and the
  * step's start is stamped when its frame is handled: every cold start and warm hit waited about
  * 4 ms for bookkeeping that decides nothing on the way. Held, they go once the job's first step has
- * been stamped, or its result or refusal came, or the connection closed, whichever is first.
+ * been stamped, or its result or refusal came, or the connection closed or the server began to close
+ * it, whichever is first.
  *
  * The count the job-count write keeps is also held in memory by the connected agent, and a
  * reconnect reads both (agent-registration.ts), so holding it opens no gap for a second job.
@@ -18,11 +19,6 @@ export class HeldBookkeeping {
   /** A job is on its way to the agent: writes wait from now. */
   hold(): void {
     this.held ??= [];
-  }
-
-  /** Whether writes are waiting for the job's start (read-only, for tests and traces). */
-  get holding(): boolean {
-    return this.held !== undefined;
   }
 
   /** Issues the write now, or once the hold ends; held writes go in the order they were given. */

@@ -6,7 +6,7 @@ import { pino } from 'pino';
 import { sql } from 'kysely';
 import { describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
-import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
+import { CloseCodes, type OrchestratorMessage } from '../../../src/protocol/messages.js';
 import { AgentSession, NOT_JSON, type AgentSessionDeps } from '../../../src/server/agent-session.js';
 import type { ClaimStore } from '../../../src/server/claim-store.js';
 import {
@@ -352,6 +352,16 @@ describe('session refusals keep their close codes', () => {
     const second = await boundAgent(h);
     await second.d.session.closed();
     expect(await bookkeeping(h, second.agentId)).toEqual({ stamped: true, jobsTaken: 1, row: undefined });
+  });
+
+  it('releases the held bookkeeping as soon as the server closes the connection (its shutdown closes the store next)', async () => {
+    const h = await hs.make({ config });
+    const { d, agentId } = await boundAgent(h);
+    h.dispatcher!.registry.get(agentId)!.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
+    expect(d.closes).toEqual([{ code: CloseCodes.shuttingDown, reason: 'orchestrator shutting down' }]);
+    // No transport close has been handled yet: the writes went with the server's own close.
+    expect(d.session.state).not.toBe('closed');
+    expect(await bookkeeping(h, agentId)).toEqual({ stamped: true, jobsTaken: 1, row: 'connected' });
   });
 
   it('4503 while stopping; 1011 when the claim store fails', async () => {
