@@ -1,4 +1,4 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
 import { afterEach, describe, expect, it } from 'vitest';
 import { freshDataDir } from '../helpers/data-dir.js';
@@ -213,6 +213,7 @@ describe('scaler reload', () => {
     } finally {
       serve.child.kill('SIGTERM');
       await serve.exited;
+      await rm(dataDir, { recursive: true, force: true });
     }
   });
 });
