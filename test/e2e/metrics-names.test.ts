@@ -4,8 +4,7 @@
  * agents by scaler, backend and state, caps in use against their maximum, spawn failures with their
  * scaler, and the runtime metrics under one `kici_orch_` prefix (never `process_process_`).
  */
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -17,6 +16,7 @@ import {
 } from '../helpers/orchestrator.js';
 import { parsePromText, type MetricFamily } from '../helpers/prom-text.js';
 import { SPEC_METRICS } from '../helpers/spec-metrics.js';
+import { tempDir } from '../helpers/temp-dirs.js';
 
 let t: TestOrchestrator;
 let families: Map<string, MetricFamily>;
@@ -24,7 +24,7 @@ let text: string;
 
 beforeAll(async () => {
   // An agent binary that exits at once: every spawn of the `broken` label set fails.
-  const dir = await mkdtemp(join(tmpdir(), 'kici-broken-agent-'));
+  const dir = await tempDir('kici-broken-agent-');
   const broken = join(dir, 'kici-agent');
   await writeFile(broken, '#!/bin/sh\necho "cannot start" >&2\nexit 3\n');
   await chmod(broken, 0o755);

@@ -4,8 +4,6 @@
  * a job no agent can run says which runtime it lacks.
  */
 import { createServer, type Server } from 'node:net';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { nextMessage, rawRegister, type RawConn } from '../helpers/raw-ws.js';
@@ -18,6 +16,7 @@ import {
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
+import { tempDir } from '../helpers/temp-dirs.js';
 
 let t: TestOrchestrator | undefined;
 const children: ReturnType<typeof runNode>[] = [];
@@ -35,7 +34,7 @@ afterEach(async () => {
 const NO_ENGINE = { DOCKER_HOST: '', CONTAINER_HOST: '', XDG_RUNTIME_DIR: '' };
 
 async function fakeEngineSocket(): Promise<string> {
-  const path = join(await mkdtemp(join(tmpdir(), 'kici-engine-')), 'docker.sock');
+  const path = join(await tempDir('kici-engine-'), 'docker.sock');
   const s = createServer((c) => c.destroy());
   servers.push(s);
   await new Promise<void>((r) => s.listen(path, r));

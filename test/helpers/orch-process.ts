@@ -1,8 +1,7 @@
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile, rm } from 'node:fs/promises';
 import { freePort } from './crash.js';
 import { AGENT_BIN, ORCH_BIN, alive, runNode, type JobBody } from './orchestrator.js';
+import { tempDir } from './temp-dirs.js';
 
 export { freePort } from './crash.js';
 
@@ -35,7 +34,7 @@ export async function startOrchestratorProcess(opts: {
   /** This instance's own bootstrap token file (as on its own host); default: the tests' shared one. */
   adminTokenFile?: string;
 }): Promise<OrchProcess> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'kici-orchp-'));
+  const dataDir = await tempDir('kici-orchp-');
   const port = await freePort();
   const proc = runNode(
     [

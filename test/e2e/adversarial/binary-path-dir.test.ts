@@ -1,5 +1,4 @@
-import { mkdir, mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UserError } from '../../../src/util/errors.js';
@@ -13,6 +12,7 @@ import {
   type JobBody,
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 /** A directory given as binaryPath passed the start-up check (X_OK holds for it). */
 
@@ -24,7 +24,7 @@ afterEach(async () => {
 
 describe('adversarial: binaryPath names a directory', () => {
   it('stops start-up (the agent binary is a fatal required tool), naming the path', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-agent-dir-'));
+    const dir = await tempDir('kici-agent-dir-');
     const err = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: dir }]),
     }).catch((e: unknown) => e);
@@ -35,7 +35,7 @@ describe('adversarial: binaryPath names a directory', () => {
   });
 
   it('a binary replaced by a directory after start-up fails the spawn as not-executable, naming the path', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-agent-dir-'));
+    const dir = await tempDir('kici-agent-dir-');
     const bin = await vanishingBinary(join(dir, 'agent'));
     t = await startTestOrchestrator({
       config: bareMetalConfig({}, [{ labels: ['linux'], binaryPath: bin.path }]),

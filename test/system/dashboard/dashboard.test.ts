@@ -4,8 +4,7 @@
  * log as it is written without reloading, drain and resume an agent, see a spawn failure with its
  * reason. Every page is saved to docs/ui/.
  */
-import { chmod, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import {
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
 import { browserAvailability, launchBrowser } from './browser.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 const avail = browserAvailability();
 const SHOTS = join(ROOT, 'docs/ui');
@@ -35,7 +35,7 @@ const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`
 
 beforeAll(async () => {
   if (avail.missing) throw new Error(avail.missing);
-  gates = await mkdtemp(join(tmpdir(), 'kici-ui-gates-'));
+  gates = await tempDir('kici-ui-gates-');
   // The agent starts only once the test opens `agent-go`: until then the job is visibly queued.
   const held = join(gates, 'held-agent');
   await writeFile(

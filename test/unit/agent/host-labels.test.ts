@@ -3,11 +3,10 @@
  * CONTAINER_HOST, and the default sockets, each only when the socket is usable.
  */
 import { createServer, type Server } from 'node:net';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canUse, runtimeLabels } from '../../../src/agent/host-labels.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 let dir: string;
 const servers: Server[] = [];
@@ -22,7 +21,7 @@ async function socket(name: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'kici-runtime-'));
+  dir = await tempDir('kici-runtime-');
 });
 afterAll(async () => {
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));

@@ -1,10 +1,10 @@
-import { chmod, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildAdminProgram } from '../../../src/cli/admin/program.js';
 import { backoffKey, ProvisionBackoff } from '../../../src/scaler/core/backoff.js';
 import { executableProblem } from '../../../src/scaler/preflight.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 describe('kici-admin diagnose', () => {
   it('is the command the backoff message tells operators to run', () => {
@@ -24,7 +24,7 @@ describe('kici-admin diagnose', () => {
   });
 
   it('tells a missing binary, a non-executable file and a directory apart', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-tools-'));
+    const dir = await tempDir('kici-tools-');
     const file = join(dir, 'agent');
     await writeFile(file, '#!/bin/sh\n');
     await chmod(file, 0o644);

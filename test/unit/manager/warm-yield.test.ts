@@ -5,8 +5,7 @@
  * label sets `scaler validate` warns about (one predicate).
  */
 import { describe, expect, it } from 'vitest';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { loadScalerConfigForPeople } from '../../../src/config/index.js';
@@ -17,6 +16,7 @@ import {
   useManagerHarnesses,
   type ManagerHarness,
 } from '../../helpers/manager-harness.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 const hs = useManagerHarnesses();
 
@@ -108,7 +108,7 @@ describe('warm agents give way to queued work', () => {
       { scalerName: 'bm', labelSetKey: 'b,linux', reason: expect.stringContaining('declare resources') },
     ]);
     // The same entry as YAML, through what `kici-admin scaler validate` runs.
-    const path = join(await mkdtemp(join(tmpdir(), 'kici-warm-')), 'scalers.yaml');
+    const path = join(await tempDir('kici-warm-'), 'scalers.yaml');
     await writeFile(path, stringify(config()));
     const r = await loadScalerConfigForPeople(path);
     if (!r.ok) throw new Error(r.problems.join('\n'));

@@ -13,10 +13,11 @@ import { createNftRunner, NftError } from '../../../src/net/nft-runner.js';
 import { NftAgentIsolation } from '../../../src/net/nft-isolation.js';
 import { fatalToolError, preflightTools } from '../../../src/scaler/preflight.js';
 import { resolveTool, toolSearchDirs } from '../../../src/util/system-tools.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 describe('nft preflight', () => {
   it('nft missing from PATH is a fatal problem whose message names the scaler, nft and the remedy', async () => {
-    const empty = await mkdtemp(join(tmpdir(), 'kici-nopath-'));
+    const empty = await tempDir('kici-nopath-');
     const problems = await preflightTools({ name: 'ctr' }, [nftRequiredTool()], {
       PATH: empty,
       KICI_SBIN_DIRS: '',
@@ -28,7 +29,7 @@ describe('nft preflight', () => {
   });
 
   it('nft in an sbin directory is found even when PATH leaves it out', async () => {
-    const empty = await mkdtemp(join(tmpdir(), 'kici-nopath-'));
+    const empty = await tempDir('kici-nopath-');
     const sbin = await mkdtemp(join(tmpdir(), 'kici-sbin-'));
     await writeFile(join(sbin, 'nft'), '#!/bin/sh\n', { mode: 0o755 });
     const env = { PATH: empty, KICI_SBIN_DIRS: sbin };

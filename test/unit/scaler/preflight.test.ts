@@ -3,8 +3,6 @@
  * stops start-up (UserError naming scaler, tool and fix); that includes a missing bare-metal agent
  * binary. A binary that vanishes later still fails each spawn with a classified reason.
  */
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
@@ -20,6 +18,7 @@ import { preflightTools } from '../../../src/scaler/preflight.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { UserError } from '../../../src/util/errors.js';
 import { bareMetal, RecordingBackend, scalerConfig } from '../../helpers/manager-harness.js';
+import { tempDir } from '../../helpers/temp-dirs.js';
 
 const entryOf = (input: Record<string, unknown>): ScalerEntry =>
   scalerConfig({ version: 1, scalers: [input] }).scalers[0]!;
@@ -49,7 +48,7 @@ const needs = (tool: string): BackendDescriptor => ({
 
 describe('preflight', () => {
   it('finds a command on PATH and reports a missing one, a missing path and a directory, with their fixes', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-preflight-'));
+    const dir = await tempDir('kici-preflight-');
     const problems = await preflightTools({ name: 'x' }, [
       { name: 'shell', find: { kind: 'command', command: 'sh' }, fix: 'install sh', severity: 'fatal' },
       {
