@@ -8,6 +8,7 @@ import type { Logger } from '../util/logger.js';
 import { retryWrite } from '../util/retry-write.js';
 import type { ActiveJob, ActiveJobs } from './active-jobs.js';
 import { canAgentRunJob, type AgentRegistry, type ConnectedAgent } from './agent-registry.js';
+import { ClaimAlternates, type Taken } from './claim-alternates.js';
 import { planDispatch, toScaleJob } from './dispatch-plan.js';
 import { JobQueue, type QueuedJob } from './job-queue.js';
 import { toAssigned } from './job-rows.js';
@@ -15,11 +16,7 @@ import type { LogSink } from './log-sink.js';
 import type { SealedEnv } from './sealed-env.js';
 import { secretValues } from '../jobs/secret-mask.js';
 
-/** A queued job taken for an agent, its claim not yet stored. */
-export interface Taken {
-  job: QueuedJob;
-  agent: ConnectedAgent;
-}
+export type { Taken } from './claim-alternates.js';
 
 export interface ClaimsDeps {
   store: Store;
@@ -46,20 +43,30 @@ export interface ClaimsDeps {
 /**
  * Turning a plan's assignments into stored claims and `job.assign` frames. The in-memory half
  * (the job off the queue, the agent busy) happens at once; the claim is one conditional statement
- * for many jobs, so a job another orchestrator claimed first is simply not sent.
+ * for many jobs, so a job another orchestrator claimed first is simply not sent; in a cluster the
+ * agent takes one of the next queued jobs in the same statement instead (claim-alternates.ts).
  */
 export class Claims {
   /** Jobs whose claim outcome is being checked after a store error (neither queued nor active). */
   private readonly uncertain = new Set<string>();
+  /** Only in a cluster: alone, no one else claims, so a planned job is never lost. */
+  private readonly alternates: ClaimAlternates | undefined;
 
-  constructor(private readonly deps: ClaimsDeps) {}
+  constructor(private readonly deps: ClaimsDeps) {
+    if (deps.instanceId !== undefined)
+      this.alternates = new ClaimAlternates({
+        queue: deps.queue,
+        canRun: (agent, job) => canAgentRunJob(agent, job) && this.fits(agent.id, job),
+      });
+  }
 
   private now(): Date {
     return new Date(this.deps.clock.now());
   }
 
-  isUncertain(jobId: string): boolean {
-    return this.uncertain.has(jobId);
+  /** Neither queued nor active here while a claim's outcome is awaited or checked. */
+  isPending(jobId: string): boolean {
+    return this.uncertain.has(jobId) || !!this.alternates?.has(jobId);
   }
 
   /** Take a plan's assignments that still hold (the plan decided per group; state may have moved). */
@@ -117,13 +124,18 @@ export class Claims {
       for (const [agent, jobId] of freed) if (agent.busyJobId === undefined) agent.holdResult(jobId);
     }
     if (!taken.length) return undefined;
+    const alts = this.alternates?.reserve(taken) ?? [];
     return {
-      claims: taken.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
+      claims: ClaimAlternates.requests(taken, alts),
       at: this.now(),
       owner: this.deps.instanceId,
-      // After this turn's microtasks: the result's ack leaves before the next job's assignment.
-      claimed: (won) => void setImmediate(() => void this.sendWon(taken, won)),
+      claimed: (won) => {
+        const pairs = this.alternates ? this.alternates.settle(taken, alts, won) : taken;
+        // After this turn's microtasks: the result's ack leaves before the next job's assignment.
+        setImmediate(() => void this.sendWon(pairs, won));
+      },
       failed: (err) => {
+        this.alternates?.unsettled(taken, alts, (j, agentId) => this.settleUncertainClaim(j, agentId));
         for (const { job, agent } of taken) {
           this.deps.log.error(
             { err: errorMessage(err), jobId: job.id },
@@ -175,7 +187,7 @@ export class Claims {
     );
   }
 
-  /** Hand one queued job to one agent. False when the job was no longer queued. */
+  /** Hand one queued job (or, in a cluster, the next one still queued) to one agent. False when it got none. */
   async assign(job: QueuedJob, agent: ConnectedAgent): Promise<boolean> {
     this.take(job, agent);
     return (await this.claim([{ job, agent }]))[0]!;
@@ -188,25 +200,23 @@ export class Claims {
   }
 
   /** Claim taken jobs in the store (one statement for all) and send each claimed one to its agent. */
-  async claim(pairs: Taken[]): Promise<boolean[]> {
+  async claim(taken: Taken[]): Promise<boolean[]> {
     const jobs = this.deps.store.jobs;
     let specs = new Map<string, unknown>();
+    let pairs = taken;
+    const alts = this.alternates?.reserve(taken) ?? [];
+    const claims = ClaimAlternates.requests(taken, alts);
     try {
-      const ride = this.deps.writes.claimWith(
-        pairs.map((p) => ({ jobId: p.job.id, agentId: p.agent.id })),
-        this.now(),
-        this.deps.instanceId,
-      );
+      const ride = this.deps.writes.claimWith(claims, this.now(), this.deps.instanceId);
       if (ride) specs = await ride;
-      else if (pairs.length === 1) {
+      else if (pairs.length === 1 && !claims[0]!.alts) {
         const { job, agent } = pairs[0]!;
         const spec = await jobs.claimSpec(job.id, agent.id, this.now(), this.deps.instanceId);
         if (spec !== undefined) specs.set(job.id, spec);
-      } else {
-        const claims = pairs.map((p) => ({ jobId: p.job.id, agentId: p.agent.id }));
-        specs = await jobs.claimMany(claims, this.now(), this.deps.instanceId);
-      }
+      } else specs = await jobs.claimMany(claims, this.now(), this.deps.instanceId);
+      if (this.alternates) pairs = this.alternates.settle(taken, alts, specs);
     } catch (err) {
+      this.alternates?.unsettled(taken, alts, (j, agentId) => this.settleUncertainClaim(j, agentId));
       for (const { job, agent } of pairs) {
         this.deps.log.error(
           { err: errorMessage(err), jobId: job.id },

@@ -114,6 +114,10 @@ class ConnectedAgent {
     this.#busy = jobId;
     this.#jobsTaken++;
   }
+  /** Its claim took an alternate job (a peer had taken the planned one): busy with that instead. */
+  takeInstead(planned: string, won: string): void {
+    if (this.#busy === planned) this.#busy = won;
+  }
   /** A take that did not hold (the claim or the submit failed): the job is not counted. */
   untake(jobId: string): void {
     this.freeFrom(jobId);

@@ -151,7 +151,10 @@ export class Dispatcher {
 
   readonly scaleJob = toScaleJob;
 
-  /** Hand one queued job to one agent. False when the job was no longer queued. */
+  /**
+   * Hand one queued job to one agent. False when the agent got nothing: the job was no longer
+   * queued (in a cluster, nor were the next ones its claim offered instead).
+   */
   assign(job: QueuedJob, agent: ConnectedAgent): Promise<boolean> {
     return this.claims.assign(job, agent);
   }

@@ -216,6 +216,15 @@ export class JobQueue {
     return this.keyOf.get(job.spec) ?? groupKey(job);
   }
 
+  /** The first `n` queued jobs of the group `job` belongs to, in dispatch order. */
+  nextOf(job: QueuedJob, n: number): QueuedJob[] {
+    const g = this.groups.get(this.keyFor(job));
+    const out: QueuedJob[] = [];
+    if (!g || n <= 0) return out;
+    for (const j of this.ordered(g)) if (out.push(j) >= n) break;
+    return out;
+  }
+
   /** A job of this queue's making was handed to an agent: its owner now has one more running. */
   noteStarted(job: QueuedJob): void {
     const key = this.keyFor(job);

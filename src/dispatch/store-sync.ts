@@ -110,7 +110,7 @@ export class StoreSync {
         await this.settleIfHolderGone(row);
         continue;
       }
-      if (d.claims.isUncertain(row.id)) continue;
+      if (d.claims.isPending(row.id)) continue;
       toQueue.push(toQueued(row));
     }
     // Not held until added (the awaits above), so nothing was taken meanwhile that this would undo:

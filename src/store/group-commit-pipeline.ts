@@ -14,6 +14,8 @@ import type { Database } from './schema.js';
  * The statements run in order and each sees the ones before it, so any batch fits (no "simple"
  * shape needed): step ends for earlier rows, step starts, "running" marks, results, then claims.
  * Undefined when `db` is not on PGlite. Compiled through Kysely, so its plugins see every statement.
+ * A claim's alternates are not offered here: the embedded database has one orchestrator, and no
+ * peer takes a job from under it.
  */
 export async function commitAsPipeline(
   db: Kysely<Database>,

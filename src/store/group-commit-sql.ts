@@ -1,4 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { claimSource, type Candidates } from './claim-candidates.js';
 import { storableLine } from './logs-repo.js';
 import { prepared } from './pg-prepared.js';
 import type { Database, JobState } from './schema.js';
@@ -91,6 +92,8 @@ export interface CommitRows {
 export interface ClaimRows {
   jobId: string[];
   agentId: string[];
+  /** With alternates (a cluster): each agent takes the first of its candidates still queued. */
+  candidates: Candidates | undefined;
   at: string;
   owner: string | null;
 }
@@ -152,7 +155,10 @@ export async function commitAsOneStatement(
     parts.push(sql`claims as (
       update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${c.at}::timestamptz,
         attempts = j.attempts + 1, owner_instance = coalesce(${c.owner}::text, j.owner_instance)
-      from unnest(${c.jobId}::text[], ${c.agentId}::text[]) as v(id, agent)
+      from ${claimSource(
+        c.jobId.map((jobId, i) => ({ jobId, agentId: c.agentId[i]! })),
+        c.candidates,
+      )}
       where j.id = v.id and j.state = 'queued'
       returning j.id, j.spec)`);
   const out: CommitOutcome = { settled: new Set(), claimed: new Map() };

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { candidatesOf, type ClaimRequest } from './claim-candidates.js';
 import { writeInOrder, writeOneByOne } from './group-commit-ordered.js';
 import { commitAsPipeline } from './group-commit-pipeline.js';
 import type { JobsRepo } from './jobs-repo.js';
@@ -25,7 +26,7 @@ const emptyBatch = (): Batch => ({ running: new Map(), steps: new Map(), finishe
  * statement, so a job's result and the next job's claim cost one commit.
  */
 export interface ResultRide {
-  claims: { jobId: string; agentId: string }[];
+  claims: ClaimRequest[];
   at: Date;
   owner: string | undefined;
   /** The statement committed: these claims won (job → spec); the others lost. */
@@ -191,14 +192,14 @@ export class GroupCommit {
    * as a failed claim statement's is; the batch's writes are then retried one by one.
    */
   claimWith(
-    claims: { jobId: string; agentId: string }[],
+    claims: ClaimRequest[],
     at: Date,
     owner: string | undefined,
   ): Promise<Map<string, unknown>> | undefined {
     const all = this.batch;
     // Only results (and what is due with them) are worth a ride: held marks wait for their own.
     if (this.inFlight || !all.finishes.size || !this.simple(all)) return undefined;
-    const ids = new Set(claims.map((c) => c.jobId));
+    const ids = new Set(claims.flatMap((c) => [c.jobId, ...(c.alts ?? [])]));
     if ([...all.finishes.keys()].some((id) => ids.has(id))) return undefined;
     if ([...all.running.values(), ...all.steps.values()].some((x) => ids.has(x.jobId))) return undefined;
     this.cancelTimer();
@@ -313,7 +314,11 @@ export class GroupCommit {
     if (!ride?.claims.length) return ride && (ride.claimed(new Map()), undefined);
     const inBatch = (id: string) =>
       b.finishes.has(id) || [...b.running.values(), ...b.steps.values()].some((x) => x.jobId === id);
-    return { ...ride, claims: ride.claims.filter((c) => !inBatch(c.jobId)) };
+    // An alternate left out is simply not taken: its claimer gets it back on its queue.
+    const claims = ride.claims
+      .filter((c) => !inBatch(c.jobId))
+      .map((c) => (c.alts ? { ...c, alts: c.alts.filter((id) => !inBatch(id)) } : c));
+    return { ...ride, claims };
   }
 
   private settle(b: Batch, settled: Set<string>): void {
@@ -347,6 +352,7 @@ function claimRows(r: Pick<ResultRide, 'claims' | 'at' | 'owner'>): ClaimRows {
   return {
     jobId: r.claims.map((c) => c.jobId),
     agentId: r.claims.map((c) => c.agentId),
+    candidates: candidatesOf(r.claims),
     at: r.at.toISOString(),
     owner: r.owner ?? null,
   };

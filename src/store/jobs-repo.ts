@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import type { ClaimRequest } from './claim-candidates.js';
 import { adoptActive, cancelRequestsFor, requestCancel } from './jobs-cluster.js';
 import { insertRetry, insertRun } from './jobs-insert.js';
 import { ACTIVE, OPEN, type JobRow, type NewJob } from './jobs-row.js';
@@ -114,12 +115,9 @@ export class JobsRepo {
   /**
    * `claimSpec` for several jobs in one statement (a dispatch pass that fills several idle agents):
    * each job still moves only from 'queued', so a job another instance took is simply not returned.
+   * A claim with alternates takes the first of its jobs still queued (`ClaimRequest`).
    */
-  claimMany(
-    claims: { jobId: string; agentId: string }[],
-    now: Date,
-    owner?: string,
-  ): Promise<Map<string, unknown>> {
+  claimMany(claims: readonly ClaimRequest[], now: Date, owner?: string): Promise<Map<string, unknown>> {
     return claimMany(this.db, claims, now, owner);
   }
 

@@ -4,6 +4,7 @@
  * and of two racing callers exactly one wins.
  */
 import { sql, type Kysely } from 'kysely';
+import { claimSource, type ClaimRequest } from './claim-candidates.js';
 import { OPEN } from './jobs-row.js';
 import type { Database, JobState } from './schema.js';
 
@@ -32,14 +33,14 @@ export async function claimSpec(
 
 export async function claimMany(
   db: Kysely<Database>,
-  claims: { jobId: string; agentId: string }[],
+  claims: readonly ClaimRequest[],
   now: Date,
   owner?: string,
 ): Promise<Map<string, unknown>> {
   const res = await sql<{ id: string; spec: unknown }>`
     update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${now.toISOString()}::timestamptz,
       attempts = j.attempts + 1, owner_instance = coalesce(${owner ?? null}::text, j.owner_instance)
-    from unnest(${claims.map((c) => c.jobId)}::text[], ${claims.map((c) => c.agentId)}::text[]) as v(id, agent)
+    from ${claimSource(claims)}
     where j.id = v.id and j.state = 'queued'
     returning j.id, j.spec`.execute(db);
   return new Map(res.rows.map((r) => [r.id, r.spec]));

@@ -118,5 +118,63 @@ export function describeStoreContract(
         await close();
       }
     });
+
+    it('a claim with alternates takes the first of its jobs still queued, and no job goes to two agents', async () => {
+      const { store, close } = await open();
+      try {
+        const now = new Date();
+        const ids = Array.from({ length: 8 }, (_, i) => `c-${i}`);
+        await store.jobs.insertRun(
+          { id: 'r-c', name: null },
+          ids.map((id) => ({ id, name: id, runsOn: ['x'], spec: { n: id } })),
+          now,
+        );
+        // A peer took c-0 and c-1: the agent gets c-2, its first alternate still queued.
+        expect(await store.jobs.claim('c-0', 'peer', now)).toBe(true);
+        expect(await store.jobs.claim('c-1', 'peer', now)).toBe(true);
+        const won = await store.jobs.claimMany(
+          [{ jobId: 'c-0', agentId: 'a-1', alts: ['c-1', 'c-2', 'c-3'] }],
+          now,
+        );
+        expect([...won]).toEqual([['c-2', { n: 'c-2' }]]);
+        // Two agents in one statement: one keeps its planned job, the other falls back to its own.
+        const two = await store.jobs.claimMany(
+          [
+            { jobId: 'c-3', agentId: 'a-2', alts: ['c-4'] },
+            { jobId: 'c-2', agentId: 'a-3', alts: ['c-5', 'c-6'] },
+          ],
+          now,
+        );
+        expect([...two.keys()].sort()).toEqual(['c-3', 'c-5']);
+        // Nothing of its list still queued: nothing taken.
+        expect(
+          (await store.jobs.claimMany([{ jobId: 'c-0', agentId: 'a-4', alts: ['c-3'] }], now)).size,
+        ).toBe(0);
+        const rows = await Promise.all(ids.map((id) => store.jobs.get(id)));
+        expect(rows.map((r) => [r!.id, r!.state, r!.agent_id, r!.attempts])).toEqual([
+          ['c-0', 'dispatched', 'peer', 1],
+          ['c-1', 'dispatched', 'peer', 1],
+          ['c-2', 'dispatched', 'a-1', 1],
+          ['c-3', 'dispatched', 'a-2', 1],
+          ['c-4', 'queued', null, 0],
+          ['c-5', 'dispatched', 'a-3', 1],
+          ['c-6', 'queued', null, 0],
+          ['c-7', 'queued', null, 0],
+        ]);
+        // Claimers racing over the same candidates: each job goes to at most one, as its row says.
+        const left = ['c-4', 'c-6', 'c-7'];
+        const raced = await Promise.all(
+          Array.from({ length: 6 }, (_, i) =>
+            store.jobs.claimMany([{ jobId: left[0]!, agentId: `r-${i}`, alts: left.slice(1) }], now),
+          ),
+        );
+        const got = raced.flatMap((m, i) => [...m.keys()].map((id) => [id, `r-${i}`]));
+        expect(got.length).toBeGreaterThanOrEqual(1);
+        expect(new Set(got.map(([id]) => id)).size).toBe(got.length);
+        for (const [id, agent] of got) expect((await store.jobs.get(id!))!.agent_id).toBe(agent);
+      } finally {
+        await close();
+      }
+    });
   });
 }

@@ -73,3 +73,37 @@ describe('orchestrator on external PostgreSQL', () => {
     expect(logs.body.lines.map((l) => l.line)).toContain('pg-a');
   });
 });
+
+describe('claims racing on PostgreSQL', () => {
+  it('a planned job another transaction holds is passed over for the next candidate, without waiting', async () => {
+    const url = await freshDatabaseUrl();
+    const db = await openDatabase({ url });
+    const store = createStore(db.db);
+    const peer = new pg.Client({ connectionString: url });
+    await peer.connect();
+    try {
+      const now = new Date();
+      await store.jobs.insertRun(
+        { id: 'r-lock', name: null },
+        ['l-0', 'l-1', 'l-2'].map((id) => ({ id, name: id, runsOn: ['x'], spec: {} })),
+        now,
+      );
+      // A peer's claim in flight: the row is locked until its transaction ends.
+      await peer.query('begin');
+      await peer.query(`select id from jobs where id = 'l-0' for update`);
+      const won = await store.jobs.claimMany([{ jobId: 'l-0', agentId: 'mine', alts: ['l-1', 'l-2'] }], now);
+      expect([...won.keys()]).toEqual(['l-1']);
+      await peer.query(`update jobs set state = 'dispatched', agent_id = 'peer' where id = 'l-0'`);
+      await peer.query('commit');
+      const rows = await Promise.all(['l-0', 'l-1', 'l-2'].map((id) => store.jobs.get(id)));
+      expect(rows.map((r) => [r!.state, r!.agent_id])).toEqual([
+        ['dispatched', 'peer'],
+        ['dispatched', 'mine'],
+        ['queued', null],
+      ]);
+    } finally {
+      await peer.end();
+      await db.close();
+    }
+  });
+});

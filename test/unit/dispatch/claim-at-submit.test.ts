@@ -6,13 +6,12 @@ import fc from 'fast-check';
 import { countingStatements } from '../../helpers/statement-count.js';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
-import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
 import { createStore, type Store } from '../../../src/store/index.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
+import { connectAgent } from '../../helpers/dispatcher-agent.js';
 import { wipeStore } from '../../helpers/manager-harness.js';
 
 let fresh: Awaited<ReturnType<typeof freshStore>>;
@@ -32,22 +31,7 @@ function setup(store: Store = fresh.store) {
   return d;
 }
 
-function connect(d: Dispatcher, id: string, labels = ['linux']) {
-  const messages: OrchestratorMessage[] = [];
-  const agent = newConnectedAgent({
-    id,
-    labels,
-    scaled: null,
-    nowMs: Date.now(),
-    send: (m) => void messages.push(m),
-    close: () => {},
-  });
-  d.registry.add(agent);
-  d.noteStaticToken(id, labels, null);
-  const assigned = () =>
-    messages.flatMap((m) => (m.type === 'job.assign' ? [(m as { job: { id: string } }).job.id] : []));
-  return { agent, messages, assigned };
-}
+const connect = connectAgent;
 
 const spec = (n: number, runsOn = ['linux']) =>
   runSpecSchema.parse({

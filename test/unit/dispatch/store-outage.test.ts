@@ -5,13 +5,12 @@
  */
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
-import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { retryWrite } from '../../../src/util/retry-write.js';
 import { freshStore } from '../../helpers/data-dir.js';
+import { connectAgent } from '../../helpers/dispatcher-agent.js';
 import { wipeStore } from '../../helpers/manager-harness.js';
 import { eventually } from '../../helpers/orchestrator.js';
 
@@ -42,20 +41,7 @@ function setup() {
   return d;
 }
 
-function connect(d: Dispatcher, id: string) {
-  const messages: OrchestratorMessage[] = [];
-  const agent = newConnectedAgent({
-    id,
-    labels: ['linux'],
-    scaled: null,
-    nowMs: Date.now(),
-    send: (m) => void messages.push(m),
-    close: () => {},
-  });
-  d.registry.add(agent);
-  d.noteStaticToken(id, ['linux'], null);
-  return { agent, messages };
-}
+const connect = connectAgent;
 
 const spec = runSpecSchema.parse({ jobs: { a: { runsOn: ['linux'], steps: [{ run: 'true' }] } } });
 

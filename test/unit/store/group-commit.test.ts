@@ -324,6 +324,23 @@ describe.each([
     expect((await store.logs.steps(done!)).map((s) => s.name)).toEqual(['build']);
   });
 
+  it('a riding claim with alternates takes the first still queued (one statement); the pipeline takes only the planned job', async () => {
+    const [done] = await dispatchedJobs(1);
+    const [q0, q1, q2, q3] = await queuedJobs(4);
+    expect(await store.jobs.claim(q0!, 'peer', T(1))).toBe(true);
+    expect(await store.jobs.claim(q1!, 'peer', T(1))).toBe(true);
+    const gc = mk(store.db, store, 10_000);
+    const fin = gc.finish(done!, 'succeeded', { exitCode: 0, reason: null }, T(4));
+    const claimed = await gc.claimWith([{ jobId: q0!, agentId: 'ag-x', alts: [q1!, q2!, q3!] }], T(5), 'i');
+    expect(await fin).toBe(true);
+    expect(gc.statements).toBe(1);
+    // On the embedded database there is one instance and no peer to lose a job to: no alternates.
+    const expected = pipeline === undefined ? [] : [q2];
+    expect([...claimed!.keys()]).toEqual(expected);
+    expect((await store.jobs.get(q2!))!.agent_id).toBe(pipeline === undefined ? null : 'ag-x');
+    expect((await store.jobs.get(q3!))!.state).toBe('queued');
+  });
+
   it('claims do not ride with nothing pending, on a batch touching their job, or with a batch in flight', async () => {
     const [a, b] = await dispatchedJobs(2);
     const [q] = await queuedJobs(1);
@@ -331,6 +348,8 @@ describe.each([
     expect(gc.claimWith([{ jobId: q!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
     const fin = gc.finish(a!, 'succeeded', { exitCode: 0, reason: null }, T(2));
     expect(gc.claimWith([{ jobId: a!, agentId: 'x' }], T(1), undefined)).toBeUndefined();
+    // Nor when one of its alternates is in the batch.
+    expect(gc.claimWith([{ jobId: q!, agentId: 'x', alts: [a!] }], T(1), undefined)).toBeUndefined();
     const flushing = gc.flush(); // in flight from here
     void gc.running(b!, 'ag', T(3));
     expect(gc.claimWith([{ jobId: q!, agentId: 'x' }], T(1), undefined)).toBeUndefined();

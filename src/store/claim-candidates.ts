@@ -1,0 +1,50 @@
+import { sql, type RawBuilder } from 'kysely';
+
+/**
+ * One agent's claim: the job planned for it, then, in a cluster, queued jobs it may take instead
+ * (in order) when a peer has taken the planned one. Within one statement no job is offered to two
+ * agents.
+ */
+export interface ClaimRequest {
+  jobId: string;
+  agentId: string;
+  alts?: readonly string[] | undefined;
+}
+
+/** A statement's candidates flattened: row i offers job `id[i]` to `agent[i]` at `rank[i]` (0: planned). */
+export interface Candidates {
+  id: string[];
+  agent: string[];
+  rank: number[];
+}
+
+/** Undefined when no claim offers an alternate (the plain form then serves). */
+export function candidatesOf(claims: readonly ClaimRequest[]): Candidates | undefined {
+  if (!claims.some((c) => c.alts?.length)) return undefined;
+  const out: Candidates = { id: [], agent: [], rank: [] };
+  for (const c of claims)
+    [c.jobId, ...(c.alts ?? [])].forEach((id, rank) => {
+      out.id.push(id);
+      out.agent.push(c.agentId);
+      out.rank.push(rank);
+    });
+  return out;
+}
+
+/**
+ * The rows a claim statement updates, as `v(id, agent)`. With candidates: for each agent the first
+ * of its jobs still queued. The candidates are locked as they are read and rows another statement
+ * holds are passed over, so two orchestrators reaching for the same head of the queue each take a
+ * job, instead of one of them losing its claim and paying a round trip and a pass to try again.
+ */
+export function claimSource(
+  claims: readonly ClaimRequest[],
+  c: Candidates | undefined = candidatesOf(claims),
+): RawBuilder<unknown> {
+  if (!c)
+    return sql`unnest(${claims.map((x) => x.jobId)}::text[], ${claims.map((x) => x.agentId)}::text[]) as v(id, agent)`;
+  return sql`(select distinct on (c.agent) c.id, c.agent from (
+      select v.id, v.agent, v.rank from unnest(${c.id}::text[], ${c.agent}::text[], ${c.rank}::int[]) as v(id, agent, rank)
+        join jobs q on q.id = v.id where q.state = 'queued' for update of q skip locked) c
+      order by c.agent, c.rank) as v(id, agent)`;
+}
