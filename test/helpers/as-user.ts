@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmod, chown, cp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { chmod, chown, cp, lchown, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { onPath } from '../../src/scaler/backends/bare-metal/host-probe.js';
 import { freePort } from './crash.js';
@@ -13,12 +13,17 @@ import { NODE, ORCH_BIN, eventually, type JobBody, type TestOrchestrator } from 
 /** No passwd entry needed: setpriv takes a bare uid. Outside the per-agent range (61000+). */
 export const ORCH_UID = 60_990;
 
+/**
+ * The tree under `dir` given to `uid`. A link is changed itself, never what it points at: a test's
+ * PATH links to the repository's node binary, and giving that away made every later sealed copy
+ * of Node another uid's.
+ */
 export async function chownTree(dir: string, uid: number): Promise<void> {
   await chown(dir, uid, uid);
   for (const e of await readdir(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) await chownTree(p, uid);
-    else await chown(p, uid, uid);
+    else await lchown(p, uid, uid);
   }
 }
 

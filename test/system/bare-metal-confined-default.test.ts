@@ -1,5 +1,5 @@
 import { type ChildProcess } from 'node:child_process';
-import { chmod, cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, cp, mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
 import { ORCH_UID, chownTree, startAs, startOrchestratorAs } from '../helpers/as-user.js';
@@ -168,7 +168,10 @@ describe('bare-metal jobs are confined by default', () => {
     await symlink(NODE, join(bin, 'node'));
     const cfg = join(base, 'scalers.yaml');
     await writeFile(cfg, JSON.stringify(config([{ labels: ['linux'], binaryPath: AGENT_BIN }])));
+    const nodeOwner = (await stat(NODE)).uid;
     await chownTree(base, ORCH_UID);
+    // The link in its PATH was given away, not the repository's node binary it points at.
+    expect((await stat(NODE)).uid).toBe(nodeOwner);
     const port = await freePort();
     const proc = await startAs(
       ORCH_UID,

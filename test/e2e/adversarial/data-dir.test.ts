@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmod, chown, lstat, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, lstat, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { chownTree } from '../../helpers/as-user.js';
 import { freshDataDir } from '../../helpers/data-dir.js';
 import {
   NODE,
@@ -92,15 +93,6 @@ async function stopServe(s: Serve): Promise<void> {
   await fetch(`${await s.url}/healthz`);
   s.child.kill('SIGTERM');
   expect((await withTimeout(s.exited, 60_000, 'serve did not stop', s)).code).toBe(0);
-}
-
-async function chownTree(dir: string, uid: number): Promise<void> {
-  await chown(dir, uid, uid);
-  for (const e of await readdir(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) await chownTree(p, uid);
-    else await chown(p, uid, uid);
-  }
 }
 
 async function loosePaths(dir: string): Promise<string[]> {

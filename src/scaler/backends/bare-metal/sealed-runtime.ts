@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, lstatSync, openSync, readSync, statSync } from 'node:fs';
-import { chmod, copyFile, lstat, mkdir, realpath, rename, rm, stat } from 'node:fs/promises';
+import { chmod, chown, copyFile, lstat, mkdir, realpath, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -66,6 +66,10 @@ export class SealedRuntime {
       // Unique, so two orchestrators making it at once never write the same file.
       const part = join(dir, `node.${process.pid}.${randomBytes(6).toString('hex')}.part`);
       await copyFile(real, part, constants.COPYFILE_FICLONE);
+      // Run as root, the copy keeps the source's owner (Node 24 copies it across). A copy owned by
+      // another uid is never taken as ours, so it would be made again on every cold start, and
+      // its owner could write to what every agent executes.
+      if ((await lstat(part)).uid !== uid) await chown(part, uid, process.getgid?.() ?? uid);
       await chmod(part, 0o111);
       await rename(part, file);
     }

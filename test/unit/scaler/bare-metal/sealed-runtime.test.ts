@@ -1,5 +1,14 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -31,6 +40,26 @@ describe.runIf(process.platform === 'linux')('the sealed Node copy for bare-meta
     expect(again).toBe(file);
     expect(statSync(again!).ino).toBe(statSync(file!).ino);
   });
+
+  // Root only: only root can give the source binary to another uid, and only root's copy keeps it.
+  it.runIf(process.getuid?.() === 0)(
+    'a source binary owned by another uid: the copy is still the orchestrator’s, made once and reused',
+    async () => {
+      const src = join(temp(), 'node');
+      copyFileSync(process.execPath, src);
+      chownSync(src, 64_998, 64_998);
+      const base = temp();
+      const rt = new SealedRuntime(() => {}, base);
+      const file = await rt.for(src);
+      expect(file).toBeDefined();
+      const made = statSync(file!);
+      expect([made.uid, made.gid, made.mode & 0o7777]).toEqual([0, process.getgid!(), 0o111]);
+      // Taken as its own from then on: the same file, in this process and after a restart.
+      expect(await rt.for(src)).toBe(file);
+      expect(await new SealedRuntime(() => {}, base).for(src)).toBe(file);
+      expect(statSync(file!).ino).toBe(made.ino);
+    },
+  );
 
   it('never uses a dir at its name that is not its own 0711 dir: agents then seal themselves', async () => {
     const base = temp();
