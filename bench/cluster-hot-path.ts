@@ -52,8 +52,12 @@ interface Server {
   child: ChildProcess;
 }
 
+/** Each server's data dir and token file, removed once every child has exited. */
+const made: string[] = [];
+
 async function startServer(dbUrl: string | undefined, id: string): Promise<Server> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-bench-'));
+  made.push(dir, `${dir}.admin-token`);
   const port = await freePort();
   const args = [
     join(ROOT, 'dist/cli/orchestrator.js'),
@@ -337,6 +341,7 @@ try {
       .map((c) => new Promise((r) => c.once('exit', r))),
   );
   await rm(MARKS, { force: true });
+  for (const p of made) await rm(p, { recursive: true, force: true });
   if (created.length) {
     const c = new pg.Client({ connectionString: process.env.KICI_TEST_DATABASE_URL });
     await c.connect();
