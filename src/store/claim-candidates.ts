@@ -33,9 +33,11 @@ export function candidatesOf(claims: readonly ClaimRequest[]): Candidates | unde
 
 /**
  * The rows a claim statement updates, as `v(id, agent)`. With candidates: for each agent the first
- * of its jobs still queued. The candidates are locked as they are read and rows another statement
- * holds are passed over, so two orchestrators reaching for the same head of the queue each take a
- * job, instead of one of them losing its claim and paying a round trip and a pass to try again.
+ * of its jobs queued in the statement's snapshot, so a job a peer took earlier costs no second
+ * statement. No row is locked in that read: a candidate another transaction holds is waited for by
+ * the update, which takes it only if it is still queued then. (Passing over held rows would let a
+ * planned job that is still queued be dropped from the instance's queue, say while a scale claim
+ * holds it; a job is only ever dropped once its committed state says a peer has it.)
  */
 export function claimSource(
   claims: readonly ClaimRequest[],
@@ -43,8 +45,8 @@ export function claimSource(
 ): RawBuilder<unknown> {
   if (!c)
     return sql`unnest(${claims.map((x) => x.jobId)}::text[], ${claims.map((x) => x.agentId)}::text[]) as v(id, agent)`;
-  return sql`(select distinct on (c.agent) c.id, c.agent from (
-      select v.id, v.agent, v.rank from unnest(${c.id}::text[], ${c.agent}::text[], ${c.rank}::int[]) as v(id, agent, rank)
-        join jobs q on q.id = v.id where q.state = 'queued' for update of q skip locked) c
-      order by c.agent, c.rank) as v(id, agent)`;
+  return sql`(select distinct on (v.agent) v.id, v.agent
+      from unnest(${c.id}::text[], ${c.agent}::text[], ${c.rank}::int[]) as v(id, agent, rank)
+      join jobs q on q.id = v.id where q.state = 'queued'
+      order by v.agent, v.rank) as v(id, agent)`;
 }

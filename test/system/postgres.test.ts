@@ -75,7 +75,7 @@ describe('orchestrator on external PostgreSQL', () => {
 });
 
 describe('claims racing on PostgreSQL', () => {
-  it('a planned job another transaction holds is passed over for the next candidate, without waiting', async () => {
+  it('a planned job another transaction holds but leaves queued is waited for and taken, not passed over', async () => {
     const url = await freshDatabaseUrl();
     const db = await openDatabase({ url });
     const store = createStore(db.db);
@@ -88,17 +88,27 @@ describe('claims racing on PostgreSQL', () => {
         ['l-0', 'l-1', 'l-2'].map((id) => ({ id, name: id, runsOn: ['x'], spec: {} })),
         now,
       );
-      // A peer's claim in flight: the row is locked until its transaction ends.
+      // A peer's scale claim in flight: the row is held, and stays queued.
       await peer.query('begin');
-      await peer.query(`select id from jobs where id = 'l-0' for update`);
-      const won = await store.jobs.claimMany([{ jobId: 'l-0', agentId: 'mine', alts: ['l-1', 'l-2'] }], now);
-      expect([...won.keys()]).toEqual(['l-1']);
-      await peer.query(`update jobs set state = 'dispatched', agent_id = 'peer' where id = 'l-0'`);
+      await peer.query(`update jobs set scale_owner = 'peer' where id = 'l-0'`);
+      const claim = store.jobs.claimMany([{ jobId: 'l-0', agentId: 'mine', alts: ['l-1', 'l-2'] }], now);
+      let settled = false;
+      void claim.finally(() => (settled = true));
+      // The claim's statement is waiting on the row before the peer lets go of it (a claim that
+      // passed over the row settles instead, and fails below).
+      while (!settled) {
+        const { rows } = await peer.query<{ n: string }>(
+          `select count(*) as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`,
+        );
+        if (Number(rows[0]!.n) > 0) break;
+      }
       await peer.query('commit');
+      expect([...(await claim).keys()]).toEqual(['l-0']);
       const rows = await Promise.all(['l-0', 'l-1', 'l-2'].map((id) => store.jobs.get(id)));
       expect(rows.map((r) => [r!.state, r!.agent_id])).toEqual([
-        ['dispatched', 'peer'],
         ['dispatched', 'mine'],
+        ['queued', null],
         ['queued', null],
       ]);
     } finally {
