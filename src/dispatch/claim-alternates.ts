@@ -76,7 +76,7 @@ export class ClaimAlternates {
       p.agent.takeInstead(p.job.id, alt.id);
       return { job: alt, agent: p.agent };
     });
-    this.deps.queue.addMany(back.filter((j) => !this.deps.queue.has(j.id)));
+    this.deps.queue.addMany(back); // a job already queued again (a re-read) is not added twice
     return out;
   }
 

@@ -40,11 +40,11 @@ export function candidatesOf(claims: readonly ClaimRequest[]): Candidates | unde
  * holds it; a job is only ever dropped once its committed state says a peer has it.)
  */
 export function claimSource(
-  claims: readonly ClaimRequest[],
-  c: Candidates | undefined = candidatesOf(claims),
+  jobIds: readonly string[],
+  agentIds: readonly string[],
+  c: Candidates | undefined,
 ): RawBuilder<unknown> {
-  if (!c)
-    return sql`unnest(${claims.map((x) => x.jobId)}::text[], ${claims.map((x) => x.agentId)}::text[]) as v(id, agent)`;
+  if (!c) return sql`unnest(${jobIds}::text[], ${agentIds}::text[]) as v(id, agent)`;
   return sql`(select distinct on (v.agent) v.id, v.agent
       from unnest(${c.id}::text[], ${c.agent}::text[], ${c.rank}::int[]) as v(id, agent, rank)
       join jobs q on q.id = v.id where q.state = 'queued'

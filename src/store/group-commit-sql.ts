@@ -155,10 +155,7 @@ export async function commitAsOneStatement(
     parts.push(sql`claims as (
       update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${c.at}::timestamptz,
         attempts = j.attempts + 1, owner_instance = coalesce(${c.owner}::text, j.owner_instance)
-      from ${claimSource(
-        c.jobId.map((jobId, i) => ({ jobId, agentId: c.agentId[i]! })),
-        c.candidates,
-      )}
+      from ${claimSource(c.jobId, c.agentId, c.candidates)}
       where j.id = v.id and j.state = 'queued'
       returning j.id, j.spec)`);
   const out: CommitOutcome = { settled: new Set(), claimed: new Map() };

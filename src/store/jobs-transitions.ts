@@ -4,7 +4,7 @@
  * and of two racing callers exactly one wins.
  */
 import { sql, type Kysely } from 'kysely';
-import { claimSource, type ClaimRequest } from './claim-candidates.js';
+import { candidatesOf, claimSource, type ClaimRequest } from './claim-candidates.js';
 import { OPEN } from './jobs-row.js';
 import type { Database, JobState } from './schema.js';
 
@@ -40,7 +40,11 @@ export async function claimMany(
   const res = await sql<{ id: string; spec: unknown }>`
     update jobs j set state = 'dispatched', agent_id = v.agent, dispatched_at = ${now.toISOString()}::timestamptz,
       attempts = j.attempts + 1, owner_instance = coalesce(${owner ?? null}::text, j.owner_instance)
-    from ${claimSource(claims)}
+    from ${claimSource(
+      claims.map((c) => c.jobId),
+      claims.map((c) => c.agentId),
+      candidatesOf(claims),
+    )}
     where j.id = v.id and j.state = 'queued'
     returning j.id, j.spec`.execute(db);
   return new Map(res.rows.map((r) => [r.id, r.spec]));
