@@ -6,26 +6,18 @@
  */
 import fc from 'fast-check';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ALTERNATES } from '../../../src/dispatch/claim-alternates.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { systemClock } from '../../../src/util/clock.js';
-import { freshStore } from '../../helpers/data-dir.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 import { connectAgent } from '../../helpers/dispatcher-agent.js';
 import { wipeStore } from '../../helpers/manager-harness.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => fresh.close());
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  vi.restoreAllMocks();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
+afterEach(() => vi.restoreAllMocks());
 
 /** An instance of a cluster whose passes wait until `go()`. */
 function instance(id: string | undefined) {

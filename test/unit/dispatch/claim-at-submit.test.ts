@@ -5,25 +5,17 @@
 import fc from 'fast-check';
 import { countingStatements } from '../../helpers/statement-count.js';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { createStore, type Store } from '../../../src/store/index.js';
 import { systemClock } from '../../../src/util/clock.js';
-import { freshStore } from '../../helpers/data-dir.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 import { connectAgent } from '../../helpers/dispatcher-agent.js';
 import { wipeStore } from '../../helpers/manager-harness.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => fresh.close());
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
 
 function setup(store: Store = fresh.store) {
   const d = new Dispatcher({ store, clock: systemClock, logger: pino({ level: 'silent' }) });

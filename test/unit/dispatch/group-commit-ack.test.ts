@@ -6,7 +6,7 @@
  */
 import type { KyselyPlugin } from 'kysely';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
@@ -14,20 +14,11 @@ import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
 import { routeMessage } from '../../../src/server/agent-routing.js';
 import { createStore, type Store } from '../../../src/store/index.js';
 import { systemClock } from '../../../src/util/clock.js';
-import { freshStore } from '../../helpers/data-dir.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 import { eventually } from '../../helpers/orchestrator.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => fresh.close());
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
 
 const broken = () => new Error('Connection terminated unexpectedly');
 

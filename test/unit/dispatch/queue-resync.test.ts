@@ -5,27 +5,16 @@
  * store, standing in for instances on one database.
  */
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { Metrics } from '../../../src/server/metrics.js';
 import type { NewJob } from '../../../src/store/jobs-repo.js';
 import { systemClock } from '../../../src/util/clock.js';
-import { freshStore } from '../../helpers/data-dir.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => {
-  await fresh.close();
-});
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
 
 /** An instance; `hold` keeps its passes from running (the re-read alone is under test). */
 function instance(id: string, hold = true): Dispatcher {

@@ -4,24 +4,15 @@
  */
 import type { KyselyPlugin } from 'kysely';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { createStore } from '../../../src/store/index.js';
 import { systemClock } from '../../../src/util/clock.js';
-import { freshStore } from '../../helpers/data-dir.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => fresh.close());
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
 
 /** A store view that counts the whole job rows (those with a spec) its statements return. */
 function counting() {

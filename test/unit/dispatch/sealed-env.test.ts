@@ -5,27 +5,18 @@
  */
 import type { Kysely } from 'kysely';
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newConnectedAgent } from '../../../src/dispatch/agent-registry.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { retryJob } from '../../../src/jobs/retry.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
 import { ManualClock } from '../../../src/util/clock.js';
-import { freshStore } from '../../helpers/data-dir.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 import { databaseText } from '../../helpers/db-text.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => fresh.close());
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
 
 const CODE = 'c0de'.repeat(16);
 const PAYLOAD = JSON.stringify({ agentId: 'scaler-event-1', claimCode: CODE });

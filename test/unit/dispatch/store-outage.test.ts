@@ -4,28 +4,17 @@
  * as a connection broken around a commit would look.
  */
 import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { retryWrite } from '../../../src/util/retry-write.js';
-import { freshStore } from '../../helpers/data-dir.js';
+import { storePerFile } from '../../helpers/store-per-file.js';
 import { connectAgent } from '../../helpers/dispatcher-agent.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
 import { eventually } from '../../helpers/orchestrator.js';
 
-let fresh: Awaited<ReturnType<typeof freshStore>>;
-beforeAll(async () => {
-  fresh = await freshStore();
-}, 60_000);
-afterAll(async () => {
-  await fresh.close();
-});
-const stops: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const s of stops.splice(0)) await s();
-  await wipeStore(fresh.store);
-});
+const fresh = storePerFile();
+const { stops } = fresh;
 
 const broken = () => new Error('Connection terminated unexpectedly');
 
