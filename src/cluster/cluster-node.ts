@@ -9,7 +9,7 @@ import { PgLeaderLease, SoleLeader, type LeaderLease } from './leader-lease.js';
 import { LeaderWork, type LeaderTask } from './leader-work.js';
 import type { PeerPart } from './cluster-view.js';
 import { InstancePresence, type PresenceFacts } from './presence.js';
-import { QueueSync } from './queue-sync.js';
+import { QueueSync, type CatchUp } from './queue-sync.js';
 import { BACKOFF_RESET_CHANNEL, BackoffResetFanout, type ApplyBackoffReset } from './backoff-resets.js';
 import { RELOAD_CHANNEL, ReloadFanout, type ReloadOutcome } from './reload-fanout.js';
 import { CANCEL_CHANNEL } from './remote-cancel.js';
@@ -32,8 +32,10 @@ export interface ClusterNodeOptions {
   reconnectGraceMs?: number;
   /** Re-read queued rows into this instance's queue (shared queue; PostgreSQL only). */
   resyncQueue?: (hint?: ResyncHint) => Promise<unknown>;
-  /** Carry out cancels peers asked of this instance's jobs (woken with the queue re-read). */
+  /** Carry out cancels peers asked of this instance's jobs (woken by their channel). */
   applyCancels?: () => Promise<unknown>;
+  /** Read the agent tokens again (a peer may have issued or revoked one): on every poll. */
+  refreshTokens?: () => Promise<unknown>;
   /** More leader-only work (retention, say), run beside the stale-instance sweep. */
   leaderTasks?: LeaderTask[];
   log: Logger;
@@ -53,7 +55,7 @@ export class ClusterNode {
   readonly queueSync: QueueSync | undefined;
   readonly reloads: ReloadFanout | undefined;
   readonly backoffResets: BackoffResetFanout | undefined;
-  /** What live peers can scale for, as of the last queue re-read. */
+  /** What live peers can scale for, as of the last poll (or the last judgement that needed it). */
   private peerSets: string[][] = [];
 
   constructor(private readonly opts: ClusterNodeOptions) {
@@ -112,25 +114,36 @@ export class ClusterNode {
             log,
           )
         : undefined;
-    // One instance on PGlite holds the whole queue already: nothing to share.
+    // One instance on PGlite holds the whole queue already: nothing to share. A queue wake-up
+    // re-reads the queue alone; the other catch-ups run when their own channel rings and on the poll.
+    const catchUps: CatchUp[] = [
+      ...(this.backoffResets
+        ? [{ channel: BACKOFF_RESET_CHANNEL, run: () => this.backoffResets!.catchUp(), first: true }]
+        : []),
+      { run: () => this.refreshPeerSets(), first: true },
+      ...(opts.refreshTokens ? [{ run: opts.refreshTokens, first: true }] : []),
+      ...(this.reloads ? [{ channel: RELOAD_CHANNEL, run: () => this.reloads!.catchUp() }] : []),
+      ...(opts.applyCancels ? [{ channel: CANCEL_CHANNEL, run: opts.applyCancels }] : []),
+    ];
     this.queueSync =
       opts.engine === 'postgres' && opts.resyncQueue
         ? new QueueSync({
             url: opts.databaseUrl,
-            resync: async (hint) => {
-              // First: a lifted backoff frees capacity the re-read below can use.
-              await this.backoffResets?.catchUp();
-              this.peerSets = await this.repo.peerScaleLabelSets(opts.instanceId);
-              await opts.resyncQueue!(hint);
-              await this.reloads?.catchUp();
-              await opts.applyCancels?.();
-            },
-            alsoListen: [RELOAD_CHANNEL, CANCEL_CHANNEL, BACKOFF_RESET_CHANNEL],
+            resync: opts.resyncQueue,
+            catchUps,
             pollMs: opts.heartbeatMs,
             log,
             clock: opts.clock,
           })
         : undefined;
+  }
+
+  /**
+   * Read again what live peers can scale for. The poll does it; so does a dispatch pass before it
+   * judges a job "no backend" (a peer that just started may provision for it).
+   */
+  async refreshPeerSets(): Promise<void> {
+    this.peerSets = await this.repo.peerScaleLabelSets(this.opts.instanceId);
   }
 
   /** Could a live peer's scaler provision an agent for these labels? (subset match) */

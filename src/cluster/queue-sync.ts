@@ -16,8 +16,13 @@ export interface QueueSyncOptions {
    * hint names, or everything when there is none.
    */
   resync: (hint?: ResyncHint) => Promise<unknown>;
-  /** More channels whose notifications wake the same re-read (reload requests). */
-  alsoListen?: string[];
+  /**
+   * Other catch-ups that share the connection and the coalescing: each runs when its channel
+   * rings, and all of them (those without a channel too) on a new connection and on every poll.
+   * A queue wake-up runs none of them. `first` ones run before the queue's re-read (a lifted
+   * backoff frees capacity the re-read can use), the rest after it.
+   */
+  catchUps?: readonly CatchUp[];
   /** Backstop: a full re-read this often even when no notification came. */
   pollMs: number;
   log: Logger;
@@ -47,10 +52,29 @@ export function wakeOf(payload: string | undefined): Wake {
 /** A reason to re-read: what changed, or 'full'. `{}` reads what was queued after the last row seen. */
 export type Wake = ResyncHint | 'full';
 
+export interface CatchUp {
+  /** The NOTIFY channel that asks for it; without one it runs only with all the others. */
+  channel?: string;
+  run: () => Promise<unknown>;
+  first?: boolean;
+}
+
+interface Pending {
+  /** A queue re-read is due; `full` re-reads every queued row, else only what the hints name. */
+  queue: boolean;
+  full: boolean;
+  fromSeq?: number;
+  ids: Set<string>;
+  /** Catch-ups whose channel rang, or 'all'. */
+  catchUps: Set<string> | 'all';
+}
+
+const nothingPending = (): Pending => ({ queue: false, full: false, ids: new Set(), catchUps: new Set() });
+
 export class QueueSync {
   private client: pg.Client | undefined;
   /** What the wake-ups since the last re-read asked for, merged. */
-  private pending: { full: boolean; fromSeq?: number; ids: Set<string> } = { full: false, ids: new Set() };
+  private pending: Pending = nothingPending();
   private poll: TimerHandle | undefined;
   private reconnect: TimerHandle | undefined;
   private running: Promise<void> | undefined;
@@ -66,20 +90,38 @@ export class QueueSync {
   start(): void {
     // Listening, a lost notification is only possible while the connection is down, and a new
     // connection re-reads everything: the poll then only looks after the last row it saw. Without
-    // a LISTEN connection the poll is all there is, and reads everything.
-    this.poll = every(this.clock, this.opts.pollMs, () => this.wake(this.opts.url ? {} : 'full'));
+    // a LISTEN connection the poll is all there is, and reads everything. Either way the poll runs
+    // every catch-up, which is also how changes that ring no channel (a peer's token) arrive.
+    this.poll = every(this.clock, this.opts.pollMs, () => this.wake(this.opts.url ? {} : 'full', 'all'));
     if (this.opts.url) void this.listen();
   }
 
-  /** Re-read now (coalesced): a full re-read unless told what changed. */
-  wake(what: Wake = 'full'): void {
-    if (this.stopped) return;
+  /**
+   * Re-read the queue now (coalesced): a full re-read unless told what changed. `catchUps` also
+   * runs the other catch-ups: 'all' of them, or the one of a channel that rang.
+   */
+  wake(what: Wake = 'full', catchUps?: 'all'): void {
     const p = this.pending;
+    p.queue = true;
     if (what === 'full') p.full = true;
     else {
       if (what.fromSeq !== undefined) p.fromSeq = Math.min(p.fromSeq ?? Infinity, what.fromSeq);
       for (const id of what.ids ?? []) p.ids.add(id);
     }
+    // A full re-read is a fresh start: nothing another channel said can be taken as known.
+    if (what === 'full' || catchUps === 'all') p.catchUps = 'all';
+    this.kick();
+  }
+
+  /** A channel other than the queue's rang: run its catch-up alone (coalesced). */
+  ring(channel: string): void {
+    const p = this.pending;
+    if (p.catchUps !== 'all') p.catchUps.add(channel);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.stopped) return;
     if (this.running) {
       this.again = true;
       return;
@@ -87,15 +129,32 @@ export class QueueSync {
     this.running = (async () => {
       do {
         this.again = false;
-        const { full, fromSeq, ids } = this.pending;
-        this.pending = { full: false, ids: new Set() };
-        await this.opts
-          .resync(full ? undefined : { fromSeq, ids: [...ids] })
-          .catch((err: unknown) =>
-            this.opts.log.warn({ err: errorMessage(err) }, 'could not re-read the shared queue'),
+        const p = this.pending;
+        this.pending = nothingPending();
+        // A queue wake-up alone (the hot path) starts its re-read without waiting a turn.
+        const others = p.catchUps === 'all' || p.catchUps.size > 0;
+        if (others) await this.catchUp(p, true);
+        if (p.queue)
+          await this.guard(
+            this.opts.resync(p.full ? undefined : { fromSeq: p.fromSeq, ids: [...p.ids] }),
+            'could not re-read the shared queue',
           );
+        if (others) await this.catchUp(p, false);
       } while (this.again && !this.stopped);
     })().finally(() => (this.running = undefined));
+  }
+
+  private async catchUp(p: Pending, first: boolean): Promise<void> {
+    for (const c of this.opts.catchUps ?? []) {
+      if (!!c.first !== first) continue;
+      if (p.catchUps === 'all' || (c.channel !== undefined && p.catchUps.has(c.channel)))
+        await this.guard(c.run(), `could not catch up with ${c.channel ?? 'the cluster'}`);
+    }
+  }
+
+  /** A failed re-read or catch-up is logged; the next wake-up or poll tries again. */
+  private guard(work: Promise<unknown>, what: string): Promise<unknown> {
+    return work.catch((err: unknown) => this.opts.log.warn({ err: errorMessage(err) }, what));
   }
 
   private async listen(): Promise<void> {
@@ -118,12 +177,14 @@ export class QueueSync {
     // A broken LISTEN connection must never be thrown (it would kill the process): reconnect.
     client.on('error', retry);
     client.on('end', retry);
-    client.on('notification', (n) => this.wake(n.channel === QUEUED_CHANNEL ? wakeOf(n.payload) : {}));
+    client.on('notification', (n) =>
+      n.channel === QUEUED_CHANNEL ? this.wake(wakeOf(n.payload)) : this.ring(n.channel),
+    );
     try {
       this.client = client;
       await client.connect();
       await client.query(`listen ${QUEUED_CHANNEL}`);
-      for (const channel of this.opts.alsoListen ?? []) await client.query(`listen ${channel}`);
+      for (const c of this.opts.catchUps ?? []) if (c.channel) await client.query(`listen ${c.channel}`);
       // Anything queued while we were not listening.
       this.wake();
     } catch (err) {

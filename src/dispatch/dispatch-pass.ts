@@ -30,6 +30,7 @@ export interface DispatchPassDeps {
   instanceId?: string | undefined;
   scaleClaim?: DispatcherOptions['scaleClaim'];
   peersCould?: DispatcherOptions['peersCould'];
+  refreshPeers?: DispatcherOptions['refreshPeers'];
   /** When the dispatcher started: old jobs get a moment for their agents to reconnect. */
   startedAtMs: number;
   /** The decision half of a reconcile (dispatch-plan.ts): groups in order, a decision for each. */
@@ -138,9 +139,12 @@ export class DispatchPass {
         const why = scaler
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
           : 'no scaler is configured and no agent token matches these labels';
-        // In a cluster a peer may have issued a token since we last read them: read again first.
-        if (this.deps.instanceId && left.some((j) => !this.someoneCould(j)))
+        // In a cluster a peer may have issued a token, or started with a scaler for these labels,
+        // since we last read them: read both again first.
+        if (this.deps.instanceId && left.some((j) => !this.someoneCould(j))) {
           await this.deps.refreshStaticScopes();
+          await this.deps.refreshPeers?.();
+        }
         for (const job of left) {
           if (this.someoneCould(job)) job.waiting = `waiting for a matching agent${hint}`;
           else await this.settleNoBackend(job, `${why}${hint}`);

@@ -28,6 +28,8 @@ export interface DispatcherOptions {
   instanceId?: string | undefined;
   /** Another orchestrator on the same database could provision for these labels. */
   peersCould?: ((runsOn: readonly string[]) => boolean) | undefined;
+  /** Read again what peers could provision for, before a job is judged "no backend". */
+  refreshPeers?: (() => Promise<void>) | undefined;
   /** Is this peer instance alive (clustering)? A sealed job whose holder is gone can never run. */
   peerAlive?: ((instanceId: string) => Promise<boolean>) | undefined;
   /** Group commit tick for the results; default 20 ms (marks wait up to 250 ms; see GroupCommit). */

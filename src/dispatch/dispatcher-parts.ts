@@ -126,6 +126,7 @@ export function assembleDispatcherParts(opts: DispatcherOptions, core: Dispatche
     instanceId: opts.instanceId,
     scaleClaim: opts.scaleClaim,
     peersCould: opts.peersCould,
+    refreshPeers: opts.refreshPeers,
     startedAtMs: opts.clock.now(),
     plan: core.plan,
     refreshStaticScopes: core.refreshStaticScopes,

@@ -98,8 +98,10 @@ export class StoreSync {
    */
   async resync(hint?: ResyncHint): Promise<number> {
     const d = this.d;
-    // Tokens made on another instance give their labels' jobs a reason to wait here too.
-    await d.refreshStaticScopes();
+    // Tokens made on another instance give their labels' jobs a reason to wait here too. A hinted
+    // re-read (a peer's submit) leaves that to the poll's catch-up and to the dispatch pass, which
+    // reads them again before it judges a job "no backend".
+    if (!hint) await d.refreshStaticScopes();
     const rows = hint ? await this.hinted(hint) : await this.everything();
     const toQueue: QueuedJob[] = [];
     for (const row of rows) {

@@ -70,6 +70,7 @@ export class ClusterWiring {
       instanceId,
       scaleClaim: (jobId: string) => claimForScaling(database.db, jobId, instanceId),
       peersCould: (runsOn: readonly string[]) => this.running?.peersCouldScale(runsOn) ?? false,
+      refreshPeers: async () => this.running?.refreshPeerSets(),
       // Unknown until the cluster node runs: counted alive, so nothing is failed too early.
       peerAlive: async (id: string) =>
         this.running ? (await this.running.repo.alivePeers(instanceId)).includes(id) : true,
@@ -99,6 +100,7 @@ export class ClusterWiring {
       },
       resyncQueue: (hint) => s.dispatcher.resyncQueued(hint),
       applyCancels: () => applyCancelRequests(this.cancelDeps(s.store, s.dispatcher)),
+      refreshTokens: () => s.dispatcher.refreshStaticScopes(),
       reconnectGraceMs: s.dispatcher.reconnectGraceMs,
       reloadLocal: s.reloadLocal,
       resetBackoffLocal: s.resetBackoffLocal,
