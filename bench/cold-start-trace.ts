@@ -135,7 +135,8 @@ try {
       .where('job_id', '=', id)
       .executeTakeFirst();
     marks["step's own clock"] = step!.started_at.getTime() - wall0;
-    while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+    while (orch.scaler!.entries().length || orch.scaler!.teardownsInFlight)
+      await new Promise((r) => setTimeout(r, 5));
     Object.assign(marks, await takeAgentMarks(performance.timeOrigin + t0));
     for (const [k, v] of Object.entries(marks)) (all[k] ??= []).push(v);
   }

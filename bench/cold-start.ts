@@ -132,8 +132,10 @@ async function ourRig(trustHost = false): Promise<Rig> {
           took = step.started_at.getTime() - wall0;
         else await new Promise((r) => setTimeout(r, 5));
       }
-      // Cold means cold: wait until the previous agent is gone.
-      while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 5));
+      // Cold means cold: wait until the previous agent is gone, its teardown (which goes on after its
+      // capacity is given back) included.
+      while (orch.scaler!.entries().length || orch.scaler!.teardownsInFlight)
+        await new Promise((r) => setTimeout(r, 5));
       return took;
     },
     async close() {

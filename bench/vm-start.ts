@@ -181,7 +181,8 @@ export async function benchVmStart(n = 3): Promise<BenchResult> {
         await new Promise((r) => setTimeout(r, 20));
       }
       // Let the VM go before the next raw boot, so the two never share the CPU.
-      while (orch.scaler!.entries().length) await new Promise((r) => setTimeout(r, 100));
+      while (orch.scaler!.entries().length || orch.scaler!.teardownsInFlight)
+        await new Promise((r) => setTimeout(r, 100));
     }
   } finally {
     await orch.stop();

@@ -54,6 +54,8 @@ export class ScalerManager
   readonly log: Logger;
   /** Lifecycle moves the table refused: each one is a bug, logged when it happens. */
   illegalTransitions = 0;
+  /** Teardowns under way: an agent's capacity is given back when one starts, its compute and records later. */
+  private readonly tearing = new Set<Promise<void>>();
 
   constructor(opts: ScalerManagerOptions) {
     super(opts);
@@ -121,7 +123,21 @@ export class ScalerManager
 
   /** Destroy compute (idempotent), drop every record of the agent, release its reservation. */
   teardown(m: ManagedEntry, reason: TeardownReason): Promise<void> {
-    return teardownAgent(this, m, reason);
+    const p = teardownAgent(this, m, reason);
+    this.tearing.add(p);
+    const done = () => void this.tearing.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  /** How many agents are being torn down: gone from the books, their compute or records not yet. */
+  get teardownsInFlight(): number {
+    return this.tearing.size;
+  }
+
+  /** The teardowns under way now (a stop waits for them within its grace). */
+  inFlightTeardowns(): Promise<void>[] {
+    return [...this.tearing];
   }
 
   /** Forget an agent in memory and give its capacity back (synchronously, so caps see it at once). */

@@ -14,6 +14,8 @@ export interface ShutdownHost {
   readonly log: Logger;
   readonly instanceId: string;
   teardown(m: ManagedEntry, reason: TeardownReason): Promise<void>;
+  /** Teardowns that began before the stop (an agent that left on its own, a reap). */
+  inFlightTeardowns(): Promise<void>[];
   noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
 }
 
@@ -34,7 +36,10 @@ export async function stopAgents(
     host.state.backends.get(m.scalerName)?.capabilities.lifetime === 'cluster';
   const going = [...host.state.agents.values()].filter((m) => !keep?.has(m.agentId) && !clusterOwned(m));
   for (const m of going) m.abort.abort(new Error('shutting down'));
-  const all = going.map((m) => host.teardown(m, reason));
+  // A teardown already under way is gone from the books but not yet from the host or the store: the
+  // stop waits for it too, so that its spawn record and token are deleted before the store closes
+  // rather than found again by the next start.
+  const all = [...host.inFlightTeardowns(), ...going.map((m) => host.teardown(m, reason))];
   // A backend's own shutdown stops every agent it tracks, so it only runs when none is kept.
   const backends = keep ? [] : [...host.state.backends.values()].map((b) => b.shutdownAll());
   let timer: NodeJS.Timeout | undefined;

@@ -170,6 +170,9 @@ export class RecordingBackend implements ScalerBackend {
   extraActive = 0;
   /** Resolve every spawn on the next microtask (for tests that do not care about spawn timing). */
   autoResolve = false;
+  /** Hold every destroy() until releaseDestroys() (a teardown that takes its time). */
+  holdDestroys = false;
+  private held: (() => void)[] = [];
   /** Called after destroy() removed compute the backend knew (the harness uses it to drop the agent's socket). */
   onDestroyed: ((agentId: string) => void) | undefined;
 
@@ -307,7 +310,12 @@ export class RecordingBackend implements ScalerBackend {
     if (known) this.host.remove(agentId);
     this.pending.get(agentId)?.reject(new Error('destroyed while spawning'));
     if (known) this.onDestroyed?.(agentId);
-    return Promise.resolve();
+    return this.holdDestroys ? new Promise<void>((r) => this.held.push(r)) : Promise.resolve();
+  }
+
+  /** Let every held destroy() finish. */
+  releaseDestroys(): void {
+    for (const r of this.held.splice(0)) r();
   }
 
   destroyedIds(): string[] {

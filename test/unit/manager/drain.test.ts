@@ -61,4 +61,32 @@ describe('drain and a stop that leaves agents', () => {
     expect((await h.store.tokens.check(tokenOfRunning, new Date(h.clock.now()))).ok).toBe(true);
     expect(await h.jobState(ids[0]!)).toBe('running');
   });
+
+  it('a stop waits for a teardown already under way: its spawn record and token are gone when it returns', async () => {
+    const h = await hs.make({ config });
+    const { ids } = await h.submit({ a: { runsOn: ['linux'] } });
+    const b = h.backend('alpha');
+    const agentId = b.spawns[0]!.agentId;
+    b.resolveSpawn(agentId);
+    await h.settle();
+    await h.registerAgent(agentId);
+    const token = spawnToken(b.requestFor(agentId)!);
+    b.holdDestroys = true;
+    // Its job done, the agent leaves: gone from the books at once, its compute still being destroyed.
+    await h.finishJob(agentId, ids[0]!);
+    const leaving = h.manager.onAgentDisconnected(agentId, 'job-complete');
+    await h.settle();
+    expect(h.manager.entries()).toEqual([]);
+    expect(h.manager.teardownsInFlight).toBe(1);
+    let stopped = false;
+    const stop = h.manager.shutdownAll(60_000).then(() => (stopped = true));
+    await h.settle();
+    expect(stopped).toBe(false);
+    b.releaseDestroys();
+    await stop;
+    await leaving;
+    expect(h.manager.teardownsInFlight).toBe(0);
+    expect(await h.spawnRows()).toEqual([]);
+    expect((await h.store.tokens.check(token, new Date(h.clock.now()))).ok).toBe(false);
+  });
 });
