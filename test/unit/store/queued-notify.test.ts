@@ -1,13 +1,16 @@
 /**
  * Hot path: the wake-up trigger on job updates (migration 010) fires for every update that leaves a
  * row queued (a requeue, a released scale claim), and not for claims and results, which no longer
- * pay for it. Real PGlite on a migrated data dir, listening on the channel.
+ * pay for it. Real PGlite on a migrated data dir, listening on the channel. The embedded store
+ * itself keeps these triggers disabled (one instance, nobody listening): here they are turned back
+ * on, as PostgreSQL runs them, and the last case checks that an opened embedded store has them off.
  */
 import { PGlite } from '@electric-sql/pglite';
+import { sql } from 'kysely';
 import { rm } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QUEUED_CHANNEL } from '../../../src/cluster/queue-sync.js';
-import { freshDataDir } from '../../helpers/data-dir.js';
+import { freshDataDir, memoryDatabase } from '../../helpers/data-dir.js';
 
 let pg: PGlite;
 let dir: string;
@@ -17,6 +20,7 @@ beforeAll(async () => {
   dir = await freshDataDir();
   pg = new PGlite(`${dir}/pg`);
   await pg.waitReady;
+  await pg.exec('alter table jobs enable trigger all');
   await pg.listen(QUEUED_CHANNEL, (payload) => {
     heard.push('queued');
     payloads.push(payload);
@@ -71,6 +75,21 @@ describe('queued wake-up trigger', () => {
     await pg.exec(`update jobs set state = 'dispatched', agent_id = 'x' where id = 'j-p2'`);
     await notifications(`update jobs set state = 'queued', agent_id = null where id = 'j-p2'`);
     expect(payloads).toEqual(['job:j-p2']);
+  });
+
+  it('an opened embedded store keeps the wake-up triggers disabled, and only those', async () => {
+    const opened = await memoryDatabase();
+    try {
+      const r = await sql<{ tgname: string; tgenabled: string }>`
+        select tgname, tgenabled from pg_trigger
+         where tgrelid = 'jobs'::regclass and not tgisinternal order by tgname`.execute(opened.db);
+      expect(r.rows).toEqual([
+        { tgname: 'jobs_notify_queued_insert', tgenabled: 'D' },
+        { tgname: 'jobs_notify_queued_update_row', tgenabled: 'D' },
+      ]);
+    } finally {
+      await opened.close();
+    }
   });
 
   it('the newest-first job list has an index to read from', async () => {
