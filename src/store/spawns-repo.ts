@@ -47,14 +47,7 @@ export class SpawnsRepo {
     reservation: { cpus: number; memBytes: number },
     token: Insertable<AgentTokensTable>,
   ): Promise<void> {
-    await this.db
-      .with('spawning', (db) => db.insertInto('scaler_spawning_agents').values(spawningValues(r)))
-      .with('times', (db) =>
-        db
-          .insertInto('scaler_spawn_times')
-          .values(spawnTimesValues(r))
-          .onConflict((oc) => oc.column('agent_id').doNothing()),
-      )
+    await withSpawnRow(this.db, r)
       .with('reserved', (db) =>
         db.insertInto('scaler_reservations').values(reservationValues(r, reservation)),
       )
@@ -170,17 +163,30 @@ const reservationValues = (
   reserved_at: r.spawnedAt,
 });
 
-/** The spawn row and its reservation, written together (inside the caller's transaction). */
+/**
+ * The spawn row and its decision time as the leading clauses of one statement: every way a spawn
+ * is recorded (with its token, or inside the cap lock's transaction) writes them alike, all or
+ * nothing with what the statement goes on to insert.
+ */
+function withSpawnRow(db: Kysely<Database>, r: SpawnRecord) {
+  return db
+    .with('spawning', (q) => q.insertInto('scaler_spawning_agents').values(spawningValues(r)))
+    .with('times', (q) =>
+      q
+        .insertInto('scaler_spawn_times')
+        .values(spawnTimesValues(r))
+        .onConflict((oc) => oc.column('agent_id').doNothing()),
+    );
+}
+
+/** The spawn row and its reservation, in one statement (inside the caller's transaction, if any). */
 export async function insertSpawnRows(
   trx: Kysely<Database>,
   r: SpawnRecord,
   reservation: { cpus: number; memBytes: number },
 ): Promise<void> {
-  await trx.insertInto('scaler_spawning_agents').values(spawningValues(r)).execute();
-  await trx
-    .insertInto('scaler_spawn_times')
-    .values(spawnTimesValues(r))
-    .onConflict((oc) => oc.column('agent_id').doNothing())
+  await withSpawnRow(trx, r)
+    .insertInto('scaler_reservations')
+    .values(reservationValues(r, reservation))
     .execute();
-  await trx.insertInto('scaler_reservations').values(reservationValues(r, reservation)).execute();
 }
