@@ -97,8 +97,8 @@ export class QueueSync {
   }
 
   /**
-   * Re-read the queue now (coalesced): a full re-read unless told what changed. `catchUps` also
-   * runs the other catch-ups: 'all' of them, or the one of a channel that rang.
+   * Re-read the queue now (coalesced): a full re-read unless told what changed. A full re-read, or
+   * `catchUps: 'all'` (the poll), also runs every other catch-up; a channel's own one is `ring`.
    */
   wake(what: Wake = 'full', catchUps?: 'all'): void {
     const p = this.pending;

@@ -34,7 +34,7 @@ export class SpawnsRepo {
   constructor(private readonly db: Kysely<Database>) {}
 
   async insertSpawn(r: SpawnRecord, reservation: { cpus: number; memBytes: number }): Promise<void> {
-    await this.db.transaction().execute((trx) => insertSpawnRows(trx, r, reservation));
+    await insertSpawnRows(this.db, r, reservation);
   }
 
   /**
@@ -181,11 +181,11 @@ function withSpawnRow(db: Kysely<Database>, r: SpawnRecord) {
 
 /** The spawn row and its reservation, in one statement (inside the caller's transaction, if any). */
 export async function insertSpawnRows(
-  trx: Kysely<Database>,
+  db: Kysely<Database>,
   r: SpawnRecord,
   reservation: { cpus: number; memBytes: number },
 ): Promise<void> {
-  await withSpawnRow(trx, r)
+  await withSpawnRow(db, r)
     .insertInto('scaler_reservations')
     .values(reservationValues(r, reservation))
     .execute();
