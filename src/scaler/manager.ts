@@ -12,7 +12,12 @@ import type { ReloadHost, RecoveryHost, SpawnHost, TeardownReason, WarmPoolHost 
 import type { ScalerHooks, ScalerManagerOptions } from './manager-options.js';
 import { ScalerManagerViews } from './manager-views.js';
 import { recoverAgents } from './recovery.js';
-import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
+import {
+  completeRegistration,
+  registerThroughStore,
+  type LaterWrite,
+  type RegistrationResult,
+} from './registration.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { decisionState, poolViewsFor, requestScaleFor, routeQuery } from './scale-request.js';
 import { stopAgents } from './shutdown.js';
@@ -187,9 +192,12 @@ export class ScalerManager
     return completeRegistration(this, agentId);
   }
 
-  /** Registration with the shared store's say (registration.ts): adopts event agents first. */
-  registerAgent(agentId: string): Promise<RegistrationResult | null> {
-    return registerThroughStore(this, agentId);
+  /**
+   * Registration with the shared store's say (registration.ts): adopts event agents first. `later`
+   * takes the spawn row's registered stamp, for the caller to issue once it delays nothing.
+   */
+  registerAgent(agentId: string, later?: LaterWrite): Promise<RegistrationResult | null> {
+    return registerThroughStore(this, agentId, later);
   }
 
   /** Read by `kici_orch_scaler_adoption_lookup_failures_total` on each scrape. */

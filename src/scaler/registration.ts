@@ -22,6 +22,15 @@ export interface RegistrationHost extends AgentLifecycle {
 
 export class RegistrationRefused extends Error {}
 
+/**
+ * Takes a write that records a registration but decides nothing on the way to the agent's first
+ * job, to issue it later (the session holds it until that job has started: held-bookkeeping.ts).
+ * Without one the write is issued at once.
+ */
+export type LaterWrite = (issue: () => void) => void;
+
+const atOnce: LaterWrite = (issue) => issue();
+
 export interface RegistrationResult {
   scalerName: string;
   boundJobId: string | undefined;
@@ -34,7 +43,11 @@ export interface RegistrationResult {
  * An agent presented a scaler id. Known → its gate and bound job. Unknown `scaler-` id → refused:
  * registering it as static would drop its gate.
  */
-export function completeRegistration(host: RegistrationHost, agentId: string): RegistrationResult | null {
+export function completeRegistration(
+  host: RegistrationHost,
+  agentId: string,
+  later: LaterWrite = atOnce,
+): RegistrationResult | null {
   const m = host.state.agents.get(agentId);
   if (!m) {
     if (agentId.startsWith('scaler-')) {
@@ -61,9 +74,14 @@ export function completeRegistration(host: RegistrationHost, agentId: string): R
         'scaler recovered: an agent registered',
       );
     }
-    host.opts.store.spawns
-      .markRegistered(agentId, new Date(host.opts.clock.now()))
-      .catch((e: unknown) => host.noteSwallowed('scaler.spawn-mark-registered', e, { agentId }));
+    // The stamp only tells a restart that the agent had registered (recovery.ts); the agent's job
+    // does not wait for it. On the embedded database it would run between the hello and the claim.
+    const at = new Date(host.opts.clock.now());
+    later(() => {
+      host.opts.store.spawns
+        .markRegistered(agentId, at)
+        .catch((e: unknown) => host.noteSwallowed('scaler.spawn-mark-registered', e, { agentId }));
+    });
   }
   return {
     scalerName: m.scalerName,
@@ -83,12 +101,13 @@ export function completeRegistration(host: RegistrationHost, agentId: string): R
 export async function registerThroughStore(
   host: RegistrationHost,
   agentId: string,
+  later: LaterWrite = atOnce,
 ): Promise<RegistrationResult | null> {
   const m = host.state.agents.get(agentId);
   if (!agentId.startsWith('scaler-') || (m && (m.type !== 'event' || m.phase === 'reserved')))
-    return completeRegistration(host, agentId);
+    return completeRegistration(host, agentId, later);
   // Already registered here (a replaced connection): the row is ours already.
-  if (m && !isPending(m.phase)) return completeRegistration(host, agentId);
+  if (m && !isPending(m.phase)) return completeRegistration(host, agentId, later);
   const out = await host.adoption.adopt(agentId);
   if (out.kind === 'refused') {
     host.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');
@@ -104,7 +123,7 @@ export async function registerThroughStore(
       },
       'adopted an event agent spawned by another orchestrator',
     );
-  if (out.configured) return completeRegistration(host, agentId);
+  if (out.configured) return completeRegistration(host, agentId, later);
   const bound = out.row.registeredBefore ? undefined : (out.row.boundJobId ?? undefined);
   return {
     scalerName: out.row.scalerName,

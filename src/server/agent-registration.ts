@@ -79,10 +79,13 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   if (!session.ok) return;
   let scaled: RegistrationResult | null = null;
   const scaler = deps.dispatcher.scaler;
+  // The scaler's registered stamp: issued with the session's own bookkeeping, after the job's claim.
+  const stamps: (() => void)[] = [];
+  const issueStamps = () => stamps.splice(0).forEach((issue) => issue());
   if (singleUse) {
     if (!scaler) return host.refuse('no-scaler', 'no scaler is configured here', { agentId });
     try {
-      scaled = await scaler.registerAgent(agentId);
+      scaled = await scaler.registerAgent(agentId, (issue) => stamps.push(issue));
     } catch (err) {
       if (!(err instanceof RegistrationRefused)) {
         host.log.error({ err: errorMessage(err), agentId }, 'scaler lookup failed');
@@ -96,6 +99,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   }
   const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
   const undo = async () => {
+    issueStamps();
     if (scaled) await scaler?.onAgentDisconnected(agentId);
     if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected');
   };
@@ -151,14 +155,15 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   });
   host.log.info({ agentId: agent.id, kind: agent.kind, labels: labels.length }, 'agent registered');
   const record = () =>
-    host.bookkeep(() =>
+    host.bookkeep(() => {
+      issueStamps();
       recordRegistered(host, agent, check.tokenId, {
         scalerName: scaled?.scalerName ?? null,
         hostname: msg.hostname ?? null,
         version: msg.version ?? null,
         now,
-      }),
-    );
+      });
+    });
   if (resume) return record();
   try {
     if (scaled?.boundJobId) await deps.dispatcher.dispatchBound(agent.id, scaled.boundJobId);
