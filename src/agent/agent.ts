@@ -99,6 +99,7 @@ export class Agent {
           new JobRunner({
             job: msg.job,
             send: (m) => this.link.send(m),
+            flush: () => this.link.flush(),
             workDir: this.cfg.workDir,
             keepWorkspace: this.cfg.keepWorkspace,
             insideJobImage: this.cfg.jobImage,

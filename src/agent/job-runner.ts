@@ -30,6 +30,11 @@ const BATCH_LINES = 200;
 export interface JobRunnerOptions {
   job: AssignedJob;
   send: (msg: AgentMessage) => void;
+  /**
+   * Lets the frames sent so far leave now rather than at the end of the turn (coalesce-writes.ts):
+   * called once a step's start is sent, before its shell is spawned, which blocks the event loop.
+   */
+  flush?: (() => void) | undefined;
   workDir?: string | undefined;
   keepWorkspace?: boolean;
   baseEnv?: NodeJS.ProcessEnv;
@@ -107,6 +112,8 @@ export class JobRunner {
         if (this.stopped) break;
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
+        // The start is stamped where it arrives: it must not wait behind the spawn below.
+        this.opts.flush?.();
         const started = performance.now();
         const oomBefore = await oom.kills();
         const ready = this.opts.shells?.take();

@@ -11,7 +11,7 @@ import {
 } from '../protocol/messages.js';
 import { parseOrchestratorMessage } from '../protocol/orchestrator-messages.js';
 import type { AgentConfig } from './config.js';
-import { coalesceWrites } from '../util/coalesce-writes.js';
+import { coalesceWrites, type HeldWrites } from '../util/coalesce-writes.js';
 import { hostLabels } from './host-labels.js';
 import { encodeFrames } from './frames.js';
 import type { AgentLog } from './agent-log.js';
@@ -47,7 +47,7 @@ export interface LinkHost {
 export class AgentLink {
   private ws: WebSocket | undefined;
   /** Holds this turn's frames back to send them in one write (see coalesceWrites). */
-  private hold: (() => void) | undefined;
+  private hold: HeldWrites | undefined;
   private isRegistered = false;
   /** This process's session secret (from its first register.ack): proves a reconnect is us. */
   private session: string | undefined;
@@ -152,6 +152,11 @@ export class AgentLink {
     if (msg.type === 'job.finished') this.unackedResult = msg;
     if (this.isRegistered && this.ws?.readyState === WebSocket.OPEN) this.sendNow(msg);
     else if (this.outbox.length < OUTBOX_LIMIT || msg.type !== 'log') this.outbox.push(msg);
+  }
+
+  /** What was sent in this turn leaves now, not at its end. */
+  flush(): void {
+    this.hold?.flush();
   }
 
   /** Sends on an open connection, registered or not; with none, the message is dropped. */

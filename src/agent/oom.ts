@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 /**
@@ -15,11 +14,13 @@ export interface OomProbe {
 }
 
 export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgroup'): OomProbe {
-  // A process does not change memory cgroup on its own: where to look is worked out once.
-  let where: Promise<{ dir: string; v: 1 | 2 }[]> | undefined;
+  // A process does not change memory cgroup on its own: where to look is worked out once, and at
+  // once (a file the kernel generates in memory): on a fresh agent the first job's first step
+  // would otherwise wait for a trip through the thread pool.
+  let where: { dir: string; v: 1 | 2 }[] | undefined;
   const dirs = () => (where ??= locate());
-  const locate = async (): Promise<{ dir: string; v: 1 | 2 }[]> => {
-    const lines = (await readFile(selfCgroup, 'utf8').catch(() => '')).split('\n');
+  const locate = (): { dir: string; v: 1 | 2 }[] => {
+    const lines = (readNow(selfCgroup) ?? '').split('\n');
     const out: { dir: string; v: 1 | 2 }[] = [];
     for (const line of lines) {
       const [, ctrls, path] = /^\d+:([^:]*):(.*)$/.exec(line) ?? [];
@@ -31,8 +32,8 @@ export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgrou
     }
     return out;
   };
-  const firstNumber = async (file: (d: { dir: string; v: 1 | 2 }) => string, re: RegExp) => {
-    for (const d of await dirs()) {
+  const firstNumber = (file: (d: { dir: string; v: 1 | 2 }) => string, re: RegExp) => {
+    for (const d of dirs()) {
       // A controller file that is missing (no such controller, or the group is gone) holds no OOM
       // evidence. Read at once: a cgroup file is generated in memory, and this read sits between a
       // step's start message and its process.
@@ -44,17 +45,19 @@ export function oomProbe(root = '/sys/fs/cgroup', selfCgroup = '/proc/self/cgrou
   };
   return {
     kills: () =>
-      firstNumber(
-        (d) => join(d.dir, d.v === 1 ? 'memory.oom_control' : 'memory.events'),
-        /^oom_kill (\d+)$/m,
+      Promise.resolve(
+        firstNumber(
+          (d) => join(d.dir, d.v === 1 ? 'memory.oom_control' : 'memory.events'),
+          /^oom_kill (\d+)$/m,
+        ),
       ),
-    async limit() {
-      const n = await firstNumber(
+    limit() {
+      const n = firstNumber(
         (d) => join(d.dir, d.v === 1 ? 'memory.limit_in_bytes' : 'memory.max'),
         /^(\d+)\s*$/,
       );
       // v1 reports "no limit" as a huge page-aligned number.
-      return n !== undefined && n < 2 ** 62 ? n : undefined;
+      return Promise.resolve(n !== undefined && n < 2 ** 62 ? n : undefined);
     },
   };
 }

@@ -37,6 +37,20 @@ describe('agent OOM probe', () => {
     expect(await p.limit()).toBe(96 * 2 ** 20);
   });
 
+  it("answers within the turn, even its first read: a fresh agent's first step does not wait on the thread pool", async () => {
+    const root = await tree({
+      'self-cgroup': '0::/kici/a3\n',
+      'cg/kici/a3/memory.events': 'oom 0\noom_kill 2\n',
+    });
+    const p = oomProbe(join(root, 'cg'), join(root, 'self-cgroup'));
+    let kills: number | undefined;
+    const read = p.kills().then((n) => (kills = n));
+    // A read through the thread pool settles on a later turn of the event loop, never in microtasks.
+    for (let i = 0; i < 3; i++) await Promise.resolve();
+    expect(kills).toBe(2);
+    await read;
+  });
+
   it('v2: reads memory.events and memory.max; "max" and the v1 no-limit value mean no limit', async () => {
     const root = await tree({
       'self-cgroup': '0::/kici/a2\n',
