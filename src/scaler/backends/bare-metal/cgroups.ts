@@ -1,4 +1,5 @@
 import { access, mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
 import { join } from 'node:path';
 import type { EffectiveLimits } from '../../types.js';
 import type { CgroupDriver } from './cgroup-driver.js';
@@ -114,11 +115,17 @@ class CgroupV1 implements CgroupDriver {
     if (limits?.memBytes) {
       await writeFile(join(this.dir('memory', agentId), 'memory.limit_in_bytes'), String(limits.memBytes));
       // Without this the group could swap past its limit where swap accounting is on; where it is
-      // off the file does not exist, and there is no swap to bound.
+      // off the file does not exist, and there is no swap to bound. Only that absence is let pass
+      // (opened without creating it): a refused write means the limit would not hold.
       await writeFile(
         join(this.dir('memory', agentId), 'memory.memsw.limit_in_bytes'),
         String(limits.memBytes),
-      ).catch(() => {});
+        {
+          flag: constants.O_WRONLY | constants.O_TRUNC,
+        },
+      ).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
     }
     if (limits?.cpus) {
       const cpu = this.dir('cpu', agentId);
