@@ -1,3 +1,6 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { MAX_FRAME_BYTES } from '../../../src/agent/frames.js';
@@ -15,6 +18,38 @@ async function runJob(run: string): Promise<{ result: string; msgs: AgentMessage
 }
 
 describe('job output', () => {
+  it("each step's start is let go before its shell is spawned (the server stamps it on arrival)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kici-flush-'));
+    try {
+      const msgs: AgentMessage[] = [];
+      const flushes: { last: AgentMessage | undefined; stepRan: boolean[] }[] = [];
+      const ran = (i: number) => existsSync(join(dir, `step-${i}`));
+      const runner = new JobRunner({
+        job: {
+          id: 'job-f',
+          runId: 'run-1',
+          name: 'unit',
+          env: {},
+          steps: [0, 1].map((i) => ({ name: `s${i}`, run: `touch ${join(dir, `step-${i}`)}` })),
+        },
+        send: (m) => msgs.push(m),
+        flush: () => flushes.push({ last: msgs.at(-1), stepRan: [ran(0), ran(1)] }),
+      });
+      expect(await runner.run()).toBe('succeeded');
+      expect(flushes.map((f) => f.last)).toEqual([
+        { type: 'step.started', jobId: 'job-f', idx: 0, name: 's0' },
+        { type: 'step.started', jobId: 'job-f', idx: 1, name: 's1' },
+      ]);
+      // Each flush came before its own step ran (and after the one before it).
+      expect(flushes.map((f) => f.stepRan)).toEqual([
+        [false, false],
+        [true, false],
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('control characters: every log frame stays under the limit, and nothing is lost', async () => {
     const { result, msgs } = await runJob("head -c 3000000 /dev/zero | tr '\\0' '\\1'");
     expect(result).toBe('succeeded');
