@@ -32,7 +32,7 @@ export interface JobRunnerOptions {
   send: (msg: AgentMessage) => void;
   /**
    * Lets the frames sent so far leave now rather than at the end of the turn (coalesce-writes.ts):
-   * called once a step's start is sent, before its shell is spawned, which blocks the event loop.
+   * called once a step's start is sent, when its shell is about to be spawned.
    */
   flush?: (() => void) | undefined;
   workDir?: string | undefined;
@@ -112,11 +112,13 @@ export class JobRunner {
         if (this.stopped) break;
         const step = job.steps[idx]!;
         send({ type: 'step.started', jobId: job.id, idx, name: step.name });
-        // The start is stamped where it arrives: it must not wait behind the spawn below.
-        this.opts.flush?.();
         const started = performance.now();
         const oomBefore = await oom.kills();
         const ready = this.opts.shells?.take();
+        // The start is stamped where it arrives: it must not wait behind a spawn, which blocks the
+        // event loop. A waiting shell takes the step in a write to its pipe: the start then leaves
+        // with the turn's other frames, after the step is under way.
+        if (!ready) this.opts.flush?.();
         // A shell started ahead brings the counters read before it (readyMark).
         const counters = this.firstPid || ready ? undefined : markCounters();
         this.current = runStep({

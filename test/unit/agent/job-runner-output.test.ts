@@ -18,7 +18,7 @@ async function runJob(run: string): Promise<{ result: string; msgs: AgentMessage
 }
 
 describe('job output', () => {
-  it("each step's start is let go before its shell is spawned (the server stamps it on arrival)", async () => {
+  it("each step's start is let go before its shell is spawned (the server stamps it on arrival), with no shell started ahead", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'kici-flush-'));
     try {
       const msgs: AgentMessage[] = [];
