@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
-import { candidatesOf, type ClaimRequest } from './claim-candidates.js';
+import { BatchDeadline } from './batch-deadline.js';
+import type { ClaimRequest } from './claim-candidates.js';
+import { claimRows, emptyBatch, isEmpty, isSimple, type ResultRide } from './group-commit-batch.js';
 import { writeInOrder, writeOneByOne } from './group-commit-ordered.js';
 import { commitAsPipeline } from './group-commit-pipeline.js';
 import type { JobsRepo } from './jobs-repo.js';
@@ -17,23 +19,7 @@ import {
 import type { Database, JobState } from './schema.js';
 
 export type { FinishFields } from './group-commit-sql.js';
-
-const emptyBatch = (): Batch => ({ running: new Map(), steps: new Map(), finishes: new Map(), noops: [] });
-
-/**
- * Claims that a batch carrying results takes along, chosen when the batch goes out (see
- * `GroupCommit.rideOnResults`): the agents those results free get their next jobs in the same
- * statement, so a job's result and the next job's claim cost one commit.
- */
-export interface ResultRide {
-  claims: ClaimRequest[];
-  at: Date;
-  owner: string | undefined;
-  /** The statement committed: these claims won (job → spec); the others lost. */
-  claimed(won: Map<string, unknown>): void;
-  /** The statement failed: the claims' outcome is unknown, and the results are retried one by one. */
-  failed(err: unknown): void;
-}
+export type { ResultRide } from './group-commit-batch.js';
 
 /**
  * Group commit for the per-job writes of the hot path ("running", step rows, the result): the
@@ -58,9 +44,8 @@ export interface ResultRide {
  */
 export class GroupCommit {
   private batch = emptyBatch();
-  private timer: { cancel(): void } | undefined;
-  /** When the pending batch goes out at the latest (performance.now() time). */
-  private dueAt = Infinity;
+  /** When the pending batch goes out at the latest. */
+  private readonly deadline = new BatchDeadline(() => this.flushDue());
   private rider: ((finished: string[]) => ResultRide | undefined) | undefined;
   /** On the embedded database a batch goes as a pipeline of small statements (known after the first). */
   private pipelined: boolean | undefined;
@@ -144,7 +129,7 @@ export class GroupCommit {
 
   /** Write what is pending now; resolves once it (and every batch before it) is committed or failed. */
   flush(): Promise<void> {
-    this.cancelTimer();
+    this.deadline.cancel();
     const batch = this.batch;
     this.batch = emptyBatch();
     if (!isEmpty(batch)) this.enqueue(() => this.write(batch));
@@ -153,7 +138,7 @@ export class GroupCommit {
 
   /** A deadline passed: write what is due, and keep the marks still waiting for their results. */
   private flushDue(): void {
-    this.cancelTimer();
+    this.deadline.cancel();
     const batch = this.takeDue();
     if (!isEmpty(batch)) this.enqueue(() => this.write(batch));
   }
@@ -175,7 +160,7 @@ export class GroupCommit {
       ...[...rest.running.values()].map((r) => r.due),
       ...[...rest.steps.values()].map((st) => st.due),
     );
-    if (Number.isFinite(next)) this.arm(next);
+    if (Number.isFinite(next)) this.deadline.arm(next);
     return out;
   }
 
@@ -198,11 +183,11 @@ export class GroupCommit {
   ): Promise<Map<string, unknown>> | undefined {
     const all = this.batch;
     // Only results (and what is due with them) are worth a ride: held marks wait for their own.
-    if (this.inFlight || !all.finishes.size || !this.simple(all)) return undefined;
+    if (this.inFlight || !all.finishes.size || !isSimple(all)) return undefined;
     const ids = new Set(claims.flatMap((c) => [c.jobId, ...(c.alts ?? [])]));
     if ([...all.finishes.keys()].some((id) => ids.has(id))) return undefined;
     if ([...all.running.values(), ...all.steps.values()].some((x) => ids.has(x.jobId))) return undefined;
-    this.cancelTimer();
+    this.deadline.cancel();
     const b = this.takeDue();
     const rows = claimRows({ claims, at, owner });
     return new Promise((resolve, reject) =>
@@ -239,32 +224,8 @@ export class GroupCommit {
   /** Every write joins the pending batch, which goes out by the earliest deadline of its writes. */
   private add<T>(withinMs: number, put: (w: Waiter<T>) => void): Promise<T> {
     const p = new Promise<T>((resolve, reject) => put({ resolve, reject }));
-    this.arm(performance.now() + withinMs);
+    this.deadline.arm(performance.now() + withinMs);
     return p;
-  }
-
-  /** Make sure a flush of what is due runs by `due` (performance.now() time). */
-  private arm(due: number): void {
-    if (this.timer && this.dueAt <= due) return;
-    this.cancelTimer();
-    this.dueAt = due;
-    const go = () => this.flushDue();
-    const withinMs = due - performance.now();
-    if (withinMs <= 0) {
-      // Not unref'd: an unref'd immediate can wait in the poll phase for unrelated I/O or a timer.
-      const h = setImmediate(go);
-      this.timer = { cancel: () => clearImmediate(h) };
-    } else {
-      // Rounded up: a timer is kept in whole milliseconds of the loop's clock, so 59.9 would be 59.
-      const h = setTimeout(go, Math.ceil(withinMs)).unref();
-      this.timer = { cancel: () => clearTimeout(h) };
-    }
-  }
-
-  private cancelTimer(): void {
-    this.timer?.cancel();
-    this.timer = undefined;
-    this.dueAt = Infinity;
   }
 
   /** One batch (and any claims riding on it) as one atomic write: a pipeline, or one statement. */
@@ -279,7 +240,7 @@ export class GroupCommit {
     // A failed look (no connection) leaves it unknown: the write below meets the same error and
     // takes its own fallback, and the next batch asks again.
     this.pipelined ??= await isPipelined(this.db as Kysely<unknown>).catch(() => undefined);
-    if (!this.pipelined && !this.simple(b)) {
+    if (!this.pipelined && !isSimple(b)) {
       let settled: Set<string>;
       try {
         settled = await this.db
@@ -327,33 +288,4 @@ export class GroupCommit {
     for (const w of b.noops) w.resolve();
     for (const f of b.finishes.values()) for (const w of f.waiters) w.resolve(settled.has(f.jobId));
   }
-
-  /**
-   * The usual batch: no step both ended before and started within the tick, and at most one
-   * "running" mark per job. Its parts then touch disjoint rows and fit one statement; anything
-   * else takes the ordered transaction below.
-   */
-  private simple(b: Batch): boolean {
-    for (const s of b.steps.values()) if (s.endBefore && s.start) return false;
-    const jobs = new Set<string>();
-    for (const r of b.running.values()) {
-      if (jobs.has(r.jobId)) return false;
-      jobs.add(r.jobId);
-    }
-    return true;
-  }
-}
-
-function isEmpty(b: Batch): boolean {
-  return !b.running.size && !b.steps.size && !b.finishes.size && !b.noops.length;
-}
-
-function claimRows(r: Pick<ResultRide, 'claims' | 'at' | 'owner'>): ClaimRows {
-  return {
-    jobId: r.claims.map((c) => c.jobId),
-    agentId: r.claims.map((c) => c.agentId),
-    candidates: candidatesOf(r.claims),
-    at: r.at.toISOString(),
-    owner: r.owner ?? null,
-  };
 }
