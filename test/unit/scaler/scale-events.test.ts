@@ -2,7 +2,7 @@
 import { createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { provisioningRun } from '../../../src/scaler/events/router.js';
+import { provisioningRun } from '../../../src/scaler/events/provisioning-run.js';
 import { DEFAULT_WEBHOOK_RETRY, retryDelayMs, signWebhook } from '../../../src/scaler/events/webhook.js';
 
 describe('webhook retry delay', () => {
