@@ -86,8 +86,13 @@ export async function rawRig(
   };
 }
 
-/** Our orchestrator with one bare-metal label set: submit → the first step's own clock. */
-async function ourRig(trustHost = false): Promise<Rig> {
+/**
+ * Our orchestrator with one bare-metal label set: submit → the server's stamp of the first step's
+ * start (the agent sends it just before it spawns the step's shell). Beside it, in `own`, submit →
+ * the step's own clock (`date +%s%N`, run by that shell, read back from the job's log): the same
+ * start with the shell's spawn and its fork and exec of `date` in it.
+ */
+async function ourRig(trustHost = false): Promise<Rig & { own: number[] }> {
   const dir = await mkdtemp(join(tmpdir(), 'kici-bench-'));
   const cfg = join(dir, 'scalers.yaml');
   await writeFile(
@@ -108,13 +113,19 @@ async function ourRig(trustHost = false): Promise<Rig> {
     settled.add(jobId);
     waiters.get(jobId)?.();
   });
+  const own: number[] = [];
+  const auth = { authorization: `Bearer ${orch.adminToken}` };
   return {
+    own,
     async once() {
       const wall0 = Date.now();
+      const wallExact = performance.timeOrigin + performance.now();
       const res = await fetch(`${orch.url}/api/v1/runs`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } } }),
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'date +%s%N' }] } },
+        }),
       });
       const { jobs } = (await res.json()) as { jobs: { id: string }[] };
       const id = jobs[0]!.id;
@@ -132,6 +143,12 @@ async function ourRig(trustHost = false): Promise<Rig> {
           took = step.started_at.getTime() - wall0;
         else await new Promise((r) => setTimeout(r, 5));
       }
+      const logs = (await (await fetch(`${orch.url}/api/v1/jobs/${id}/logs`, { headers: auth })).json()) as {
+        lines: { line: string }[];
+      };
+      const ns = logs.lines.map((l) => l.line.trim()).find((l) => /^\d{16,}$/.test(l));
+      if (ns === undefined) throw new Error(`job ${id} printed no clock reading`);
+      own.push(Number(BigInt(ns) / 1000n) / 1000 - wallExact);
       // Cold means cold: wait until the previous agent is gone, its teardown (which goes on after its
       // capacity is given back) included.
       while (orch.scaler!.entries().length || orch.scaler!.teardownsInFlight)
@@ -176,8 +193,11 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
   });
   const rigs: Rig[] = [];
   let raw: number[], floor: number[], ours: number[], host: number[];
+  let own: number[];
   try {
-    rigs.push(await rawRig('raw'), await ourRig(), await ourRig(true));
+    const confined = await ourRig();
+    own = confined.own;
+    rigs.push(await rawRig('raw'), confined, await ourRig(true));
     if (floorLaunch) rigs.push(await rawRig('floor', floorLaunch));
     [raw, ours, host, floor = []] = (await interleaved(rigs, n)) as [number[], number[], number[], number[]?];
   } finally {
@@ -206,6 +226,7 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
     pass: ratio <= 1.15,
     detail:
       `ours median ${fmt(median(ours))} ms (p95 ${fmt(percentile(ours, 95))}), raw agent start+connect median ${fmt(median(raw))} ms (p95 ${fmt(percentile(raw, 95))}), n=${n}; ` +
+      `to the step's own clock (date in the step: its shell's spawn and date's fork and exec included) median ${fmt(median(own))} ms, ${x(own, raw)} × raw; ` +
       (floorLaunch
         ? `floor of a confined start (${floorLaunch.mode}, by hand, no orchestrator) median ${fmt(median(floor))} ms (p95 ${fmt(percentile(floor, 95))}), ${x(floor, raw)} × raw; ` +
           `confined ${x(ours, floor)} × its floor; `
