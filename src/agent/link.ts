@@ -36,6 +36,8 @@ export interface LinkHost {
   refused(): void;
   /** The orchestrator stayed unreachable for longer than the agent may wait (reconnectTimeoutMs). */
   unreachable(): void;
+  /** The registration is on its way; the orchestrator's answer takes a few milliseconds. */
+  registerSent?(): void;
 }
 
 /**
@@ -196,6 +198,7 @@ export class AgentLink {
       ...this.host.jobs(),
       ...(this.session ? { session: this.session } : {}),
     });
+    this.host.registerSent?.();
   }
 
   private listen(ws: WebSocket): void {
