@@ -50,12 +50,8 @@ export class Agent {
   ) {
     this.exited = new Promise((resolve) => (this.finish = resolve));
     this.deadMan = deadMan;
-    this.shells = new ReadyShells(
-      cfg.readyShell,
-      undefined,
-      (why) =>
-        this.log('info', `step shells are not started ahead on this host (${why}); each step is spawned`),
-      cfg.readyShellChecked,
+    this.shells = new ReadyShells(cfg.readyShell, undefined, (why) =>
+      this.log('info', `step shells are not started ahead on this host (${why}); each step is spawned`),
     );
     this.link = new AgentLink(cfg, version, {
       log,
@@ -65,7 +61,6 @@ export class Agent {
       left: () => this.departure.left(),
       refused: () => this.departure.refused(),
       unreachable: () => this.departure.unreachable(),
-      registerSent: () => this.registerSent(),
     });
     this.departure = new Departure(this.link, {
       log,
@@ -130,18 +125,6 @@ export class Agent {
           this.departure.leave();
         return;
     }
-  }
-
-  /**
-   * A scaler agent's job comes right after its registration is answered. With the host's shell
-   * checked already, the first step's shell is started in those milliseconds, the registration
-   * having left first, instead of being spawned once the job is here.
-   */
-  private registerSent(): void {
-    if (!this.cfg.readyShellChecked || !this.cfg.scalerManaged || this.runner || this.departure.stopping)
-      return;
-    this.link.flush();
-    this.shells.prepare();
   }
 
   /** The agent's dead-man switch, started again if it is gone (someone killed it). */

@@ -22,12 +22,6 @@ export interface AgentConfig {
   jobImage: boolean;
   /** KICI_READY_SHELL=0 turns off starting step shells ahead (ready-shell.ts); on by default. */
   readyShell: boolean;
-  /**
-   * KICI_READY_SHELL=checked: whoever started this agent has checked the host's shell already
-   * (ready-shell-probe.ts; a bare-metal scaler does, once per host), so a scaler agent starts its
-   * first step's shell while its registration is answered, not after its job has come.
-   */
-  readyShellChecked: boolean;
   /** KICI_CA_FILE: the CA certificates (PEM) that wss:// is verified against instead of the system's. */
   ca?: Buffer | undefined;
 }
@@ -94,7 +88,6 @@ export function readAgentConfig(env: NodeJS.ProcessEnv = process.env): AgentConf
     keepWorkspace: env.KICI_KEEP_WORKSPACE === '1',
     jobImage: env.KICI_JOB_IMAGE_AGENT === '1',
     readyShell: env.KICI_READY_SHELL !== '0',
-    readyShellChecked: env.KICI_READY_SHELL === 'checked',
     ca: env.KICI_CA_FILE ? readCa(env.KICI_CA_FILE) : undefined,
   };
 }

@@ -36,8 +36,6 @@ export interface LinkHost {
   refused(): void;
   /** The orchestrator stayed unreachable for longer than the agent may wait (reconnectTimeoutMs). */
   unreachable(): void;
-  /** The registration is on its way; the orchestrator's answer takes a few milliseconds. */
-  registerSent?(): void;
 }
 
 /**
@@ -198,7 +196,6 @@ export class AgentLink {
       ...this.host.jobs(),
       ...(this.session ? { session: this.session } : {}),
     });
-    this.host.registerSent?.();
   }
 
   private listen(ws: WebSocket): void {

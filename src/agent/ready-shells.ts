@@ -18,11 +18,7 @@ export class ReadyShells {
     private readonly enabled = true,
     private readonly check: () => Promise<string | undefined> = () => readyShellMismatch(),
     private readonly onUnusable: (why: string) => void = () => undefined,
-    /** The host's shell was checked by whoever started this agent: no check of its own. */
-    checkedAhead = false,
-  ) {
-    if (checkedAhead) this.verdict = 'usable';
-  }
+  ) {}
 
   /** Read-only: whether this host's shell passed the check (undefined until it ran). */
   get usable(): boolean | undefined {

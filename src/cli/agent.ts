@@ -58,8 +58,7 @@ async function main(): Promise<number> {
         '  KICI_CA_FILE           PEM CA certificates that wss:// is verified against (default: the system CAs)\n\n' +
         '  KICI_LOG_FORMAT        json (default) or text\n' +
         '  KICI_AGENT_SEAL=off    do not make the agent non-dumpable (lets same-uid debuggers, and steps, read its memory)\n' +
-        "  KICI_READY_SHELL=0     do not start the next step's shell ahead while idle (docs/step-runner.md)\n" +
-        "  KICI_READY_SHELL=checked  the host's shell was checked by the orchestrator: start the first step's shell while registering\n\n" +
+        "  KICI_READY_SHELL=0     do not start the next step's shell ahead while idle (docs/step-runner.md)\n\n" +
         'Options: --log-format json|text; --version prints the version; --help prints this.\n\n' +
         'Signals: SIGTERM finishes the current job, then exits; a second SIGTERM or SIGINT cancels it.\n',
     );

@@ -10,7 +10,6 @@ import { readFileSync } from 'node:fs';
 import { afterEach, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { AGENT_BIN, NODE, alive, eventually } from '../helpers/orchestrator.js';
-import { childrenOf } from '../helpers/processes.js';
 
 const kids: { pid?: number | undefined; kill(sig?: NodeJS.Signals): boolean }[] = [];
 const servers: WebSocketServer[] = [];
@@ -18,6 +17,20 @@ afterEach(() => {
   for (const c of kids.splice(0)) if (c.pid && alive(c.pid)) c.kill('SIGKILL');
   for (const s of servers.splice(0)) s.close();
 });
+
+/** Each child of `pid` with its argv, read from /proc. */
+function childrenOf(pid: number): { pid: number; argv: string[] }[] {
+  const ids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  return ids.flatMap((c) => {
+    try {
+      return [
+        { pid: Number(c), argv: readFileSync(`/proc/${c}/cmdline`, 'utf8').split('\0').filter(Boolean) },
+      ];
+    } catch {
+      return []; // gone meanwhile
+    }
+  });
+}
 
 /** Gone, or a zombie nobody has reaped yet: either way it runs no more. */
 function ended(pid: number): boolean {

@@ -150,23 +150,6 @@ describe('a step handed to a ready shell is the process a direct spawn makes', (
     expect(told).toEqual(['it adds _']);
   });
 
-  it('checked ahead by whoever started the agent: a shell is started at once, without a check of its own', () => {
-    let checks = 0;
-    const shells = new ReadyShells(
-      true,
-      () => (checks++, Promise.resolve(undefined)),
-      () => undefined,
-      true,
-    );
-    expect(shells.usable).toBe(true);
-    shells.prepare();
-    const shell = shells.take();
-    expect(shell?.usable).toBe(true);
-    expect(checks).toBe(0);
-    shell!.discard();
-    shells.close();
-  });
-
   it('a ready shell nobody takes leaves when discarded, and one taken is not handed out again', async () => {
     const shells = await readyShells();
     const shell = shells.take()!;

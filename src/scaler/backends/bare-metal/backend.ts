@@ -25,7 +25,6 @@ import type { HostFacts } from './confinement.js';
 import { modeIn, planConfinement, type ConfinementPlan } from './confinement-plan.js';
 import { probeHostFacts } from './host-probe.js';
 import { SealedRuntime } from './sealed-runtime.js';
-import { hostShellCheck } from './host-shell.js';
 import type { BareMetalBackendOptions } from './options.js';
 import { ProcessAgents, type ProcessParts } from './process-agents.js';
 import { announceLimits, announcedPlan, confinementView, limitsView } from './policy-report.js';
@@ -65,7 +64,6 @@ export class BareMetalScalerBackend implements ScalerBackend {
   /** Agents on the host that this backend does not hold: adopted, reaped, swept and listed there. */
   private readonly recovery: AgentRecovery;
   private readonly spawnHost: SpawnHost;
-  private readonly shellCheck: { passed(): boolean };
 
   constructor(private readonly opts: BareMetalBackendOptions) {
     this.name = opts.entry.name;
@@ -73,8 +71,6 @@ export class BareMetalScalerBackend implements ScalerBackend {
     this.log = opts.logger.child({ component: 'bare-metal-backend', scaler: this.name });
     this.users = opts.users ?? new AgentUserPool();
     this.hostFacts = opts.hostFacts ?? probeHostFacts(this.hostEnv);
-    this.shellCheck = opts.shellCheck ?? hostShellCheck();
-    this.shellCheck.passed(); // started now, so that the first agents already hear its verdict
     this.plan = announcedPlan(this.log, opts.entry, this.hostFacts, this.hostEnv);
     for (const w of constructionWarnings(opts.entry, this.plan)) this.log.warn(w);
     this.limits = opts.limits ?? limitsFromOptions(opts.entry.enforceCgroups === true, opts.cgroups);
@@ -103,7 +99,6 @@ export class BareMetalScalerBackend implements ScalerBackend {
       activeCount: () => this.getActiveCount(),
       binaryPathFor: (ls) => this.binaryPathFor(ls),
       launchDeps: () => this.launchDeps,
-      readyShellChecked: () => this.shellCheck.passed(),
     };
   }
 

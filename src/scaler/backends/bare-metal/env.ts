@@ -78,8 +78,6 @@ export function buildAgentEnv(
   hostEnv: NodeJS.ProcessEnv,
   labelSet: LabelSetConfig,
   id: AgentIdentityEnv,
-  /** The host's shell passed the ready-shell check (host-shell.ts): the agent is told so. */
-  readyShellChecked = false,
 ): { env: Record<string, string>; trusted: boolean } {
   const forwarded = forwardedAgentEnv(hostEnv);
   const trusted = labelSet.env?.KICI_TRUSTED_ENV === 'true' || forwarded.KICI_TRUSTED_ENV === 'true';
@@ -103,8 +101,6 @@ export function buildAgentEnv(
   if (labelSet.image) env.KICI_RUNTIME_IMAGE = labelSet.image;
   if (labelSet.backpressureMode) env.KICI_BACKPRESSURE_MODE = labelSet.backpressureMode;
   Object.assign(env, labelSet.env ?? {});
-  // A label set (or the forwarded environment) that sets it keeps its own word.
-  if (readyShellChecked && env.KICI_READY_SHELL === undefined) env.KICI_READY_SHELL = 'checked';
   // A label set's env may not put a token back where every job could read it.
   delete env.KICI_AGENT_TOKEN;
   env.KICI_AGENT_TOKEN_FD = String(TOKEN_FD);

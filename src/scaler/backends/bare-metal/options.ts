@@ -28,8 +28,6 @@ export interface BareMetalBackendOptions {
   jobImage?: JobImageAgents | undefined;
   /** What the host allows for confining jobs (probed when absent). */
   hostFacts?: HostFacts;
-  /** Whether the host's shell passed the ready-shell check (the process's shared check when absent). */
-  shellCheck?: { passed(): boolean } | undefined;
   /** Files no job may read (admin token, TLS key): hidden in the sandbox. */
   secretFiles?: readonly string[];
   /** Starts agent processes outside the orchestrator (see spawner/); this backend closes it at shutdown. */

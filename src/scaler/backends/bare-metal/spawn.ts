@@ -29,8 +29,6 @@ export interface SpawnHost extends ProcessParts {
   binaryPathFor(ls: LabelSetConfig): string | undefined;
   /** What launching the agent process needs, as of this spawn. */
   launchDeps(): LaunchDeps;
-  /** The host's shell passed the ready-shell check (host-shell.ts): the agent need not run it. */
-  readyShellChecked(): boolean;
 }
 
 export async function spawnAgent(host: SpawnHost, req: SpawnContext): Promise<ManagedAgent> {
@@ -55,12 +53,11 @@ export async function spawnAgent(host: SpawnHost, req: SpawnContext): Promise<Ma
   };
   host.processes.hold(req.agentId, tracked);
   req.onEvent('scaler.provisioning', 'spawning agent process');
-  const { env, trusted } = buildAgentEnv(
-    host.hostEnv(),
-    ls,
-    { orchestratorUrl: req.orchestratorUrl, agentId: req.agentId, fullLabels: req.fullLabels },
-    host.readyShellChecked(),
-  );
+  const { env, trusted } = buildAgentEnv(host.hostEnv(), ls, {
+    orchestratorUrl: req.orchestratorUrl,
+    agentId: req.agentId,
+    fullLabels: req.fullLabels,
+  });
   if (trusted) host.log.warn({ agentId: req.agentId }, 'agent started with the trusted environment profile');
 
   let child: AgentChild;

@@ -40,14 +40,6 @@ const HOST = {
 };
 
 describe('bare-metal env profiles', () => {
-  it("the host shell's verdict: told when it passed, never over a label set's own setting", () => {
-    expect(buildAgentEnv(HOST, set(), id, true).env.KICI_READY_SHELL).toBe('checked');
-    expect(buildAgentEnv(HOST, set(), id, false).env).not.toHaveProperty('KICI_READY_SHELL');
-    expect(buildAgentEnv(HOST, set(), id).env).not.toHaveProperty('KICI_READY_SHELL');
-    const off = set({ env: { KICI_READY_SHELL: '0' } } as Partial<LabelSetConfig>);
-    expect(buildAgentEnv(HOST, off, id, true).env.KICI_READY_SHELL).toBe('0');
-  });
-
   it('default profile: only allowlisted host variables cross over', () => {
     const { env, trusted } = buildAgentEnv(HOST, set(), id);
     expect(trusted).toBe(false);
