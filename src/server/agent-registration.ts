@@ -97,7 +97,15 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
       return;
     }
   }
-  const adopted = await adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null);
+  // The scaler has counted the agent as registered: if a read or write below throws (the session's
+  // caller closes the connection and the agent retries), the stamp still goes, so a restart sees
+  // what the scaler saw.
+  const stamping = <T>(p: Promise<T>) =>
+    p.catch((err: unknown) => {
+      issueStamps();
+      throw err;
+    });
+  const adopted = await stamping(adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null));
   const undo = async () => {
     issueStamps();
     if (scaled) await scaler?.onAgentDisconnected(agentId);
@@ -107,7 +115,12 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   let secret: string | undefined;
   if (!session.decision.resume) {
     secret = newSessionSecret();
-    const opened = await deps.store.sessions.open(agentId, hashSecret(secret), session.decision.replacing);
+    // A bound agent's claim follows at once, and its synced commit carries the session's too.
+    const opened = await stamping(
+      deps.store.sessions.open(agentId, hashSecret(secret), session.decision.replacing, {
+        syncedByNext: scaled?.boundJobId !== undefined,
+      }),
+    );
     if (!opened || !host.port.isOpen()) {
       // The agent never learns this secret: it must be able to open a session again.
       if (opened) await deps.store.sessions.forget(agentId, hashSecret(secret));

@@ -46,6 +46,8 @@ export interface OpenDatabaseOptions {
   memoryFrom?: Blob | undefined;
   /** Sync each commit to stable storage (`KICI_DATA_SYNC`, default `on`); the embedded store only. */
   dataSync?: DataSync | undefined;
+  /** The call that makes a file's writes durable (fdatasync by default); tests record it. */
+  fileSync?: ((fd: number) => void) | undefined;
 }
 
 /** Open the store and bring its schema up to date. */
@@ -65,7 +67,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   try {
     pglite = new PGlite(pgDir, { startParams: startParamsFor(PGlite.defaultStartParams, sync) });
     await pglite.waitReady;
-    if (sync === 'on') installFileSync(pglite.Module as unknown as NodeFileLayer);
+    if (sync === 'on') installFileSync(pglite.Module as unknown as NodeFileLayer, opts.fileSync);
   } catch (err) {
     // PGlite's own message ("failed to initialize properly") names neither the path nor the cause.
     throw new UserError(

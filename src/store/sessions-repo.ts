@@ -41,14 +41,24 @@ export class SessionsRepo {
    * (null for an agent's first): the write happens only if that is still the stored one, so two
    * registrations racing for one agent id cannot both win.
    */
-  async open(agentId: string, secretHash: string, replacing: string | null): Promise<boolean> {
+  async open(
+    agentId: string,
+    secretHash: string,
+    replacing: string | null,
+    opts: { syncedByNext?: boolean } = {},
+  ): Promise<boolean> {
     if (replacing === null) {
-      const res = await this.db
-        .insertInto('agent_sessions')
-        .values({ agent_id: agentId, secret_hash: secretHash })
-        .onConflict((oc) => oc.column('agent_id').doNothing())
-        .executeTakeFirst();
-      return (res.numInsertedOrUpdatedRows ?? 0n) > 0n;
+      // `syncedByNext`: the caller issues a synced commit right after this one (the bound job's
+      // claim), and that commit's flush of the log carries this one too, so this commit does not
+      // wait for its own. What a crash in between could lose is a session whose agent then holds a
+      // secret the store forgot: it registers as new (decideSession), with no job handed to it yet.
+      const relax = opts.syncedByNext
+        ? sql`set_config('synchronous_commit', 'off', true) is not null`
+        : sql`true`;
+      const res = await sql`insert into agent_sessions (agent_id, secret_hash)
+        select ${agentId}, ${secretHash} where ${relax}
+        on conflict (agent_id) do nothing`.execute(this.db);
+      return (res.numAffectedRows ?? 0n) > 0n;
     }
     const res = await this.db
       .updateTable('agent_sessions')

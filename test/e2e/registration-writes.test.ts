@@ -4,33 +4,50 @@
  * row, the token's last use) must not be issued ahead of the bound job's claim. Recorded at the
  * store (a Kysely plugin compiling each statement as it is sent), on the real server and agent.
  */
-import type { KyselyPlugin } from 'kysely';
+import { fdatasyncSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import type { KyselyPlugin, QueryId } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { OpenedDatabase } from '../../src/store/open.js';
-import { memoryDatabase } from '../helpers/data-dir.js';
+import { openDatabase, type OpenedDatabase } from '../../src/store/open.js';
+import { freshDataDir, memoryDatabase } from '../helpers/data-dir.js';
 import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
 
 let t: TestOrchestrator | undefined;
 let opened: OpenedDatabase | undefined;
+let dir: string | undefined;
 afterEach(async () => {
   await t?.stop();
   await opened?.close();
-  t = opened = undefined;
+  if (dir) await rm(dir, { recursive: true, force: true });
+  t = opened = dir = undefined;
 });
 
-/** The database, with every statement's SQL text appended to `sent` in the order it is issued. */
-function recording(db: OpenedDatabase): { database: OpenedDatabase; sent: string[] } {
+/**
+ * The database, with every statement's SQL text appended to `sent` in the order it is issued;
+ * given `done`, each statement's answer is appended there as `done: <SQL>` when it comes back.
+ */
+function recording(db: OpenedDatabase, done?: string[]): { database: OpenedDatabase; sent: string[] } {
   const sent: string[] = [];
+  const texts = new WeakMap<QueryId, string>();
   const executor = db.db.getExecutor();
   const plugin: KyselyPlugin = {
     transformQuery: (args) => {
-      sent.push(executor.compileQuery(args.node, args.queryId).sql.replace(/\s+/g, ' ').trim());
+      const text = executor.compileQuery(args.node, args.queryId).sql.replace(/\s+/g, ' ').trim();
+      sent.push(text);
+      texts.set(args.queryId, text);
+      done?.push(text);
       return args.node;
     },
-    transformResult: async (args) => args.result,
+    transformResult: async (args) => {
+      done?.push(`done: ${texts.get(args.queryId)}`);
+      return args.result;
+    },
   };
   return { database: { ...db, db: db.db.withPlugin(plugin) }, sent };
 }
+
+const SESSION_INSERT = /^insert into "?agent_sessions"?/;
+const CLAIM = /^update "jobs" set "state" = \$1, "agent_id"/;
 
 describe("a scaled agent's registration writes", () => {
   it("issues the agents row and the token's last use after the bound job's claim, not before", async () => {
@@ -46,9 +63,7 @@ describe("a scaled agent's registration writes", () => {
     const first = (re: RegExp) => sent.findIndex((s) => re.test(s));
     // The token and the agent's session: one read.
     const check = first(/^select "t"\.\*, .* from "agent_tokens" as "t" left join "agent_sessions" as "s"/);
-    const claim = sent.findIndex(
-      (s, i) => i > check && /^update "jobs" set "state" = \$1, "agent_id"/.test(s),
-    );
+    const claim = sent.findIndex((s, i) => i > check && CLAIM.test(s));
     const agentsRow = first(/^insert into "agents"/);
     const stamp = first(/^update "agent_tokens" set "last_used_at"/);
     for (const [what, at] of Object.entries({ check, claim, agentsRow, stamp }))
@@ -60,7 +75,7 @@ describe("a scaled agent's registration writes", () => {
       .slice(check + 1, claim)
       .filter((s) => /^(insert|update|delete|with)\b/.test(s) && !s.includes('job_log_chunks'));
     expect(writes).toHaveLength(1);
-    expect(writes[0]).toMatch(/^insert into "agent_sessions"/);
+    expect(writes[0]).toMatch(SESSION_INSERT);
     // The spawn row's registered stamp (one statement for both of its tables) tells a restart the
     // agent had registered; nothing on the way to the job reads it.
     const registeredStamp = first(
@@ -88,5 +103,69 @@ describe("a scaled agent's registration writes", () => {
     expect(registeredStamp).toBeGreaterThan(claim);
     expect(agentsRow).toBeGreaterThan(claim);
     expect(stamp).toBeGreaterThan(claim);
+  });
+
+  it("lets the bound job's synced claim carry the session's commit to disk", async () => {
+    // On disk with each commit synced, every sync recorded among the statements and their answers.
+    dir = await freshDataDir();
+    const events: string[] = [];
+    const fileSync = (fd: number) => {
+      events.push('SYNC');
+      fdatasyncSync(fd);
+    };
+    opened = await openDatabase({ dataDir: dir, dataSync: 'on', fileSync });
+    const { database } = recording(opened, events);
+    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), database });
+    const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
+    });
+    expect((await t.waitForJob(body.jobs[0]!.id)).state).toBe('succeeded');
+    const at = (re: RegExp, from = 0) => events.findIndex((e, i) => i >= from && re.test(e));
+    const session = at(SESSION_INSERT);
+    const sessionDone = at(/^done: insert into "?agent_sessions"?/, session);
+    const claim = at(CLAIM, session);
+    const claimDone = at(/^done: update "jobs" set "state" = \$1, "agent_id"/, claim);
+    for (const [what, i] of Object.entries({ session, sessionDone, claim, claimDone }))
+      expect(i, `${what} not seen`).toBeGreaterThanOrEqual(0);
+    // The session's commit returns without a sync of its own. The claim's comes back only once the
+    // log up to it, the session's commit included, is on disk: before the job is sent.
+    expect(events.slice(session, sessionDone).filter((e) => e === 'SYNC')).toEqual([]);
+    expect(events.slice(claim, claimDone)).toContain('SYNC');
+    // Every other commit on the way keeps its own sync: the submit's, before its answer.
+    const submit = at(/^insert into jobs /);
+    expect(events.slice(submit, at(/^done: insert into jobs /, submit))).toContain('SYNC');
+  });
+
+  it("still stamps the spawn row when the session's write fails and the agent registers again", async () => {
+    opened = await memoryDatabase();
+    const { database, sent } = recording(opened);
+    // The first session write fails in the store, as a dropped connection to it would.
+    let failed = 0;
+    const executor = database.db.getExecutor();
+    const failOnce: KyselyPlugin = {
+      transformQuery: (args) => {
+        if (!failed && SESSION_INSERT.test(executor.compileQuery(args.node, args.queryId).sql)) {
+          failed++;
+          throw new Error('store unavailable (injected)');
+        }
+        return args.node;
+      },
+      transformResult: async (args) => args.result,
+    };
+    t = await startTestOrchestrator({
+      config: bareMetalConfig({ maxAgents: 1 }),
+      database: { ...database, db: database.db.withPlugin(failOnce) },
+    });
+    const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+      jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
+    });
+    expect((await t.waitForJob(body.jobs[0]!.id)).state).toBe('succeeded');
+    expect(failed).toBe(1);
+    // The agent came back and was let in (its session opened the second time).
+    expect(sent.filter((s) => SESSION_INSERT.test(s))).toHaveLength(2);
+    // The scaler counted it registered at the first attempt; the stamp that tells a restart so went.
+    expect(
+      sent.filter((s) => /^with "spawning" as \(update "scaler_spawning_agents" set "registered_at"/.test(s)),
+    ).toHaveLength(1);
   });
 });

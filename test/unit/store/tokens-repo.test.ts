@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashSecret, type Store } from '../../../src/store/index.js';
 import { freshStore } from '../../helpers/data-dir.js';
@@ -147,6 +148,33 @@ describe('TokensRepo.checkWithSession', () => {
     expect(expired).toEqual({ check: { ok: false, reason: 'token expired' }, session: undefined });
     const unknown = await store.tokens.checkWithSession(`${minted.token}x`, T0);
     expect(unknown).toEqual({ check: { ok: false, reason: 'unknown token' }, session: undefined });
+  });
+});
+
+describe('SessionsRepo.open', () => {
+  it.each([false, true])(
+    'lets only the first open of an agent win (sync deferred to the next commit: %s)',
+    async (syncedByNext) => {
+      const agentId = uid('agent');
+      expect(await store.sessions.open(agentId, 'first', null, { syncedByNext })).toBe(true);
+      expect(await store.sessions.open(agentId, 'second', null, { syncedByNext })).toBe(false);
+      const rows = await store.db
+        .selectFrom('agent_sessions')
+        .selectAll()
+        .where('agent_id', '=', agentId)
+        .execute();
+      expect(rows.map((r) => r.secret_hash)).toEqual(['first']);
+    },
+  );
+
+  it('defers the sync of that one commit only: the next statement commits synced again', async () => {
+    const show = async () =>
+      (await sql<{ synchronous_commit: string }>`show synchronous_commit`.execute(store.db)).rows[0]!
+        .synchronous_commit;
+    const before = await show();
+    expect(before).toBe('on');
+    expect(await store.sessions.open(uid('agent'), 'h', null, { syncedByNext: true })).toBe(true);
+    expect(await show()).toBe(before);
   });
 });
 
