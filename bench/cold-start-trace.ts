@@ -24,11 +24,12 @@ import { AgentSession } from '../dist/server/agent-session.js';
 import { median } from './stats.ts';
 import { benchEntry, confinedLaunch } from './cold-start-floor.ts';
 import { rawRig } from './cold-start.ts';
+import { submitClient } from './submit-client.ts';
 
 const AGENT = join(resolve(import.meta.dirname, '..'), 'dist/cli/agent.js');
-let t0 = 0;
+// Marks are taken on this process's clock and made relative to the submit's send once it is known.
 let marks: Record<string, number> = {};
-const mark = (hop: string) => (marks[hop] ??= performance.now() - t0);
+const mark = (hop: string) => (marks[hop] ??= performance.now());
 
 /** Marks `before` when the method is called and `after` when its promise settles. */
 function wrap(proto: object, method: string, before: string | undefined, after: string): void {
@@ -116,31 +117,39 @@ orch.events.on('agent.registered', () => mark('registration accepted'));
 orch.events.on('job.started', () => mark('job assigned (job.started)'));
 const all: Record<string, number[]> = {};
 const settled = new Map<string, () => void>();
-orch.events.on('job.settled', ({ jobId }) => settled.get(jobId)?.());
+const done = new Set<string>();
+orch.events.on('job.settled', ({ jobId }) => {
+  done.add(jobId);
+  settled.get(jobId)?.();
+});
+// The submits come from a process of their own, as a CI front end's would (submitter.ts).
+const client = await submitClient();
 try {
   for (let i = 0; i < n; i++) {
     marks = {};
-    t0 = performance.now();
-    const wall0 = Date.now();
-    const res = await fetch(`${orch.url}/api/v1/runs`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } } }),
-    });
-    const id = ((await res.json()) as { jobs: { id: string }[] }).jobs[0]!.id;
-    await new Promise<void>((r) => settled.set(id, r));
+    const res = await client.post(
+      `${orch.url}/api/v1/runs`,
+      { authorization: `Bearer ${orch.adminToken}`, 'content-type': 'application/json' },
+      { jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } } },
+    );
+    const id = (JSON.parse(res.body) as { jobs: { id: string }[] }).jobs[0]!.id;
+    if (!done.has(id)) await new Promise<void>((r) => settled.set(id, r));
     const step = await orch.store.db
       .selectFrom('step_results')
       .select('started_at')
       .where('job_id', '=', id)
       .executeTakeFirst();
-    marks["step's own clock"] = step!.started_at.getTime() - wall0;
+    const t0 = res.at - performance.timeOrigin;
+    for (const k of Object.keys(marks)) marks[k]! -= t0;
+    // The server stamps in whole ms: the send is taken the same way.
+    marks["step's own clock"] = step!.started_at.getTime() - Math.floor(res.at);
     while (orch.scaler!.entries().length || orch.scaler!.teardownsInFlight)
       await new Promise((r) => setTimeout(r, 5));
-    Object.assign(marks, await takeAgentMarks(performance.timeOrigin + t0));
+    Object.assign(marks, await takeAgentMarks(res.at));
     for (const [k, v] of Object.entries(marks)) (all[k] ??= []).push(v);
   }
 } finally {
+  await client.close();
   await orch.stop();
 }
 

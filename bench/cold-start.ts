@@ -20,6 +20,7 @@ import { pino } from 'pino';
 import { Orchestrator } from '../dist/server/orchestrator.js';
 import { benchEntry, confinedLaunch, type ConfinedLaunch } from './cold-start-floor.ts';
 import { fmt, median, percentile, type BenchResult } from './stats.ts';
+import { submitClient } from './submit-client.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const AGENT = join(ROOT, 'dist/cli/agent.js');
@@ -115,19 +116,21 @@ async function ourRig(trustHost = false): Promise<Rig & { own: number[] }> {
   });
   const own: number[] = [];
   const auth = { authorization: `Bearer ${orch.adminToken}` };
+  // The submit comes from a process of its own, as a CI front end's would (submitter.ts).
+  const client = await submitClient();
   return {
     own,
     async once() {
-      const wall0 = Date.now();
-      const wallExact = performance.timeOrigin + performance.now();
-      const res = await fetch(`${orch.url}/api/v1/runs`, {
-        method: 'POST',
-        headers: { ...auth, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'date +%s%N' }] } },
-        }),
-      });
-      const { jobs } = (await res.json()) as { jobs: { id: string }[] };
+      const res = await client.post(
+        `${orch.url}/api/v1/runs`,
+        { ...auth, 'content-type': 'application/json' },
+        { jobs: { cold: { runsOn: ['linux', 'small'], steps: [{ run: 'date +%s%N' }] } } },
+      );
+      if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${res.body}`);
+      // The server stamps the step's start in whole ms, so the send is taken the same way.
+      const wall0 = Math.floor(res.at);
+      const wallExact = res.at;
+      const { jobs } = JSON.parse(res.body) as { jobs: { id: string }[] };
       const id = jobs[0]!.id;
       if (!settled.has(id)) await new Promise<void>((r) => waiters.set(id, r));
       waiters.delete(id);
@@ -157,6 +160,7 @@ async function ourRig(trustHost = false): Promise<Rig & { own: number[] }> {
     },
     async close() {
       off();
+      await client.close();
       await orch.stop();
       await rm(dir, { recursive: true, force: true });
     },
