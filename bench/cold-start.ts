@@ -10,16 +10,15 @@
  * in turn: on a shared host the speed of a start drifts by a tenth within a minute, and four long
  * runs one after the other compared different minutes.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { Orchestrator } from '../dist/server/orchestrator.js';
 import { benchEntry, confinedLaunch, type ConfinedLaunch } from './cold-start-floor.ts';
 import { fmt, median, percentile, type BenchResult } from './stats.ts';
+import { lineChild } from './line-child.ts';
 import { submitClient } from './submit-client.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -45,24 +44,7 @@ export async function rawRig(
   /** More variables for the agent (the trace's preload), and who is told each spawn's wall-clock time. */
   extra: { env?: Record<string, string>; at?: (at: number) => void } = {},
 ): Promise<Rig> {
-  const starter = spawn(process.execPath, [join(import.meta.dirname, 'raw-starter.ts')], {
-    stdio: ['pipe', 'pipe', 'inherit'],
-  });
-  const answers = new Map<number, { ok: (took: number) => void; failed: (err: Error) => void }>();
-  let ready!: () => void;
-  const isReady = new Promise<void>((r) => (ready = r));
-  createInterface({ input: starter.stdout! }).on('line', (line) => {
-    const m = JSON.parse(line) as { ready?: true; i?: number; took?: number; at?: number };
-    if (m.ready) return ready();
-    extra.at?.(m.at!);
-    answers.get(m.i!)?.ok(m.took!);
-  });
-  const exited = new Promise((r) => starter.once('exit', r));
-  // A starter that dies fails the starts it owed, so the bench stops with a reason, never hangs.
-  void exited.then(() => {
-    for (const a of answers.values()) a.failed(new Error(`${name} starter exited mid-start`));
-  });
-  await Promise.race([isReady, exited.then(() => Promise.reject(new Error(`${name} starter exited`)))]);
+  const starter = await lineChild<{ took: number; at: number }>('raw-starter.ts', `${name} starter`);
   return {
     once(i) {
       const env = {
@@ -74,16 +56,14 @@ export async function rawRig(
         KICI_SCALER_MANAGED: '1',
         ...extra.env,
       };
-      const took = new Promise<number>((ok, failed) => answers.set(i, { ok, failed }));
-      starter.stdin!.write(
-        `${JSON.stringify({ i, file: confined?.file ?? AGENT, args: confined?.args ?? [], env, ...confined?.as })}\n`,
-      );
-      return took.finally(() => answers.delete(i));
+      return starter
+        .ask({ file: confined?.file ?? AGENT, args: confined?.args ?? [], env, ...confined?.as })
+        .then((a) => {
+          extra.at?.(a.at);
+          return a.took;
+        });
     },
-    async close() {
-      starter.stdin!.end();
-      await exited;
-    },
+    close: () => starter.close(),
   };
 }
 

@@ -1,0 +1,50 @@
+/**
+ * A bench helper in a small process of its own, spoken to in JSON lines: it says `{ready}` once,
+ * then answers each request `{i, ...}` with a line carrying the same `i`. Used for what must not run
+ * inside the bench's own process: the raw agent start (raw-starter.ts), whose fork would copy the
+ * bench's heap, and the submits (submitter.ts), whose work would share the orchestrator's loop.
+ */
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+export interface LineChild<A> {
+  /** Sends the request (numbered here) and resolves with the child's answer to it. */
+  ask(request: object): Promise<A>;
+  /** Ends the child's input and waits for it to exit. */
+  close(): Promise<void>;
+}
+
+export async function lineChild<A>(file: string, name: string): Promise<LineChild<A>> {
+  const child = spawn(process.execPath, [join(import.meta.dirname, file)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const answers = new Map<number, { ok: (a: A) => void; failed: (err: Error) => void }>();
+  let ready!: () => void;
+  const isReady = new Promise<void>((r) => (ready = r));
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const m = JSON.parse(line) as { ready?: true; i: number };
+    if (m.ready) return ready();
+    answers.get(m.i)?.ok(m as A);
+    answers.delete(m.i);
+  });
+  const exited = new Promise((r) => child.once('exit', r));
+  // A child that dies fails what it owed, so the bench stops with a reason, never hangs.
+  void exited.then(() => {
+    for (const a of answers.values()) a.failed(new Error(`${name} exited mid-request`));
+  });
+  await Promise.race([isReady, exited.then(() => Promise.reject(new Error(`${name} exited`)))]);
+  let next = 0;
+  return {
+    ask(request) {
+      const i = next++;
+      const answer = new Promise<A>((ok, failed) => answers.set(i, { ok, failed }));
+      child.stdin!.write(`${JSON.stringify({ ...request, i })}\n`);
+      return answer;
+    },
+    async close() {
+      child.stdin!.end();
+      await exited;
+    },
+  };
+}
