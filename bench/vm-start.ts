@@ -44,7 +44,7 @@ async function rawBoot(i: number, base: string, g: Guest, driver: QemuDriver, ne
   const dir = vmDirFor(base, id);
   const tap = `kici-raw${i}abc`.slice(0, 13);
   const ip = `${NET}.${200 + i}`;
-  await prepareVmDir(dir, 256, commandRunner({ sudo: false }), {
+  await prepareVmDir(dir, 256, commandRunner({ sudo: false, hostEnv: process.env }), {
     agentId: id,
     scalerName: 'raw',
     labelSet: [],
@@ -150,8 +150,9 @@ export async function benchVmStart(n = 3): Promise<BenchResult> {
     binary: 'qemu-system-x86_64',
     accel: 'tcg',
     logger: pino({ level: 'silent' }),
+    hostEnv: process.env,
   });
-  const net = new HostNet(commandRunner({ sudo: false }));
+  const net = new HostNet(commandRunner({ sudo: false, hostEnv: process.env }));
   const api = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
     const res = await fetch(`${orch.url}${path}`, {
       method,

@@ -32,6 +32,8 @@ export interface NftRunnerOptions {
   netns?: string;
   /** A hung nft (a lock held elsewhere) must not stall a spawn forever. */
   timeoutMs?: number;
+  /** The environment nft (and sudo) runs with; this process's whole environment when absent. */
+  env?: Readonly<Record<string, string>>;
 }
 
 /** nft exited non-zero or could not start; `stderr` holds nft's own words. */
@@ -66,18 +68,18 @@ export function createNftRunner(opts: NftRunnerOptions = {}): NftRunner {
       const json = JSON.stringify({ nftables: commands });
       // nft cannot read `-f -` from Node's stdin (a socket, not a pipe: "Could not open /dev/stdin"),
       // so the batch goes as an argument; one too big for argv goes through a private temp file.
-      if (json.length <= ARGV_LIMIT) return void (await exec(argv(['-j', json]), timeoutMs));
+      if (json.length <= ARGV_LIMIT) return void (await exec(argv(['-j', json]), timeoutMs, opts.env));
       const dir = await mkdtemp(join(tmpdir(), 'kici-nft-'));
       try {
         const file = join(dir, 'batch.json');
         await writeFile(file, json, { mode: 0o600 });
-        await exec(argv(['-j', '-f', file]), timeoutMs);
+        await exec(argv(['-j', '-f', file]), timeoutMs, opts.env);
       } finally {
         await rm(dir, { recursive: true, force: true });
       }
     },
     async list(args) {
-      const out = await exec(argv(['-j', 'list', ...args]), timeoutMs);
+      const out = await exec(argv(['-j', 'list', ...args]), timeoutMs, opts.env);
       if (!out.trim()) return [];
       const parsed = JSON.parse(out) as { nftables?: NftObject[] };
       return (parsed.nftables ?? []).filter((o) => !('metainfo' in o));
@@ -85,10 +87,14 @@ export function createNftRunner(opts: NftRunnerOptions = {}): NftRunner {
   };
 }
 
-function exec(argv: string[], timeoutMs: number): Promise<string> {
+function exec(argv: string[], timeoutMs: number, env?: Readonly<Record<string, string>>): Promise<string> {
   return new Promise((resolve, reject) => {
     const [cmd, ...args] = argv as [string, ...string[]];
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
+    const child = spawn(cmd, args, {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: timeoutMs,
+      ...(env ? { env } : {}),
+    });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));

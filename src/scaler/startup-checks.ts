@@ -220,8 +220,9 @@ const bridgeFindings = async (config: ScalerConfig, o: StartupCheckOptions): Pro
   const net = config.firecracker;
   if (i < 0 || !net || net.autoProvisionHost) return [];
   const entry = config.scalers[i]!;
-  if (!resolveTool('ip', o.env ?? process.env).includes('/')) return [];
-  if (await vmBridgeExists(net.bridgeName, entry.requireSudo === true)) return [];
+  const env = o.env ?? process.env;
+  if (!resolveTool('ip', env).includes('/')) return [];
+  if (await vmBridgeExists(net.bridgeName, entry.requireSudo === true, env)) return [];
   return [
     {
       severity: 'error',

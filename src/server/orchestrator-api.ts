@@ -53,7 +53,7 @@ export function listenForApiAndAgents(
     instanceId: p.instanceId,
     peerParts: () => p.cluster.peerParts(),
     clusterSettings: p.live,
-    vmNetworkCheck: () => vmNetworkCheck(p.scaler?.config),
+    vmNetworkCheck: () => vmNetworkCheck(p.scaler?.config, opts.hostEnv ?? process.env),
     ...(database.engine === 'postgres' && {
       cancelJob: (id: string) => cancelAnywhere(p.cluster.cancelDeps(p.store, p.dispatcher), id),
     }),

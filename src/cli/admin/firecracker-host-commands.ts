@@ -35,9 +35,9 @@ interface HostOptions {
 
 const MODE = { r: constants.R_OK, rw: constants.R_OK | constants.W_OK, x: constants.X_OK } as const;
 
-export function realHostPorts(sudo: boolean): HostPorts {
+export function realHostPorts(sudo: boolean, hostEnv: NodeJS.ProcessEnv = process.env): HostPorts {
   return {
-    ...hostTools(sudo),
+    ...hostTools(sudo, hostEnv),
     fs: {
       access: (p, mode) =>
         access(p, MODE[mode]).then(

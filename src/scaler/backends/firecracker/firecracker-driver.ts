@@ -7,12 +7,15 @@ import type { Logger } from '../../../util/logger.js';
 import { readPidRecord, vmFiles } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
+import { vmmEnv } from './vmm-env.js';
 
 export interface FirecrackerDriverOptions {
   firecrackerPath: string;
   /** With a jailer, firecracker runs chrooted in the VM directory as uid:gid. */
   jailer?: JailerOptions | undefined;
   logger: Logger;
+  /** The orchestrator's environment; firecracker (or the jailer) gets only vmmEnv's part of it. */
+  hostEnv: NodeJS.ProcessEnv;
   socketWaitMs?: number;
 }
 
@@ -150,7 +153,12 @@ export class FirecrackerDriver implements VmmDriver {
     let pid: number;
     let exited: Promise<number | null>;
     try {
-      const child = spawn(file, args, { detached: true, stdio: ['ignore', serial.fd, vmmLog.fd] });
+      // The jailer hands its environment on to the firecracker it execs: one scrubbed env covers both.
+      const child = spawn(file, args, {
+        detached: true,
+        stdio: ['ignore', serial.fd, vmmLog.fd],
+        env: vmmEnv(this.opts.hostEnv),
+      });
       await new Promise<void>((ok, fail) => {
         child.once('spawn', ok);
         child.once('error', fail);

@@ -7,6 +7,7 @@ import { parseIpv4Cidr } from '../../../config/addresses.js';
 import type { FirecrackerNetwork } from '../../../config/index.js';
 import { createNftRunner, type NftObject, type NftRunner } from '../../../net/nft-runner.js';
 import { commandRunner, type CommandRunner } from './host-net.js';
+import { vmmEnv } from './vmm-env.js';
 
 export type RowStatus = 'PASS' | 'WARN' | 'FAIL';
 export interface HostRow {
@@ -44,10 +45,14 @@ export interface HostPorts {
 }
 
 /** The real `ip`/`sysctl` and `nft`, through `sudo -n` when a VM scaler sets requireSudo. */
-export function hostTools(sudo: boolean, timeoutMs?: number): Pick<HostPorts, 'run' | 'nft'> {
+export function hostTools(
+  sudo: boolean,
+  hostEnv: NodeJS.ProcessEnv,
+  timeoutMs?: number,
+): Pick<HostPorts, 'run' | 'nft'> {
   return {
-    run: commandRunner({ sudo, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
-    nft: createNftRunner({ sudo }),
+    run: commandRunner({ sudo, hostEnv, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
+    nft: createNftRunner({ sudo, env: vmmEnv(hostEnv) }),
   };
 }
 

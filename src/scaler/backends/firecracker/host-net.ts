@@ -1,16 +1,23 @@
 import { execFile } from 'node:child_process';
 import { resolveTool } from '../../../util/system-tools.js';
+import { vmmEnv } from './vmm-env.js';
 
 /** Runs one host command; `requireSudo` scalers wrap it in `sudo -n`. Rejects with its stderr. */
 export type CommandRunner = (cmd: string, args: string[]) => Promise<string>;
 
-export function commandRunner(opts: { sudo: boolean; timeoutMs?: number }): CommandRunner {
+export function commandRunner(opts: {
+  sudo: boolean;
+  /** The orchestrator's environment: where tools are looked for; they run with vmmEnv's part of it. */
+  hostEnv: NodeJS.ProcessEnv;
+  timeoutMs?: number;
+}): CommandRunner {
+  const env = vmmEnv(opts.hostEnv);
   return (cmd, args) =>
     new Promise((resolve, reject) => {
       // `ip` lives in /usr/sbin or /sbin, often not on a service's PATH.
-      const tool = resolveTool(cmd);
+      const tool = resolveTool(cmd, opts.hostEnv);
       const [file, argv] = opts.sudo ? ['sudo', ['-n', tool, ...args]] : [tool, args];
-      execFile(file, argv, { timeout: opts.timeoutMs ?? 30_000 }, (err, stdout, stderr) => {
+      execFile(file, argv, { timeout: opts.timeoutMs ?? 30_000, env }, (err, stdout, stderr) => {
         if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${stderr.trim() || err.message}`));
         else resolve(stdout);
       });

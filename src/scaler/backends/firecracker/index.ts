@@ -29,6 +29,7 @@ import { DbIpAllocator, InMemoryIpAllocator, type IpAllocator } from './ip-alloc
 import { chooseQemuAccel, QemuDriver } from './qemu-driver.js';
 import { vmTools } from './tools.js';
 import type { VmmDriver } from './vmm.js';
+import { vmmEnv } from './vmm-env.js';
 
 const resolverFor = (configPath: string) => (p: string) =>
   isAbsolute(p) ? p : resolve(dirname(configPath), p);
@@ -37,12 +38,13 @@ async function driverFor(
   entry: ScalerEntry,
   deps: BackendDeps,
   resolvePath: (p: string) => string,
+  hostEnv: NodeJS.ProcessEnv,
 ): Promise<VmmDriver> {
   if (deps.vmm) return deps.vmm;
   if (entry.vmm === 'qemu') {
     const binary = entry.qemuPath ? resolvePath(entry.qemuPath) : 'qemu-system-x86_64';
-    const accel = await chooseQemuAccel(binary, resolvePath(entry.kernelPath!), deps.logger);
-    return new QemuDriver({ binary, accel, logger: deps.logger });
+    const accel = await chooseQemuAccel(binary, resolvePath(entry.kernelPath!), hostEnv, deps.logger);
+    return new QemuDriver({ binary, accel, logger: deps.logger, hostEnv });
   }
   return new FirecrackerDriver({
     firecrackerPath: resolvePath(entry.firecrackerPath!),
@@ -56,6 +58,7 @@ async function driverFor(
           }
         : undefined,
     logger: deps.logger,
+    hostEnv,
   });
 }
 
@@ -63,10 +66,15 @@ async function driverFor(
  * The VMs' firewall: the composition root's (tests pass their own) or nftables in the table the
  * `firecracker:` block names, with the bridge gateway as the orchestrator's address.
  */
-function isolationFor(entry: ScalerEntry, deps: BackendDeps, network: FirecrackerNetwork): AgentIsolation {
+function isolationFor(
+  entry: ScalerEntry,
+  deps: BackendDeps,
+  network: FirecrackerNetwork,
+  hostEnv: NodeJS.ProcessEnv,
+): AgentIsolation {
   const o = { table: network.table, bridge: network.bridgeName, subnet: network.cidr };
   if (deps.isolationFor) return deps.isolationFor(o);
-  const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo });
+  const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo, env: vmmEnv(hostEnv) });
   return new NftAgentIsolation({
     runner,
     table: o.table,
@@ -86,7 +94,9 @@ export async function createVmBackend(
 ): Promise<VmScalerBackend> {
   const resolvePath = resolverFor(deps.configPath);
   const network = deps.vmNetwork ?? firecrackerNetworkSchema.parse({});
-  const run = commandRunner({ sudo: entry.requireSudo });
+  // Read here, once: every host process this backend starts gets only vmmEnv's part of it.
+  const hostEnv = deps.hostEnv ?? process.env;
+  const run = commandRunner({ sudo: entry.requireSudo, hostEnv });
   const hostNet = new HostNet(run);
   const prefix = parseIpv4Cidr(network.cidr)!.prefix;
   if (sweepOnly) {
@@ -99,7 +109,7 @@ export async function createVmBackend(
       `scaler "${entry.name}": bridge ${network.bridgeName} does not exist; create it or set firecracker.autoProvisionHost: true`,
     );
   }
-  const driver = await driverFor(entry, deps, resolvePath);
+  const driver = await driverFor(entry, deps, resolvePath, hostEnv);
   const backend = new VmScalerBackend({
     entry,
     network,
@@ -107,14 +117,14 @@ export async function createVmBackend(
     allocator: allocator ?? new DbIpAllocator(deps.store, entry.name, network.cidr, network.gateway),
     hostNet,
     run,
-    isolation: sweepOnly ? undefined : isolationFor(entry, deps, network),
+    isolation: sweepOnly ? undefined : isolationFor(entry, deps, network, hostEnv),
     logger: deps.logger,
     resolvePath,
     disk: {
       thresholdBytes: deps.vmDiskThresholdBytes ?? DEFAULT_DISK_GUARD_THRESHOLD_BYTES,
       statfs: deps.vmStatfs ?? statfs,
     },
-    ...(deps.hostEnv ? { hostEnv: deps.hostEnv } : {}),
+    hostEnv,
     hostServices: deps.hostServices,
     clock: deps.clock,
     sweepsUnleasedTaps: !sweepOnly,
@@ -127,8 +137,8 @@ export async function createVmBackend(
 }
 
 /** Is the VM bridge there? Start-up needs it at once when the orchestrator may not create it. */
-export function vmBridgeExists(name: string, sudo: boolean): Promise<boolean> {
-  return new HostNet(commandRunner({ sudo })).bridgeExists(name);
+export function vmBridgeExists(name: string, sudo: boolean, hostEnv: NodeJS.ProcessEnv): Promise<boolean> {
+  return new HostNet(commandRunner({ sudo, hostEnv })).bridgeExists(name);
 }
 
 /**

@@ -5,6 +5,7 @@ import type { Logger } from '../../../util/logger.js';
 import { readPidRecord } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
+import { vmmEnv } from './vmm-env.js';
 
 export type QemuAccel = 'kvm' | 'tcg';
 
@@ -19,7 +20,15 @@ const configDrivePath = (dir: string) => join(dir, 'config.env');
 export class QemuDriver implements VmmDriver {
   readonly kind = 'qemu' as const;
 
-  constructor(private readonly opts: { binary: string; accel: QemuAccel; logger: Logger }) {}
+  constructor(
+    private readonly opts: {
+      binary: string;
+      accel: QemuAccel;
+      logger: Logger;
+      /** The orchestrator's environment; QEMU gets only vmmEnv's part of it. */
+      hostEnv: NodeJS.ProcessEnv;
+    },
+  ) {}
 
   describe(): string {
     return this.opts.accel === 'kvm' ? 'qemu microvm (KVM)' : 'qemu microvm (TCG, software emulation)';
@@ -96,7 +105,11 @@ export class QemuDriver implements VmmDriver {
     ];
     const log = await open(vm.vmmLog, 'a');
     try {
-      const child = spawn(this.opts.binary, args, { detached: true, stdio: ['ignore', log.fd, log.fd] });
+      const child = spawn(this.opts.binary, args, {
+        detached: true,
+        stdio: ['ignore', log.fd, log.fd],
+        env: vmmEnv(this.opts.hostEnv),
+      });
       await new Promise<void>((ok, fail) => {
         child.once('spawn', ok);
         child.once('error', fail);
@@ -129,7 +142,12 @@ export class QemuDriver implements VmmDriver {
  * Can KVM boot an ordinary guest kernel here? A nested or PVM-only KVM accepts `-accel kvm` and then
  * hangs, so the probe boots the real kernel for a moment and waits for its first console line.
  */
-export async function probeKvm(binary: string, kernel: string, timeoutMs = 4_000): Promise<boolean> {
+export async function probeKvm(
+  binary: string,
+  kernel: string,
+  hostEnv: NodeJS.ProcessEnv,
+  timeoutMs = 4_000,
+): Promise<boolean> {
   try {
     await access('/dev/kvm', constants.R_OK | constants.W_OK);
   } catch {
@@ -142,7 +160,8 @@ export async function probeKvm(binary: string, kernel: string, timeoutMs = 4_000
       ...['-nodefaults', '-no-user-config', '-display', 'none', '-serial', 'stdio', '-no-reboot'],
       ...['-kernel', kernel, '-append', 'console=ttyS0 earlyprintk=ttyS0 panic=-1 rdinit=/none'],
     ],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
+    // The probe is a VMM like any other: it runs a guest kernel, with the same environment.
+    { stdio: ['ignore', 'pipe', 'ignore'], env: vmmEnv(hostEnv) },
   );
   return new Promise<boolean>((resolve) => {
     let out = '';
@@ -165,11 +184,16 @@ export async function probeKvm(binary: string, kernel: string, timeoutMs = 4_000
 const probes = new Map<string, Promise<QemuAccel>>();
 
 /** Probe once per binary and kernel for the life of the process, and say which was chosen. */
-export function chooseQemuAccel(binary: string, kernel: string, logger: Logger): Promise<QemuAccel> {
+export function chooseQemuAccel(
+  binary: string,
+  kernel: string,
+  hostEnv: NodeJS.ProcessEnv,
+  logger: Logger,
+): Promise<QemuAccel> {
   const key = `${binary}\0${kernel}`;
   let p = probes.get(key);
   if (!p) {
-    p = probeKvm(binary, kernel).then((kvm) => {
+    p = probeKvm(binary, kernel, hostEnv).then((kvm) => {
       const accel: QemuAccel = kvm ? 'kvm' : 'tcg';
       logger.info(
         { accel, binary },

@@ -62,7 +62,11 @@ async function requests(): Promise<Logged[]> {
 describe('firecracker driver against a fake Firecracker that checks every request against the API document', () => {
   it('a full spawn and destroy: every request is one the document allows, in boot order', async () => {
     const dir = join(work, 'vm1', 'root');
-    const driver = new FirecrackerDriver({ firecrackerPath: fakeBin, logger: pino({ level: 'silent' }) });
+    const driver = new FirecrackerDriver({
+      firecrackerPath: fakeBin,
+      logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
+    });
     const vm = await vmIn(dir);
     const started = await driver.start(vm);
     expect(started.pid).toBeGreaterThan(0);
@@ -101,7 +105,11 @@ describe('firecracker driver against a fake Firecracker that checks every reques
   it('a malformed request over the socket is refused with the reason', async () => {
     await rm(logFile, { force: true });
     const dir = join(work, 'vm2', 'root');
-    const driver = new FirecrackerDriver({ firecrackerPath: fakeBin, logger: pino({ level: 'silent' }) });
+    const driver = new FirecrackerDriver({
+      firecrackerPath: fakeBin,
+      logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
+    });
     const vm = await vmIn(dir);
     const started = await driver.start(vm);
     const sock = vmFiles(dir).apiSocket;
@@ -116,7 +124,11 @@ describe('firecracker driver against a fake Firecracker that checks every reques
   it("the agent's acknowledgement empties MMDS: its token can no longer be fetched", async () => {
     await rm(logFile, { force: true });
     const dir = join(work, 'vm3', 'root');
-    const driver = new FirecrackerDriver({ firecrackerPath: fakeBin, logger: pino({ level: 'silent' }) });
+    const driver = new FirecrackerDriver({
+      firecrackerPath: fakeBin,
+      logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
+    });
     const vm = await vmIn(dir);
     const started = await driver.start(vm);
     const sock = vmFiles(dir).apiSocket;

@@ -77,6 +77,7 @@ describe('firecracker under the jailer (fake jailer checking its documented CLI)
       firecrackerPath: bins.firecracker,
       jailer: jailOf(base, '/proc/self/ns/net'),
       logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
     });
     const started = await driver.start(vm);
     const [argv] = await lines<string[]>(bins.jailerLog);
@@ -145,6 +146,7 @@ describe('firecracker under the jailer (fake jailer checking its documented CLI)
       firecrackerPath: bins.firecracker,
       jailer: jailOf(join(work, 'elsewhere')),
       logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
     });
     await expect(driver.start(vm)).rejects.toThrow(/the jailer would use .*elsewhere/);
   });
@@ -158,6 +160,7 @@ describe('firecracker under the jailer (fake jailer checking its documented CLI)
       firecrackerPath: bins.firecracker,
       jailer: jailOf(base),
       logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
     });
     await expect(driver.start({ ...vm, kernel })).rejects.toThrow(
       /kernelPath .*vmlinux-0600 is not readable by others \(mode 0600\).*chmod 0644/,

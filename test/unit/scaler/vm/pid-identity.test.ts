@@ -21,7 +21,11 @@ import { pidAlive, procStartTime, waitGone } from '../../../../src/scaler/backen
 let work: string;
 let shAsFirecracker: string;
 const children: ChildProcess[] = [];
-const driver = new FirecrackerDriver({ firecrackerPath: '/nonexistent', logger: pino({ level: 'silent' }) });
+const driver = new FirecrackerDriver({
+  firecrackerPath: '/nonexistent',
+  logger: pino({ level: 'silent' }),
+  hostEnv: process.env,
+});
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'kici-pid-'));

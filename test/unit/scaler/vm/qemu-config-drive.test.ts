@@ -21,6 +21,7 @@ describe('qemu config drive after the agent acknowledged its config', () => {
       binary: 'qemu-system-x86_64',
       accel: 'tcg',
       logger: pino({ level: 'silent' }),
+      hostEnv: process.env,
     });
     await driver.configAcknowledged({ id: 'vm-1', dir });
     const after = await readFile(drive);

@@ -75,6 +75,7 @@ function setup(base: string) {
       firecrackerPath: bins.firecracker,
       jailer: { path: bins.jailer, uid: JAIL_ID, gid: JAIL_ID, chrootBase: base },
       logger,
+      hostEnv: process.env,
     }),
     allocator: new InMemoryIpAllocator('fcb', network.cidr, network.gateway),
     hostNet: new HostNet(run),
