@@ -77,3 +77,20 @@ export function benchEntry(trustHost = false): ScalerEntry {
     labelSets: [{ labels: ['linux', 'small'], binaryPath: AGENT, ...(trustHost ? { trust: 'host' } : {}) }],
   } as unknown as ScalerEntry;
 }
+
+/** The environment of an agent started by hand (the raw start, the floor, the minimal server's). */
+export function handStartEnv(
+  agentId: string,
+  confined?: ConfinedLaunch,
+  more: Record<string, string> = {},
+): Record<string, string> {
+  return {
+    ...confined?.env,
+    PATH: process.env.PATH ?? '',
+    KICI_AGENT_ID: agentId,
+    KICI_AGENT_TOKEN: 'raw',
+    KICI_LABELS: 'linux,small',
+    KICI_SCALER_MANAGED: '1',
+    ...more,
+  };
+}

@@ -9,6 +9,10 @@
  * `trust: host` (unconfined) is measured, all in the same run, in blocks of a few starts each taken
  * in turn: on a shared host the speed of a start drifts by a tenth within a minute, and four long
  * runs one after the other compared different minutes.
+ *
+ * With the confined floor comes the least any orchestrator does for the same start
+ * (minimal-server.ts): the submit answered, that launch, the ack and the job in one turn, nothing
+ * stored or checked. Ours over it is what storing, checking and scheduling cost.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,9 +20,10 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { pino } from 'pino';
 import { Orchestrator } from '../dist/server/orchestrator.js';
-import { benchEntry, confinedLaunch, type ConfinedLaunch } from './cold-start-floor.ts';
+import { benchEntry, confinedLaunch, handStartEnv, type ConfinedLaunch } from './cold-start-floor.ts';
 import { fmt, median, percentile, type BenchResult } from './stats.ts';
 import { lineChild } from './line-child.ts';
+import { minimalRig } from './cold-start-minimal.ts';
 import { submitClient } from './submit-client.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -47,15 +52,7 @@ export async function rawRig(
   const starter = await lineChild<{ took: number; at: number }>('raw-starter.ts', `${name} starter`);
   return {
     once(i) {
-      const env = {
-        ...confined?.env,
-        PATH: process.env.PATH ?? '',
-        KICI_AGENT_ID: `${name}-${i}`,
-        KICI_AGENT_TOKEN: 'raw',
-        KICI_LABELS: 'linux,small',
-        KICI_SCALER_MANAGED: '1',
-        ...extra.env,
-      };
+      const env = handStartEnv(`${name}-${i}`, confined, extra.env);
       return starter
         .ask({ file: confined?.file ?? AGENT, args: confined?.args ?? [], env, ...confined?.as })
         .then((a) => {
@@ -176,14 +173,20 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
     return undefined;
   });
   const rigs: Rig[] = [];
-  let raw: number[], floor: number[], ours: number[], host: number[];
+  let raw: number[], floor: number[], ours: number[], host: number[], minimal: number[];
   let own: number[];
   try {
     const confined = await ourRig();
     own = confined.own;
     rigs.push(await rawRig('raw'), confined, await ourRig(true));
-    if (floorLaunch) rigs.push(await rawRig('floor', floorLaunch));
-    [raw, ours, host, floor = []] = (await interleaved(rigs, n)) as [number[], number[], number[], number[]?];
+    if (floorLaunch) rigs.push(await rawRig('floor', floorLaunch), await minimalRig(floorLaunch));
+    [raw, ours, host, floor = [], minimal = []] = (await interleaved(rigs, n)) as [
+      number[],
+      number[],
+      number[],
+      number[]?,
+      number[]?,
+    ];
   } finally {
     for (const r of rigs) await r.close();
     await floorLaunch?.release();
@@ -213,12 +216,13 @@ export async function benchColdStart(n = 50): Promise<BenchResult> {
       `to the step's own clock (date in the step: its shell's spawn and date's fork and exec included) median ${fmt(median(own))} ms, ${x(own, raw)} × raw; ` +
       (floorLaunch
         ? `floor of a confined start (${floorLaunch.mode}, by hand, no orchestrator) median ${fmt(median(floor))} ms (p95 ${fmt(percentile(floor, 95))}), ${x(floor, raw)} × raw; ` +
-          `confined ${x(ours, floor)} × its floor; `
+          `confined ${x(ours, floor)} × its floor; ` +
+          `the least an orchestrator does (minimal-server.ts: that launch, no store, the ack and the job in one turn) median ${fmt(median(minimal))} ms (p95 ${fmt(percentile(minimal, 95))}), ${x(minimal, raw)} × raw; confined ${x(ours, minimal)} × that; `
         : 'floor of a confined start not measured on this host; ') +
       `unconfined (trust: host) median ${fmt(median(host))} ms, ` +
       `${x(host, raw)} × raw; confined ${x(ours, host)} × unconfined; block by block, ours ${spread(ours)} raw, ` +
       `unconfined ${spread(host)}` +
-      (floorLaunch ? `, floor ${spread(floor)}` : ''),
+      (floorLaunch ? `, floor ${spread(floor)}, minimal ${spread(minimal)}` : ''),
   };
 }
 

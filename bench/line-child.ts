@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
 export interface LineChild<A> {
+  /** The child's `{ready, ...}` line: what it said of itself as it started. */
+  readonly ready: Record<string, unknown>;
   /** Sends the request (numbered here) and resolves with the child's answer to it. */
   ask(request: object): Promise<A>;
   /** Ends the child's input and waits for it to exit. */
@@ -20,11 +22,11 @@ export async function lineChild<A>(file: string, name: string): Promise<LineChil
     stdio: ['pipe', 'pipe', 'inherit'],
   });
   const answers = new Map<number, { ok: (a: A) => void; failed: (err: Error) => void }>();
-  let ready!: () => void;
-  const isReady = new Promise<void>((r) => (ready = r));
+  let ready!: (m: Record<string, unknown>) => void;
+  const isReady = new Promise<Record<string, unknown>>((r) => (ready = r));
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const m = JSON.parse(line) as { ready?: true; i: number };
-    if (m.ready) return ready();
+    if (m.ready) return ready(m);
     answers.get(m.i)?.ok(m as A);
     answers.delete(m.i);
   });
@@ -33,9 +35,10 @@ export async function lineChild<A>(file: string, name: string): Promise<LineChil
   void exited.then(() => {
     for (const a of answers.values()) a.failed(new Error(`${name} exited mid-request`));
   });
-  await Promise.race([isReady, exited.then(() => Promise.reject(new Error(`${name} exited`)))]);
+  const said = await Promise.race([isReady, exited.then(() => Promise.reject(new Error(`${name} exited`)))]);
   let next = 0;
   return {
+    ready: said,
     ask(request) {
       const i = next++;
       const answer = new Promise<A>((ok, failed) => answers.set(i, { ok, failed }));
