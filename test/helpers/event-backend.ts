@@ -8,6 +8,7 @@ import type {
   ScalerScaleUpPayload,
 } from '../../src/scaler/events/payloads.js';
 import type { SpawnContext } from '../../src/scaler/types.js';
+import { spawnContext } from './spawn-context.js';
 
 export type Emitted =
   | { kind: 'up'; payload: ScalerScaleUpPayload; targets: string[] }
@@ -92,22 +93,12 @@ export function eventEntry(over: Partial<ScalerEntry> = {}): ScalerEntry {
 }
 
 export function spawnCtx(agentId: string, over: Partial<SpawnContext> = {}): SpawnContext {
-  return {
-    agentId,
-    labelSet: ['cloud', 'linux'],
+  return spawnContext(agentId, ['cloud', 'linux'], {
     fullLabels: ['cloud', 'linux', 'kici:agent:event', 'kici:scaler:cloud'],
-    mandatoryLabels: [],
-    taints: [],
     orchestratorUrl: 'ws://127.0.0.1:9/ws',
     auth: { kind: 'claim', code: '' },
-    limits: undefined,
-    boundJobId: undefined,
-    runId: undefined,
-    image: undefined,
-    signal: new AbortController().signal,
-    onEvent: () => undefined,
     ...over,
-  };
+  });
 }
 
 export const silent = pino({ level: 'silent' });

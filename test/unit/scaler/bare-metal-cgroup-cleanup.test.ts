@@ -10,6 +10,7 @@ import { scalerFileSchema } from '../../../src/config/index.js';
 import { BareMetalScalerBackend } from '../../../src/scaler/backends/bare-metal/backend.js';
 import type { CgroupDriver } from '../../../src/scaler/backends/deps.js';
 import { swallowedCounts } from '../../../src/util/swallowed-errors.js';
+import { spawnContext } from '../../helpers/spawn-context.js';
 
 const SITE = 'scaler.bare-metal.cgroup-remove';
 
@@ -37,21 +38,7 @@ describe('bare-metal cgroup cleanup', () => {
     const backend = new BareMetalScalerBackend({ entry, logger, baseDir: '/', cgroups });
     const before = swallowedCounts().get(SITE) ?? 0;
     await expect(
-      backend.spawn({
-        agentId: 'scaler-bare-metal-a1',
-        labelSet: ['linux'],
-        fullLabels: ['linux'],
-        mandatoryLabels: [],
-        taints: [],
-        orchestratorUrl: 'ws://127.0.0.1:1/ws',
-        auth: { kind: 'token', token: 't' },
-        limits: { cpus: 1, memBytes: 0 },
-        boundJobId: undefined,
-        runId: undefined,
-        image: undefined,
-        signal: new AbortController().signal,
-        onEvent: () => {},
-      }),
+      backend.spawn(spawnContext('scaler-bare-metal-a1', ['linux'], { limits: { cpus: 1, memBytes: 0 } })),
     ).rejects.toThrow(/cannot create the agent's cgroup/);
     expect((swallowedCounts().get(SITE) ?? 0) - before).toBe(1);
     expect(records.filter((r) => r.site === SITE)).toEqual([

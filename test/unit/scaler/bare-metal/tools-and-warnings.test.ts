@@ -16,6 +16,7 @@ import { bareMetalTools } from '../../../../src/scaler/backends/bare-metal/tools
 import { preflightEntry } from '../../../../src/scaler/backends/registry.js';
 import { fatalToolError } from '../../../../src/scaler/preflight.js';
 import { bareMetal, scalerConfig } from '../../../helpers/manager-harness.js';
+import { spawnContext } from '../../../helpers/spawn-context.js';
 
 const entryOf = (input: Record<string, unknown>): ScalerEntry =>
   scalerConfig({ version: 1, scalers: [input] }).scalers[0]!;
@@ -159,21 +160,7 @@ describe('bare-metal trusted spawns are logged', () => {
       ]),
     );
     const backend = new BareMetalScalerBackend({ entry, logger, baseDir: '/', hostEnv: {} });
-    const req = (agentId: string, labels: string[]) => ({
-      agentId,
-      labelSet: labels,
-      fullLabels: labels,
-      mandatoryLabels: [],
-      taints: [],
-      orchestratorUrl: 'ws://127.0.0.1:1/ws',
-      auth: { kind: 'token' as const, token: 't' },
-      limits: undefined,
-      boundJobId: undefined,
-      runId: undefined,
-      image: undefined,
-      signal: new AbortController().signal,
-      onEvent: () => {},
-    });
+    const req = (agentId: string, labels: string[]) => spawnContext(agentId, labels);
     await backend.spawn(req('scaler-bare-metal-trust001', ['trusted']));
     await backend.spawn(req('scaler-bare-metal-plain001', ['plain']));
     await backend.shutdownAll();

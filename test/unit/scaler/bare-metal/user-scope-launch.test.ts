@@ -24,6 +24,7 @@ import {
   hostLimitsProbes,
 } from '../../../../src/scaler/backends/bare-metal/choose-limits.js';
 import { groupAlive } from '../../../../src/scaler/backends/bare-metal/process-group.js';
+import { spawnContext } from '../../../helpers/spawn-context.js';
 
 const FAKE_SYSTEMD_RUN = (log: string) => `#!/bin/sh
 # Stand-in for systemd-run (see the test's header): check the contract, record, exec.
@@ -147,24 +148,15 @@ describe('bare-metal limits through a systemd user scope (no root)', () => {
     const firstLine = new Promise<string>((r) => (said = r));
     const failures: string[] = [];
     const agentId = 'scaler-bare-metal-scope001';
-    const started = await backend.spawn({
-      agentId,
-      labelSet: ['linux'],
-      fullLabels: ['linux'],
-      mandatoryLabels: [],
-      taints: [],
-      orchestratorUrl: 'ws://127.0.0.1:1/ws',
-      auth: { kind: 'token', token: 't' },
-      limits: { cpus: 0.5, memBytes: 96 * 1024 * 1024 },
-      boundJobId: undefined,
-      runId: undefined,
-      image: undefined,
-      signal: new AbortController().signal,
-      onEvent: (type, detail) => {
-        if (type === 'agent.output') said(detail);
-        if (type === 'scaler.failed') failures.push(detail);
-      },
-    });
+    const started = await backend.spawn(
+      spawnContext(agentId, ['linux'], {
+        limits: { cpus: 0.5, memBytes: 96 * 1024 * 1024 },
+        onEvent: (type, detail) => {
+          if (type === 'agent.output') said(detail);
+          if (type === 'scaler.failed') failures.push(detail);
+        },
+      }),
+    );
     const line = await firstLine;
     expect(failures).toEqual([]);
     const pid = Number(started.backendRef);

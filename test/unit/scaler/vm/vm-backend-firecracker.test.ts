@@ -15,6 +15,7 @@ import { pidAlive, waitGone } from '../../../../src/scaler/backends/firecracker/
 import type { SpawnContext } from '../../../../src/scaler/types.js';
 import { writeFakeVmmBins, type FakeVmmBins } from '../../../helpers/fake-vmm-bins.js';
 import { chainRules, evaluate } from '../../../helpers/nft-eval.js';
+import { spawnContext } from '../../../helpers/spawn-context.js';
 
 /**
  * The VM backend with the firecracker driver under the (fake) jailer, everything but the host's
@@ -89,21 +90,11 @@ function setup(base: string) {
   return { backend, commands, applied, removed };
 }
 
-const ctxFor = (agentId: string): SpawnContext => ({
-  agentId,
-  labelSet: ['vm'],
-  fullLabels: ['vm'],
-  mandatoryLabels: [],
-  taints: [],
-  orchestratorUrl: 'ws://127.0.0.1:8080',
-  auth: { kind: 'token', token: 'tok-secret-123' },
-  limits: undefined,
-  boundJobId: undefined,
-  runId: undefined,
-  image: undefined,
-  signal: new AbortController().signal,
-  onEvent: () => {},
-});
+const ctxFor = (agentId: string): SpawnContext =>
+  spawnContext(agentId, ['vm'], {
+    orchestratorUrl: 'ws://127.0.0.1:8080',
+    auth: { kind: 'token', token: 'tok-secret-123' },
+  });
 
 async function mmdsEnv(sock: string): Promise<string> {
   const m = JSON.parse(await fcApi(sock, 'GET', '/mmds')) as {

@@ -24,6 +24,7 @@ import type { SpawnContext } from '../../../../src/scaler/types.js';
 import { systemClock } from '../../../../src/util/clock.js';
 import { resolveTool } from '../../../../src/util/system-tools.js';
 import { writeFakeVmmBins, type FakeVmmBins } from '../../../helpers/fake-vmm-bins.js';
+import { spawnContext } from '../../../helpers/spawn-context.js';
 
 /** The orchestrator's own environment, as an operator's unit or a chaos test sets it. */
 const LEAKS = {
@@ -115,21 +116,11 @@ function entryFor(scaler: Record<string, unknown>) {
   }).scalers[0]!;
 }
 
-const ctxFor = (agentId: string): SpawnContext => ({
-  agentId,
-  labelSet: ['vm'],
-  fullLabels: ['vm'],
-  mandatoryLabels: [],
-  taints: [],
-  orchestratorUrl: 'ws://127.0.0.1:8080',
-  auth: { kind: 'token', token: 'tok-agent-123' },
-  limits: undefined,
-  boundJobId: undefined,
-  runId: undefined,
-  image: undefined,
-  signal: new AbortController().signal,
-  onEvent: () => {},
-});
+const ctxFor = (agentId: string): SpawnContext =>
+  spawnContext(agentId, ['vm'], {
+    orchestratorUrl: 'ws://127.0.0.1:8080',
+    auth: { kind: 'token', token: 'tok-agent-123' },
+  });
 
 /** How many runs of `name` have finished recording their environment. */
 const recorded = async (name: string) =>
