@@ -3,6 +3,7 @@ import {
   alive,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type JobBody,
   type TestOrchestrator,
@@ -65,7 +66,7 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     expect(logs.body.lines.map((l) => l.line)).toContain('out-j0');
     expect(logs.body.lines.some((l) => l.stream === 'stderr' && l.line === 'err-0')).toBe(true);
     // Compute is gone once each job is done: records are deleted only after destroy() returned.
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 10_000, 'all agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 10_000, 'all agents torn down');
     await eventually(
       async () =>
         (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,
@@ -147,7 +148,7 @@ describe('autoscaled bare-metal agents, end to end (real server, PGlite, agent p
     const res = await t.api<{ state: string }>('POST', `/api/v1/jobs/${id}/cancel`);
     expect(res.status).toBe(200);
     expect((await t.waitForJob(id)).state).toBe('cancelled');
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 15_000, 'agent torn down after cancel');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 15_000, 'agent torn down after cancel');
     const again = await t.api('POST', `/api/v1/jobs/${id}/cancel`);
     expect(again.status).toBe(409);
   });

@@ -12,7 +12,12 @@ import { StoreClaimStore } from '../../src/scaler/claim-store.js';
 import { systemClock } from '../../src/util/clock.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEventCloud, type EventCloud } from '../helpers/event-instance.js';
-import { eventually, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  eventually,
+  scalerIdle,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 
 let t: TestOrchestrator | undefined;
@@ -119,7 +124,7 @@ describe('event scaler with a job: target (real server, PGlite, agent processes)
       10_000,
       'the instance agent gone from /proc',
     );
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 20_000, 'all scaler agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 20_000, 'all scaler agents torn down');
     await eventually(
       async () =>
         (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,

@@ -7,7 +7,12 @@ import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEventCloud, type EventCloud } from '../helpers/event-instance.js';
-import { eventually, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import {
+  eventually,
+  scalerIdle,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 import { pidsWithEnv } from '../helpers/processes.js';
 
 let t: TestOrchestrator | undefined;
@@ -50,7 +55,7 @@ describe('event instance started without KICI_SCALER_MANAGED', () => {
       10_000,
       'the instance agent gone from /proc',
     );
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 20_000, 'all scaler agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 20_000, 'all scaler agents torn down');
     const seen = await events(cloud);
     expect(seen.map((e) => [e.name, e.agentId, e.reason])).toEqual([
       ['kici.scaler.scale-up', agentId, null],

@@ -12,6 +12,7 @@ import { makeEventCloud, type EventCloud } from '../helpers/event-instance.js';
 import {
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -62,7 +63,7 @@ describe('withdrawal of a provision whose job ended before its agent registered'
     );
     expect(Date.now() - cancelledAt).toBeLessThan(WITHIN_MS);
     // The teardown drops the records after the process is gone: wait for that, not for a time.
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 10_000, 'the entry dropped');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 10_000, 'the entry dropped');
     await eventually(
       async () =>
         (await t!.orch.store.db.selectFrom('scaler_spawning_agents').selectAll().execute()).length === 0,

@@ -6,6 +6,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -51,7 +52,7 @@ describe('spawn failures are classified, visible and backed off', () => {
     expect(job.lastProvisioningError).toBe(`binary-missing: agent binary ${missing} does not exist`);
     // Both queued jobs got one attempt each before the first failure armed the backoff. After that the
     // sweep runs every 200 ms, and the backoff must keep it from spawning again (no retry storm).
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 5000, 'failed spawns cleaned up');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 5000, 'failed spawns cleaned up');
     const attempts = t.orch.scaler!.failures.size;
     expect(attempts).toBeGreaterThanOrEqual(1);
     expect(attempts).toBeLessThanOrEqual(2);

@@ -7,6 +7,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   ORCH_BIN,
   runNode,
   startTestOrchestrator,
@@ -62,7 +63,7 @@ describe('warm pools with real agents', () => {
     const res = await t.api<{ result: string; plan: { updated: string[] } }>('POST', '/api/v1/scaler/reload');
     expect(res.body.result).toBe('applied');
     expect(res.body.plan.updated).toEqual(['bm']);
-    await eventually(() => scaler.entries().length === 0, 15_000, 'warm agents reaped');
+    await eventually(() => scalerIdle(scaler), 15_000, 'warm agents reaped');
   });
 });
 

@@ -253,6 +253,24 @@ export function alive(pid: number): boolean {
   }
 }
 
+/**
+ * For `eventually`: true once the scaler holds no agent; until then it throws the agents it still
+ * holds, with their phase and age, so a wait that times out says which agent stayed and where.
+ */
+export function scalerIdle(scaler: {
+  entries(): readonly { agentId: string; phase: string; createdAtMs: number }[];
+  readonly teardownsInFlight?: number;
+}): true {
+  const left = scaler.entries();
+  if (!left.length) return true;
+  const now = Date.now();
+  throw new Error(
+    `${left.length} agent(s) still held: ` +
+      left.map((e) => `${e.agentId} (${e.phase}, ${now - e.createdAtMs} ms old)`).join(', ') +
+      (scaler.teardownsInFlight !== undefined ? `; teardowns in flight: ${scaler.teardownsInFlight}` : ''),
+  );
+}
+
 export async function eventually<T>(
   fn: () => T | undefined | null | false | Promise<T | undefined | null | false>,
   timeoutMs = 10_000,

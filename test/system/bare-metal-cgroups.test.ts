@@ -5,6 +5,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -71,7 +72,7 @@ describe('bare-metal limits are enforced with cgroups (root)', () => {
     // The memory hog is killed by the kernel at the limit: its step fails with SIGKILL.
     expect(hog!.state).toBe('failed');
     expect(hog!.exitCode).toBe(137);
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 15_000, 'agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 15_000, 'agents torn down');
     for (const id of [inspect!.agentId!, hog!.agentId!]) {
       await eventually(async () => !(await exists(`${memDir}/${id}`)), 10_000, `cgroup of ${id} removed`);
     }

@@ -6,6 +6,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -87,7 +88,7 @@ describe('bare-metal sandbox (bubblewrap)', () => {
     for (const p of outside) expect(await exists(p), p).toBe(false);
     expect((await readdir(dataDir)).filter((n) => n.startsWith('escape'))).toEqual([]);
     // The homes are removed with their agents.
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 15_000, 'agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 15_000, 'agents torn down');
     for (const j of jobs) {
       const home = `/tmp/kici-agent-homes/${j.agentId}`;
       await eventually(async () => !(await exists(home)), 10_000, `${home} removed`);

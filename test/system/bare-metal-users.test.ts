@@ -14,6 +14,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -96,7 +97,7 @@ describe('bare-metal per-agent users', () => {
     }
     expect(uids[0]).not.toBe(uids[1]);
     // Destroy released both: no process runs as those uids, homes and claims are gone.
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 15_000, 'agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 15_000, 'agents torn down');
     const pool = new AgentUserPool();
     for (const [i, j] of jobs.entries()) {
       // The release removes the home, then the uid claim: wait for the last of the two.

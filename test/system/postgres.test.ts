@@ -5,6 +5,7 @@ import { createStore, openDatabase } from '../../src/store/index.js';
 import {
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -68,7 +69,7 @@ describe('orchestrator on external PostgreSQL', () => {
     expect(a!.state).toBe('succeeded');
     expect(b!.state).toBe('failed');
     expect(b!.exitCode).toBe(5);
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 10_000, 'agents gone');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 10_000, 'agents gone');
     const logs = await t.api<{ lines: { line: string }[] }>('GET', `/api/v1/jobs/${a!.id}/logs`);
     expect(logs.body.lines.map((l) => l.line)).toContain('pg-a');
   });

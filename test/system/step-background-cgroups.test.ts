@@ -6,6 +6,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
@@ -75,7 +76,7 @@ describe('step runner with cgroups (root): background processes', () => {
         await eventually(async () => (await tagged.alive(tag)) === 0, 20_000, 'scrubbed daemon gone');
       else expect(await tagged.alive(tag), name).toBe(0);
     }
-    await eventually(() => t.orch.scaler!.entries().length === 0, 20_000, 'agents torn down');
+    await eventually(() => scalerIdle(t.orch.scaler!), 20_000, 'agents torn down');
     for (const r of results) {
       await eventually(async () => !(await exists(cgroupOf(r!.agentId!))), 15_000, 'cgroup removed');
     }

@@ -5,6 +5,7 @@ import {
   AGENT_BIN,
   bareMetalConfig,
   eventually,
+  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../../helpers/orchestrator.js';
@@ -123,6 +124,6 @@ describe('step runner: background processes', () => {
 
     const [next] = await submit(t, { next: { runsOn: ['linux'], steps: [{ run: 'echo next' }] } });
     expect((await t.waitForJob(next!, undefined, 30_000)).state).toBe('succeeded');
-    await eventually(() => t!.orch.scaler!.entries().length === 0, 15_000, 'agents torn down');
+    await eventually(() => scalerIdle(t!.orch.scaler!), 15_000, 'agents torn down');
   });
 });
