@@ -3,7 +3,13 @@
  * its own process, the same confined launch as the floor's, the agent's ack and job in one turn,
  * and the step's start stamped in whole ms as our server stamps it.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'kysely';
+import { openDatabase } from '../dist/store/open.js';
 import { handStartEnv, type ConfinedLaunch } from './cold-start-floor.ts';
+import { median } from './stats.ts';
 import { lineChild } from './line-child.ts';
 import { submitClient } from './submit-client.ts';
 import type { Rig } from './cold-start.ts';
@@ -36,4 +42,29 @@ export async function minimalRig(confined: ConfinedLaunch): Promise<Rig> {
       await server.close();
     },
   };
+}
+
+/**
+ * What one durable write costs where a cold start makes its writes: the embedded store on disk,
+ * each commit synced, after the process sat idle as it does while an agent boots (`idleMs`). Wall
+ * time, median of `n`. The least any orchestrator that loses nothing adds to the minimal start is
+ * one such commit: the job, the compute it asked for and the job's hand-over to it, made durable
+ * together before the answer and the spawn.
+ */
+export async function syncedCommitAfterIdle(n = 30, idleMs = 60): Promise<number> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-bench-commit-'));
+  const { db, close } = await openDatabase({ dataDir: dir, dataSync: 'on' });
+  try {
+    const took: number[] = [];
+    for (let i = 0; i < n; i++) {
+      await new Promise((r) => setTimeout(r, idleMs));
+      const t0 = performance.now();
+      await sql`insert into runs (id) values (${`commit-${i}`})`.execute(db);
+      took.push(performance.now() - t0);
+    }
+    return median(took);
+  } finally {
+    await close();
+    await rm(dir, { recursive: true, force: true });
+  }
 }
