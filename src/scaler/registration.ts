@@ -23,9 +23,9 @@ export interface RegistrationHost extends AgentLifecycle {
 export class RegistrationRefused extends Error {}
 
 /**
- * Takes a write that records a registration but decides nothing on the way to the agent's first
- * job, to issue it later (the session holds it until that job has started: held-bookkeeping.ts).
- * Without one the write is issued at once.
+ * Takes work that records a registration (a write, the backend's next spare) but decides nothing
+ * on the way to the agent's first job, to do it later (the session holds it until that job has
+ * started: held-bookkeeping.ts). Without one the work is done at once.
  */
 export type LaterWrite = (issue: () => void) => void;
 
@@ -64,7 +64,7 @@ export function completeRegistration(
     m.registeredAtMs = host.opts.clock.now();
     (m.registeredSignal ??= new AbortController()).abort();
     if (m.boundJobId) host.state.releaseJob(m.boundJobId, agentId);
-    host.state.backends.get(m.scalerName)?.markRegistered?.(agentId);
+    host.state.backends.get(m.scalerName)?.markRegistered?.(agentId, later);
     // Adopted agents were spawned before the restart: their wait says nothing about this run.
     if (!m.origin.recovered)
       host.hooks?.onAgentRegistered?.(m.scalerName, m.type, m.registeredAtMs - m.createdAtMs);

@@ -233,8 +233,11 @@ export interface ScalerBackend {
   spawn(ctx: SpawnContext): Promise<ManagedAgent>;
   /** Idempotent: a second or concurrent call for the same id, or an unknown id, tears nothing down again. */
   destroy(agentId: string, ctx: DestroyContext): Promise<void>;
-  /** The agent registered: a later exit is a normal disconnect, not a failed start. */
-  markRegistered?(agentId: string): void;
+  /**
+   * The agent registered: a later exit is a normal disconnect, not a failed start. Work its first
+   * job does not wait for goes to `later`, which runs it once that job has started (or at once).
+   */
+  markRegistered?(agentId: string, later?: (work: () => void) => void): void;
   getLogCapture?(agentId: string): LogCapture | undefined;
   /**
    * Remove compute this backend started earlier that no live agent owns (and stale firewall rules);

@@ -10,7 +10,13 @@ import type { KyselyPlugin, QueryId } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type OpenedDatabase } from '../../src/store/open.js';
 import { freshDataDir, memoryDatabase } from '../helpers/data-dir.js';
-import { bareMetalConfig, startTestOrchestrator, type TestOrchestrator } from '../helpers/orchestrator.js';
+import { AgentUserPool } from '../../src/scaler/backends/bare-metal/users.js';
+import {
+  AGENT_BIN,
+  bareMetalConfig,
+  startTestOrchestrator,
+  type TestOrchestrator,
+} from '../helpers/orchestrator.js';
 
 let t: TestOrchestrator | undefined;
 let opened: OpenedDatabase | undefined;
@@ -168,4 +174,38 @@ describe("a scaled agent's registration writes", () => {
       sent.filter((s) => /^with "spawning" as \(update "scaler_spawning_agents" set "registered_at"/.test(s)),
     ).toHaveLength(1);
   });
+
+  // Per-agent uids need root (as CI runs).
+  it.runIf(process.getuid?.() === 0)(
+    "claims the next agent's spare uid after the job's claim, not between the agent's hello and its job",
+    async () => {
+      opened = await memoryDatabase();
+      const { database, sent } = recording(opened);
+      // The pool's own method, observed: its claim of a spare is noted among the statements.
+      const prepare = AgentUserPool.prototype.prepareSpare;
+      AgentUserPool.prototype.prepareSpare = function (this: AgentUserPool) {
+        sent.push('SPARE');
+        prepare.call(this);
+      };
+      try {
+        t = await startTestOrchestrator({
+          config: bareMetalConfig({ maxAgents: 1 }, [
+            { labels: ['linux', 'small'], binaryPath: AGENT_BIN, runAsUser: 'dynamic' },
+          ]),
+          database,
+        });
+        const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
+          jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
+        });
+        expect((await t.waitForJob(body.jobs[0]!.id)).state).toBe('succeeded');
+        const session = sent.findIndex((s) => SESSION_INSERT.test(s));
+        const claim = sent.findIndex((s, i) => i > session && CLAIM.test(s));
+        expect(session).toBeGreaterThanOrEqual(0);
+        expect(claim).toBeGreaterThan(session);
+        expect(sent.indexOf('SPARE')).toBeGreaterThan(claim);
+      } finally {
+        AgentUserPool.prototype.prepareSpare = prepare;
+      }
+    },
+  );
 });

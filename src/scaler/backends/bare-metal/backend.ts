@@ -167,9 +167,9 @@ export class BareMetalScalerBackend implements ScalerBackend {
     };
   }
 
-  markRegistered(agentId: string): void {
+  markRegistered(agentId: string, later?: (work: () => void) => void): void {
     this.opts.jobImage?.markRegistered(agentId);
-    this.processes.markRegistered(agentId);
+    this.processes.markRegistered(agentId, later);
   }
 
   destroy(agentId: string, ctx: DestroyContext): Promise<void> {

@@ -77,12 +77,14 @@ export class ProcessAgents {
     return t ? logCaptureOf(t.tail) : undefined;
   }
 
-  markRegistered(agentId: string): void {
+  markRegistered(agentId: string, later: (work: () => void) => void = (work) => work()): void {
     const t = this.agents.get(agentId);
     if (!t) return;
     t.registered = true;
-    // Its start is over: the next agent's uid and home are claimed now, off that agent's start.
-    if (t.placement.user) this.parts.users.prepareSpare();
+    // Its start is over: the next agent's uid and home are claimed off that agent's start. Not at
+    // the registration itself: the claim reads every process's status synchronously (about 1 ms on
+    // an idle host, several on a busy one) and would sit between the agent's hello and its job.
+    if (t.placement.user) later(() => this.parts.users.prepareSpare());
   }
 
   /** Start tearing the agent down; undefined when it is not held (never was, or already going). */
