@@ -3,11 +3,11 @@ import { spawn } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { pidsOfUid } from '../../src/scaler/backends/bare-metal/proc-uids.js';
 import {
   AGENT_UID_COUNT,
   AGENT_UID_FIRST,
   AgentUserPool,
-  pidsOfUid,
 } from '../../src/scaler/backends/bare-metal/users.js';
 import { outputLines, submit } from '../helpers/jobs.js';
 import {

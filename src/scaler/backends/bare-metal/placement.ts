@@ -4,11 +4,11 @@ import { delimiter, dirname, isAbsolute, join, relative, resolve } from 'node:pa
 import type { LabelSetConfig } from '../../../config/index.js';
 import { modeParts, type ConfinementMode } from './confinement.js';
 import { bwrapArgs } from './sandbox.js';
+import { killUid } from './proc-uids.js';
 import {
   AGENT_UID_COUNT,
   AGENT_UID_FIRST,
   ensureHomesRoot,
-  killUid,
   type AgentUser,
   type AgentUserPool,
 } from './users.js';

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { pidsOfUid, uidsWithProcesses } from '../../../../src/scaler/backends/bare-metal/users.js';
+import { pidsOfUid, uidsWithProcesses } from '../../../../src/scaler/backends/bare-metal/proc-uids.js';
 
 const linux = process.platform === 'linux';
 
