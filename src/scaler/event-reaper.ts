@@ -14,8 +14,9 @@ import {
   type ReapMemory,
   type ReapWindows,
 } from './reap-decide.js';
-import { tearDownReaped, type EventBackendView } from './reap-teardown.js';
+import { tearDownReaped } from './reap-teardown.js';
 import { readReapSnapshot, type ReapRowFull } from './reap-view.js';
+import { withdrawReapedByPeer } from './reaped-by-peer.js';
 
 export const DEFAULT_CLAIM_RETENTION_MS = 3_600_000;
 /** The windows' defaults: the serve command's settings replace them. */
@@ -61,7 +62,8 @@ export interface LiveReapTuning {
  * anywhere this instance can see for the whole flap grace, nothing is reaped while this instance
  * sees none of its peers, and a failed teardown waits out the re-attempt throttle. Every instance
  * also runs `start()`'s timer: its own provisions that a peer adopted or the leader reaped are
- * dropped from its books. Expired claim codes and old outcomes are purged by the leader too.
+ * dropped from its books (reaped-by-peer.ts). Expired claim codes and old outcomes are purged by
+ * the leader too.
  */
 export class EventProvisionReaper {
   private timer: NodeJS.Timeout | undefined;
@@ -140,7 +142,7 @@ export class EventProvisionReaper {
    */
   tick(signal: AbortSignal = FOREVER, lead = true): Promise<void> {
     if (this.ticking || this.stopped) return this.ticking ?? Promise.resolve();
-    this.ticking = this.withdrawReapedByPeer()
+    this.ticking = withdrawReapedByPeer({ ...this.opts, log: this.log })
       .then(() => (lead ? this.leaderPass(signal) : undefined))
       .catch((err: unknown) => this.log.error({ err: errorMessage(err) }, 'event reaper pass failed'))
       .finally(() => (this.ticking = undefined));
@@ -263,51 +265,5 @@ export class EventProvisionReaper {
     const keep = Math.max(24 * 3_600_000, 2 * this.opts.spawnTimeoutMs);
     const outcomes = await this.opts.manager.adoption.purgeOutcomes(new Date(now - keep));
     if (outcomes) this.log.info({ purged: outcomes }, 'old provision outcomes purged');
-  }
-
-  /**
-   * Our stale pending event entries. Adopted by a peer (the row, or its outcome once the row is
-   * gone, says so): forget it quietly, the adopter owns its teardown. Record removed by the lease
-   * holder and never adopted: give the job back as a failed provision, emit nothing.
-   */
-  private async withdrawReapedByPeer(): Promise<void> {
-    const mgr = this.opts.manager;
-    const limit = this.opts.clock.now() - this.opts.spawnTimeoutMs;
-    const stale = mgr
-      .entries()
-      .filter((m) => m.type === 'event' && m.phase === 'starting' && m.createdAtMs < limit);
-    if (!stale.length) return;
-    const ids = stale.map((m) => m.agentId);
-    const adopters = await mgr.adoption.adopters(ids);
-    const present = new Set(
-      (
-        await this.opts.db
-          .selectFrom('scaler_spawning_agents')
-          .select('agent_id')
-          .where('agent_id', 'in', ids)
-          .execute()
-      ).map((r) => r.agent_id),
-    );
-    for (const m of stale) {
-      const adopter = adopters.get(m.agentId);
-      if (adopter && adopter !== this.opts.instanceId) {
-        if (mgr.state.agents.get(m.agentId) !== m) continue;
-        (mgr.state.backends.get(m.scalerName) as EventBackendView | undefined)?.forget(m.agentId);
-        mgr.forget(m);
-        this.log.info(
-          { agentId: m.agentId, adoptedBy: adopter },
-          'provision adopted by a peer; forgotten here',
-        );
-        mgr.notifyCapacityFreed();
-        continue;
-      }
-      if (present.has(m.agentId)) continue;
-      (mgr.state.backends.get(m.scalerName) as EventBackendView | undefined)?.forget(m.agentId);
-      await mgr.failSpawn(m, {
-        kind: 'spawn-timeout',
-        message: `the provisioned instance's agent ${m.agentId} did not register in time (reaped by the lease holder)`,
-        deterministic: false,
-      });
-    }
   }
 }
