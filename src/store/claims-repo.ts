@@ -1,5 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { Database, ScalerPendingClaimsTable } from './schema.js';
+import type { ScalerPendingClaimsTable } from './scaler-tables.js';
+import type { Database } from './schema.js';
 
 export type ClaimRow = Omit<Selectable<ScalerPendingClaimsTable>, 'agent_token_ttl_ms'> & {
   agent_token_ttl_ms: number;

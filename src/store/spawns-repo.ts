@@ -1,11 +1,10 @@
 import type { Insertable, Kysely, Selectable } from 'kysely';
 import type {
-  AgentTokensTable,
-  Database,
   ScalerReservationsTable,
   ScalerSpawningAgentsTable,
   ScalerSpawnTimesTable,
-} from './schema.js';
+} from './scaler-tables.js';
+import type { AgentTokensTable, Database } from './schema.js';
 
 export type SpawnRow = Selectable<ScalerSpawningAgentsTable>;
 export type ReservationRow = Selectable<ScalerReservationsTable>;

@@ -1,5 +1,6 @@
 import type { Kysely, Selectable } from 'kysely';
-import type { Database, ScalerEventDeliveriesTable } from '../../store/schema.js';
+import type { ScalerEventDeliveriesTable } from '../../store/scaler-tables.js';
+import type { Database } from '../../store/schema.js';
 
 export type DeliveryRow = Selectable<ScalerEventDeliveriesTable>;
 /** pending: not delivered yet (retrying); delivered: 2xx or job submitted; given-up: retries ran out. */
