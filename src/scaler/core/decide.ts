@@ -1,5 +1,6 @@
 import { poolFit, type PoolLoad } from '../ledger/pool-fit.js';
-import { backoffKey, type BackoffCheck, type BackoffStreak } from './backoff.js';
+import { backoffKey } from './backoff.js';
+import type { BackoffCheck, BackoffStreak } from './backoff-types.js';
 import type { CapBook } from './caps.js';
 import type { ResourceAmount } from './resources.js';
 import {

@@ -1,4 +1,4 @@
-import type { BackoffCheck, BackoffStreak } from './backoff.js';
+import type { BackoffCheck, BackoffStreak } from './backoff-types.js';
 import type { CapBook } from './caps.js';
 import { decide, type DecideState, type DecisionAction, type PoolView } from './decide.js';
 import type { ResourceAmount } from './resources.js';
