@@ -4,7 +4,7 @@ import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import { errorMessage } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
-import type { JobObserver } from './active-jobs.js';
+import type { JobObserver } from './active-job.js';
 import type { AgentRegistry } from './agent-registry.js';
 import type { Claims } from './claims.js';
 import { toScaleJob, type planDispatch } from './dispatch-plan.js';

@@ -2,7 +2,7 @@ import type { ScalerManager } from '../scaler/manager.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
-import type { JobObserver } from './active-jobs.js';
+import type { JobObserver } from './active-job.js';
 
 /** What a dispatcher is made with: its store and clock, and the clustering and tuning knobs. */
 export interface DispatcherOptions {

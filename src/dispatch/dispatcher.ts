@@ -18,7 +18,7 @@ import { SealedEnv, type Sealed } from './sealed-env.js';
 import type { StoreSync } from './store-sync.js';
 import { StaticScopes } from './static-scopes.js';
 
-export type { ActiveJob, JobObserver } from './active-jobs.js';
+export type { ActiveJob, JobObserver } from './active-job.js';
 export type { DispatcherOptions } from './dispatcher-options.js';
 
 /**

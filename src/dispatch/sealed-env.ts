@@ -1,5 +1,5 @@
 import type { JobSpec } from '../jobs/run-spec.js';
-import type { JobObserver } from './active-jobs.js';
+import type { JobObserver } from './active-job.js';
 
 /**
  * Environment values a job gets only when it is handed to its agent, never stored: a provisioning

@@ -1,4 +1,4 @@
-import type { JobObserver } from '../dispatch/active-jobs.js';
+import type { JobObserver } from '../dispatch/active-job.js';
 import type { JobState } from '../store/schema.js';
 import type { TypedEvents } from '../util/typed-events.js';
 
