@@ -4,13 +4,7 @@
  * problem validate passed, and both word each problem the same way: the file, the YAML path, the
  * problem and the fix.
  */
-import { statfs as fsStatfs } from 'node:fs/promises';
-import {
-  DEFAULT_JAILER_CHROOT_BASE_DIR,
-  loadScalerConfigForPeople,
-  type ScalerConfig,
-  type ScalerEntry,
-} from '../config/index.js';
+import { loadScalerConfigForPeople, type ScalerConfig, type ScalerEntry } from '../config/index.js';
 import { NFT_REMEDY } from '../net/nft-isolation.js';
 import { nftRequiredTool } from '../net/nft-preflight.js';
 import { createNftRunner } from '../net/nft-runner.js';
@@ -18,63 +12,25 @@ import { errorMessage } from '../util/errors.js';
 import { resolveTool } from '../util/system-tools.js';
 import { connectEngine } from './backends/engine-client.js';
 import {
-  DEFAULT_DISK_GUARD_THRESHOLD_BYTES,
   descriptorFor,
   entryHostProblems,
-  freeBytes,
   preflightEntry,
   usesContainerEngine,
-  vmBridgeExists,
-  type StatfsFn,
 } from './backends/registry.js';
 import { preflightTools } from './preflight.js';
-import type { BackendDeps } from './backends/deps.js';
 import { jobTargetProblems } from './events/job-targets.js';
 import { WEBHOOK_SECRET_ENV } from './events/router.js';
-import { resolveLedgerDir } from './ledger/ledger-dir.js';
-
-export interface CheckFinding {
-  severity: 'error' | 'warning';
-  file: string;
-  /** Where in the YAML: `scalers[2].labelSets[0].binaryPath`. */
-  path: string;
-  problem: string;
-  fix: string;
-}
-
-export function describeFinding(f: CheckFinding): string {
-  return `${f.file}: ${f.path}: ${f.problem}. Fix: ${f.fix}`;
-}
+import {
+  describeFinding,
+  fileOf,
+  type CheckFinding,
+  type Finder,
+  type StartupCheckOptions,
+} from './startup-finding.js';
+import { bridgeFindings, diskGuardFindings, ledgerFindings } from './startup-shared-findings.js';
 
 /** How long an engine may take to answer a ping before it counts as away. */
 const ENGINE_PING_TIMEOUT_MS = 5_000;
-
-export interface StartupCheckOptions {
-  configPath: string;
-  /** The file each `scalers[i]` came from (drop-ins); the main file when absent. */
-  scalerFiles?: readonly string[];
-  /** The environment the orchestrator (and its tools) runs with. */
-  env?: NodeJS.ProcessEnv;
-  /**
-   * `validate`: an engine that does not answer is a warning (it may be started before serve);
-   * `serve`: it is an error, since the container backend cannot be built without it.
-   */
-  mode: 'validate' | 'serve';
-  /** Ping a scaler's engine; the default connects as the backend does. */
-  pingEngine?: (entry: ScalerEntry) => Promise<void>;
-  /** Prove nft works (`nft list tables`); the default runs it. `false`: the firewall is injected. */
-  probeNft?: ((sudo: boolean) => Promise<void>) | false;
-  statfs?: StatfsFn;
-  diskThresholdBytes?: number;
-  /** What the bare-metal limits chooser asks of the host; probed when absent. */
-  limitsProbes?: BackendDeps['limitsProbes'];
-}
-
-type Finder = (entry: ScalerEntry, i: number, o: StartupCheckOptions) => Promise<CheckFinding[]>;
-
-function fileOf(o: StartupCheckOptions, i: number): string {
-  return o.scalerFiles?.[i] ?? o.configPath;
-}
 
 const toolFindings: Finder = async (entry, i, o) => {
   const problems = await preflightEntry(entry, { configPath: o.configPath, hostEnv: o.env ?? process.env });
@@ -212,79 +168,6 @@ const engineFindings: Finder = async (entry, i, o) => {
       fix: 'start Docker or Podman, or fix socketPath/host',
     },
   ];
-};
-
-/** The bridge is needed at once when the orchestrator may not create it. */
-const bridgeFindings = async (config: ScalerConfig, o: StartupCheckOptions): Promise<CheckFinding[]> => {
-  const i = config.scalers.findIndex((s) => s.type === 'firecracker');
-  const net = config.firecracker;
-  if (i < 0 || !net || net.autoProvisionHost) return [];
-  const entry = config.scalers[i]!;
-  const env = o.env ?? process.env;
-  if (!resolveTool('ip', env).includes('/')) return [];
-  if (await vmBridgeExists(net.bridgeName, entry.requireSudo === true, env)) return [];
-  return [
-    {
-      severity: 'error',
-      file: o.configPath,
-      path: 'firecracker.bridgeName',
-      problem: `bridge ${net.bridgeName} does not exist`,
-      fix: 'create it, or set firecracker.autoProvisionHost: true',
-    },
-  ];
-};
-
-/** Start-up measures free space under the first VM scaler's chrootBaseDir before anything else. */
-const diskGuardFindings = async (config: ScalerConfig, o: StartupCheckOptions): Promise<CheckFinding[]> => {
-  const i = config.scalers.findIndex((s) => s.type === 'firecracker');
-  if (i < 0) return [];
-  const entry = config.scalers[i]!;
-  const volume = entry.chrootBaseDir || DEFAULT_JAILER_CHROOT_BASE_DIR;
-  const at = { file: fileOf(o, i), path: `scalers[${i}].chrootBaseDir` };
-  let free: number;
-  try {
-    free = await freeBytes(o.statfs ?? fsStatfs, volume);
-  } catch (err) {
-    const missing = (err as NodeJS.ErrnoException).code === 'ENOENT';
-    return [
-      {
-        severity: 'error',
-        ...at,
-        problem: missing
-          ? `scaler "${entry.name}": ${volume} does not exist (VM files and the disk guard live there)`
-          : `scaler "${entry.name}": ${volume} cannot be measured (${errorMessage(err)})`,
-        fix: `create it (mkdir -p ${volume}) on the volume meant for VM files, or point chrootBaseDir at such a directory`,
-      },
-    ];
-  }
-  const threshold = o.diskThresholdBytes ?? DEFAULT_DISK_GUARD_THRESHOLD_BYTES;
-  if (free >= threshold) return [];
-  return [
-    {
-      severity: 'warning',
-      ...at,
-      problem: `scaler "${entry.name}": ${free} bytes free under ${volume}, below ${threshold}; start-up reaps stale VM artifacts and refuses to start if still short`,
-      fix: `free space under ${volume}`,
-    },
-  ];
-};
-
-/** An operator-chosen ledger directory must be writable; the fallbacks are tried in turn at start-up. */
-const ledgerFindings = async (config: ScalerConfig, o: StartupCheckOptions): Promise<CheckFinding[]> => {
-  const dir = (o.env ?? process.env).KICI_MACHINE_LEDGER_DIR;
-  if (!config.machinePools?.length || !dir) return [];
-  return resolveLedgerDir({ explicitDir: dir }).then(
-    () => [],
-    (err: unknown) => [
-      {
-        severity: 'error' as const,
-        file: o.configPath,
-        path: 'machinePools',
-        problem: errorMessage(err),
-        fix: 'make KICI_MACHINE_LEDGER_DIR a directory the orchestrator can write, or unset it',
-      },
-    ],
-  );
 };
 
 /** Every host check on a loaded config, in config order; nothing is thrown for a host problem. */
