@@ -1,7 +1,6 @@
 import type { Server } from 'node:http';
 import type { InstanceStatus } from '../cluster/instances-repo.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import { CloseCodes } from '../protocol/messages.js';
 import type { ScalerAuditor } from '../scaler/audit/auditor.js';
 import { StoreClaimStore } from '../scaler/claim-store.js';
 import type { EventProvisionReaper } from '../scaler/event-reaper.js';
@@ -14,21 +13,21 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { swallow } from '../util/swallowed-errors.js';
 import type { EventsView } from '../util/typed-events.js';
 import { restrictUmask } from './data-dir-lock.js';
-import { settleJobsAtStop, waitForDrain } from './drain.js';
+import { waitForDrain } from './drain.js';
 import type { Metrics } from './metrics.js';
 import { listenForApiAndAgents } from './orchestrator-api.js';
 import type { OrchestratorEvents } from './orchestrator-events.js';
 import { withScalerSettings, type OrchestratorOptions } from './orchestrator-options.js';
 import { assembleParts, type OrchestratorParts } from './orchestrator-parts.js';
 import { startOrchestratorTimers } from './orchestrator-timers.js';
-import { heldAgents, renewHeldTokens } from './token-renewal.js';
-import { sweepOrphans } from './orphan-sweep.js';
 import type { StoreProbe } from './readiness.js';
 import type { RetentionService } from './retention.js';
 import { wireScalerSide } from './scaler-hooks.js';
 import { applyBackoffReset } from './backoff-routes.js';
 import { reloadScalerConfig } from './scaler-reload.js';
+import { takeOverPreviousRun } from './start-recovery.js';
 import { startupChecks } from './startup-config.js';
+import { stopInOrder } from './stop-sequence.js';
 import { openLockedStore } from './store-wiring.js';
 
 export type { OrchestratorOptions } from './orchestrator-options.js';
@@ -122,17 +121,7 @@ export class Orchestrator {
         log,
         sources: { scaler: () => orch.scaler, reaper: () => orch.reaper, auditor: () => orch.auditor },
       }));
-      const recovered = await dispatcher.recover();
-      const adopted = scaler ? await scaler.recover() : undefined;
-      if (scaler) await sweepOrphans(scaler, dispatcher, log);
-      if (scaler)
-        await renewHeldTokens({
-          clock,
-          tokens: parts.store.tokens,
-          agentIds: heldAgents(dispatcher.registry.list(), scaler.entries()),
-          ttlMs: scaler.tokenTtlMs(),
-          log,
-        });
+      const { recovered, adopted } = await takeOverPreviousRun({ ...parts, clock, log });
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
       await orch.syncGateways();
@@ -296,22 +285,7 @@ export class Orchestrator {
   private async shutdown(agents: 'teardown' | 'leave'): Promise<void> {
     this.stopping = true;
     this.draining = true;
-    this.timers?.cancel();
-    this.auditor?.stop();
-    await this.parts.upkeep.stop();
-    this.parts.cluster.stopSettings();
-    await this.reaper?.stop();
-    await this.dispatcher.stop();
-    // Jobs that were handed out but never started go back to the queue; started ones cannot be resumed.
-    const kept = await settleJobsAtStop(this.dispatcher, this.store, agents, this.log);
-    const mode = agents === 'leave' ? 'drain' : 'shutdown';
-    await this.scaler?.shutdownAll(undefined, kept.size > 0 ? kept : undefined, mode);
-    for (const a of this.dispatcher.registry.list())
-      a.close(CloseCodes.shuttingDown, 'orchestrator shutting down');
-    await this.scaleEvents?.close();
-    await this.parts.net.close();
-    await this.parts.cluster.stop();
-    await this.database.close();
-    this.log.info({ agentsLeftRunning: kept.size }, 'kici-orchestrator stopped');
+    const { parts, database, log, timers, auditor, reaper, scaleEvents } = this;
+    await stopInOrder({ parts, database, log, timers, auditor, reaper, scaleEvents }, agents);
   }
 }
