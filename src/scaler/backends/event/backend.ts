@@ -1,11 +1,8 @@
-import { normalizeLabelSet, type LabelSetConfig, type ScalerEntry } from '../../../config/index.js';
-import { DEFAULT_AGENT_TOKEN_TTL_SECONDS } from '../../../config/defaults.js';
-import { errorMessage } from '../../../util/errors.js';
+import type { LabelSetConfig, ScalerEntry } from '../../../config/index.js';
 import { silentLogger, type Logger } from '../../../util/logger.js';
 import { contextFromPositional, isPositional, type PositionalSpawnArgs } from '../positional-spawn.js';
 import type { ClaimedCredentials } from '../../claim-store.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
-import { SpawnError } from '../../core/spawn-errors.js';
 import type {
   BackendCapabilities,
   DeliveryProblem,
@@ -16,14 +13,13 @@ import type {
   SpawnContext,
   ValidationResult,
 } from '../../types.js';
-import type { ScaleDownReason } from '../../events/payloads.js';
 import {
   scaleDownReason,
-  scaleUpPayload,
   type EventDestroyContext,
   type EventScalerBackendOptions,
   type Provision,
 } from './options.js';
+import { spawnProvision, teardownProvision, type ProvisioningHost } from './provisioning.js';
 
 /** A claim code that redeems nothing: unknown, already used, or expired. */
 export class ClaimRefused extends Error {
@@ -53,6 +49,8 @@ export class EventScalerBackend implements ScalerBackend {
   private readonly agents = new Map<string, Provision>();
   private readonly log: Logger;
   private readonly now: () => number;
+  /** What spawn and teardown (provisioning.ts) work with. */
+  private readonly host: ProvisioningHost;
   private givenUp: DeliveryProblem | undefined;
 
   constructor(private readonly opts: EventScalerBackendOptions) {
@@ -60,6 +58,17 @@ export class EventScalerBackend implements ScalerBackend {
     this.name = opts.entry.name;
     this.log = (opts.logger ?? silentLogger()).child({ component: 'event-backend', scaler: this.name });
     this.now = opts.now ?? Date.now;
+    this.host = {
+      name: this.name,
+      opts,
+      log: this.log,
+      now: this.now,
+      provisions: {
+        count: () => this.agents.size,
+        track: (agentId, p) => void this.agents.set(agentId, p),
+        releaseIfStill: (agentId, p) => this.untrack(agentId, p),
+      },
+    };
   }
 
   /** The entry this backend serves; a reload replaces it whole. */
@@ -91,72 +100,7 @@ export class EventScalerBackend implements ScalerBackend {
     const ctx = isPositional(args)
       ? await contextFromPositional(this.entry, args, { claimAuth: true, now: this.now })
       : args[0];
-    if (ctx.signal.aborted) throw new SpawnError('spawn-timeout', 'spawn aborted before start');
-    const entry = this.entry;
-    const key = normalizeLabelSet(ctx.labelSet);
-    if (!entry.labelSets.some((l) => normalizeLabelSet(l.labels) === key))
-      throw new SpawnError('config', `label set [${key}] is not served by event scaler "${this.name}"`);
-    if (this.agents.size >= entry.maxAgents)
-      throw new SpawnError(
-        'capacity',
-        `event scaler "${this.name}" is at capacity (${this.agents.size}/${entry.maxAgents})`,
-      );
-    const targets = [...(entry.provisioningTargets ?? [])];
-    const spawnedAt = this.now();
-    // Tracked before the first await: a destroy during the spawn finds it and cancels it.
-    const p: Provision = {
-      labelSet: ctx.labelSet,
-      state: 'provisioning',
-      createdAt: spawnedAt,
-      targets,
-      spawning: true,
-    };
-    this.agents.set(ctx.agentId, p);
-    const cancelled = () => p.cancelled ?? (ctx.signal.aborted ? 'spawn-timeout' : undefined);
-    let claimCode: string;
-    try {
-      claimCode = await this.opts.claimStore.register({
-        agentId: ctx.agentId,
-        labels: ctx.fullLabels,
-        agentTokenTtlSeconds: entry.agentTokenTtlSeconds ?? DEFAULT_AGENT_TOKEN_TTL_SECONDS,
-        orchestratorUrl: ctx.orchestratorUrl,
-      });
-    } catch (err) {
-      this.untrack(ctx.agentId, p);
-      throw new SpawnError('transient', `claim code could not be issued: ${errorMessage(err)}`, {
-        cause: err,
-      });
-    }
-    if (cancelled()) {
-      // Nothing was sent yet: dropping the claim is the whole teardown.
-      this.untrack(ctx.agentId, p);
-      await this.invalidateClaims(ctx.agentId);
-      throw new SpawnError('spawn-timeout', 'spawn cancelled before its scale-up was sent');
-    }
-    const requestId = this.opts.requestId();
-    const payload = scaleUpPayload(this.name, entry, ctx, claimCode, requestId);
-    let eventId: string;
-    try {
-      eventId = await this.opts.emitter.emitScalerScaleUp(payload, targets);
-    } catch (err) {
-      this.untrack(ctx.agentId, p);
-      await this.invalidateClaims(ctx.agentId);
-      throw new SpawnError('transient', `scale-up could not be emitted: ${errorMessage(err)}`, {
-        cause: err,
-      });
-    }
-    p.spawning = false;
-    this.log.info({ agentId: ctx.agentId, requestId, eventId, targets }, 'scale-up emitted');
-    const why = cancelled();
-    if (why) {
-      // Destroyed or timed out while the scale-up was on its way: the instance is stopped at once.
-      this.untrack(ctx.agentId, p);
-      await this.teardown(ctx.agentId, scaleDownReason(why), targets);
-      throw new SpawnError('spawn-timeout', 'spawn cancelled while its scale-up was being sent');
-    }
-    ctx.onEvent('scaler.provisioning', `scale-up ${eventId} sent to ${targets.join(', ')}`);
-    ctx.onEvent('agent.connecting', 'waiting for the provisioned instance to register');
-    return { id: ctx.agentId, labelSet: ctx.labelSet, backendRef: ctx.agentId, spawnedAt, state: 'spawning' };
+    return spawnProvision(this.host, this.entry, ctx);
   }
 
   private untrack(agentId: string, p: Provision): void {
@@ -179,35 +123,11 @@ export class EventScalerBackend implements ScalerBackend {
       return;
     }
     const targets = ctx.targets?.length ? ctx.targets : p.targets?.length ? p.targets : this.liveTargets();
-    await this.teardown(agentId, scaleDownReason(ctx.reason), targets);
-  }
-
-  private async teardown(agentId: string, reason: ScaleDownReason, targets: string[]): Promise<void> {
-    const requestId = this.opts.requestId();
-    try {
-      const eventId = await this.opts.emitter.emitScalerScaleDown(
-        { scalerName: this.name, agentId, reason, requestId },
-        targets,
-      );
-      this.log.info({ agentId, reason, requestId, eventId, targets }, 'scale-down emitted');
-    } finally {
-      await this.invalidateClaims(agentId);
-    }
+    await teardownProvision(this.host, agentId, scaleDownReason(ctx.reason), targets);
   }
 
   private liveTargets(): string[] {
     return [...(this.entry.provisioningTargets ?? [])];
-  }
-
-  private async invalidateClaims(agentId: string): Promise<void> {
-    try {
-      await this.opts.claimStore.invalidate(agentId);
-    } catch (err) {
-      this.log.warn(
-        { agentId, err: errorMessage(err) },
-        'could not invalidate the claim code; it expires on its own',
-      );
-    }
   }
 
   /** Stop tracking without emitting: a peer adopted the provision, or its record went away. */
