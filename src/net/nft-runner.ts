@@ -93,7 +93,9 @@ function exec(argv: string[], timeoutMs: number, env?: Readonly<Record<string, s
     const child = spawn(cmd, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       timeout: timeoutMs,
-      ...(env ? { env } : {}),
+      // isNftMissing matches nft's "No such file or directory", which glibc translates for a host
+      // with another language: in the C locale a missing table is always recognised as one.
+      env: { ...(env ?? process.env), LC_ALL: 'C' },
     });
     let out = '';
     let err = '';

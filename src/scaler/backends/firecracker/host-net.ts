@@ -11,7 +11,9 @@ export function commandRunner(opts: {
   hostEnv: NodeJS.ProcessEnv;
   timeoutMs?: number;
 }): CommandRunner {
-  const env = vmmEnv(opts.hostEnv);
+  // Their messages are matched ("Cannot find device", "No such file"): in the C locale, whatever
+  // language the host speaks, or a missing device would read as a failure.
+  const env = { ...vmmEnv(opts.hostEnv), LC_ALL: 'C' };
   return (cmd, args) =>
     new Promise((resolve, reject) => {
       // `ip` lives in /usr/sbin or /sbin, often not on a service's PATH.

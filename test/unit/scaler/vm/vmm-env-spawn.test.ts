@@ -37,6 +37,8 @@ const LEAKS = {
   LD_LIBRARY_PATH: '/nonexistent/lib',
   FAKETIME: '-1d',
 };
+/** A host that speaks another language: the helpers whose messages are matched run in C. */
+const HOST_LOCALE = 'de_DE.UTF-8';
 const network = firecrackerNetworkSchema.parse({});
 const SEP = '\x1e';
 let work: string;
@@ -94,6 +96,7 @@ beforeAll(async () => {
   hostPath = `${bin}${delimiter}${process.env.PATH ?? ''}`;
   vi.stubEnv('PATH', hostPath);
   for (const [k, v] of Object.entries(LEAKS)) vi.stubEnv(k, v);
+  vi.stubEnv('LC_ALL', HOST_LOCALE);
 });
 afterAll(async () => {
   vi.unstubAllEnvs();
@@ -148,13 +151,20 @@ async function spawnAndDestroy(
   expect(await waitGone(Number(agent.backendRef), 5_000)).toBe(true);
 }
 
-/** Nothing of the orchestrator's, PATH as the host has it, and no other name than the allowlist's. */
+/** The helpers whose messages the backend matches. */
+const PARSED_TOOLS = ['ip', 'mkfs.ext4', 'nft'];
+
+/**
+ * Nothing of the orchestrator's, PATH as the host has it, no other name than the allowlist's, and
+ * the host's language except for the helpers whose messages are matched.
+ */
 function expectClean(name: string, env: Record<string, string>, exact = true): void {
   for (const k of Object.keys(LEAKS)) expect(env, `${name} got ${k}`).not.toHaveProperty(k);
   for (const k of Object.keys(env)) {
     expect(scrubbed(k) || /^LD_|^FAKETIME/.test(k), `${name} got ${k}`).toBe(false);
     if (exact) expect(VMM_ENV_ALLOWLIST as readonly string[], `${name} got ${k}`).toContain(k);
   }
+  expect(env.LC_ALL, `${name}'s LC_ALL`).toBe(PARSED_TOOLS.includes(name) ? 'C' : HOST_LOCALE);
   expect(env.PATH, `${name}'s PATH`).toBe(hostPath);
   // Not under another name either.
   for (const v of Object.values(LEAKS)) expect(Object.values(env), `${name}'s values`).not.toContain(v);
