@@ -13,25 +13,40 @@ import { toQueued } from './job-rows.js';
  * agent's reports, timeouts, a lost agent, a requeue. An entry is only dropped once the row that
  * replaces it is written, so a failed write leaves the job open instead of lost.
  */
-export class ActiveJobs extends Map<string, ActiveJob> {
-  constructor(private readonly deps: ActiveJobsDeps) {
-    super();
+export class ActiveJobs {
+  /** Changed only through `track` and `forget`, which keep the queue's running counts in step. */
+  private readonly byId = new Map<string, ActiveJob>();
+
+  constructor(private readonly deps: ActiveJobsDeps) {}
+
+  get(id: string): ActiveJob | undefined {
+    return this.byId.get(id);
   }
 
-  /** Every entry added or dropped is told to the queue: fair share counts each owner's running jobs. */
-  override set(id: string, a: ActiveJob): this {
-    const prev = this.get(id);
+  has(id: string): boolean {
+    return this.byId.has(id);
+  }
+
+  values(): MapIterator<ActiveJob> {
+    return this.byId.values();
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /**
+   * The job is now `a`'s: handed to its agent (a claim), found active in the store (a start), or
+   * taken over from a peer. Every entry added or dropped is told to the queue: fair share counts
+   * each owner's running jobs.
+   */
+  track(a: ActiveJob): void {
+    const prev = this.byId.get(a.job.id);
     if (prev !== a) {
       if (prev) this.deps.queue.noteEnded(prev.job);
       this.deps.queue.noteStarted(a.job);
     }
-    return super.set(id, a);
-  }
-
-  override delete(id: string): boolean {
-    const prev = this.get(id);
-    if (prev) this.deps.queue.noteEnded(prev.job);
-    return super.delete(id);
+    this.byId.set(a.job.id, a);
   }
 
   private now(): Date {
@@ -179,7 +194,10 @@ export class ActiveJobs extends Map<string, ActiveJob> {
 
   /** Drop the entry (if it is still this one) and its timers: its row no longer says it is active. */
   private forget(a: ActiveJob): void {
-    if (this.get(a.job.id) === a) this.delete(a.job.id);
+    if (this.byId.get(a.job.id) === a) {
+      this.byId.delete(a.job.id);
+      this.deps.queue.noteEnded(a.job);
+    }
     a.timeoutTimer?.cancel();
     a.orphanTimer?.cancel();
   }
@@ -224,7 +242,7 @@ export class ActiveJobs extends Map<string, ActiveJob> {
     else {
       const a: ActiveJob = { job: toQueued(row), spec: row.spec as JobSpec, agentId, state: 'running' };
       this.deps.queue.remove(jobId);
-      this.set(jobId, a);
+      this.track(a);
       this.deps.logs.protect(jobId, secretValues(a.spec));
       this.armTimeout(a);
     }

@@ -249,7 +249,7 @@ export class Claims {
   /** False when the agent left while its claim was in flight (the job is requeued). */
   private async sendClaimed(job: QueuedJob, agent: ConnectedAgent, spec: JobSpec): Promise<boolean> {
     const active: ActiveJob = { job, spec, agentId: agent.id, state: 'dispatched' };
-    this.deps.active.set(job.id, active);
+    this.deps.active.track(active);
     // The agent's connection closed while the claim was in flight: its clean-up ran before this
     // job was active, and the job would stay dispatched to no one. It never saw the job: requeue.
     if (this.deps.registry.get(agent.id) !== agent) {

@@ -78,7 +78,7 @@ export class StoreSync {
         agentId: row.agent_id,
         state: row.state === 'running' ? 'running' : 'dispatched',
       };
-      d.active.set(a.job.id, a);
+      d.active.track(a);
       d.logs.protect(a.job.id, secretValues(a.spec));
       d.active.armTimeout(a);
       d.active.orphan(a, 'orchestrator restarted');
