@@ -12,12 +12,7 @@ import type { ReloadHost, RecoveryHost, SpawnHost, TeardownReason, WarmPoolHost 
 import type { ScalerHooks, ScalerManagerOptions } from './manager-options.js';
 import { ScalerManagerViews } from './manager-views.js';
 import { recoverAgents } from './recovery.js';
-import {
-  completeRegistration,
-  registerThroughStore,
-  type LaterWrite,
-  type RegistrationResult,
-} from './registration.js';
+import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { decisionState, poolViewsFor, requestScaleFor, routeQuery } from './scale-request.js';
 import { stopAgents } from './shutdown.js';
@@ -25,7 +20,7 @@ import { failAgentSpawn, provisionAgent } from './spawn.js';
 import { failStaleSpawns } from './stale-spawns.js';
 import { SwallowedErrors } from './swallowed-errors.js';
 import { teardownAgent } from './teardown.js';
-import type { DestroyReason, ScaleJob, ScaleResult } from './types.js';
+import type { DestroyReason, LaterWork, ScaleJob, ScaleResult } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
 import { withdrawEndedProvisions } from './withdrawal.js';
 
@@ -196,7 +191,7 @@ export class ScalerManager
    * Registration with the shared store's say (registration.ts): adopts event agents first. `later`
    * takes the spawn row's registered stamp, for the caller to issue once it delays nothing.
    */
-  registerAgent(agentId: string, later?: LaterWrite): Promise<RegistrationResult | null> {
+  registerAgent(agentId: string, later?: LaterWork): Promise<RegistrationResult | null> {
     return registerThroughStore(this, agentId, later);
   }
 

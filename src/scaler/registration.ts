@@ -3,6 +3,7 @@ import { isPending, type AgentPhase } from './agent-lifecycle.js';
 import type { Adoptions } from './adoption.js';
 import { backoffKey } from './core/backoff.js';
 import type { AgentLifecycle } from './lifecycle-port.js';
+import type { LaterWork } from './types.js';
 
 /**
  * A spawned agent says who it is: the manager's record gives its gate, labels and bound job, and
@@ -22,14 +23,8 @@ export interface RegistrationHost extends AgentLifecycle {
 
 export class RegistrationRefused extends Error {}
 
-/**
- * Takes work that records a registration (a write, the backend's next spare) but decides nothing
- * on the way to the agent's first job, to do it later (the session holds it until that job has
- * started: held-bookkeeping.ts). Without one the work is done at once.
- */
-export type LaterWrite = (issue: () => void) => void;
-
-const atOnce: LaterWrite = (issue) => issue();
+/** Does the work at once: where no session holds it back. */
+export const atOnce: LaterWork = (work) => work();
 
 export interface RegistrationResult {
   scalerName: string;
@@ -46,7 +41,7 @@ export interface RegistrationResult {
 export function completeRegistration(
   host: RegistrationHost,
   agentId: string,
-  later: LaterWrite = atOnce,
+  later: LaterWork = atOnce,
 ): RegistrationResult | null {
   const m = host.state.agents.get(agentId);
   if (!m) {
@@ -101,7 +96,7 @@ export function completeRegistration(
 export async function registerThroughStore(
   host: RegistrationHost,
   agentId: string,
-  later: LaterWrite = atOnce,
+  later: LaterWork = atOnce,
 ): Promise<RegistrationResult | null> {
   const m = host.state.agents.get(agentId);
   if (!agentId.startsWith('scaler-') || (m && (m.type !== 'event' || m.phase === 'reserved')))

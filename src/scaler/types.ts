@@ -184,6 +184,13 @@ export interface LogCapture {
   close(): void;
 }
 
+/**
+ * Takes work that records an agent's registration but decides nothing on the way to its first job
+ * (a write, a backend's next spare), to do it later: the session holds it until that job has started
+ * (held-bookkeeping.ts). Without one the work is done at once (registration.ts, `atOnce`).
+ */
+export type LaterWork = (work: () => void) => void;
+
 /** One interface for every backend; policy (caps, backoff, warm pools) stays in the manager. */
 export interface ScalerBackend {
   readonly name: string;
@@ -201,7 +208,7 @@ export interface ScalerBackend {
    * The agent registered: a later exit is a normal disconnect, not a failed start. Work its first
    * job does not wait for goes to `later`, which runs it once that job has started (or at once).
    */
-  markRegistered?(agentId: string, later?: (work: () => void) => void): void;
+  markRegistered?(agentId: string, later?: LaterWork): void;
   getLogCapture?(agentId: string): LogCapture | undefined;
   /**
    * Remove compute this backend started earlier that no live agent owns (and stale firewall rules);

@@ -8,6 +8,7 @@ import type {
   CleanupOrphansOptions,
   DestroyContext,
   InventoryItem,
+  LaterWork,
   LogCapture,
   ManagedAgent,
   RequiredTool,
@@ -167,7 +168,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     };
   }
 
-  markRegistered(agentId: string, later?: (work: () => void) => void): void {
+  markRegistered(agentId: string, later?: LaterWork): void {
     this.opts.jobImage?.markRegistered(agentId);
     this.processes.markRegistered(agentId, later);
   }

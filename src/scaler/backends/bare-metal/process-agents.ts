@@ -1,5 +1,6 @@
 import type { Logger } from '../../../util/logger.js';
-import type { DestroyContext, LogCapture, ManagedAgent } from '../../types.js';
+import { atOnce } from '../../registration.js';
+import type { DestroyContext, LaterWork, LogCapture, ManagedAgent } from '../../types.js';
 import { logCaptureOf } from '../log-capture.js';
 import type { AgentLimits } from './agent-limits.js';
 import { unplace, type Placement } from './placement.js';
@@ -77,7 +78,7 @@ export class ProcessAgents {
     return t ? logCaptureOf(t.tail) : undefined;
   }
 
-  markRegistered(agentId: string, later: (work: () => void) => void = (work) => work()): void {
+  markRegistered(agentId: string, later: LaterWork = atOnce): void {
     const t = this.agents.get(agentId);
     if (!t) return;
     t.registered = true;
