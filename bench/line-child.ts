@@ -1,6 +1,7 @@
 /**
  * A bench helper in a small process of its own, spoken to in JSON lines: it says `{ready}` once,
- * then answers each request `{i, ...}` with a line carrying the same `i`. Used for what must not run
+ * then answers each request `{i, ...}` with a line carrying the same `i` (`lineChild` is the
+ * bench's side, `serveLines` the child's). Used for what must not run
  * inside the bench's own process: the raw agent start (raw-starter.ts), whose fork would copy the
  * bench's heap, and the submits (submitter.ts), whose work would share the orchestrator's loop.
  */
@@ -50,4 +51,28 @@ export async function lineChild<A>(file: string, name: string): Promise<LineChil
       await exited;
     },
   };
+}
+
+/**
+ * The child's side: each request read from stdin is answered by `answer`, one at a time in the
+ * order asked, its answer written with the request's `i`; `atEnd` runs once stdin has ended and
+ * the last answer is out. Says `{ready, ...said}` first.
+ */
+export function serveLines<R extends { i: number }>(
+  answer: (r: R) => Promise<object>,
+  atEnd: () => void,
+  said: Record<string, unknown> = {},
+): void {
+  let queue = Promise.resolve();
+  createInterface({ input: process.stdin })
+    .on('line', (line) => {
+      const r = JSON.parse(line) as R;
+      queue = queue.then(async () => {
+        process.stdout.write(`${JSON.stringify({ i: r.i, ...(await answer(r)) })}\n`);
+      });
+    })
+    .on('close', () => {
+      void queue.then(atEnd);
+    });
+  process.stdout.write(`${JSON.stringify({ ready: true, ...said })}\n`);
 }

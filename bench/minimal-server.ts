@@ -12,9 +12,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { AgentMessage, OrchestratorMessage } from '../dist/protocol/messages.js';
+import { serveLines } from './line-child.ts';
 
 interface Launch {
   file: string;
@@ -89,21 +89,19 @@ await new Promise<void>((r) => http.listen(0, '127.0.0.1', r));
 const port = (http.address() as { port: number }).port;
 const wsUrl = `ws://127.0.0.1:${port}/ws`;
 
-createInterface({ input: process.stdin })
-  .on('line', (line) => {
-    const r = JSON.parse(line) as { i: number; op: 'arm' | 'wait' } & Launch;
-    if (r.op === 'arm') {
-      void agentGone.then(() => {
-        armed = r;
-        process.stdout.write(`${JSON.stringify({ i: r.i })}\n`);
-      });
-    } else {
-      stepWaiter = (stepAt) => process.stdout.write(`${JSON.stringify({ i: r.i, stepAt })}\n`);
-    }
-  })
-  .on('close', () => {
+// One request at a time: the bench arms a start, then waits for its step, then arms the next.
+serveLines<{ i: number; op: 'arm' | 'wait' } & Launch>(
+  (r) =>
+    r.op === 'arm'
+      ? agentGone.then(() => {
+          armed = r;
+          return {};
+        })
+      : new Promise((answered) => (stepWaiter = (stepAt) => answered({ stepAt }))),
+  () => {
     if (agent?.pid && agent.exitCode === null) process.kill(-agent.pid, 'SIGKILL');
     wss.close();
     http.close();
-  });
-process.stdout.write(`${JSON.stringify({ ready: true, url: `http://127.0.0.1:${port}` })}\n`);
+  },
+  { url: `http://127.0.0.1:${port}` },
+);

@@ -11,8 +11,8 @@
  * ms, `at` the spawn's time on the wall clock (ms since the epoch, with fractions).
  */
 import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { WebSocketServer } from 'ws';
+import { serveLines } from './line-child.ts';
 
 interface Start {
   i: number;
@@ -47,15 +47,4 @@ async function once(s: Start): Promise<{ took: number; at: number }> {
 }
 
 // One start at a time, in the order asked.
-let queue = Promise.resolve();
-createInterface({ input: process.stdin })
-  .on('line', (line) => {
-    const s = JSON.parse(line) as Start;
-    queue = queue.then(async () => {
-      process.stdout.write(`${JSON.stringify({ i: s.i, ...(await once(s)) })}\n`);
-    });
-  })
-  .on('close', () => {
-    void queue.then(() => wss.close());
-  });
-process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
+serveLines<Start>(once, () => wss.close());

@@ -10,7 +10,7 @@
  * epoch, with fractions).
  */
 import { Agent, request } from 'node:http';
-import { createInterface } from 'node:readline';
+import { serveLines } from './line-child.ts';
 
 interface Submit {
   i: number;
@@ -40,15 +40,4 @@ function once(s: Submit): Promise<{ at: number; status: number; body: string }> 
 }
 
 // One submit at a time, in the order asked.
-let queue = Promise.resolve();
-createInterface({ input: process.stdin })
-  .on('line', (line) => {
-    const s = JSON.parse(line) as Submit;
-    queue = queue.then(async () => {
-      process.stdout.write(`${JSON.stringify({ i: s.i, ...(await once(s)) })}\n`);
-    });
-  })
-  .on('close', () => {
-    void queue.then(() => agent.destroy());
-  });
-process.stdout.write(`${JSON.stringify({ ready: true })}\n`);
+serveLines<Submit>(once, () => agent.destroy());
