@@ -6,10 +6,10 @@
  */
 import { fdatasyncSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
-import type { KyselyPlugin, QueryId } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type OpenedDatabase } from '../../src/store/open.js';
 import { freshDataDir, memoryDatabase } from '../helpers/data-dir.js';
+import { failing, recording, SESSION_INSERT } from '../helpers/statement-fault.js';
 import { AgentUserPool } from '../../src/scaler/backends/bare-metal/users.js';
 import {
   AGENT_BIN,
@@ -28,31 +28,6 @@ afterEach(async () => {
   t = opened = dir = undefined;
 });
 
-/**
- * The database, with every statement's SQL text appended to `sent` in the order it is issued;
- * given `done`, each statement's answer is appended there as `done: <SQL>` when it comes back.
- */
-function recording(db: OpenedDatabase, done?: string[]): { database: OpenedDatabase; sent: string[] } {
-  const sent: string[] = [];
-  const texts = new WeakMap<QueryId, string>();
-  const executor = db.db.getExecutor();
-  const plugin: KyselyPlugin = {
-    transformQuery: (args) => {
-      const text = executor.compileQuery(args.node, args.queryId).sql.replace(/\s+/g, ' ').trim();
-      sent.push(text);
-      texts.set(args.queryId, text);
-      done?.push(text);
-      return args.node;
-    },
-    transformResult: async (args) => {
-      done?.push(`done: ${texts.get(args.queryId)}`);
-      return args.result;
-    },
-  };
-  return { database: { ...db, db: db.db.withPlugin(plugin) }, sent };
-}
-
-const SESSION_INSERT = /^insert into "?agent_sessions"?/;
 const CLAIM = /^update "jobs" set "state" = \$1, "agent_id"/;
 
 describe("a scaled agent's registration writes", () => {
@@ -146,27 +121,13 @@ describe("a scaled agent's registration writes", () => {
     opened = await memoryDatabase();
     const { database, sent } = recording(opened);
     // The first session write fails in the store, as a dropped connection to it would.
-    let failed = 0;
-    const executor = database.db.getExecutor();
-    const failOnce: KyselyPlugin = {
-      transformQuery: (args) => {
-        if (!failed && SESSION_INSERT.test(executor.compileQuery(args.node, args.queryId).sql)) {
-          failed++;
-          throw new Error('store unavailable (injected)');
-        }
-        return args.node;
-      },
-      transformResult: async (args) => args.result,
-    };
-    t = await startTestOrchestrator({
-      config: bareMetalConfig({ maxAgents: 1 }),
-      database: { ...database, db: database.db.withPlugin(failOnce) },
-    });
+    const faulty = failing(database, SESSION_INSERT);
+    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), database: faulty.database });
     const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
     });
     expect((await t.waitForJob(body.jobs[0]!.id)).state).toBe('succeeded');
-    expect(failed).toBe(1);
+    expect(faulty.failed.n).toBe(1);
     // The agent came back and was let in (its session opened the second time).
     expect(sent.filter((s) => SESSION_INSERT.test(s))).toHaveLength(2);
     // The scaler counted it registered at the first attempt; the stamp that tells a restart so went.
