@@ -13,6 +13,7 @@ import type { ScalerHooks, ScalerManagerOptions } from './manager-options.js';
 import { ScalerManagerViews } from './manager-views.js';
 import { recoverAgents } from './recovery.js';
 import { completeRegistration, registerThroughStore, type RegistrationResult } from './registration.js';
+import { ReturnWatch } from './registration-return.js';
 import { applyReload, type BackendFactory, type ReloadOutcome } from './reload.js';
 import { decisionState, poolViewsFor, requestScaleFor, routeQuery } from './scale-request.js';
 import { stopAgents } from './shutdown.js';
@@ -56,6 +57,7 @@ export class ScalerManager
   illegalTransitions = 0;
   /** Teardowns under way: an agent's capacity is given back when one starts, its compute and records later. */
   private readonly tearing = new Set<Promise<void>>();
+  readonly returns: ReturnWatch;
 
   constructor(opts: ScalerManagerOptions) {
     super(opts);
@@ -64,6 +66,7 @@ export class ScalerManager
     this.freed = new CapacityFreedSignal(opts.clock, this.log, this.state.tally, () => this.hooks);
     this.warm = new WarmPools(this, opts.clock, this.log);
     this.adoption = new Adoptions(this);
+    this.returns = new ReturnWatch(this);
   }
 
   get hooks(): ScalerHooks | undefined {
@@ -143,6 +146,7 @@ export class ScalerManager
   /** Forget an agent in memory and give its capacity back (synchronously, so caps see it at once). */
   forget(m: ManagedEntry): void {
     if (m.phase !== 'destroying') this.move(m, 'destroying');
+    this.returns.drop(m.agentId);
     const s = this.state;
     s.untrack(m);
     if (m.boundJobId) s.releaseJob(m.boundJobId, m.agentId);
@@ -193,6 +197,15 @@ export class ScalerManager
    */
   registerAgent(agentId: string, later?: LaterWork): Promise<RegistrationResult | null> {
     return registerThroughStore(this, agentId, later);
+  }
+
+  /**
+   * The server could not finish the agent's registration after it was counted here, and asked the
+   * agent to dial again: back within `graceMs` it registers with its job; not back, it is torn down as
+   * a disconnect would (registration-return.ts).
+   */
+  onRegistrationFailed(agentId: string, boundJobId: string | undefined, graceMs: number): void {
+    this.returns.expect(agentId, boundJobId, graceMs);
   }
 
   /** Read by `kici_orch_scaler_adoption_lookup_failures_total` on each scrape. */
@@ -272,6 +285,7 @@ export class ScalerManager
   ): Promise<void> {
     this.drain();
     this.freed.cancel();
+    this.returns.stop();
     this.hookSet = undefined;
     await stopAgents(this, graceMs, keep, reason);
   }

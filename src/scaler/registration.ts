@@ -3,6 +3,7 @@ import { isPending, type AgentPhase } from './agent-lifecycle.js';
 import type { Adoptions } from './adoption.js';
 import { backoffKey } from './core/backoff.js';
 import type { AgentLifecycle } from './lifecycle-port.js';
+import type { ReturnWatch } from './registration-return.js';
 import type { LaterWork } from './types.js';
 
 /**
@@ -15,6 +16,8 @@ import type { LaterWork } from './types.js';
 export interface RegistrationHost extends AgentLifecycle {
   readonly instanceId: string;
   readonly adoption: Adoptions;
+  /** Agents whose registration failed on the server's side after it was counted here. */
+  readonly returns: ReturnWatch;
   readonly hooks:
     { onAgentRegistered?(scalerName: string, backendType: string, latencyMs: number): void } | undefined;
   move(m: ManagedEntry, to: AgentPhase): void;
@@ -80,7 +83,8 @@ export function completeRegistration(
   }
   return {
     scalerName: m.scalerName,
-    boundJobId: first ? m.boundJobId : undefined,
+    // An agent back after its registration failed half-way has not had the job handed to it then.
+    boundJobId: first ? m.boundJobId : host.returns.back(agentId),
     gate: m.gate,
     labels: m.fullLabels,
     warm: isWarmStock(m),
@@ -103,6 +107,8 @@ export async function registerThroughStore(
     return completeRegistration(host, agentId, later);
   // Already registered here (a replaced connection): the row is ours already.
   if (m && !isPending(m.phase)) return completeRegistration(host, agentId, later);
+  // An adopted agent back after a failed registration: its grace stops while this one runs.
+  host.returns.back(agentId);
   const out = await host.adoption.adopt(agentId);
   if (out.kind === 'refused') {
     host.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');

@@ -100,9 +100,10 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
   // The scaler has counted the agent as registered: if a read or write below throws (the session's
   // caller closes the connection and the agent retries), the stamp still goes, so a restart sees
   // what the scaler saw.
-  const stamping = <T>(p: Promise<T>) =>
+  const stamping = <T>(p: Promise<T>, alsoOnThrow?: () => void) =>
     p.catch((err: unknown) => {
       issueStamps();
+      alsoOnThrow?.();
       throw err;
     });
   const adopted = await stamping(adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null));
@@ -112,6 +113,14 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
     if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected');
   };
   if (!host.port.isOpen()) return undo();
+  // The session write threw: the connection is closed with a request to dial again. A plain close
+  // ends the scaler's entry at once (undo); here the agent was asked back, so its entry and its moved
+  // job wait for it through the reconnect grace, and end as that close would if it is not back.
+  const askedBack = () => {
+    const grace = deps.dispatcher.reconnectGraceMs;
+    if (scaled) scaler?.onRegistrationFailed(agentId, scaled.boundJobId, grace);
+    if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected', grace);
+  };
   let secret: string | undefined;
   if (!session.decision.resume) {
     secret = newSessionSecret();
@@ -120,6 +129,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
       deps.store.sessions.open(agentId, hashSecret(secret), session.decision.replacing, {
         syncedByNext: scaled?.boundJobId !== undefined,
       }),
+      askedBack,
     );
     if (!opened || !host.port.isOpen()) {
       // The agent never learns this secret: it must be able to open a session again.

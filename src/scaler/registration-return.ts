@@ -1,0 +1,88 @@
+import { monoNow, type Clock, type TimerHandle } from '../util/clock.js';
+import type { Logger } from '../util/logger.js';
+
+/**
+ * Agents the scaler counted as registered whose registration then failed on the server's side (a
+ * store write threw): the server closed the connection and asked the agent to dial again. Nothing
+ * else would ever end such an entry: it has no connection whose close tears it down, and a
+ * registered entry has no spawn deadline. So each gets a grace to come back; one that does not is
+ * ended as any disconnect of a registered agent is. One that does gets the job its failed
+ * registration had been handed, which waited for it meanwhile.
+ */
+export interface ReturnWatchHost {
+  readonly opts: { readonly clock: Clock };
+  readonly log: Logger;
+  /** A job bound to an agent is waiting on it: no other is spawned for the job meanwhile. */
+  readonly state: {
+    bindJob(jobId: string, agentId: string): void;
+    releaseJob(jobId: string, agentId: string): void;
+  };
+  /** The one way a registered agent that lost its connection is ended. */
+  onAgentDisconnected(agentId: string): Promise<void>;
+  noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
+}
+
+interface Expected {
+  /** On the monotonic clock: a retry that fails again does not move it. */
+  readonly deadline: number;
+  boundJobId: string | undefined;
+  timer: TimerHandle | undefined;
+}
+
+export class ReturnWatch {
+  private readonly waiting = new Map<string, Expected>();
+
+  constructor(private readonly host: ReturnWatchHost) {}
+
+  /** The agent's registration failed after the scaler counted it: it has `graceMs` to be back. */
+  expect(agentId: string, boundJobId: string | undefined, graceMs: number): void {
+    const now = monoNow(this.host.opts.clock);
+    const w = this.waiting.get(agentId) ?? {
+      deadline: now + graceMs,
+      boundJobId: undefined,
+      timer: undefined,
+    };
+    this.waiting.set(agentId, w);
+    w.timer?.cancel();
+    w.boundJobId ??= boundJobId;
+    if (w.boundJobId) this.host.state.bindJob(w.boundJobId, agentId);
+    w.timer = this.host.opts.clock.setTimer(w.deadline - now, () => this.notBack(agentId));
+  }
+
+  /**
+   * The agent is registering again: its grace stops while that is under way (a failure there sets
+   * it again, to the same deadline). The job its failed registration was handed, if any, is its.
+   */
+  back(agentId: string): string | undefined {
+    const w = this.waiting.get(agentId);
+    if (!w) return undefined;
+    w.timer?.cancel();
+    w.timer = undefined;
+    const job = w.boundJobId;
+    w.boundJobId = undefined;
+    if (job) this.host.state.releaseJob(job, agentId);
+    return job;
+  }
+
+  /** The agent is gone (torn down, or its grace ran out): nothing of it is kept, the job's wait included. */
+  drop(agentId: string): void {
+    const w = this.waiting.get(agentId);
+    if (!w) return;
+    w.timer?.cancel();
+    if (w.boundJobId) this.host.state.releaseJob(w.boundJobId, agentId);
+    this.waiting.delete(agentId);
+  }
+
+  private notBack(agentId: string): void {
+    this.drop(agentId);
+    this.host.log.warn({ agentId }, 'agent did not come back after its registration failed; tearing it down');
+    this.host
+      .onAgentDisconnected(agentId)
+      .catch((e: unknown) => this.host.noteSwallowed('scaler.unreturned-teardown', e, { agentId }));
+  }
+
+  /** Stopping: no grace ends after this. */
+  stop(): void {
+    for (const id of [...this.waiting.keys()]) this.drop(id);
+  }
+}
