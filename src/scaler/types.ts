@@ -1,7 +1,9 @@
 import type { ScalerEntry, ScalerType } from '../config/index.js';
 import type { ImageAuthSpec } from '../jobs/image-auth.js';
+import type { BackendCapabilities } from './backend-capabilities.js';
 import type { CleanupOrphansOptions, InventoryItem } from './backend-inventory.js';
 
+export type { BackendCapabilities } from './backend-capabilities.js';
 export type { CleanupOrphansOptions, InventoryItem, InventoryKind, OrphanItem } from './backend-inventory.js';
 
 /** Lifecycle notes a backend reports while it provisions; they reach the waiting job's timeline. */
@@ -121,21 +123,6 @@ export interface PositionalSpawnContext {
 }
 
 export type ValidationResult = { valid: true } | { valid: false; errors: string[] };
-
-/** What a backend is, so policy code can ask instead of checking the backend type. */
-export interface BackendCapabilities {
-  /** Agents run on this host (they share its CPU, memory and machine pool). */
-  localCompute: boolean;
-  /**
-   * `orchestrator`: agents live and die with this orchestrator, and shutdown destroys them.
-   * `cluster`: agents belong to the cluster; this orchestrator stopping leaves them alone.
-   */
-  lifetime: 'orchestrator' | 'cluster';
-  /** Implements cleanupOrphans (compute left behind by a crashed orchestrator). */
-  cleansOrphans: boolean;
-  /** Implements getLogCapture (agent output beyond what the agent streams itself). */
-  capturesLogs: boolean;
-}
 
 /**
  * Where a public backend mints the token of an agent it spawns by the positional form. The store's
