@@ -14,10 +14,10 @@ import type {
   ValidationResult,
 } from '../../types.js';
 import {
+  Provision,
   scaleDownReason,
   type EventDestroyContext,
   type EventScalerBackendOptions,
-  type Provision,
 } from './options.js';
 import { spawnProvision, teardownProvision, type ProvisioningHost } from './provisioning.js';
 
@@ -112,16 +112,13 @@ export class EventScalerBackend implements ScalerBackend {
    * first await, so a repeated or concurrent destroy finds nothing and emits nothing. The claim is
    * invalidated last and its failure only logged: the scale-down is the only thing that stops the
    * customer's instance, and a leftover claim is single-use and expires anyway. A provision whose
-   * spawn is still running is only marked: the spawn tears it down once its scale-up is out.
+   * spawn is still running is only cancelled: the spawn tears it down once its scale-up is out.
    */
   async destroy(agentId: string, ctx: EventDestroyContext = {}): Promise<void> {
     const p = this.agents.get(agentId);
     if (!p) return;
     this.agents.delete(agentId);
-    if (p.spawning) {
-      p.cancelled = ctx.reason ?? 'shutdown';
-      return;
-    }
+    if (p.cancel(ctx.reason ?? 'shutdown')) return;
     const targets = ctx.targets?.length ? ctx.targets : p.targets?.length ? p.targets : this.liveTargets();
     await teardownProvision(this.host, agentId, scaleDownReason(ctx.reason), targets);
   }
@@ -148,13 +145,7 @@ export class EventScalerBackend implements ScalerBackend {
   ): Promise<boolean> {
     if (backendRef !== undefined && backendRef !== agentId) return Promise.resolve(false);
     if (!this.agents.has(agentId))
-      this.agents.set(agentId, {
-        labelSet,
-        state: 'active',
-        createdAt: this.now(),
-        targets,
-        spawning: false,
-      });
+      this.agents.set(agentId, new Provision(labelSet, this.now(), targets, 'adopted'));
     return Promise.resolve(true);
   }
 
@@ -170,8 +161,7 @@ export class EventScalerBackend implements ScalerBackend {
 
   /** The instance's agent registered. */
   markActive(agentId: string): void {
-    const p = this.agents.get(agentId);
-    if (p) p.state = 'active';
+    this.agents.get(agentId)?.markActive();
   }
 
   markRegistered = (agentId: string): void => this.markActive(agentId);

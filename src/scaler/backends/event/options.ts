@@ -34,16 +34,59 @@ export interface EventDestroyContext extends Omit<DestroyContext, 'reason'> {
   targets?: string[];
 }
 
-export interface Provision {
-  labelSet: string[];
-  state: 'provisioning' | 'active';
-  createdAt: number;
-  /** Where its scale-up went; its scale-down goes to the same place. */
-  targets: string[] | undefined;
-  /** spawn() is still running: until its scale-up is out, a destroy leaves the teardown to spawn(). */
-  spawning: boolean;
-  /** destroy() (or the spawn's abort) came while spawn() was running. */
-  cancelled?: DestroyReason | ScaleDownReason;
+/** Why a provision's spawn was told to stop (the destroy's reason, or none named: a shutdown). */
+export type CancelReason = DestroyReason | ScaleDownReason;
+
+/**
+ * One provision the backend tracks. While its spawn runs, the spawn alone may tear it down (it
+ * knows whether the scale-up went out), so a destroy only asks it to through `cancel`; the spawn
+ * reads the answer through `cancelledWith`.
+ */
+export class Provision {
+  #state: 'provisioning' | 'active';
+  #spawning: boolean;
+  #cancelled: CancelReason | undefined;
+
+  constructor(
+    readonly labelSet: string[],
+    readonly createdAt: number,
+    /** Where its scale-up went; its scale-down goes to the same place. */
+    readonly targets: string[] | undefined,
+    /** Still spawning here, or taken over (adopted) with its scale-up long out. */
+    from: 'spawn' | 'adopted',
+  ) {
+    this.#spawning = from === 'spawn';
+    this.#state = from === 'spawn' ? 'provisioning' : 'active';
+  }
+
+  get state(): 'provisioning' | 'active' {
+    return this.#state;
+  }
+
+  /** Why a destroy came while the spawn was running, if one did. */
+  get cancelledWith(): CancelReason | undefined {
+    return this.#cancelled;
+  }
+
+  /** The instance's agent registered. */
+  markActive(): void {
+    this.#state = 'active';
+  }
+
+  /** The spawn's scale-up is out: from now on a destroy sends the scale-down itself. */
+  scaleUpSent(): void {
+    this.#spawning = false;
+  }
+
+  /**
+   * A destroy came. `true`: the spawn is still running and has taken note (it tears the provision
+   * down itself); `false`: the caller must send the scale-down.
+   */
+  cancel(reason: CancelReason): boolean {
+    if (!this.#spawning) return false;
+    this.#cancelled = reason;
+    return true;
+  }
 }
 
 /** What the customer's teardown is told, from why the manager tears the agent down. */

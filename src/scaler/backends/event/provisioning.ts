@@ -5,12 +5,7 @@ import type { Logger } from '../../../util/logger.js';
 import { SpawnError } from '../../core/spawn-errors.js';
 import type { ScaleDownReason } from '../../events/payloads.js';
 import type { ManagedAgent, SpawnContext } from '../../types.js';
-import {
-  scaleDownReason,
-  scaleUpPayload,
-  type EventScalerBackendOptions,
-  type Provision,
-} from './options.js';
+import { Provision, scaleDownReason, scaleUpPayload, type EventScalerBackendOptions } from './options.js';
 
 /**
  * The backend's provisions as a spawn sees them: how many there are, and its own entry, which it
@@ -57,15 +52,9 @@ export async function spawnProvision(
   const targets = [...(entry.provisioningTargets ?? [])];
   const spawnedAt = host.now();
   // Tracked before the first await: a destroy during the spawn finds it and cancels it.
-  const p: Provision = {
-    labelSet: ctx.labelSet,
-    state: 'provisioning',
-    createdAt: spawnedAt,
-    targets,
-    spawning: true,
-  };
+  const p = new Provision(ctx.labelSet, spawnedAt, targets, 'spawn');
   provisions.track(ctx.agentId, p);
-  const cancelled = () => p.cancelled ?? (ctx.signal.aborted ? 'spawn-timeout' : undefined);
+  const cancelled = () => p.cancelledWith ?? (ctx.signal.aborted ? 'spawn-timeout' : undefined);
   let claimCode: string;
   try {
     claimCode = await host.opts.claimStore.register({
@@ -98,7 +87,7 @@ export async function spawnProvision(
       cause: err,
     });
   }
-  p.spawning = false;
+  p.scaleUpSent();
   host.log.info({ agentId: ctx.agentId, requestId, eventId, targets }, 'scale-up emitted');
   const why = cancelled();
   if (why) {
