@@ -88,6 +88,7 @@ export function buildState({ jobs, sets }: ReconcileSize = SIZES[0]!) {
       lifetime: 'orchestrator' as const,
       cleansOrphans: false,
       capturesLogs: false,
+      peerAdoptable: false,
     },
     getActiveCount: () => 0,
     getRequiredTools: () => [],

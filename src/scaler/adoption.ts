@@ -7,7 +7,7 @@ import type { ManagedEntry } from './agent-book.js';
 import { agentLabelsFor } from './core/routing.js';
 import type { ScaleDownReason, ScalerEventEmitterLike } from './events/payloads.js';
 import type { AgentLifecycle } from './lifecycle-port.js';
-import type { DestroyReason, ScalerBackend } from './types.js';
+import type { DestroyReason } from './types.js';
 
 /** The store could not say whether this instance may adopt the agent: refuse it, reclaim nothing. */
 export class ScalerAdoptionLookupError extends Error {}
@@ -28,16 +28,6 @@ export interface AdoptionHost extends AgentLifecycle {
 
 export type AdoptionOutcome =
   { kind: 'adopted'; row: AdoptedSpawn; configured: boolean } | { kind: 'refused'; reason: string };
-
-/** The event backend's adopt, which also takes the targets recorded at spawn (not on the port). */
-interface EventBackendView extends ScalerBackend {
-  adopt(
-    agentId: string,
-    labelSet: string[],
-    backendRef?: string | null,
-    targets?: string[],
-  ): Promise<boolean>;
-}
 
 /**
  * Cross-instance adoption: an event agent may register with any orchestrator on the shared store.
@@ -83,15 +73,17 @@ export class Adoptions {
       return { kind: 'refused', reason: refusalReason(facts, instanceId) };
     }
     const s = this.host.state;
-    if (s.agents.get(agentId)?.type === 'event') return { kind: 'adopted', row, configured: true };
+    const known = s.agents.get(agentId);
+    if (known && s.backends.get(known.scalerName)?.capabilities.peerAdoptable)
+      return { kind: 'adopted', row, configured: true };
     const entry = s.entries.get(row.scalerName);
-    const backend = s.backends.get(row.scalerName) as EventBackendView | undefined;
-    if (entry?.type === 'event' && backend?.type === 'event' && !s.retiring.has(row.scalerName)) {
+    const backend = s.backends.get(row.scalerName);
+    if (entry && backend?.capabilities.peerAdoptable && backend.adopt && !s.retiring.has(row.scalerName)) {
       await backend.adopt(agentId, row.labelSet, agentId, row.provisioningTargets);
       const m: ManagedEntry = {
         agentId,
         scalerName: row.scalerName,
-        type: 'event',
+        type: backend.type,
         labelSet: row.labelSet,
         labelSetKey: normalizeLabelSet(row.labelSet),
         fullLabels: agentLabelsFor(entry, row.labelSet),

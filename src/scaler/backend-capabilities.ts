@@ -11,4 +11,13 @@ export interface BackendCapabilities {
   cleansOrphans: boolean;
   /** Implements getLogCapture (agent output beyond what the agent streams itself). */
   capturesLogs: boolean;
+  /**
+   * Its agents run on compute provisioned elsewhere and may register with any orchestrator sharing
+   * the store, which adopts them through their spawn row. So a spawn records where the scale-down
+   * goes and counts against a cap kept on the store, the agent redeems a claim code the backend
+   * issues (no token is minted here), and a stale provision is dropped here once a peer adopted it
+   * or the reaper lease holder removed it. Such a backend has lifetime `cluster` and implements
+   * `adopt` (with the recorded targets) and `forget`.
+   */
+  peerAdoptable: boolean;
 }

@@ -5,13 +5,6 @@ import { isPending } from './agent-lifecycle.js';
 import type { ScalerManager } from './manager.js';
 import type { ReapReason } from './reap-decide.js';
 import type { ReapRowFull } from './reap-view.js';
-import type { ScalerBackend } from './types.js';
-
-/** The event backend's extras the reaper uses (it cannot import the backend folder). */
-export interface EventBackendView extends ScalerBackend {
-  forget(agentId: string): void;
-  destroy(agentId: string, ctx: { reason: ReapReason; targets?: string[] }): Promise<void>;
-}
 
 /**
  * Carry out one condemned provision: exactly one scale-down, then every record of it goes. A
@@ -43,8 +36,8 @@ export async function tearDownReaped(
     await mgr.teardown(m, reason);
     return;
   }
-  const backend = mgr.state.backends.get(row.scalerName) as EventBackendView | undefined;
-  if (backend?.type === 'event' && backend.adopt) {
+  const backend = mgr.state.backends.get(row.scalerName);
+  if (backend?.capabilities.peerAdoptable && backend.adopt) {
     // Adopt it so destroy emits (to the targets recorded at spawn), then drop its records.
     await backend.adopt(row.agentId, row.labelSet, row.agentId);
     await backend.destroy(row.agentId, {

@@ -3,7 +3,6 @@ import type { Database } from '../store/schema.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
 import type { ScalerManager } from './manager.js';
-import type { EventBackendView } from './reap-teardown.js';
 
 /** What the per-instance half of the event reaper reads and tells. */
 export interface ReapedByPeerDeps {
@@ -17,17 +16,19 @@ export interface ReapedByPeerDeps {
 }
 
 /**
- * Our stale pending event entries. Adopted by a peer (the row, or its outcome once the row is
- * gone, says so): forget it quietly, the adopter owns its teardown. Record removed by the lease
- * holder and never adopted: give the job back as a failed provision, emit nothing. Every instance
- * runs this, leader or not: only the instance that holds an entry can drop it from its books.
+ * Our stale pending entries of peer-adoptable backends. Adopted by a peer (the row, or its
+ * outcome once the row is gone, says so): forget it quietly, the adopter owns its teardown. Record
+ * removed by the lease holder and never adopted: give the job back as a failed provision, emit
+ * nothing. Every instance runs this, leader or not: only the instance that holds an entry can drop
+ * it from its books.
  */
 export async function withdrawReapedByPeer(d: ReapedByPeerDeps): Promise<void> {
   const mgr = d.manager;
   const limit = d.clock.now() - d.spawnTimeoutMs;
+  const backend = (m: { scalerName: string }) => mgr.state.backends.get(m.scalerName);
   const stale = mgr
     .entries()
-    .filter((m) => m.type === 'event' && m.phase === 'starting' && m.createdAtMs < limit);
+    .filter((m) => backend(m)?.capabilities.peerAdoptable && m.phase === 'starting' && m.createdAtMs < limit);
   if (!stale.length) return;
   const ids = stale.map((m) => m.agentId);
   const adopters = await mgr.adoption.adopters(ids);
@@ -44,14 +45,14 @@ export async function withdrawReapedByPeer(d: ReapedByPeerDeps): Promise<void> {
     const adopter = adopters.get(m.agentId);
     if (adopter && adopter !== d.instanceId) {
       if (mgr.state.agents.get(m.agentId) !== m) continue;
-      (mgr.state.backends.get(m.scalerName) as EventBackendView | undefined)?.forget(m.agentId);
+      backend(m)?.forget?.(m.agentId);
       mgr.forget(m);
       d.log.info({ agentId: m.agentId, adoptedBy: adopter }, 'provision adopted by a peer; forgotten here');
       mgr.notifyCapacityFreed();
       continue;
     }
     if (present.has(m.agentId)) continue;
-    (mgr.state.backends.get(m.scalerName) as EventBackendView | undefined)?.forget(m.agentId);
+    backend(m)?.forget?.(m.agentId);
     await mgr.failSpawn(m, {
       kind: 'spawn-timeout',
       message: `the provisioned instance's agent ${m.agentId} did not register in time (reaped by the lease holder)`,

@@ -103,7 +103,8 @@ export async function registerThroughStore(
   later: LaterWork = atOnce,
 ): Promise<RegistrationResult | null> {
   const m = host.state.agents.get(agentId);
-  if (!agentId.startsWith('scaler-') || (m && (m.type !== 'event' || m.phase === 'reserved')))
+  const shared = m && host.state.backends.get(m.scalerName)?.capabilities.peerAdoptable;
+  if (!agentId.startsWith('scaler-') || (m && (!shared || m.phase === 'reserved')))
     return completeRegistration(host, agentId, later);
   // Already registered here (a replaced connection): the row is ours already.
   if (m && !isPending(m.phase)) return completeRegistration(host, agentId, later);

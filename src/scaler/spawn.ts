@@ -85,6 +85,8 @@ export async function provisionAgent(
       return { action: 'at-capacity', reason: `machine pool "${entry.machinePool}": ${pool.reason}` };
     }
   }
+  // Provisions a peer may adopt are shared by every orchestrator on the store.
+  const shared = backend.capabilities.peerAdoptable;
   let token: string;
   try {
     const record = {
@@ -99,12 +101,12 @@ export async function provisionAgent(
       mandatoryLabels: match.gate,
       spawnedAt: new Date(now),
       // Recorded so whichever orchestrator adopts the agent sends its scale-down to the same place.
-      ...(entry.type === 'event' ? { provisioningTargets: [...(entry.provisioningTargets ?? [])] } : {}),
+      ...(shared ? { provisioningTargets: [...(entry.provisioningTargets ?? [])] } : {}),
     };
     const reservation = { cpus: res.requests.cpus, memBytes: res.requests.memBytes };
     // Written before the backend is called, so a crash between deciding and spawning is recoverable.
-    if (entry.type === 'event') {
-      // Event provisions are shared by every orchestrator on the store: the cap is counted there.
+    if (shared) {
+      // The cap is counted on the store, where every orchestrator sees the same provisions.
       const slot = await claimEventSlot(host.opts.store.db, entry, record, reservation);
       if (slot.kind !== 'reserved') {
         if (slot.kind === 'at-cap') host.state.tally.spawnRefusals++;

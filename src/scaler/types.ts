@@ -92,6 +92,11 @@ export type DestroyReason =
 
 export interface DestroyContext {
   reason: DestroyReason;
+  /**
+   * Peer-adoptable backends: the targets recorded at spawn, where the scale-down goes when this
+   * orchestrator tears down a provision it did not spawn; the others ignore it.
+   */
+  targets?: string[] | undefined;
 }
 
 /**
@@ -213,9 +218,20 @@ export interface ScalerBackend {
   /**
    * Re-track compute that survived an orchestrator restart. `true`: alive and tracked again;
    * `false`: evidence that it is gone; rejects when it cannot tell (engine unreachable, unreadable
-   * state), and then the caller keeps the record and token and asks again later.
+   * state), and then the caller keeps the record and token and asks again later. A peer-adoptable
+   * backend also takes the targets recorded at spawn, where its later scale-down goes.
    */
-  adopt?(agentId: string, labelSet: string[], backendRef: string | null): Promise<boolean>;
+  adopt?(
+    agentId: string,
+    labelSet: string[],
+    backendRef: string | null,
+    targets?: string[],
+  ): Promise<boolean>;
+  /**
+   * Peer-adoptable backends: stop tracking a provision without tearing it down, because a peer
+   * answers for it now (it adopted it) or its record is gone (the reaper lease holder removed it).
+   */
+  forget?(agentId: string): void;
   /** Would this backend accept `entry` as its new config? Changes nothing. */
   checkReload(entry: ScalerEntry): ValidationResult;
   /** Take `entry` (already checked) for new spawns; running agents are untouched. Cannot fail. */

@@ -60,9 +60,7 @@ export async function withdrawEndedProvisions(mgr: WithdrawalHost): Promise<stri
         { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId, adoptedBy: adopter },
         'provision adopted by a peer; forgotten here',
       );
-      (mgr.state.backends.get(m.scalerName) as { forget?(id: string): void } | undefined)?.forget?.(
-        m.agentId,
-      );
+      mgr.state.backends.get(m.scalerName)?.forget?.(m.agentId);
       mgr.forget(m);
       mgr.notifyCapacityFreed();
       continue;

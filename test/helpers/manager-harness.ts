@@ -190,6 +190,7 @@ export class RecordingBackend implements ScalerBackend {
       lifetime: opts.lifetime ?? 'orchestrator',
       cleansOrphans: false,
       capturesLogs: false,
+      peerAdoptable: false,
     };
   }
 

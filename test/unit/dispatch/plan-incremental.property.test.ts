@@ -97,6 +97,7 @@ function backendsFor(config: ScalerConfig): ScalerBackend[] {
       lifetime: 'orchestrator' as const,
       cleansOrphans: false,
       capturesLogs: false,
+      peerAdoptable: false,
     },
     getActiveCount: () => 0,
     getRequiredTools: () => [],

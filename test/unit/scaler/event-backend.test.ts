@@ -72,6 +72,7 @@ describe('EventScalerBackend: scale-up', () => {
     expect(claims.registered[0]).toMatchObject({ agentTokenTtlSeconds: 600 });
     expect(backend.getActiveCount()).toBe(1);
     expect(backend.capabilities.lifetime).toBe('cluster');
+    expect(backend.capabilities.peerAdoptable).toBe(true);
   });
 
   it('a warm provision has no jobId; an aborted spawn emits nothing', async () => {

@@ -125,6 +125,7 @@ describe('preflight', () => {
       lifetime: 'orchestrator',
       cleansOrphans: true,
       capturesLogs: true,
+      peerAdoptable: false,
     });
     expect(backend.getRequiredTools(entry).every((t) => t.severity === 'fatal')).toBe(true);
   });

@@ -45,6 +45,7 @@ export class BareMetalScalerBackend implements ScalerBackend {
     lifetime: 'orchestrator',
     cleansOrphans: true,
     capturesLogs: true,
+    peerAdoptable: false,
   };
   readonly name: string;
   /** The config in force for new spawns; replaced whole by applyReload. */

@@ -39,6 +39,7 @@ export class ContainerScalerBackend implements ScalerBackend {
     lifetime: 'orchestrator',
     cleansOrphans: true,
     capturesLogs: true,
+    peerAdoptable: false,
   };
   readonly name: string;
   readonly logsSource: ContainerRuntime;

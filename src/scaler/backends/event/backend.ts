@@ -41,6 +41,7 @@ export class EventScalerBackend implements ScalerBackend {
     lifetime: 'cluster',
     cleansOrphans: false,
     capturesLogs: false,
+    peerAdoptable: true,
   };
   readonly name: string;
   readonly spawnsOnLocalHost = false;

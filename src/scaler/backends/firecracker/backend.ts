@@ -42,6 +42,7 @@ export class VmScalerBackend implements ScalerBackend, VmHost {
     lifetime: 'orchestrator',
     cleansOrphans: true,
     capturesLogs: true,
+    peerAdoptable: false,
   };
   readonly name: string;
   private entry: ScalerEntry;
