@@ -50,11 +50,10 @@ export class Orchestrator {
   readonly instanceId: string;
   readonly metrics: Metrics;
   /** Delivers event scalers' scale-up / scale-down to their provisioning targets. */
-  scaleEvents: ScaleEventRouter | undefined;
-  reaper: EventProvisionReaper | undefined;
-  retention: RetentionService | undefined;
-  /** Compares the store with what the backends have; runs on a timer for the drift gauge. */
-  auditor: ScalerAuditor | undefined;
+  readonly scaleEvents: ScaleEventRouter | undefined;
+  readonly retention: RetentionService | undefined;
+  /** Filled once by start, after construction: the metrics it wires read both back through here. */
+  private scalerSide: { reaper?: EventProvisionReaper | undefined; auditor?: ScalerAuditor | undefined } = {};
 
   private constructor(
     readonly opts: OrchestratorOptions,
@@ -80,6 +79,15 @@ export class Orchestrator {
 
   get wsUrl(): string {
     return this.parts.net.wsUrl;
+  }
+
+  get reaper(): EventProvisionReaper | undefined {
+    return this.scalerSide.reaper;
+  }
+
+  /** Compares the store with what the backends have; runs on a timer for the drift gauge. */
+  get auditor(): ScalerAuditor | undefined {
+    return this.scalerSide.auditor;
   }
 
   /** The HTTP server, once listening. */
@@ -112,7 +120,7 @@ export class Orchestrator {
       });
       const { scaler, dispatcher, cluster, upkeep, events } = parts;
       const orch = (self.orch = new Orchestrator(opts, log, database, probe, parts));
-      ({ auditor: orch.auditor, reaper: orch.reaper } = wireScalerSide({
+      orch.scalerSide = wireScalerSide({
         ...parts,
         opts,
         database,
@@ -120,7 +128,7 @@ export class Orchestrator {
         clock,
         log,
         sources: { scaler: () => orch.scaler, reaper: () => orch.reaper, auditor: () => orch.auditor },
-      }));
+      });
       const { recovered, adopted } = await takeOverPreviousRun({ ...parts, clock, log });
       await orch.listen(opts.host ?? '127.0.0.1', opts.port ?? 8080);
       urlForAgents ??= orch.wsUrl;
