@@ -9,6 +9,7 @@ import { NFT_REMEDY } from '../net/nft-isolation.js';
 import { nftRequiredTool } from '../net/nft-preflight.js';
 import { createNftRunner } from '../net/nft-runner.js';
 import { errorMessage } from '../util/errors.js';
+import { hostToolEnv } from '../util/host-tool-env.js';
 import { resolveTool } from '../util/system-tools.js';
 import { connectEngine } from './backends/engine-client.js';
 import {
@@ -45,7 +46,8 @@ const toolFindings: Finder = async (entry, i, o) => {
 
 function defaultNftProbe(env: NodeJS.ProcessEnv): (sudo: boolean) => Promise<void> {
   return async (sudo) => {
-    await createNftRunner({ sudo, command: resolveTool('nft', env) }).list(['tables']);
+    // The probe is an nft run like any other: it gets none of the orchestrator's credentials either.
+    await createNftRunner({ sudo, command: resolveTool('nft', env), env: hostToolEnv(env) }).list(['tables']);
   };
 }
 

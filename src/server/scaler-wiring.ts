@@ -13,6 +13,7 @@ import type { Store } from '../store/index.js';
 import { systemClock, type Clock } from '../util/clock.js';
 import { errorMessage, UserError } from '../util/errors.js';
 import type { Logger } from '../util/logger.js';
+import { hostToolEnv } from '../util/host-tool-env.js';
 import type { OrchestratorOptions } from './orchestrator-options.js';
 import { defaultAdminTokenFile } from '../access/bootstrap-token.js';
 import { isLoopbackHost } from './gateway-listener.js';
@@ -38,8 +39,14 @@ export function backendContext(
     // What a bare-metal job must never read, besides the data dir: hidden in its sandbox.
     secretFiles: [opts.adminTokenFile ?? defaultAdminTokenFile(), ...(opts.tls ? [opts.tls.keyPath] : [])],
     connectEngine: (entry) => connectEngine(entry, opts.hostEnv ?? process.env),
-    // One nftables table for every container scaler; nft only runs once a backend with isolation on uses it.
-    isolation: opts.isolation ?? new NftAgentIsolation({ runner: createNftRunner(), logger }),
+    // One nftables table for every container scaler; nft only runs once a backend with isolation on
+    // uses it, and then with none of the orchestrator's credentials.
+    isolation:
+      opts.isolation ??
+      new NftAgentIsolation({
+        runner: createNftRunner({ env: hostToolEnv(opts.hostEnv ?? process.env) }),
+        logger,
+      }),
   };
 }
 

@@ -7,14 +7,14 @@ import type { Logger } from '../../../util/logger.js';
 import { readPidRecord, vmFiles } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
-import { vmmEnv } from './vmm-env.js';
+import { hostToolEnv } from '../../../util/host-tool-env.js';
 
 export interface FirecrackerDriverOptions {
   firecrackerPath: string;
   /** With a jailer, firecracker runs chrooted in the VM directory as uid:gid. */
   jailer?: JailerOptions | undefined;
   logger: Logger;
-  /** The orchestrator's environment; firecracker (or the jailer) gets only vmmEnv's part of it. */
+  /** The orchestrator's environment; firecracker (or the jailer) gets only hostToolEnv's part of it. */
   hostEnv: NodeJS.ProcessEnv;
   socketWaitMs?: number;
 }
@@ -157,7 +157,7 @@ export class FirecrackerDriver implements VmmDriver {
       const child = spawn(file, args, {
         detached: true,
         stdio: ['ignore', serial.fd, vmmLog.fd],
-        env: vmmEnv(this.opts.hostEnv),
+        env: hostToolEnv(this.opts.hostEnv),
       });
       await new Promise<void>((ok, fail) => {
         child.once('spawn', ok);

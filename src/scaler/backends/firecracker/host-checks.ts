@@ -7,7 +7,7 @@ import { parseIpv4Cidr } from '../../../config/addresses.js';
 import type { FirecrackerNetwork } from '../../../config/index.js';
 import { createNftRunner, type NftObject, type NftRunner } from '../../../net/nft-runner.js';
 import { commandRunner, type CommandRunner } from './host-net.js';
-import { vmmEnv } from './vmm-env.js';
+import { hostToolEnv } from '../../../util/host-tool-env.js';
 
 export type RowStatus = 'PASS' | 'WARN' | 'FAIL';
 export interface HostRow {
@@ -52,7 +52,7 @@ export function hostTools(
 ): Pick<HostPorts, 'run' | 'nft'> {
   return {
     run: commandRunner({ sudo, hostEnv, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
-    nft: createNftRunner({ sudo, env: vmmEnv(hostEnv) }),
+    nft: createNftRunner({ sudo, env: hostToolEnv(hostEnv) }),
   };
 }
 

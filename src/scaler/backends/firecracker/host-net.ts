@@ -1,19 +1,19 @@
 import { execFile } from 'node:child_process';
 import { resolveTool } from '../../../util/system-tools.js';
-import { vmmEnv } from './vmm-env.js';
+import { hostToolEnv } from '../../../util/host-tool-env.js';
 
 /** Runs one host command; `requireSudo` scalers wrap it in `sudo -n`. Rejects with its stderr. */
 export type CommandRunner = (cmd: string, args: string[]) => Promise<string>;
 
 export function commandRunner(opts: {
   sudo: boolean;
-  /** The orchestrator's environment: where tools are looked for; they run with vmmEnv's part of it. */
+  /** The orchestrator's environment: where tools are looked for; they run with hostToolEnv's part of it. */
   hostEnv: NodeJS.ProcessEnv;
   timeoutMs?: number;
 }): CommandRunner {
   // Their messages are matched ("Cannot find device", "No such file"): in the C locale, whatever
   // language the host speaks, or a missing device would read as a failure.
-  const env = { ...vmmEnv(opts.hostEnv), LC_ALL: 'C' };
+  const env = { ...hostToolEnv(opts.hostEnv), LC_ALL: 'C' };
   return (cmd, args) =>
     new Promise((resolve, reject) => {
       // `ip` lives in /usr/sbin or /sbin, often not on a service's PATH.

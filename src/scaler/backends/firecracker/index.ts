@@ -29,7 +29,7 @@ import { DbIpAllocator, InMemoryIpAllocator, type IpAllocator } from './ip-alloc
 import { chooseQemuAccel, QemuDriver } from './qemu-driver.js';
 import { vmTools } from './tools.js';
 import type { VmmDriver } from './vmm.js';
-import { vmmEnv } from './vmm-env.js';
+import { hostToolEnv } from '../../../util/host-tool-env.js';
 
 const resolverFor = (configPath: string) => (p: string) =>
   isAbsolute(p) ? p : resolve(dirname(configPath), p);
@@ -74,7 +74,7 @@ function isolationFor(
 ): AgentIsolation {
   const o = { table: network.table, bridge: network.bridgeName, subnet: network.cidr };
   if (deps.isolationFor) return deps.isolationFor(o);
-  const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo, env: vmmEnv(hostEnv) });
+  const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo, env: hostToolEnv(hostEnv) });
   return new NftAgentIsolation({
     runner,
     table: o.table,
@@ -94,7 +94,7 @@ export async function createVmBackend(
 ): Promise<VmScalerBackend> {
   const resolvePath = resolverFor(deps.configPath);
   const network = deps.vmNetwork ?? firecrackerNetworkSchema.parse({});
-  // Read here, once: every host process this backend starts gets only vmmEnv's part of it.
+  // Read here, once: every host process this backend starts gets only hostToolEnv's part of it.
   const hostEnv = deps.hostEnv ?? process.env;
   const run = commandRunner({ sudo: entry.requireSudo, hostEnv });
   const hostNet = new HostNet(run);

@@ -5,7 +5,7 @@ import type { Logger } from '../../../util/logger.js';
 import { readPidRecord } from './vm-dir.js';
 import type { StartedVm, VmLaunch, VmmDriver } from './vmm.js';
 import { killAndWait, vmmOwns, waitGone } from './vm-process.js';
-import { vmmEnv } from './vmm-env.js';
+import { hostToolEnv } from '../../../util/host-tool-env.js';
 
 export type QemuAccel = 'kvm' | 'tcg';
 
@@ -25,7 +25,7 @@ export class QemuDriver implements VmmDriver {
       binary: string;
       accel: QemuAccel;
       logger: Logger;
-      /** The orchestrator's environment; QEMU gets only vmmEnv's part of it. */
+      /** The orchestrator's environment; QEMU gets only hostToolEnv's part of it. */
       hostEnv: NodeJS.ProcessEnv;
     },
   ) {}
@@ -108,7 +108,7 @@ export class QemuDriver implements VmmDriver {
       const child = spawn(this.opts.binary, args, {
         detached: true,
         stdio: ['ignore', log.fd, log.fd],
-        env: vmmEnv(this.opts.hostEnv),
+        env: hostToolEnv(this.opts.hostEnv),
       });
       await new Promise<void>((ok, fail) => {
         child.once('spawn', ok);
@@ -161,7 +161,7 @@ export async function probeKvm(
       ...['-kernel', kernel, '-append', 'console=ttyS0 earlyprintk=ttyS0 panic=-1 rdinit=/none'],
     ],
     // The probe is a VMM like any other: it runs a guest kernel, with the same environment.
-    { stdio: ['ignore', 'pipe', 'ignore'], env: vmmEnv(hostEnv) },
+    { stdio: ['ignore', 'pipe', 'ignore'], env: hostToolEnv(hostEnv) },
   );
   return new Promise<boolean>((resolve) => {
     let out = '';

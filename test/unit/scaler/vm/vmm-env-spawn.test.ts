@@ -7,7 +7,7 @@
  * (/proc/<pid>/environ) to a file; no bridge, TAP, firewall rule or VM is made on this host. Before
  * the backend built these environments, every dump held all of the variables below.
  */
-import { access, chmod, constants, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { access, constants, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { pino } from 'pino';
@@ -19,10 +19,10 @@ import { createVmBackend } from '../../../../src/scaler/backends/firecracker/ind
 import { hostTools } from '../../../../src/scaler/backends/firecracker/host-checks.js';
 import { InMemoryIpAllocator } from '../../../../src/scaler/backends/firecracker/ip-allocator.js';
 import { waitGone } from '../../../../src/scaler/backends/firecracker/vm-process.js';
-import { VMM_ENV_ALLOWLIST } from '../../../../src/scaler/backends/firecracker/vmm-env.js';
+import { HOST_TOOL_ENV_ALLOWLIST } from '../../../../src/util/host-tool-env.js';
 import type { SpawnContext } from '../../../../src/scaler/types.js';
 import { systemClock } from '../../../../src/util/clock.js';
-import { resolveTool } from '../../../../src/util/system-tools.js';
+import { EnvRecorder } from '../../../helpers/env-recorder.js';
 import { writeFakeVmmBins, type FakeVmmBins } from '../../../helpers/fake-vmm-bins.js';
 import { spawnContext } from '../../../helpers/spawn-context.js';
 
@@ -40,60 +40,28 @@ const LEAKS = {
 /** A host that speaks another language: the helpers whose messages are matched run in C. */
 const HOST_LOCALE = 'de_DE.UTF-8';
 const network = firecrackerNetworkSchema.parse({});
-const SEP = '\x1e';
 let work: string;
-let bin: string;
-let dumps: string;
+let rec: EnvRecorder;
 let guest: string;
 let bins: FakeVmmBins;
 let hostPath: string;
 
-/** A stand-in for `name`: records its environment, then does `then` (a shell line). */
-async function fake(name: string, then = 'exit 0'): Promise<string> {
-  const p = join(bin, name);
-  const cat = resolveTool('cat');
-  const out = join(dumps, `${name}.env`);
-  await writeFile(
-    p,
-    `#!/bin/sh\n'${cat}' /proc/$$/environ >> '${out}'\nprintf '${SEP}' >> '${out}'\n${then}\n`,
-  );
-  await chmod(p, 0o755);
-  return p;
-}
-
-/** Every environment `name` was started with, in order. */
-async function envsOf(name: string): Promise<Record<string, string>[]> {
-  const text = await readFile(join(dumps, `${name}.env`), 'utf8').catch(() => '');
-  return text
-    .split(SEP)
-    .filter(Boolean)
-    .map((rec) =>
-      Object.fromEntries(
-        rec
-          .split('\0')
-          .filter(Boolean)
-          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
-      ),
-    );
-}
-
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'kici-vmmenv-'));
-  bin = join(work, 'bin');
-  dumps = join(work, 'dumps');
+  rec = await EnvRecorder.create(work);
   guest = join(work, 'guest');
-  for (const d of [bin, dumps, guest]) await mkdir(d);
+  await mkdir(guest);
   for (const f of ['vmlinux', 'rootfs.ext4']) await writeFile(join(guest, f), f, { mode: 0o644 });
   bins = await writeFakeVmmBins(join(work, 'fc'));
-  await fake('ip');
-  await fake('mkfs.ext4');
-  await fake('nft', `case " $* " in *" list "*) echo '{"nftables":[]}' ;; esac`);
+  await rec.tool('ip');
+  await rec.tool('mkfs.ext4');
+  await rec.tool('nft', `case " $* " in *" list "*) echo '{"nftables":[]}' ;; esac`);
   // Exits at once: the KVM probe then finds no kernel banner and TCG is chosen.
-  await fake('qemu-system-x86_64');
+  await rec.tool('qemu-system-x86_64');
   // The jailer copies its --exec-file into the chroot and runs it there, as the real one does.
-  await fake('firecracker', `exec '${bins.firecracker}' "$@"`);
-  await fake('jailer', `exec '${bins.jailer}' "$@"`);
-  hostPath = `${bin}${delimiter}${process.env.PATH ?? ''}`;
+  await rec.tool('firecracker', `exec '${bins.firecracker}' "$@"`);
+  await rec.tool('jailer', `exec '${bins.jailer}' "$@"`);
+  hostPath = `${rec.bin}${delimiter}${process.env.PATH ?? ''}`;
   vi.stubEnv('PATH', hostPath);
   for (const [k, v] of Object.entries(LEAKS)) vi.stubEnv(k, v);
   vi.stubEnv('LC_ALL', HOST_LOCALE);
@@ -125,10 +93,6 @@ const ctxFor = (agentId: string): SpawnContext =>
     auth: { kind: 'token', token: 'tok-agent-123' },
   });
 
-/** How many runs of `name` have finished recording their environment. */
-const recorded = async (name: string) =>
-  (await readFile(join(dumps, `${name}.env`), 'utf8').catch(() => '')).split(SEP).length - 1;
-
 /** One VM through the backend the composition root would build, then its teardown. */
 async function spawnAndDestroy(
   scaler: Record<string, unknown> & { name: string },
@@ -142,11 +106,11 @@ async function spawnAndDestroy(
   const entry = entryFor(scaler);
   await mkdir(entry.chrootBaseDir, { recursive: true });
   const backend = await createVmBackend(entry, deps as BackendDeps, allocator);
-  const before = await recorded(vmm);
+  const before = await rec.count(vmm);
   const agent = await backend.spawn(ctxFor(agentId));
   // The VMM is running once spawn returns, not necessarily done recording: a teardown now could
   // stop it halfway.
-  await vi.waitFor(async () => expect(await recorded(vmm)).toBe(before + 1), { timeout: 5_000 });
+  await vi.waitFor(async () => expect(await rec.count(vmm)).toBe(before + 1), { timeout: 5_000 });
   await backend.destroy(agentId, { reason: 'job-complete' });
   expect(await waitGone(Number(agent.backendRef), 5_000)).toBe(true);
 }
@@ -162,7 +126,7 @@ function expectClean(name: string, env: Record<string, string>, exact = true): v
   for (const k of Object.keys(LEAKS)) expect(env, `${name} got ${k}`).not.toHaveProperty(k);
   for (const k of Object.keys(env)) {
     expect(scrubbed(k) || /^LD_|^FAKETIME/.test(k), `${name} got ${k}`).toBe(false);
-    if (exact) expect(VMM_ENV_ALLOWLIST as readonly string[], `${name} got ${k}`).toContain(k);
+    if (exact) expect(HOST_TOOL_ENV_ALLOWLIST as readonly string[], `${name} got ${k}`).toContain(k);
   }
   expect(env.LC_ALL, `${name}'s LC_ALL`).toBe(PARSED_TOOLS.includes(name) ? 'C' : HOST_LOCALE);
   expect(env.PATH, `${name}'s PATH`).toBe(hostPath);
@@ -178,37 +142,37 @@ describe("the VM backend's host processes get none of the orchestrator's environ
       () => true,
       () => false,
     );
-    const qemu = await envsOf('qemu-system-x86_64');
+    const qemu = await rec.envsOf('qemu-system-x86_64');
     // The probe runs only where /dev/kvm can be opened; then it is a VMM start like the other.
     expect(qemu.length).toBe(kvm ? 2 : 1);
     for (const env of qemu) expectClean('qemu', env);
     for (const tool of ['ip', 'mkfs.ext4', 'nft']) {
-      const envs = await envsOf(tool);
+      const envs = await rec.envsOf(tool);
       expect(envs.length, tool).toBeGreaterThan(0);
       for (const env of envs) expectClean(tool, env);
     }
   });
 
   it('firecracker under the jailer (the only way a config runs it)', async () => {
-    const jailed = { firecrackerPath: join(bin, 'firecracker'), jailerPath: join(bin, 'jailer') };
+    const jailed = { firecrackerPath: join(rec.bin, 'firecracker'), jailerPath: join(rec.bin, 'jailer') };
     await spawnAndDestroy({ name: 'vj', ...jailed, uid: 65534, gid: 65534 }, 'vj-vm-0a1b2c3d', 'jailer');
-    const [jailer, ...more] = await envsOf('jailer');
+    const [jailer, ...more] = await rec.envsOf('jailer');
     expect(more).toEqual([]);
     expectClean('jailer', jailer!);
     // What the jailer hands on to firecracker (the stand-in's shell adds FAKE_FC_*, PWD and OLDPWD).
-    const [inJail, ...again] = await envsOf('firecracker');
+    const [inJail, ...again] = await rec.envsOf('firecracker');
     expect(again).toEqual([]);
     expectClean('firecracker in the jail', inJail!, false);
   });
 
   it("diagnose and provision's tools (hostTools): ip and nft", async () => {
-    await rm(join(dumps, 'ip.env'), { force: true });
-    await rm(join(dumps, 'nft.env'), { force: true });
+    await rec.forget('ip');
+    await rec.forget('nft');
     const tools = hostTools(false, process.env);
     await tools.run('ip', ['-j', 'link', 'show']);
     await tools.nft.list(['tables']);
     for (const tool of ['ip', 'nft']) {
-      const envs = await envsOf(tool);
+      const envs = await rec.envsOf(tool);
       expect(envs.length, tool).toBe(1);
       expectClean(tool, envs[0]!);
     }

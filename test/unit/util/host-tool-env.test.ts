@@ -1,11 +1,12 @@
 /**
- * The environment of the VM backend's host processes (VMM, KVM probe, ip/nft/mkfs helpers): a
- * short allowlist of the orchestrator's, never its credentials nor anything preloaded into it.
+ * The environment of the host tools the orchestrator starts (the VM backend's VMM, KVM probe and
+ * ip/mkfs helpers, and nft wherever it runs): a short allowlist of the orchestrator's, never its
+ * credentials nor anything preloaded into it.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { scrubbed } from '../../../../src/scaler/backends/bare-metal/env.js';
-import { VMM_ENV_ALLOWLIST, vmmEnv } from '../../../../src/scaler/backends/firecracker/vmm-env.js';
+import { scrubbed } from '../../../src/scaler/backends/bare-metal/env.js';
+import { HOST_TOOL_ENV_ALLOWLIST, hostToolEnv } from '../../../src/util/host-tool-env.js';
 
 const SECRETS = {
   KICI_ADMIN_TOKEN: 'admin-tok',
@@ -30,20 +31,20 @@ const OTHER = { HOME: '/root', USER: 'root', SSH_AUTH_SOCK: '/tmp/agent', NODE_O
 /** What no VM host process may ever be given: the bare-metal scrub list, the loader's and libfaketime's variables. */
 const forbidden = (k: string) => scrubbed(k) || /^LD_/.test(k) || /^FAKETIME/.test(k);
 
-describe('vmmEnv', () => {
+describe('hostToolEnv', () => {
   it('keeps the allowlisted variables and drops credentials, preloads and everything else', () => {
-    expect(vmmEnv({ ...SECRETS, ...PRELOAD, ...KEPT, ...OTHER })).toEqual(KEPT);
+    expect(hostToolEnv({ ...SECRETS, ...PRELOAD, ...KEPT, ...OTHER })).toEqual(KEPT);
   });
 
   it('leaves out an allowlisted variable the host does not set (no "undefined" strings)', () => {
-    const env = vmmEnv({ PATH: '/bin', TZ: undefined, ...SECRETS });
+    const env = hostToolEnv({ PATH: '/bin', TZ: undefined, ...SECRETS });
     expect(env).toEqual({ PATH: '/bin' });
     expect(Object.keys(env)).toEqual(['PATH']);
   });
 
   it('the allowlist is exactly the documented one, and none of it is a forbidden name', () => {
-    expect([...VMM_ENV_ALLOWLIST].sort()).toEqual(['LANG', 'LC_ALL', 'PATH', 'TMPDIR', 'TZ']);
-    for (const k of VMM_ENV_ALLOWLIST) expect(forbidden(k), k).toBe(false);
+    expect([...HOST_TOOL_ENV_ALLOWLIST].sort()).toEqual(['LANG', 'LC_ALL', 'PATH', 'TMPDIR', 'TZ']);
+    for (const k of HOST_TOOL_ENV_ALLOWLIST) expect(forbidden(k), k).toBe(false);
   });
 
   it('the forbidden-name check itself recognises the variables this is about', () => {
@@ -67,14 +68,14 @@ describe('vmmEnv', () => {
     );
     fc.assert(
       fc.property(fc.dictionary(name, fc.option(fc.string(), { nil: undefined })), (host) => {
-        const out = vmmEnv(host);
+        const out = hostToolEnv(host);
         for (const [k, v] of Object.entries(out)) {
           expect(forbidden(k), k).toBe(false);
-          expect((VMM_ENV_ALLOWLIST as readonly string[]).includes(k), k).toBe(true);
+          expect((HOST_TOOL_ENV_ALLOWLIST as readonly string[]).includes(k), k).toBe(true);
           expect(v).toBe(host[k]);
         }
         // Every allowlisted variable the host sets is there.
-        for (const k of VMM_ENV_ALLOWLIST) if (host[k] !== undefined) expect(out[k]).toBe(host[k]);
+        for (const k of HOST_TOOL_ENV_ALLOWLIST) if (host[k] !== undefined) expect(out[k]).toBe(host[k]);
       }),
       { numRuns: 500 },
     );
