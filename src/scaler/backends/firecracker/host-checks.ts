@@ -5,9 +5,8 @@
  */
 import { parseIpv4Cidr } from '../../../config/addresses.js';
 import type { FirecrackerNetwork } from '../../../config/index.js';
-import { createNftRunner, type NftObject, type NftRunner } from '../../../net/nft-runner.js';
-import { commandRunner, type CommandRunner } from './host-net.js';
-import { hostToolEnv } from '../../../util/host-tool-env.js';
+import type { NftObject, NftRunner } from '../../../net/nft-runner.js';
+import { commandRunner, vmNftRunner, type CommandRunner } from './host-net.js';
 
 export type RowStatus = 'PASS' | 'WARN' | 'FAIL';
 export interface HostRow {
@@ -52,7 +51,7 @@ export function hostTools(
 ): Pick<HostPorts, 'run' | 'nft'> {
   return {
     run: commandRunner({ sudo, hostEnv, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }),
-    nft: createNftRunner({ sudo, env: hostToolEnv(hostEnv) }),
+    nft: vmNftRunner(sudo, hostEnv),
   };
 }
 

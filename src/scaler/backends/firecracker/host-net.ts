@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { createNftRunner, type NftRunner } from '../../../net/nft-runner.js';
 import { resolveTool } from '../../../util/system-tools.js';
 import { hostToolEnv } from '../../../util/host-tool-env.js';
 
@@ -24,6 +25,15 @@ export function commandRunner(opts: {
         else resolve(stdout);
       });
     });
+}
+
+/**
+ * The nft of a VM scaler (its isolation, and the host checks of `kici-admin firecracker` and
+ * `diagnose`): like the other helpers, through `sudo -n` when asked and with hostToolEnv's part of
+ * the orchestrator's environment; the runner itself puts it in the C locale.
+ */
+export function vmNftRunner(sudo: boolean, hostEnv: NodeJS.ProcessEnv): NftRunner {
+  return createNftRunner({ sudo, env: hostToolEnv(hostEnv) });
 }
 
 /** TAP devices this backend creates: `kici-` + 8 hex characters (see tapNameFor). */

@@ -8,12 +8,7 @@ import {
   type ScalerConfig,
   type ScalerEntry,
 } from '../../../config/index.js';
-import {
-  createNftRunner,
-  NftAgentIsolation,
-  nftRequiredTool,
-  type AgentIsolation,
-} from '../../../net/index.js';
+import { NftAgentIsolation, nftRequiredTool, type AgentIsolation } from '../../../net/index.js';
 import type { BackendDeps } from '../deps.js';
 import type { BackendDescriptor } from '../descriptor.js';
 import { VmScalerBackend } from './backend.js';
@@ -24,12 +19,11 @@ import {
   type DiskGuardResult,
 } from './disk-guard.js';
 import { FirecrackerDriver } from './firecracker-driver.js';
-import { commandRunner, HostNet } from './host-net.js';
+import { commandRunner, HostNet, vmNftRunner } from './host-net.js';
 import { DbIpAllocator, InMemoryIpAllocator, type IpAllocator } from './ip-allocator.js';
 import { chooseQemuAccel, QemuDriver } from './qemu-driver.js';
 import { vmTools } from './tools.js';
 import type { VmmDriver } from './vmm.js';
-import { hostToolEnv } from '../../../util/host-tool-env.js';
 
 const resolverFor = (configPath: string) => (p: string) =>
   isAbsolute(p) ? p : resolve(dirname(configPath), p);
@@ -74,7 +68,7 @@ function isolationFor(
 ): AgentIsolation {
   const o = { table: network.table, bridge: network.bridgeName, subnet: network.cidr };
   if (deps.isolationFor) return deps.isolationFor(o);
-  const runner = deps.nft ?? createNftRunner({ sudo: entry.requireSudo, env: hostToolEnv(hostEnv) });
+  const runner = deps.nft ?? vmNftRunner(entry.requireSudo, hostEnv);
   return new NftAgentIsolation({
     runner,
     table: o.table,
