@@ -21,3 +21,15 @@ export interface BackendCapabilities {
    */
   peerAdoptable: boolean;
 }
+
+/**
+ * Compute this orchestrator starts on its own host (processes, containers, micro-VMs): it dies with
+ * the orchestrator, orphans of a crash are found and removed here, and its output can be captured.
+ */
+export const HOST_COMPUTE: Readonly<BackendCapabilities> = Object.freeze({
+  localCompute: true,
+  lifetime: 'orchestrator',
+  cleansOrphans: true,
+  capturesLogs: true,
+  peerAdoptable: false,
+});

@@ -3,8 +3,8 @@ import { homedir } from 'node:os';
 import type { LabelSetConfig, ScalerEntry } from '../../../config/index.js';
 import type { Logger } from '../../../util/logger.js';
 import { swallow } from '../../../util/swallowed-errors.js';
+import { HOST_COMPUTE } from '../../backend-capabilities.js';
 import type {
-  BackendCapabilities,
   CleanupOrphansOptions,
   DestroyContext,
   InventoryItem,
@@ -40,13 +40,7 @@ export type { BareMetalBackendOptions } from './options.js';
  */
 export class BareMetalScalerBackend implements ScalerBackend {
   readonly type = 'bare-metal' as const;
-  readonly capabilities: BackendCapabilities = {
-    localCompute: true,
-    lifetime: 'orchestrator',
-    cleansOrphans: true,
-    capturesLogs: true,
-    peerAdoptable: false,
-  };
+  readonly capabilities = HOST_COMPUTE;
   readonly name: string;
   /** The config in force for new spawns; replaced whole by applyReload. */
   private entry: ScalerEntry;

@@ -4,8 +4,8 @@ import type { LabelSetConfig, ScalerEntry } from '../../../config/index.js';
 import type { CleanupOrphansOptions, InventoryItem } from '../../types.js';
 import { checkLabelSets } from '../../core/label-set-check.js';
 import type { Logger } from '../../../util/logger.js';
+import { HOST_COMPUTE } from '../../backend-capabilities.js';
 import type {
-  BackendCapabilities,
   ScalerDestroyContext,
   LogCapture,
   ManagedAgent,
@@ -34,13 +34,7 @@ export type { ContainerScalerBackendOptions } from './tracked.js';
 /** Agents as containers on Docker or Podman. */
 export class ContainerScalerBackend implements ScalerBackend {
   readonly type = 'container' as const;
-  readonly capabilities: BackendCapabilities = {
-    localCompute: true,
-    lifetime: 'orchestrator',
-    cleansOrphans: true,
-    capturesLogs: true,
-    peerAdoptable: false,
-  };
+  readonly capabilities = HOST_COMPUTE;
   readonly name: string;
   readonly logsSource: ContainerRuntime;
   readonly spawnsOnLocalHost: boolean;

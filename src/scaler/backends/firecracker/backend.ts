@@ -4,8 +4,8 @@ import { systemClock } from '../../../util/clock.js';
 import { errorMessage } from '../../../util/errors.js';
 import type { Logger } from '../../../util/logger.js';
 import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
+import { HOST_COMPUTE } from '../../backend-capabilities.js';
 import type {
-  BackendCapabilities,
   CleanupOrphansOptions,
   DestroyContext,
   InventoryItem,
@@ -37,13 +37,7 @@ const DEFAULT_OVERLAY_MIB = 2048;
  */
 export class VmScalerBackend implements ScalerBackend, VmHost {
   readonly type = 'firecracker' as const;
-  readonly capabilities: BackendCapabilities = {
-    localCompute: true,
-    lifetime: 'orchestrator',
-    cleansOrphans: true,
-    capturesLogs: true,
-    peerAdoptable: false,
-  };
+  readonly capabilities = HOST_COMPUTE;
   readonly name: string;
   private entry: ScalerEntry;
   readonly #vms = new Map<string, TrackedVm>();
