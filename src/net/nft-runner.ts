@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { hostToolEnv } from '../util/host-tool-env.js';
 import { resolveTool } from '../util/system-tools.js';
 
 /** Batches up to this size go on the command line (Linux allows 128 KiB per argument). */
@@ -32,7 +33,10 @@ export interface NftRunnerOptions {
   netns?: string;
   /** A hung nft (a lock held elsewhere) must not stall a spawn forever. */
   timeoutMs?: number;
-  /** The environment nft (and sudo) runs with; this process's whole environment when absent. */
+  /**
+   * The environment nft (and sudo) runs with. When absent, the host-tool part of this process's
+   * (host-tool-env.ts): a caller that forgets to pass one must not hand nft the credentials.
+   */
   env?: Readonly<Record<string, string>>;
 }
 
@@ -95,7 +99,7 @@ function exec(argv: string[], timeoutMs: number, env?: Readonly<Record<string, s
       timeout: timeoutMs,
       // isNftMissing matches nft's "No such file or directory", which glibc translates for a host
       // with another language: in the C locale a missing table is always recognised as one.
-      env: { ...(env ?? process.env), LC_ALL: 'C' },
+      env: { ...(env ?? hostToolEnv(process.env)), LC_ALL: 'C' },
     });
     let out = '';
     let err = '';

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { registerOrphanCommands } from '../../../src/cli/admin/orphan-commands.js';
 import { scalerFileSchema } from '../../../src/config/index.js';
 import { startupFindings } from '../../../src/scaler/startup-checks.js';
+import { createNftRunner } from '../../../src/net/nft-runner.js';
 import { backendContext } from '../../../src/server/scaler-wiring.js';
 import type { Store } from '../../../src/store/index.js';
 import { HOST_TOOL_ENV_ALLOWLIST } from '../../../src/util/host-tool-env.js';
@@ -85,6 +86,11 @@ async function expectOneCleanRun(): Promise<void> {
 }
 
 describe("nft outside the VM backend gets none of the orchestrator's environment", () => {
+  it('a runner made with no environment of its own (the default)', async () => {
+    expect(await createNftRunner().list(['tables'])).toEqual([]);
+    await expectOneCleanRun();
+  });
+
   it("the container scalers' shared isolation (backendContext)", async () => {
     const deps = backendContext({ scalerConfigPath: configPath }, pino({ level: 'silent' }), {} as Store);
     expect(await deps.isolation!.listRuled()).toEqual([]);
