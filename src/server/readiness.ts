@@ -30,8 +30,12 @@ export class StoreProbe {
     private readonly timeoutMs = 5000,
   ) {}
 
-  /** Called when the store takes writes again after failing (the orchestrator re-reads its queue). */
-  onRecovered: (() => void) | undefined;
+  private onRecovered: (() => void) | undefined;
+
+  /** Call `fn` each time the store takes writes again after failing (the orchestrator re-reads its queue). */
+  whenRecovered(fn: () => void): void {
+    this.onRecovered = fn;
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.check(), this.intervalMs);

@@ -55,7 +55,7 @@ export function wireScalerSide(d: {
     reapWindows: opts.reapWindows,
     live: d.live.reapTuning(),
   });
-  d.probe.onRecovered = () => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued'));
+  d.probe.whenRecovered(() => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued')));
   scaler?.setHooks(
     scalerHooks({ scaler, dispatcher, store, metrics, events: d.events, clock, log }),
     dispatcher.registryView(),
