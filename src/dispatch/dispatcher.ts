@@ -38,11 +38,7 @@ export class Dispatcher {
   private stopped = false;
   /** A graceful stop is under way: no new assignments or spawns; active jobs run on and report. */
   private draining = false;
-  /**
-   * While this answers true (the data dir is nearly full) no queued job is handed out, so no new
-   * output starts to pour in; running jobs go on and their results are stored.
-   */
-  holdNewWork: () => boolean = () => false;
+  private holdNewWork: () => boolean = () => false;
   private readonly claims: Claims;
   /** Static agents that hold a live token may connect at any time: their jobs wait, not fail. */
   private readonly staticScopes = new StaticScopes();
@@ -122,6 +118,14 @@ export class Dispatcher {
    * Store a run and queue its jobs. `sealed` values are given to every job of the run at dispatch
    * and never stored: the stored spec names the variables only.
    */
+  /**
+   * While `held` answers true (the data dir is nearly full) no queued job is handed out, so no new
+   * output starts to pour in; running jobs go on and their results are stored.
+   */
+  holdNewWorkWhile(held: () => boolean): void {
+    this.holdNewWork = held;
+  }
+
   submit(spec: RunSpec, sealed?: Sealed): Promise<{ runId: string; jobs: { id: string; name: string }[] }> {
     return this.submits.submit(spec, sealed);
   }

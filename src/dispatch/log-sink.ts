@@ -49,13 +49,17 @@ export class LogSink {
 
   /** Lines pushed so far: a cheap change marker for live views. */
   pushed = 0;
+  private holdWrites: () => boolean = () => false;
+  heldMaxBytes = HELD_MAX_BYTES;
+
   /**
-   * While this answers true (the data dir is nearly full) nothing is written: lines wait in
+   * While `held` answers true (the data dir is nearly full) nothing is written: lines wait in
    * memory, up to HELD_MAX_BYTES, and are written once it answers false again. Lines past the
    * bound are dropped, and a line in the job's log says how many.
    */
-  holdWrites: () => boolean = () => false;
-  heldMaxBytes = HELD_MAX_BYTES;
+  holdWritesWhile(held: () => boolean): void {
+    this.holdWrites = held;
+  }
   private bufferBytes = 0;
   private readonly droppedWhileHeld = new Map<string, number>();
 

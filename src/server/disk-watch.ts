@@ -40,8 +40,12 @@ export class DiskSpaceWatcher {
   private lowNow = false;
   private free = Number.POSITIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
-  /** Told on every change between low and ok. */
-  onChange: ((low: boolean) => void) | undefined;
+  private onChange: ((low: boolean) => void) | undefined;
+
+  /** Tell `fn` of every change between low and ok. */
+  whenChanged(fn: (low: boolean) => void): void {
+    this.onChange = fn;
+  }
 
   constructor(
     private readonly dir: string,

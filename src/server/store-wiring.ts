@@ -62,10 +62,10 @@ export class StoreUpkeep {
     const { opts, database, dispatcher, clock, log } = deps;
     if (database.engine === 'pglite') {
       const disk = new DiskSpaceWatcher(deps.dataDir, log, opts.dataMinFreeBytes);
-      disk.onChange = (low) => void (low || dispatcher.requestPump());
+      disk.whenChanged((low) => void (low || dispatcher.requestPump()));
       // Near the floor, no new job starts and output waits in memory; results are still stored.
-      dispatcher.holdNewWork = () => disk.low;
-      dispatcher.logs.holdWrites = () => disk.low;
+      dispatcher.holdNewWorkWhile(() => disk.low);
+      dispatcher.logs.holdWritesWhile(() => disk.low);
       this.disk = disk;
       this.walKeeper = new WalKeeper(database.db, clock, log);
     }

@@ -29,7 +29,7 @@ function instance(id: string | undefined) {
     instanceId: id,
     claimAtSubmit: false,
   });
-  d.holdNewWork = () => held;
+  d.holdNewWorkWhile(() => held);
   stops.push(() => d.stop());
   return {
     d,

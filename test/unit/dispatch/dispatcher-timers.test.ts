@@ -211,7 +211,7 @@ describe('dispatcher holding new work (data dir nearly full)', () => {
   it('hands out no queued job while held, and the job goes out on the first pump after', async () => {
     const { d, clock } = setup();
     let held = true;
-    d.holdNewWork = () => held;
+    d.holdNewWorkWhile(() => held);
     const { messages } = connect(d, clock);
     const id = await submit(d);
     await settle();

@@ -109,7 +109,7 @@ describe('LogSink: writes held while the data dir is nearly full', () => {
     const job = await newJob();
     const sink = new LogSink(store, log, 10);
     let held = true;
-    sink.holdWrites = () => held;
+    sink.holdWritesWhile(() => held);
     // Past the bound in memory (10 bytes here), lines are dropped and counted.
     sink.heldMaxBytes = 10;
     const big = 'x'.repeat(12);
@@ -129,7 +129,7 @@ describe('LogSink: a stop while writes are held', () => {
   it('drops the held output, counts it per job in one stored line, and returns the counts', async () => {
     const [a, b] = [await newJob(), await newJob()];
     const sink = new LogSink(store, log, 10);
-    sink.holdWrites = () => true;
+    sink.holdWritesWhile(() => true);
     sink.heldMaxBytes = 20;
     const big = 'y'.repeat(15);
     // Two of a's lines are held in memory; the rest (a's last two, b's one) are past the bound.
@@ -176,7 +176,7 @@ describe('LogSink: the disk goes low while a backlog is being written', () => {
       log,
       10_000,
     );
-    sink.holdWrites = () => held;
+    sink.holdWritesWhile(() => held);
     sink.push([line(job, big('a')), line(job, big('b')), line(job, big('c'))]);
     await sink.flush();
     expect((await stored(job)).map((l) => l.slice(0, 1))).toEqual(['a']);
@@ -200,7 +200,7 @@ describe('LogSink: the disk goes low while a backlog is being written', () => {
       log,
       10_000,
     );
-    sink.holdWrites = () => held;
+    sink.holdWritesWhile(() => held);
     sink.push([line(job, 'one'), line(job, 'two')]);
     await sink.flush();
     expect(await stored(job)).toEqual([]);

@@ -25,7 +25,7 @@ function instance(id: string, hold = true): Dispatcher {
     instanceId: id,
     claimAtSubmit: false,
   });
-  if (hold) d.holdNewWork = () => true;
+  if (hold) d.holdNewWorkWhile(() => true);
   stops.push(() => d.stop());
   return d;
 }

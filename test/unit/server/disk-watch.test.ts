@@ -38,7 +38,7 @@ describe('DiskSpaceWatcher', () => {
     const disk = fakeDisk(1000);
     const w = new DiskSpaceWatcher('/data', log, 256 * MiB, disk.statfs);
     const changes: boolean[] = [];
-    w.onChange = (low) => changes.push(low);
+    w.whenChanged((low) => changes.push(low));
     expect((await w.check()).ok).toBe(true);
     disk.free = 255 * MiB;
     const low = await w.check();
