@@ -99,7 +99,13 @@ serveLines<{ i: number; op: 'arm' | 'wait' } & Launch>(
         })
       : new Promise((answered) => (stepWaiter = (stepAt) => answered({ stepAt }))),
   () => {
-    if (agent?.pid && agent.exitCode === null) process.kill(-agent.pid, 'SIGKILL');
+    // Its group may be gone already, with its exit not yet heard here: nothing is left to stop.
+    if (agent?.pid && agent.exitCode === null)
+      try {
+        process.kill(-agent.pid, 'SIGKILL');
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+      }
     wss.close();
     http.close();
   },
