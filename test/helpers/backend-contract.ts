@@ -193,6 +193,27 @@ export const contractChecks = {
     await same('after the last destroy');
   }),
 
+  // Policy code asks the capabilities instead of the backend's type, and then calls the parts they
+  // promise: a capability claimed without its part fails at that call, one left undeclared is
+  // skipped (orphans never swept, output never captured, a peer's adoption refused).
+  'its capabilities say what it implements': withFixture(async (fx) => {
+    const b = fx.backend;
+    const has = (part: keyof ScalerBackend) => typeof b[part] === 'function';
+    const caps = b.capabilities;
+    check(
+      caps.cleansOrphans === has('cleanupOrphans'),
+      `cleansOrphans is ${caps.cleansOrphans}, cleanupOrphans ${has('cleanupOrphans') ? 'implemented' : 'missing'}`,
+    );
+    check(
+      caps.capturesLogs === has('getLogCapture'),
+      `capturesLogs is ${caps.capturesLogs}, getLogCapture ${has('getLogCapture') ? 'implemented' : 'missing'}`,
+    );
+    if (caps.peerAdoptable) {
+      check(caps.lifetime === 'cluster', 'a peer-adoptable backend does not have cluster lifetime');
+      check(has('adopt') && has('forget'), 'a peer-adoptable backend lacks adopt or forget');
+    } else check(!has('forget'), 'forget is implemented but peerAdoptable is false');
+  }),
+
   'a reload check refuses bad label sets': withFixture(async (fx) => {
     const first = fx.entry.labelSets[0]!;
     const withLabels = (...sets: string[][]): ScalerEntry => ({

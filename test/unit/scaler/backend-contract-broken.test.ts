@@ -96,6 +96,48 @@ class CountLies extends RecordingBackend {
   }
 }
 
+/** `Base` with some of its capabilities said otherwise, under its own name (the tests name it). */
+function claiming(
+  name: string,
+  caps: Partial<BackendCapabilities>,
+  Base = RecordingBackend,
+): RecordingVariant {
+  const Variant = class extends Base {
+    constructor(entry: ScalerEntry, opts: Opts) {
+      super(entry, opts);
+      Object.assign(this.capabilities, caps);
+    }
+  };
+  Object.defineProperty(Variant, 'name', { value: name });
+  return Variant;
+}
+
+/** Has forget, which only a peer-adoptable backend may have. */
+class Forgets extends RecordingBackend {
+  forget(): void {}
+}
+
+/** Says it captures its agents' output, and has no getLogCapture to ask. */
+const ClaimsLogCapture = claiming('ClaimsLogCapture', { capturesLogs: true });
+
+/** The other ways capabilities and parts can disagree, each a variant of its own. */
+const capabilityLies: RecordingVariant[] = [
+  claiming('SweepsNothing', { cleansOrphans: true }),
+  class HidesItsSweep extends RecordingBackend {
+    cleanupOrphans(): Promise<number> {
+      return Promise.resolve(0);
+    }
+  },
+  class HidesItsCapture extends RecordingBackend {
+    getLogCapture(): undefined {
+      return undefined;
+    }
+  },
+  claiming('AdoptableButDiesWithUs', { peerAdoptable: true }, Forgets),
+  claiming('AdoptableWithoutForget', { lifetime: 'cluster', peerAdoptable: true }),
+  Forgets,
+];
+
 /** Accepts any label sets at all. */
 class AcceptsBadLabelSets extends RecordingBackend {
   override checkReload(): ValidationResult {
@@ -112,6 +154,7 @@ const broken: Record<ContractCheck, RecordingVariant> = {
   'reapUnowned removes only its own compute': ReapsForeign,
   'adopt after a restart': AdoptsAnything,
   'getActiveCount matches what exists': CountLies,
+  'its capabilities say what it implements': ClaimsLogCapture,
   'a reload check refuses bad label sets': AcceptsBadLabelSets,
 };
 
@@ -124,6 +167,16 @@ describe('backend contract: every check fails for a backend that breaks its rule
       await expect(contractChecks[rule](make)).rejects.toBeInstanceOf(ContractViolation);
     });
   }
+
+  it.each(capabilityLies.map((V) => [V.name, V] as const))(
+    'its capabilities say what it implements — fails for %s',
+    async (_name, Variant) => {
+      const make = recordingFixture(Variant, 'orchestrator', store);
+      await expect(contractChecks['its capabilities say what it implements'](make)).rejects.toBeInstanceOf(
+        ContractViolation,
+      );
+    },
+  );
 
   it('and each broken variant breaks only its own rule: it passes the other checks', async () => {
     // Guards against a variant that fails for an unrelated reason (which would prove nothing).
