@@ -163,7 +163,7 @@ export class Adoptions {
 
 function refusalReason(facts: SpawnRowFacts | undefined, me: string): string {
   if (!facts) return 'no spawn record for this scaler agent id';
-  if (facts.backendType !== 'event')
+  if (!facts.peerAdoptable)
     return (
       `agent was spawned by orchestrator "${facts.ownerInstanceId ?? 'unknown'}" on its own host ` +
       `(${facts.backendType} backend); only event agents may register with another orchestrator`

@@ -42,7 +42,7 @@ export async function readReapSnapshot(
       'scaler_spawning_agents.provisioning_targets',
       'jobs.state as job_state',
     ])
-    .where('scaler_spawning_agents.backend_type', '=', 'event')
+    .where('scaler_spawning_agents.peer_adoptable', '=', true)
     .execute();
   const rows: ReapRowFull[] = raw.map((r) => ({
     agentId: r.agent_id,

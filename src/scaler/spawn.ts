@@ -100,6 +100,7 @@ export async function provisionAgent(
       ownerInstanceId: host.opts.instanceId,
       mandatoryLabels: match.gate,
       spawnedAt: new Date(now),
+      peerAdoptable: shared,
       // Recorded so whichever orchestrator adopts the agent sends its scale-down to the same place.
       ...(shared ? { provisioningTargets: [...(entry.provisioningTargets ?? [])] } : {}),
     };

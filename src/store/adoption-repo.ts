@@ -18,7 +18,9 @@ export interface AdoptedSpawn {
 
 /** Why a spawn row could not be adopted, for the refusal message. */
 export interface SpawnRowFacts {
+  /** Named in the refusal only; whether the row may be adopted is `peerAdoptable`. */
   backendType: string;
+  peerAdoptable: boolean;
   ownerInstanceId: string | null;
   adoptedBy: string | null;
 }
@@ -26,8 +28,8 @@ export interface SpawnRowFacts {
 /**
  * Cross-instance adoption of event provisions. The row decides who answers for an agent: one
  * conditional update, so of any number of instances racing, exactly one wins, and the winner may
- * adopt again (its agent reconnecting). Local-backend rows never match: their compute is pinned to
- * the host that spawned it.
+ * adopt again (its agent reconnecting). Rows not marked `peer_adoptable` (a local backend's) never
+ * match: their compute is pinned to the host that spawned it.
  */
 export class AdoptionRepo {
   constructor(private readonly db: Kysely<Database>) {}
@@ -43,7 +45,7 @@ export class AdoptionRepo {
           registered_at: sql<Date>`coalesce(registered_at, ${now})`,
         })
         .where('agent_id', '=', agentId)
-        .where('backend_type', '=', 'event')
+        .where('peer_adoptable', '=', true)
         .where((eb) => eb.or([eb('adopted_by', 'is', null), eb('adopted_by', '=', instanceId)]))
         .returning([
           'agent_id',
@@ -99,11 +101,16 @@ export class AdoptionRepo {
   async describe(agentId: string): Promise<SpawnRowFacts | undefined> {
     const row = await this.db
       .selectFrom('scaler_spawning_agents')
-      .select(['backend_type', 'owner_instance_id', 'adopted_by'])
+      .select(['backend_type', 'peer_adoptable', 'owner_instance_id', 'adopted_by'])
       .where('agent_id', '=', agentId)
       .executeTakeFirst();
     return row
-      ? { backendType: row.backend_type, ownerInstanceId: row.owner_instance_id, adoptedBy: row.adopted_by }
+      ? {
+          backendType: row.backend_type,
+          peerAdoptable: row.peer_adoptable,
+          ownerInstanceId: row.owner_instance_id,
+          adoptedBy: row.adopted_by,
+        }
       : undefined;
   }
 

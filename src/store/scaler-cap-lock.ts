@@ -4,7 +4,7 @@ import { insertSpawnRows, type SpawnRecord } from './spawns-repo.js';
 
 /** What a caller sees while it holds a scaler's cap lock. */
 export interface ScalerCapLock {
-  /** Spawn rows of this scaler with `backend_type = 'event'`, on every orchestrator sharing the store. */
+  /** This scaler's peer-adoptable spawn rows, on every orchestrator sharing the store. */
   readonly clusterActiveCount: number;
   /** Does any orchestrator already hold a provision bound to this job? (One provision per job.) */
   hasProvisionForJob(jobId: string): Promise<boolean>;
@@ -45,7 +45,7 @@ export async function withScalerCapLock<T>(
         .selectFrom('scaler_spawning_agents')
         .select((eb) => eb.fn.countAll<string>().as('n'))
         .where('scaler_name', '=', scalerName)
-        .where('backend_type', '=', 'event')
+        .where('peer_adoptable', '=', true)
         .executeTakeFirstOrThrow();
       return fn(lockView(trx, scalerName, Number(row.n)));
     });

@@ -24,6 +24,12 @@ export interface ScalerSpawningAgentsTable {
   adopted_at: NullableTimestamp;
   /** Where the scale-down of an event provision goes (migration 010); null for local backends. */
   provisioning_targets: ColumnType<string[] | null, string | null | undefined, string | null>;
+  /**
+   * The backend's peerAdoptable capability at spawn (migration 031_spawn_peer_adoptable): the row
+   * counts on the store's cluster-wide cap, any orchestrator may adopt its agent, and the leader's
+   * reaper watches it. False for compute pinned to the spawning host.
+   */
+  peer_adoptable: ColumnType<boolean, boolean | undefined, boolean>;
 }
 
 /** Who adopted an event provision, kept after its spawn row is deleted (migration 010). */

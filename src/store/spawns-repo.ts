@@ -21,7 +21,12 @@ export interface SpawnRecord {
   spawnedAt: Date;
   /** The label set's key (normalized labels); the declared labels joined when absent. */
   labelSetKey?: string | undefined;
-  /** Event provisions: where the scale-down goes, so any orchestrator can tear it down. */
+  /**
+   * The backend's peerAdoptable capability: any orchestrator sharing the store may adopt the
+   * agent, and the spawn counts on the cap kept there.
+   */
+  peerAdoptable: boolean;
+  /** Peer-adoptable provisions: where the scale-down goes, so any orchestrator can tear it down. */
   provisioningTargets?: string[] | undefined;
 }
 
@@ -137,6 +142,7 @@ const spawningValues = (r: SpawnRecord): Insertable<ScalerSpawningAgentsTable> =
   backend_ref: null,
   mandatory_labels: JSON.stringify(r.mandatoryLabels),
   spawned_at: r.spawnedAt,
+  peer_adoptable: r.peerAdoptable,
   ...(r.provisioningTargets ? { provisioning_targets: JSON.stringify(r.provisioningTargets) } : {}),
 });
 

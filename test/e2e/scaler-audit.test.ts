@@ -106,6 +106,7 @@ describe('kici-admin scaler audit (bare-metal)', () => {
           agentId: ghostId,
           scalerName: scaler,
           backendType: 'bare-metal',
+          peerAdoptable: false,
           labelSet: ['linux'],
           runId: null,
           boundJobId: null,

@@ -52,6 +52,7 @@ export function describeStoreContract(
             agentId: 'scaler-bare-metal-1',
             scalerName: 's',
             backendType: 'bare-metal',
+            peerAdoptable: false,
             labelSet: ['a'],
             runId: null,
             boundJobId: null,

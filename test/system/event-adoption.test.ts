@@ -303,9 +303,9 @@ describe('the same agent presenting itself to both instances', () => {
         const agentId = `scaler-event-race${String(i).padStart(4, '0')}`;
         const labels = ['adopt-gate', 'adopt-sys', 'kici:agent:event', `kici:scaler:${SCALER}`];
         await db.query(
-          `insert into scaler_spawning_agents (agent_id, scaler_name, backend_type, label_set, owner_instance_id,
-             backend_ref, mandatory_labels, provisioning_targets)
-           values ($1, $2, 'event', '["adopt-sys"]', $3, $1, '["adopt-gate"]', $4)`,
+          `insert into scaler_spawning_agents (agent_id, scaler_name, backend_type, peer_adoptable, label_set,
+             owner_instance_id, backend_ref, mandatory_labels, provisioning_targets)
+           values ($1, $2, 'event', true, '["adopt-sys"]', $3, $1, '["adopt-gate"]', $4)`,
           [agentId, SCALER, a.id, JSON.stringify([`webhook:${hookUrl}`])],
         );
         const code = await issuer.register({

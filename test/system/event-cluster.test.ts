@@ -286,8 +286,8 @@ describe('two orchestrators sharing one event scaler (PostgreSQL)', () => {
 
       // An orphan provision (its owner is gone): only the lease holder tears it down.
       await db.query(
-        `insert into scaler_spawning_agents (agent_id, scaler_name, backend_type, label_set, owner_instance_id, mandatory_labels, spawned_at)
-         values ('scaler-event-0rphan00', 'cloud', 'event', '["evcluster"]', 'evcluster-gone', '[]', now() - interval '1 hour')`,
+        `insert into scaler_spawning_agents (agent_id, scaler_name, backend_type, peer_adoptable, label_set, owner_instance_id, mandatory_labels, spawned_at)
+         values ('scaler-event-0rphan00', 'cloud', 'event', true, '["evcluster"]', 'evcluster-gone', '[]', now() - interval '1 hour')`,
       );
       await eventually(
         () =>

@@ -2,7 +2,8 @@ import { sql, type Kysely, type Migration } from 'kysely';
 
 /**
  * After the cluster work: hot-path shapes, agent sessions, access tokens and their audit,
- * retention, priority, cluster settings and view, backoff resets, spawn times, hinted wake-ups.
+ * retention, priority, cluster settings and view, backoff resets, spawn times, hinted wake-ups,
+ * peer-adoptable spawn rows.
  */
 export const laterMigrations: Record<string, Migration> = {
   '013_step_rows_unkeyed': {
@@ -213,6 +214,23 @@ export const laterMigrations: Record<string, Migration> = {
       // The newest jobs first (`/api/v1/jobs` without a state): read from this index's end, not by
       // sorting every job ever stored.
       await sql`create index jobs_seq on jobs (seq)`.execute(db);
+    },
+  },
+  /**
+   * Whether a spawn's agent may be adopted by any orchestrator on the store is the backend's
+   * capability (peerAdoptable), recorded on the row so that the cluster cap, adoption and the
+   * reaper ask it rather than the type name. Until now only the event backend declared it and the
+   * store went by `backend_type`: its rows already written (provisions in flight across an
+   * upgrade) are set to what that meant, so they are counted, adopted and reaped as before.
+   */
+  '031_spawn_peer_adoptable': {
+    async up(db: Kysely<unknown>) {
+      await sql`
+        alter table scaler_spawning_agents
+          add column peer_adoptable boolean not null default false`.execute(db);
+      await sql`
+        update scaler_spawning_agents set peer_adoptable = true
+        where backend_type = 'event'`.execute(db);
     },
   },
 };

@@ -25,13 +25,21 @@ async function harness(peerAdoptable: boolean, forgotten: string[]): Promise<Man
   });
 }
 
-/** A provision waiting for its agent, whose spawn row the lease holder has since removed. */
-async function reapedWhileWaiting(h: ManagerHarness): Promise<string> {
+/**
+ * A provision waiting for its agent, whose spawn row the lease holder has since removed; with what
+ * the row recorded of the capability before it went.
+ */
+async function reapedWhileWaiting(h: ManagerHarness): Promise<{ agentId: string; recorded: boolean }> {
   await h.submit({ j: { runsOn: ['linux'] } });
   const req = h.allSpawns().at(-1)!;
   h.backendOf(req.agentId)!.resolveSpawn(req.agentId);
   await h.settle();
   expect(h.manager.state.agents.get(req.agentId)?.phase).toBe('starting');
+  const row = await h.store.db
+    .selectFrom('scaler_spawning_agents')
+    .select('peer_adoptable')
+    .where('agent_id', '=', req.agentId)
+    .executeTakeFirstOrThrow();
   await h.store.db.deleteFrom('scaler_spawning_agents').where('agent_id', '=', req.agentId).execute();
   await h.advance(SPAWN_TIMEOUT_MS + 1_000);
   await withdrawReapedByPeer({
@@ -43,14 +51,16 @@ async function reapedWhileWaiting(h: ManagerHarness): Promise<string> {
     log: silentLogger(),
   });
   await h.settle();
-  return req.agentId;
+  return { agentId: req.agentId, recorded: row.peer_adoptable };
 }
 
 describe('peerAdoptable decides, whatever the backend type', () => {
   it('a bare-metal-typed backend declaring it: claim at spawn; a reaped provision is forgotten and failed', async () => {
     const forgotten: string[] = [];
     const h = await harness(true, forgotten);
-    const agentId = await reapedWhileWaiting(h);
+    const { agentId, recorded } = await reapedWhileWaiting(h);
+    // The spawn row carries the capability, so the store's cap, adoption and reaper see it too.
+    expect(recorded).toBe(true);
     expect(h.backend('pa').requestFor(agentId)?.auth.kind).toBe('claim');
     expect(forgotten).toEqual([agentId]);
     expect(h.manager.state.agents.has(agentId)).toBe(false);
@@ -60,7 +70,8 @@ describe('peerAdoptable decides, whatever the backend type', () => {
   it('control: the same backend without it mints a token and keeps its provision', async () => {
     const forgotten: string[] = [];
     const h = await harness(false, forgotten);
-    const agentId = await reapedWhileWaiting(h);
+    const { agentId, recorded } = await reapedWhileWaiting(h);
+    expect(recorded).toBe(false);
     expect(h.backend('pa').requestFor(agentId)?.auth.kind).toBe('token');
     expect(forgotten).toEqual([]);
     expect(h.manager.state.agents.get(agentId)?.phase).toBe('starting');

@@ -43,6 +43,8 @@ async function insertRow(
       agent_id: agentId,
       scaler_name: 'cloud',
       backend_type: over.backendType ?? 'event',
+      // What the spawn records for today's backends: of them only the event backend is peer-adoptable.
+      peer_adoptable: (over.backendType ?? 'event') === 'event',
       label_set: JSON.stringify(['cloud', 'linux']),
       run_id: null,
       bound_job_id: over.boundJobId ?? null,

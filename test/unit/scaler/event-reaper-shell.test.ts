@@ -61,6 +61,7 @@ async function registeredAgent(store: Store, agentId: string, on: string) {
       agent_id: agentId,
       scaler_name: 'cloud',
       backend_type: 'event',
+      peer_adoptable: true,
       label_set: JSON.stringify(['cloud']),
       run_id: null,
       bound_job_id: null,

@@ -27,6 +27,7 @@ describe('trace latency lines', () => {
         agentId: 'scaler-bare-metal-0a1b',
         scalerName: 'small',
         backendType: 'bare-metal',
+        peerAdoptable: false,
         labelSet: ['small', 'linux'],
         labelSetKey: 'linux,small',
         runId: null,

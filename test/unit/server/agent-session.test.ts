@@ -385,6 +385,7 @@ describe('session refusals keep their close codes', () => {
         agent_id: id,
         scaler_name: 'cloud',
         backend_type: 'event',
+        peer_adoptable: true,
         label_set: '["linux"]',
         run_id: null,
         bound_job_id: null,

@@ -114,6 +114,7 @@ describe('withScalerCapLock (event cap)', () => {
     agentId: `scaler-event-${String(i).padStart(8, '0')}`,
     scalerName: 'cloud',
     backendType: 'event',
+    peerAdoptable: true,
     labelSet: ['cloud'],
     runId: null,
     boundJobId: jobId,
@@ -161,7 +162,7 @@ describe('withScalerCapLock (event cap)', () => {
       /already has a provision/,
     );
     await open.store.spawns.insertSpawn(
-      { ...record(3), scalerName: 'bm', backendType: 'bare-metal' },
+      { ...record(3), scalerName: 'bm', backendType: 'bare-metal', peerAdoptable: false },
       { cpus: 0, memBytes: 0 },
     );
     const tight = { name: 'cloud', maxAgents: 2 };

@@ -17,6 +17,7 @@ const record = (i: number, jobId: string | null = `j-${i}`) => ({
   agentId: `scaler-event-${String(i).padStart(8, '0')}`,
   scalerName: 'cloud',
   backendType: 'event',
+  peerAdoptable: true,
   labelSet: ['cloud'],
   runId: null,
   boundJobId: jobId,
