@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { InstancesRepo } from '../cluster/instances-repo.js';
+import { PEER_ADOPTABLE_ROW } from '../store/peer-adoptable.js';
 import { TERMINAL_JOB_STATES, type Database } from '../store/schema.js';
 import type { PeerView, ReapRow } from './reap-decide.js';
 
@@ -42,7 +43,7 @@ export async function readReapSnapshot(
       'scaler_spawning_agents.provisioning_targets',
       'jobs.state as job_state',
     ])
-    .where('scaler_spawning_agents.peer_adoptable', '=', true)
+    .where(PEER_ADOPTABLE_ROW)
     .execute();
   const rows: ReapRowFull[] = raw.map((r) => ({
     agentId: r.agent_id,

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { PEER_ADOPTABLE_ROW, peerAdoptableRow } from './peer-adoptable.js';
 import type { Database } from './schema.js';
 
 /** An event provision this instance now answers for: what it needs to gate and tear down the agent. */
@@ -28,8 +29,8 @@ export interface SpawnRowFacts {
 /**
  * Cross-instance adoption of event provisions. The row decides who answers for an agent: one
  * conditional update, so of any number of instances racing, exactly one wins, and the winner may
- * adopt again (its agent reconnecting). Rows not marked `peer_adoptable` (a local backend's) never
- * match: their compute is pinned to the host that spawned it.
+ * adopt again (its agent reconnecting). Rows that are not peer-adoptable (peer-adoptable.ts; a local
+ * backend's) never match: their compute is pinned to the host that spawned it.
  */
 export class AdoptionRepo {
   constructor(private readonly db: Kysely<Database>) {}
@@ -45,7 +46,7 @@ export class AdoptionRepo {
           registered_at: sql<Date>`coalesce(registered_at, ${now})`,
         })
         .where('agent_id', '=', agentId)
-        .where('peer_adoptable', '=', true)
+        .where(PEER_ADOPTABLE_ROW)
         .where((eb) => eb.or([eb('adopted_by', 'is', null), eb('adopted_by', '=', instanceId)]))
         .returning([
           'agent_id',
@@ -107,7 +108,7 @@ export class AdoptionRepo {
     return row
       ? {
           backendType: row.backend_type,
-          peerAdoptable: row.peer_adoptable,
+          peerAdoptable: peerAdoptableRow(row),
           ownerInstanceId: row.owner_instance_id,
           adoptedBy: row.adopted_by,
         }

@@ -1,4 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { PEER_ADOPTABLE_ROW } from './peer-adoptable.js';
 import type { Database } from './schema.js';
 import { insertSpawnRows, type SpawnRecord } from './spawns-repo.js';
 
@@ -45,7 +46,7 @@ export async function withScalerCapLock<T>(
         .selectFrom('scaler_spawning_agents')
         .select((eb) => eb.fn.countAll<string>().as('n'))
         .where('scaler_name', '=', scalerName)
-        .where('peer_adoptable', '=', true)
+        .where(PEER_ADOPTABLE_ROW)
         .executeTakeFirstOrThrow();
       return fn(lockView(trx, scalerName, Number(row.n)));
     });

@@ -97,20 +97,23 @@ const spawn = (agentId: string, backendType: string, peerAdoptable: boolean): Sp
 });
 const none = { cpus: 0, memBytes: 0 };
 const SHARED = ['scaler-bare-metal-shared01', 'scaler-bare-metal-shared02'];
-const PINNED = 'scaler-event-pinned001';
+const PINNED = 'scaler-bare-metal-pinned01';
+/** An event row as an orchestrator from before the column writes it: the flag at its default. */
+const OLDER_WRITER = 'scaler-event-olderwriter1';
 
 async function mixedStore() {
   open = await freshStore();
   for (const id of SHARED) await open.store.spawns.insertSpawn(spawn(id, 'bare-metal', true), none);
-  await open.store.spawns.insertSpawn(spawn(PINNED, 'event', false), none);
+  await open.store.spawns.insertSpawn(spawn(PINNED, 'bare-metal', false), none);
+  await open.store.spawns.insertSpawn(spawn(OLDER_WRITER, 'event', false), none);
   return open.store.db;
 }
 
 describe('the store asks the recorded capability, not the type name', () => {
-  it('the cluster cap counts the peer-adoptable rows only', async () => {
+  it("the cluster cap counts the peer-adoptable rows, and an older writer's event row", async () => {
     const db = await mixedStore();
-    // By type name this would be 1 (the pinned event row), not the two shared ones.
-    expect(await withScalerCapLock(db, 'mixed', async (l) => l.clusterActiveCount)).toBe(2);
+    // By type name alone this would be 1 (the event row); by the flag alone, 2.
+    expect(await withScalerCapLock(db, 'mixed', async (l) => l.clusterActiveCount)).toBe(3);
   });
 
   it('a peer adopts a peer-adoptable row whatever its type; a pinned row is refused with the flag', async () => {
@@ -120,13 +123,17 @@ describe('the store asks the recorded capability, not the type name', () => {
       agentId: SHARED[0],
       ownerInstanceId: 'orch-a',
     });
+    expect(await repo.adoptSpawningAgent(OLDER_WRITER, 'orch-b', new Date())).toMatchObject({
+      agentId: OLDER_WRITER,
+    });
     expect(await repo.adoptSpawningAgent(PINNED, 'orch-b', new Date())).toBeNull();
     expect(await repo.describe(PINNED)).toEqual({
-      backendType: 'event',
+      backendType: 'bare-metal',
       peerAdoptable: false,
       ownerInstanceId: 'orch-a',
       adoptedBy: null,
     });
+    expect(await repo.describe(OLDER_WRITER)).toMatchObject({ backendType: 'event', peerAdoptable: true });
     const row = await db
       .selectFrom('scaler_spawning_agents')
       .select('adopted_by')
@@ -147,12 +154,12 @@ describe('the store asks the recorded capability, not the type name', () => {
     });
     const err = await peer.registerAgent(PINNED).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RegistrationRefused);
-    expect(String(err)).toMatch(/spawned by orchestrator "orch-a" on its own host \(event backend\)/);
+    expect(String(err)).toMatch(/spawned by orchestrator "orch-a" on its own host \(bare-metal backend\)/);
   });
 
-  it('the reaper reads the peer-adoptable rows only', async () => {
+  it("the reaper reads the peer-adoptable rows, and an older writer's event row", async () => {
     const db = await mixedStore();
     const snap = await readReapSnapshot(db, 'orch-b', Date.now(), () => false);
-    expect(snap.rows.map((r) => r.agentId).sort()).toEqual(SHARED);
+    expect(snap.rows.map((r) => r.agentId).sort()).toEqual([...SHARED, OLDER_WRITER].sort());
   });
 });
