@@ -25,7 +25,9 @@ const NEEDS_ISOLATION = new RegExp(
 
 /**
  * End-to-end files that restart servers, install the tarball or fuzz: one at a time, in their own
- * lane (scripts/test-lanes.ts runs it beside the other tiers).
+ * lane (scripts/test-lanes.ts runs it beside the other tiers). Two long files that need no lane of
+ * their own go here as well, so that the two lanes end together: `npm test` lasts as long as the
+ * longer one.
  */
 export const SERIAL_E2E = [
   // Kill or restart a server and expect its agents to be found again (or reaped) as orphans.
@@ -41,6 +43,9 @@ export const SERIAL_E2E = [
   // Fuzzers: CPU-bound; one at a time is enough.
   'test/e2e/adversarial/http-fuzz.test.ts',
   'test/e2e/adversarial/ws-fuzz.test.ts',
+  // For balance: the main lane's two longest files (about 55 s of its 300).
+  'test/e2e/agent-day2.test.ts',
+  'test/e2e/job-commands.test.ts',
 ];
 
 /**
