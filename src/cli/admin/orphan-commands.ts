@@ -11,7 +11,6 @@ import { createNftRunner } from '../../net/nft-runner.js';
 import { connectEngine } from '../../scaler/backends/engine-client.js';
 import { sweepOffline, type OfflineSweepReport, type OrphanSweepReport } from '../../scaler/offline-sweep.js';
 import { UsageError, UserError } from '../../util/errors.js';
-import { hostToolEnv } from '../../util/host-tool-env.js';
 import { createLogger } from '../../util/logger.js';
 import { printJson, table } from '../output.js';
 import { adminBaseUrl, type AdminClient } from './client.js';
@@ -85,8 +84,9 @@ async function run(o: OrphanOptions, cmd: Command, client: (c: Command) => Promi
       hostEnv: process.env,
       vmNetwork: loaded.config.firecracker,
       connectEngine: (entry) => connectEngine(entry, process.env),
-      // The table serve uses, and nft run as serve runs it; only scalers with isolation on reach it.
-      isolation: new NftAgentIsolation({ runner: createNftRunner({ env: hostToolEnv(process.env) }) }),
+      // The table serve uses, and nft run as serve runs it (the runner's own minimal environment);
+      // only scalers with isolation on reach it.
+      isolation: new NftAgentIsolation({ runner: createNftRunner() }),
     },
     dryRun,
   );
