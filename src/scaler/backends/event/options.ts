@@ -28,14 +28,16 @@ export interface EventScalerBackendOptions {
   now?: () => number;
 }
 
-/** destroy() may name the targets recorded at spawn (a peer tearing down someone else's provision). */
-export interface EventDestroyContext extends Omit<DestroyContext, 'reason'> {
-  reason?: DestroyReason | ScaleDownReason;
-  targets?: string[];
-}
-
 /** Why a provision's spawn was told to stop (the destroy's reason, or none named: a shutdown). */
 export type CancelReason = DestroyReason | ScaleDownReason;
+
+/**
+ * destroy() may also be given a reason of the customer's own vocabulary; the targets recorded at
+ * spawn (a peer tearing down someone else's provision) come with the port's DestroyContext.
+ */
+export interface EventDestroyContext extends Omit<DestroyContext, 'reason'> {
+  reason?: CancelReason;
+}
 
 /**
  * One provision the backend tracks. While its spawn runs, the spawn alone may tear it down (it
