@@ -21,11 +21,10 @@ source "$KICI_SYS_WORK/env"
 VITEST=("$ROOT/node_modules/.bin/node" "$ROOT/node_modules/vitest/vitest.mjs" run)
 report() { [[ -n ${KICI_SYS_REPORT_DIR:-} ]] && echo "--reporter=default --reporter=json --outputFile.json=$KICI_SYS_REPORT_DIR/$1.json"; }
 
-# Each suite runs in its own namespace and its own vitest process: the system suite (two halves) and
-# the engine suites (one engine after the other) at the same time. The engine suites mostly wait on
-# their engine, the system suite mostly on PostgreSQL and QEMU. Each writes its own log, printed
-# whole when it ends, so the output stays readable. Every suite runs even when another fails; the
-# exit code is the first failure's.
+# Each suite runs in its own namespace and its own vitest process, several at once: the system suite
+# as two halves, and the engine suites. Each writes its own log, printed whole when the tier ends,
+# so the output stays readable. Every suite runs even when another fails; the exit code is the first
+# failure's.
 LOGS=$(mktemp -d)
 run_suite() {
   local name=$1 ns=$2
@@ -33,45 +32,89 @@ run_suite() {
   # shellcheck disable=SC2046
   nsenter --net="/run/netns/$ns" "$@" $(report "$name") >"$LOGS/$name.log" 2>&1
 }
-pids=() names=()
-# The system suite is the longest, and most of its time is spent waiting (QEMU guests booting,
-# PostgreSQL, agents holding steps), so it runs as two halves at once in the same namespace
-# (KICI_SYSTEM_PART, see test/helpers/test-projects.ts). A run given file filters keeps it whole.
-if (($# == 0)); then
-  KICI_SYSTEM_PART=vm run_suite system-vm "$KICI_SYS_NETNS" "${VITEST[@]}" --project system &
-  pids+=($!) names+=(system-vm)
-  KICI_SYSTEM_PART=rest run_suite system "$KICI_SYS_NETNS" "${VITEST[@]}" --project system &
-  pids+=($!) names+=(system)
-else
-  run_suite system "$KICI_SYS_NETNS" "${VITEST[@]}" --project system "$@" &
-  pids+=($!) names+=(system)
-fi
-# The two engine suites run one after the other, beside the system suite's halves: four suites at
-# once on a 2-core host starved starts, reconnects and heartbeats past the tests' deadlines.
-engine_suites() {
-  local r=0 e engine ns sock
-  for engine in docker podman; do
-    if [[ $engine == docker ]]; then ns=$KICI_SYS_DOCKER_NETNS sock=$KICI_TEST_DOCKER_SOCK; else ns=$KICI_SYS_PODMAN_NETNS sock=$KICI_TEST_PODMAN_SOCK; fi
-    e=0
-    KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" run_suite "engine-$engine" "$ns" "${VITEST[@]}" --project system-engine "$@" || e=$?
-    echo "$e" >"$LOGS/engine-$engine.rc"
-    ((r)) || r=$e
-  done
-  return "$r"
+
+# One engine's suite, whole or in part, in that engine's namespace. Its chaos file, the suite's one
+# long file, is a part of its own: its cells stop the engine's service, so no other part of the same
+# engine may run beside it.
+CHAOS=test/system/engine/chaos-container.test.ts
+engine_suite() {
+  local engine=$1 part=$2 ns sock name
+  shift 2
+  if [[ $engine == docker ]]; then ns=$KICI_SYS_DOCKER_NETNS sock=$KICI_TEST_DOCKER_SOCK; else ns=$KICI_SYS_PODMAN_NETNS sock=$KICI_TEST_PODMAN_SOCK; fi
+  case $part in
+    chaos) name=engine-$engine-chaos && set -- "$CHAOS" ;;
+    rest) name=engine-$engine-rest && set -- --exclude "$CHAOS" ;;
+    *) name=engine-$engine ;;
+  esac
+  KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" run_suite "$name" "$ns" "${VITEST[@]}" --project system-engine "$@"
 }
-engine_suites "$@" &
-pids+=($!) names+=("engine-docker engine-podman")
-rc=0
-for i in "${!pids[@]}"; do
-  r=0
-  wait "${pids[$i]}" || r=$?
-  for name in ${names[$i]}; do
-    # The engine pair exits with its first failure; each suite's own code is in its .rc file.
-    e=$r
-    [[ -f $LOGS/$name.rc ]] && e=$(cat "$LOGS/$name.rc")
-    echo "== $name suites (exit $e)"
-    cat "$LOGS/$name.log"
+
+# One half of the system suite (KICI_SYSTEM_PART, test/helpers/test-projects.ts), under a name.
+system_half() {
+  KICI_SYSTEM_PART=$1 run_suite "$2" "$KICI_SYS_NETNS" "${VITEST[@]}" --project system
+}
+
+# Suites run as background jobs; each one's exit code is kept by name, and the logs are printed in
+# the order the suites started.
+declare -A name_of=() rc_of=()
+order=()
+launch() {
+  local name=$1
+  shift
+  "$@" &
+  name_of[$!]=$name
+  order+=("$name")
+}
+# Waits for the next suite to end; its name is left in $ended.
+ended=
+reap() {
+  local pid r=0
+  wait -n -p pid "${!name_of[@]}" || r=$?
+  ended=${name_of[$pid]}
+  rc_of[$ended]=$r
+  unset "name_of[$pid]"
+}
+
+if (($# > 0)); then
+  # File filters: the system suite whole, and each engine's whole suite, one engine after the other.
+  launch system run_suite system "$KICI_SYS_NETNS" "${VITEST[@]}" --project system "$@"
+  launch engine-docker engine_suite docker whole "$@"
+  while ((${#name_of[@]})); do
+    reap
+    [[ $ended == engine-docker ]] && launch engine-podman engine_suite podman whole "$@"
   done
+else
+  # The system suite is the longest, and most of its time is spent waiting (QEMU guests booting,
+  # PostgreSQL, agents holding steps), so it runs as two halves at once in the same namespace
+  # (KICI_SYSTEM_PART, see test/helpers/test-projects.ts). Beside them a third lane runs the engine
+  # suites: never two engine parts at once beside both halves, since four suites at once on a
+  # 2-core host starved starts, reconnects and heartbeats past the tests' deadlines. Run whole, one
+  # engine after the other, that lane was the longest by about a minute, which it spent alone on a
+  # half-idle host. So the third lane runs Podman's suite without its chaos file, then Docker's
+  # whole, and Podman's chaos file takes the place of the first half to end (never beside the rest
+  # of Podman's suite, which has ended long before).
+  launch system-vm system_half vm system-vm
+  launch system system_half rest system
+  launch engine-podman-rest engine_suite podman rest
+  podman_rest_done= half_done= podman_chaos=
+  while ((${#name_of[@]})); do
+    reap
+    case $ended in
+      engine-podman-rest) podman_rest_done=1 && launch engine-docker engine_suite docker whole ;;
+      system-vm | system) half_done=1 ;;
+    esac
+    if [[ $podman_rest_done && $half_done && ! $podman_chaos ]]; then
+      podman_chaos=1
+      launch engine-podman-chaos engine_suite podman chaos
+    fi
+  done
+fi
+
+rc=0
+for name in "${order[@]}"; do
+  r=${rc_of[$name]}
+  echo "== $name suites (exit $r)"
+  cat "$LOGS/$name.log" || true
   if ((r != 0 && rc == 0)); then rc=$r; fi
 done
 rm -rf "$LOGS"
