@@ -8,14 +8,11 @@ import type { Store } from '../../src/store/index.js';
 import { agentLabelsFor } from '../../src/scaler/core/routing.js';
 import type { BackendCapabilities } from '../../src/scaler/types.js';
 import type { ContractFixture, MakeFixture } from './backend-contract.js';
-import {
-  bareMetal,
-  FakeHost,
-  ManagerHarness,
-  RecordingBackend,
-  scalerConfig,
-  wipeStore,
-} from './manager-harness.js';
+import { FakeHost } from './host-compute.js';
+import { ManagerHarness } from './manager-harness.js';
+import { RecordingBackend } from './recording-backend.js';
+import { bareMetal, scalerConfig } from './scaler-config.js';
+import { wipeStore } from './store-per-file.js';
 import { freshStore } from './data-dir.js';
 
 /** One PGlite store for a whole test file (opened before, closed after its tests). */

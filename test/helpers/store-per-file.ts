@@ -1,7 +1,7 @@
+import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { Store } from '../../src/store/index.js';
 import { freshStore } from './data-dir.js';
-import { wipeStore } from './manager-harness.js';
 
 /**
  * One real store for a whole test file: opened before its first test, closed after its last, and
@@ -25,4 +25,19 @@ export function storePerFile(): { readonly store: Store; stops: (() => Promise<v
     },
     stops,
   };
+}
+
+/** Remove every row the scaler and the dispatcher wrote (a store shared across property runs). */
+export async function wipeStore(store: Store): Promise<void> {
+  await sql`delete from scaler_agent_jobs`.execute(store.db);
+  await sql`delete from scaler_spawn_times`.execute(store.db);
+  await sql`delete from scaler_reservations`.execute(store.db);
+  await sql`delete from scaler_spawning_agents`.execute(store.db);
+  await sql`delete from agent_tokens`.execute(store.db);
+  await sql`delete from agents`.execute(store.db);
+  await sql`delete from job_logs`.execute(store.db);
+  await sql`delete from job_log_chunks`.execute(store.db);
+  await sql`delete from step_results`.execute(store.db);
+  await sql`delete from jobs`.execute(store.db);
+  await sql`delete from runs`.execute(store.db);
 }

@@ -17,7 +17,7 @@ import type { OrchestratorMessage } from '../../../src/protocol/messages.js';
 import { AgentsRepo } from '../../../src/store/agents-repo.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
+import { wipeStore } from '../../helpers/store-per-file.js';
 
 let fresh: Awaited<ReturnType<typeof freshStore>>;
 beforeAll(async () => {

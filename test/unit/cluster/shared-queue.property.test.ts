@@ -16,7 +16,7 @@ import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
+import { wipeStore } from '../../helpers/store-per-file.js';
 
 let fresh: Awaited<ReturnType<typeof freshStore>>;
 beforeAll(async () => {

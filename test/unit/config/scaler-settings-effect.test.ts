@@ -20,7 +20,9 @@ import { startPendingSweep } from '../../../src/server/pending-sweep.js';
 import { managerTiming } from '../../../src/server/scaler-wiring.js';
 import { ManualClock } from '../../../src/util/clock.js';
 import { UsageError, UserError } from '../../../src/util/errors.js';
-import { bareMetal, spawnToken, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 /** The orchestrator options the serve command would build from this environment. */
 const optionsFrom = (env: Record<string, string>) =>

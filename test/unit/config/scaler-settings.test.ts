@@ -8,7 +8,8 @@ import { flagProperty, readScalerSettings, SCALER_SETTINGS } from '../../../src/
 import { DeterministicSpawnError } from '../../../src/scaler/core/spawn-errors.js';
 import { withScalerSettings } from '../../../src/server/orchestrator-options.js';
 import { UserError } from '../../../src/util/errors.js';
-import { bareMetal, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 describe('scaler settings', () => {
   it('covers the twelve timing and limit settings, each with its own variable and flag', () => {

@@ -13,7 +13,8 @@ import {
   type HostFacts,
 } from '../../../src/scaler/core/routing.js';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import { bareMetal, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const LINUX_X64: HostFacts = { os: 'linux', arch: 'x64' };
 const tableOf = (...scalers: Record<string, unknown>[]) =>

@@ -8,7 +8,7 @@ import { backoffKey, ProvisionBackoff } from '../../../src/scaler/core/backoff.j
 import { CapBook } from '../../../src/scaler/core/caps.js';
 import { decide, type DecideState, type PoolView } from '../../../src/scaler/core/decide.js';
 import { buildRoutingTable, type HostFacts } from '../../../src/scaler/core/routing.js';
-import { bareMetal } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const HOST: HostFacts = { os: 'linux', arch: 'x64' };
 const T0 = 1_700_000_000_000;

@@ -10,9 +10,8 @@ import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
 import { createStore, type Store } from '../../../src/store/index.js';
 import { systemClock } from '../../../src/util/clock.js';
-import { storePerFile } from '../../helpers/store-per-file.js';
+import { storePerFile, wipeStore } from '../../helpers/store-per-file.js';
 import { connectAgent } from '../../helpers/dispatcher-agent.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
 
 const fresh = storePerFile();
 const { stops } = fresh;

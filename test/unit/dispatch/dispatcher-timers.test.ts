@@ -14,7 +14,7 @@ import type { Store } from '../../../src/store/index.js';
 import { ManualClock } from '../../../src/util/clock.js';
 import { MAX_TIMER_MS } from '../../../src/util/long-timer.js';
 import { freshStore } from '../../helpers/data-dir.js';
-import { wipeStore } from '../../helpers/manager-harness.js';
+import { wipeStore } from '../../helpers/store-per-file.js';
 
 let fresh: Awaited<ReturnType<typeof freshStore>>;
 beforeAll(async () => {

@@ -8,7 +8,8 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { runSpecSchema } from '../../../src/jobs/run-spec.js';
-import { bareMetal, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

@@ -6,13 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ADOPT_RECHECK_MS } from '../../../src/scaler/recovery.js';
-import {
-  bareMetal,
-  scalerConfig,
-  spawnToken,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const config = scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 3 })] });

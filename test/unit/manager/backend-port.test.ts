@@ -9,13 +9,9 @@ import type { BackendDescriptor } from '../../../src/scaler/backends/descriptor.
 import { buildBackend } from '../../../src/scaler/backends/registry.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { pino } from 'pino';
-import {
-  bareMetal,
-  RecordingBackend,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { RecordingBackend } from '../../helpers/recording-backend.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

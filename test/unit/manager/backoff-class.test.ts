@@ -12,7 +12,8 @@ import { backoffKey } from '../../../src/scaler/core/backoff.js';
 import { DeterministicSpawnError } from '../../../src/scaler/core/spawn-errors.js';
 import type { ScaleJob } from '../../../src/scaler/types.js';
 import type { Logger } from '../../../src/util/logger.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const config = { version: 1, scalers: [bareMetal('alpha', [['linux']])] };

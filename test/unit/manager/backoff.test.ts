@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { DeterministicSpawnError } from '../../../src/scaler/core/spawn-errors.js';
 import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const MiB = 1024 * 1024;

@@ -4,7 +4,9 @@
  * compute) while everything else is torn down.
  */
 import { describe, expect, it } from 'vitest';
-import { bareMetal, scalerConfig, spawnToken, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const config = scalerConfig({ version: 1, scalers: [bareMetal('alpha', [['linux']], { maxAgents: 5 })] });

@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { AgentPhase } from '../../../src/scaler/agent-lifecycle.js';
-import { spawnToken, bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

@@ -8,12 +8,8 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MachineLedger } from '../../../src/scaler/ledger/machine-ledger.js';
 import type { ScaleResult } from '../../../src/scaler/types.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 let dir: string;

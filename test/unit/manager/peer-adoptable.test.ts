@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { withdrawReapedByPeer } from '../../../src/scaler/reaped-by-peer.js';
 import { silentLogger } from '../../../src/util/logger.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const SPAWN_TIMEOUT_MS = 10_000;

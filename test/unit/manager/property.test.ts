@@ -30,13 +30,9 @@ import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';
 import { explainJobWith } from '../../../src/server/scaler-views.js';
 import type { JobRow } from '../../../src/store/index.js';
 import { isWarmStock } from '../../../src/scaler/agent-book.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  wipeStore,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
+import { wipeStore } from '../../helpers/store-per-file.js';
 
 const hs = useManagerHarnesses();
 

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { RegistrationRefused } from '../../../src/scaler/manager.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

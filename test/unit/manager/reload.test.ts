@@ -5,12 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;

@@ -4,13 +4,9 @@
  * reclaims what they do not, and tears down adopted agents that never reconnect.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  bareMetal,
-  scalerConfig,
-  spawnToken,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const MiB = 1024 * 1024;

@@ -5,12 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import {
-  bareMetal,
-  spawnToken,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;

@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { describeScalerStatus } from '../../../src/server/scaler-views.js';
-import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

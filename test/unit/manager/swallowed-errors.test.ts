@@ -10,12 +10,8 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MachineLedger } from '../../../src/scaler/ledger/machine-ledger.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const cleanup: (() => Promise<void>)[] = [];

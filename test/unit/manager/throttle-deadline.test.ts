@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScaleJob } from '../../../src/scaler/types.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 let seq = 0;

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DeterministicSpawnError } from '../../../src/scaler/core/spawn-errors.js';
-import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

@@ -5,7 +5,8 @@
  * runs coalesce into one re-run after it.
  */
 import { describe, expect, it } from 'vitest';
-import { bareMetal, scalerConfig, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 

@@ -4,12 +4,8 @@
  * idle past the timeout beyond the pool size, and only take jobs of their own shape.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const MiB = 1024 * 1024;

@@ -5,12 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../../../src/util/clock.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const at = (iso: string) => new Date(iso).getTime();

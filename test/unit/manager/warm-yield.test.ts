@@ -10,12 +10,8 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { loadScalerConfigForPeople } from '../../../src/config/index.js';
 import { backoffKey } from '../../../src/scaler/core/backoff.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 import { tempDir } from '../../helpers/temp-dirs.js';
 
 const hs = useManagerHarnesses();

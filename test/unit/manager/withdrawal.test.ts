@@ -4,7 +4,8 @@
  * that cannot say how the jobs stand withdraws nothing.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const config = { version: 1, scalers: [bareMetal('alpha', [['linux']])] };

@@ -12,8 +12,8 @@ import type {
   ValidationResult,
 } from '../../../src/scaler/types.js';
 import { contractChecks, ContractViolation, type ContractCheck } from '../../helpers/backend-contract.js';
-import type { FakeHost } from '../../helpers/manager-harness.js';
-import { RecordingBackend } from '../../helpers/manager-harness.js';
+import type { FakeHost } from '../../helpers/host-compute.js';
+import { RecordingBackend } from '../../helpers/recording-backend.js';
 import {
   recordingFixture,
   sharedStore,

@@ -1,6 +1,6 @@
 /** The test RecordingBackend keeps the backend contract, in both lifetimes. */
 import { describeBackendContract } from '../../helpers/backend-contract.js';
-import { RecordingBackend } from '../../helpers/manager-harness.js';
+import { RecordingBackend } from '../../helpers/recording-backend.js';
 import { recordingFixture, sharedStore } from '../../helpers/recording-contract-fixture.js';
 
 const store = sharedStore();

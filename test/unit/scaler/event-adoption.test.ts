@@ -21,7 +21,7 @@ import type { Store } from '../../../src/store/index.js';
 import { ManualClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
 import { CountingEmitter, eventEntry, FakeClaims, silent } from '../../helpers/event-backend.js';
-import { scalerConfig } from '../../helpers/manager-harness.js';
+import { scalerConfig } from '../../helpers/scaler-config.js';
 
 let open: Awaited<ReturnType<typeof freshStore>> | undefined;
 afterEach(async () => {

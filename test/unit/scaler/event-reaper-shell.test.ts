@@ -5,7 +5,7 @@
  */
 import { sql } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
-import { scalerConfig } from '../../helpers/manager-harness.js';
+import { scalerConfig } from '../../helpers/scaler-config.js';
 import { InstancesRepo } from '../../../src/cluster/instances-repo.js';
 import { EventProvisionReaper } from '../../../src/scaler/event-reaper.js';
 import { ScalerManager } from '../../../src/scaler/manager.js';

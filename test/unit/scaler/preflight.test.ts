@@ -17,7 +17,8 @@ import {
 import { preflightTools } from '../../../src/scaler/preflight.js';
 import { systemClock } from '../../../src/util/clock.js';
 import { UserError } from '../../../src/util/errors.js';
-import { bareMetal, RecordingBackend, scalerConfig } from '../../helpers/manager-harness.js';
+import { RecordingBackend } from '../../helpers/recording-backend.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 import { tempDir } from '../../helpers/temp-dirs.js';
 
 const entryOf = (input: Record<string, unknown>): ScalerEntry =>

@@ -16,12 +16,9 @@ import {
   type SessionState,
 } from '../../../src/server/session-table.js';
 import { MemoryClaimStore } from '../../helpers/claim-store.js';
-import {
-  bareMetal,
-  spawnToken,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const config = { version: 1, scalers: [bareMetal('alpha', [['linux']])] };

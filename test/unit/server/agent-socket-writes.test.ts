@@ -7,7 +7,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { handleAgentSocket } from '../../../src/server/agent-socket.js';
 import { loopbackPair, type LoopbackPair } from '../../helpers/loopback-ws.js';
-import { bareMetal, spawnToken, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { spawnToken } from '../../helpers/harness-agents.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 let open: LoopbackPair | undefined;

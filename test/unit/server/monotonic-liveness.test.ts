@@ -14,7 +14,8 @@ import {
 } from '../../../src/server/heartbeat-check.js';
 import { ManualClock } from '../../../src/util/clock.js';
 import { DEFAULT_SPAWN_TIMEOUT_MS } from '../../../src/scaler/manager.js';
-import { bareMetal, useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const HB = 10_000;

@@ -11,12 +11,8 @@ import { MachineLedger } from '../../../src/scaler/ledger/machine-ledger.js';
 import type { ScaleJob, ScaleResult } from '../../../src/scaler/types.js';
 import { explainJob } from '../../../src/server/scaler-views.js';
 import type { JobRow } from '../../../src/store/index.js';
-import {
-  bareMetal,
-  scalerConfig,
-  useManagerHarnesses,
-  type ManagerHarness,
-} from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const cleanup: (() => Promise<void>)[] = [];

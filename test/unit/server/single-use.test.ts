@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_LEAVE_GRACE_MS } from '../../../src/server/agent-routing.js';
-import { bareMetal, useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { useManagerHarnesses, type ManagerHarness } from '../../helpers/manager-harness.js';
+import { bareMetal } from '../../helpers/scaler-config.js';
 
 const hs = useManagerHarnesses();
 const config = { version: 1, scalers: [bareMetal('alpha', [['linux']])] };

@@ -22,7 +22,7 @@ import type { SpawnRecord } from '../../../src/store/spawns-repo.js';
 import { ManualClock } from '../../../src/util/clock.js';
 import { freshStore } from '../../helpers/data-dir.js';
 import { CountingEmitter, silent } from '../../helpers/event-backend.js';
-import { scalerConfig } from '../../helpers/manager-harness.js';
+import { scalerConfig } from '../../helpers/scaler-config.js';
 
 let open: Awaited<ReturnType<typeof freshStore>> | undefined;
 afterEach(async () => {

@@ -13,7 +13,7 @@ import {
 } from '../../../../src/scaler/backends/bare-metal/confinement.js';
 import { planConfinement } from '../../../../src/scaler/backends/bare-metal/confinement-plan.js';
 import { capsFromStatus } from '../../../../src/scaler/backends/bare-metal/host-probe.js';
-import { bareMetal, scalerConfig } from '../../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../../helpers/scaler-config.js';
 
 const ALL_CAPS = new Set<string>(USER_SWITCH_CAPS);
 const host = (over: Partial<HostFacts>): HostFacts => ({

@@ -15,7 +15,7 @@ import { bwrapArgs } from '../../../../src/scaler/backends/bare-metal/sandbox.js
 import { bareMetalTools } from '../../../../src/scaler/backends/bare-metal/tools.js';
 import { preflightEntry } from '../../../../src/scaler/backends/registry.js';
 import { fatalToolError } from '../../../../src/scaler/preflight.js';
-import { bareMetal, scalerConfig } from '../../../helpers/manager-harness.js';
+import { bareMetal, scalerConfig } from '../../../helpers/scaler-config.js';
 import { spawnContext } from '../../../helpers/spawn-context.js';
 
 const entryOf = (input: Record<string, unknown>): ScalerEntry =>
