@@ -1,7 +1,8 @@
 /**
  * Cross-instance adoption of event agents on the real embedded store: two or more ScalerManagers
  * with their own instance ids share one PGlite database, as orchestrators share PostgreSQL
- * (test/system/event-adoption.test.ts runs the same across processes).
+ * (test/system/event-adoption-handover.test.ts and event-adoption-race.test.ts run the same across
+ * processes).
  */
 import fc from 'fast-check';
 import { sql } from 'kysely';
