@@ -35,8 +35,8 @@ export class JobLogBudget {
   private tail: LogLine[] = [];
   private tailStart = 0;
   private tailBytes = 0;
-  droppedLines = 0;
-  droppedBytes = 0;
+  private droppedLines = 0;
+  private droppedBytes = 0;
 
   constructor(
     private readonly headMax: number,

@@ -21,6 +21,14 @@ function sliceEnd(lines: readonly LogLine[], from: number, maxBytes: number): nu
   return i;
 }
 
+/** A LogSink's bounds; each defaults as described. */
+export interface LogSinkLimits {
+  /** Stored log per job (default: KICI_JOB_LOG_MAX_BYTES, else DEFAULT_JOB_LOG_MAX_BYTES). */
+  maxBytes?: number;
+  /** Output kept in memory while writes are held (default HELD_MAX_BYTES). */
+  heldMaxBytes?: number;
+}
+
 /**
  * Job output is written in batches: one insert per burst instead of one per line, so a chatty
  * build does not turn into thousands of tiny transactions. Each job's stored log is capped
@@ -36,21 +44,25 @@ export class LogSink {
   private readonly masks = new Map<string, string[]>();
   readonly maxBytes: number;
   private readonly tailMax: number;
+  private readonly heldMaxBytes: number;
 
   constructor(
     private readonly store: Store,
     private readonly log: Logger,
     private readonly intervalMs = 100,
-    maxBytes = jobLogMaxBytesFromEnv(),
+    limits: LogSinkLimits = {},
   ) {
-    this.maxBytes = maxBytes;
-    this.tailMax = Math.min(Math.floor(maxBytes / 2), MAX_TAIL_BYTES);
+    this.maxBytes = limits.maxBytes ?? jobLogMaxBytesFromEnv();
+    this.tailMax = Math.min(Math.floor(this.maxBytes / 2), MAX_TAIL_BYTES);
+    this.heldMaxBytes = limits.heldMaxBytes ?? HELD_MAX_BYTES;
   }
 
+  #pushed = 0;
   /** Lines pushed so far: a cheap change marker for live views. */
-  pushed = 0;
+  get pushed(): number {
+    return this.#pushed;
+  }
   private holdWrites: () => boolean = () => false;
-  heldMaxBytes = HELD_MAX_BYTES;
 
   /**
    * While `held` answers true (the data dir is nearly full) nothing is written: lines wait in
@@ -73,7 +85,7 @@ export class LogSink {
   }
 
   push(lines: LogLine[]): void {
-    this.pushed += lines.length;
+    this.#pushed += lines.length;
     for (const raw of lines) {
       const mask = this.masks.get(raw.jobId);
       const line = mask ? { ...raw, line: maskLine(raw.line, mask) } : raw;

@@ -17,8 +17,12 @@ export interface Placed {
 export class SeqMap<T extends Placed = Placed> {
   private main = new Map<string, T>();
   private early = new Map<string, T>();
+  #last: T | undefined;
+
   /** The highest-seq job appended: a job older than it is placed, not appended. */
-  last: T | undefined;
+  get last(): T | undefined {
+    return this.#last;
+  }
 
   get size(): number {
     return this.main.size + this.early.size;
@@ -34,7 +38,7 @@ export class SeqMap<T extends Placed = Placed> {
 
   append(job: T): void {
     this.main.set(job.id, job);
-    this.last = job;
+    this.#last = job;
   }
 
   /** Put jobs older than `last` in their places. */

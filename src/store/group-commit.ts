@@ -52,13 +52,8 @@ export class GroupCommit {
   private writing: Promise<void> = Promise.resolve();
   /** Batches handed to the store and not yet settled. */
   private inFlight = 0;
-  /** Statements sent for batches (not the one-by-one fallback): a cost figure for tests and benches. */
-  statements = 0;
-  /**
-   * Batches settled so far. A reader of the store (the dashboard) watches it: a change held in a
-   * batch is visible in memory before it is in the store, and only this says it now is.
-   */
-  settled = 0;
+  #statements = 0;
+  #settled = 0;
 
   constructor(
     private readonly db: Kysely<Database>,
@@ -69,6 +64,19 @@ export class GroupCommit {
     pipeline?: boolean,
   ) {
     if (pipeline === false) this.pipelined = false;
+  }
+
+  /** Statements sent for batches (not the one-by-one fallback): a cost figure for tests and benches. */
+  get statements(): number {
+    return this.#statements;
+  }
+
+  /**
+   * Batches settled so far. A reader of the store (the dashboard) watches it: a change held in a
+   * batch is visible in memory before it is in the store, and only this says it now is.
+   */
+  get settled(): number {
+    return this.#settled;
   }
 
   /**
@@ -209,7 +217,7 @@ export class GroupCommit {
     this.inFlight++;
     this.writing = this.writing.then(write).finally(() => {
       this.inFlight--;
-      this.settled++;
+      this.#settled++;
     });
   }
 
@@ -230,7 +238,7 @@ export class GroupCommit {
 
   /** One batch (and any claims riding on it) as one atomic write: a pipeline, or one statement. */
   private async commit(b: Batch, claims?: ClaimRows) {
-    this.statements++;
+    this.#statements++;
     this.pipelined ??= await isPipelined(this.db as Kysely<unknown>);
     const piped = this.pipelined ? await commitAsPipeline(this.db, b, claims) : undefined;
     return piped ?? commitAsOneStatement(this.db, rowsOf(b), claims);
@@ -245,7 +253,7 @@ export class GroupCommit {
       try {
         settled = await this.db
           .transaction()
-          .execute(async (trx) => writeInOrder(trx, b, () => this.statements++));
+          .execute(async (trx) => writeInOrder(trx, b, () => this.#statements++));
       } catch {
         return writeOneByOne(this.repos, b);
       }

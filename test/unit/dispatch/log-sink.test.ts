@@ -62,7 +62,7 @@ describe('LogSink: the per-job cap keeps head and tail', () => {
     const job = await newJob();
     const other = await newJob();
     const cap = 4096;
-    const sink = new LogSink(store, log, 10_000, cap);
+    const sink = new LogSink(store, log, 10_000, { maxBytes: cap });
     for (let i = 1; i <= 2000; i++) sink.push([line(job, `line ${i}`)]);
     sink.push([line(other, 'untouched')]);
     sink.jobEnded(job);
@@ -107,11 +107,10 @@ describe('LogSink: secrets', () => {
 describe('LogSink: writes held while the data dir is nearly full', () => {
   it('writes nothing while held, everything once released, and names what it had to drop', async () => {
     const job = await newJob();
-    const sink = new LogSink(store, log, 10);
+    // Past the bound in memory (10 bytes here), lines are dropped and counted.
+    const sink = new LogSink(store, log, 10, { heldMaxBytes: 10 });
     let held = true;
     sink.holdWritesWhile(() => held);
-    // Past the bound in memory (10 bytes here), lines are dropped and counted.
-    sink.heldMaxBytes = 10;
     const big = 'x'.repeat(12);
     sink.push([line(job, 'first'), line(job, big), line(job, big), line(job, 'last')]);
     await sink.flush();
@@ -128,9 +127,8 @@ describe('LogSink: writes held while the data dir is nearly full', () => {
 describe('LogSink: a stop while writes are held', () => {
   it('drops the held output, counts it per job in one stored line, and returns the counts', async () => {
     const [a, b] = [await newJob(), await newJob()];
-    const sink = new LogSink(store, log, 10);
+    const sink = new LogSink(store, log, 10, { heldMaxBytes: 20 });
     sink.holdWritesWhile(() => true);
-    sink.heldMaxBytes = 20;
     const big = 'y'.repeat(15);
     // Two of a's lines are held in memory; the rest (a's last two, b's one) are past the bound.
     sink.push([line(a, big), line(a, big), line(a, big), line(a, big), line(b, 'only')]);
