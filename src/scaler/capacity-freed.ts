@@ -28,7 +28,7 @@ export class CapacityFreedSignal {
     this.timer = this.clock.setTimer(CAPACITY_FREED_DEBOUNCE_MS, () => {
       this.timer = undefined;
       try {
-        this.tally.redispatch.hook++;
+        this.tally.redispatched('hook');
         this.hook()?.onCapacityFreed();
       } catch (err) {
         this.log.error({ err: errorMessage(err) }, 'capacity-freed hook failed');

@@ -74,12 +74,9 @@ export class EventProvisionReaper {
   private memory: ReapMemory = emptyReapMemory();
   /** Peers ever seen alive by this process: the partition guard's "known" peers. */
   private readonly met = new Set<string>();
-  /** Gauge: provisions unseen anywhere for at least the flap grace (as of the last leader pass). */
-  unseenProvisions = 0;
-  /** Gauge: the partition guard holds (this leader sees none of the peers it knows). */
-  blocked = false;
-  /** Provisions this instance tore down as the reaper (tests and status read it). */
-  reaped = 0;
+  #unseenProvisions = 0;
+  #blocked = false;
+  #reaped = 0;
   private readonly log: Logger;
   private readonly claims: ClaimsRepo;
   private readonly outcomes: AdoptionRepo;
@@ -103,6 +100,21 @@ export class EventProvisionReaper {
 
   private get intervalMs(): number {
     return this.opts.live?.intervalMs() ?? this.opts.intervalMs;
+  }
+
+  /** Gauge: provisions unseen anywhere for at least the flap grace (as of the last leader pass). */
+  get unseenProvisions(): number {
+    return this.#unseenProvisions;
+  }
+
+  /** Gauge: the partition guard holds (this leader sees none of the peers it knows). */
+  get blocked(): boolean {
+    return this.#blocked;
+  }
+
+  /** Provisions this instance tore down as the reaper (tests and status read it). */
+  get reaped(): number {
+    return this.#reaped;
   }
 
   get isLeader(): boolean {
@@ -163,8 +175,8 @@ export class EventProvisionReaper {
     signal.addEventListener('abort', () => {
       if (this.term !== signal) return;
       this.memory = emptyReapMemory();
-      this.blocked = false;
-      this.unseenProvisions = 0;
+      this.#blocked = false;
+      this.#unseenProvisions = 0;
     });
   }
 
@@ -192,8 +204,8 @@ export class EventProvisionReaper {
       this.memory,
     );
     this.memory = decision.memory;
-    this.blocked = decision.blocked;
-    this.unseenProvisions = decision.unseen;
+    this.#blocked = decision.blocked;
+    this.#unseenProvisions = decision.unseen;
     const rows = new Map(snap.rows.map((r) => [r.agentId, r]));
     for (const action of decision.actions) {
       if (signal.aborted || this.stopped) return;
@@ -250,7 +262,7 @@ export class EventProvisionReaper {
         this.opts.spawnTimeoutMs,
         this.log,
       );
-      this.reaped++;
+      this.#reaped++;
     } catch (err) {
       // One row's failure does not stop the sweep; the throttle says when it is tried again.
       this.log.warn({ ...at, err: errorMessage(err) }, 'could not reap a provision; will try again later');

@@ -34,6 +34,14 @@ export class ScalerManagerViews {
   get instanceId(): string {
     return this.opts.instanceId;
   }
+  /** Adoption lookups the store failed (the agent was refused and retries). */
+  get adoptionLookupFailures(): number {
+    return this.state.tally.adoptionLookupFailures;
+  }
+  /** Lifecycle moves the table refused: each one is a bug, logged when it happens. */
+  get illegalTransitions(): number {
+    return this.state.tally.illegalTransitions;
+  }
 
   /** The lifetime its agents' tokens are minted with, and kept ahead by while they are connected. */
   tokenTtlMs(): number {

@@ -45,16 +45,12 @@ export class ScalerManager
   readonly warm: WarmPools;
   /** Event agents spawned by a peer (or by us) that registered here: the row says who answers for them. */
   readonly adoption: Adoptions;
-  /** Adoption lookups the store failed (the agent was refused and retries). */
-  adoptionLookupFailures = 0;
   private hookSet: ScalerHooks | undefined;
   private readonly freed: CapacityFreedSignal;
   /** Set by a graceful stop: no spawn of any kind (bound or warm) from then on. */
   private draining = false;
   private readonly swallowed: SwallowedErrors;
   readonly log: Logger;
-  /** Lifecycle moves the table refused: each one is a bug, logged when it happens. */
-  illegalTransitions = 0;
   /** Teardowns under way: an agent's capacity is given back when one starts, its compute and records later. */
   private readonly tearing = new Set<Promise<void>>();
   readonly returns: ReturnWatch;
@@ -171,7 +167,7 @@ export class ScalerManager
   /** Every phase change goes through the table; a refused one is logged and counted, then thrown. */
   move(m: ManagedEntry, to: AgentPhase): void {
     transition(m, to, (err) => {
-      this.illegalTransitions++;
+      this.state.tally.illegalTransition();
       this.log.error(
         { agentId: m.agentId, from: err.from, to: err.to },
         'illegal agent lifecycle transition',
@@ -210,7 +206,7 @@ export class ScalerManager
 
   /** Read by `kici_orch_scaler_adoption_lookup_failures_total` on each scrape. */
   onAdoptionLookupFailed(): void {
-    this.adoptionLookupFailures++;
+    this.state.tally.adoptionLookupFailed();
   }
 
   /** The dispatcher handed a job to one of our agents: a warm agent is no longer idle stock. */

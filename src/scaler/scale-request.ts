@@ -100,7 +100,7 @@ export async function requestScaleFor(host: ScaleRequestHost, job: ScaleJob): Pr
     case 'skip':
       return { action: 'skipped', reason: d.reason };
     case 'at-capacity':
-      host.state.tally.spawnRefusals++;
+      host.state.tally.spawnRefused();
       return { action: 'at-capacity', reason: d.reason };
     case 'no-backend':
       return {

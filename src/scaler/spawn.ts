@@ -110,8 +110,8 @@ export async function provisionAgent(
       // The cap is counted on the store, where every orchestrator sees the same provisions.
       const slot = await claimEventSlot(host.opts.store.db, entry, record, reservation);
       if (slot.kind !== 'reserved') {
-        if (slot.kind === 'at-cap') host.state.tally.spawnRefusals++;
-        if (slot.kind === 'lock-failure') host.state.tally.capLockFailures[slot.failure]++;
+        if (slot.kind === 'at-cap') host.state.tally.spawnRefused();
+        if (slot.kind === 'lock-failure') host.state.tally.capLockFailed(slot.failure);
         host.forget(m);
         if (slot.kind === 'in-flight') return { action: 'skipped', reason: PROVISION_IN_FLIGHT };
         if (slot.kind === 'at-cap') return { action: 'at-capacity', reason: slot.reason };

@@ -15,7 +15,7 @@ import type { ScalerBackend } from './types.js';
  * scaler retired) happens in one place.
  */
 export class ScalerState {
-  config: ScalerConfig;
+  #config: ScalerConfig;
   readonly #entries = new Map<string, ScalerEntry>();
   readonly #backends = new Map<string, ScalerBackend>();
   readonly #retiring = new Map<string, number>();
@@ -26,15 +26,24 @@ export class ScalerState {
   readonly backoff: ProvisionBackoff;
   readonly tally = new ScalerTally();
   readonly failures = new FailureTracker();
-  table: RoutableLabelSet[];
+  #table: RoutableLabelSet[];
 
   constructor(config: ScalerConfig, backends: ScalerBackend[], backoff?: ProvisionBackoffOptions) {
-    this.config = config;
+    this.#config = config;
     for (const e of config.scalers) this.#entries.set(e.name, e);
     for (const b of backends) this.#backends.set(b.name, b);
     this.backoff = new ProvisionBackoff({ ...DEFAULT_PROVISION_BACKOFF, ...backoff });
     this.caps = new CapBook(this.capLimits());
-    this.table = buildRoutingTable(config);
+    this.#table = buildRoutingTable(config);
+  }
+
+  /** The config in force (the last reload's). */
+  get config(): ScalerConfig {
+    return this.#config;
+  }
+  /** Where each label set routes, derived from the config. */
+  get table(): readonly RoutableLabelSet[] {
+    return this.#table;
   }
 
   /** Entries of configured scalers, plus retiring ones that still hold agents. */
@@ -96,7 +105,7 @@ export class ScalerState {
 
   /** Take the reloaded config: its entries replace same-named ones, then what derives is rebuilt. */
   applyConfig(next: ScalerConfig): void {
-    this.config = next;
+    this.#config = next;
     for (const e of next.scalers) this.#entries.set(e.name, e);
     this.refresh();
   }
@@ -124,7 +133,7 @@ export class ScalerState {
   /** Re-derive what depends on the config: caps, routing, spawn widths. */
   refresh(): void {
     this.caps.setLimits(this.capLimits());
-    this.table = buildRoutingTable(this.config);
+    this.#table = buildRoutingTable(this.config);
     for (const [name, sem] of this.#semaphores) {
       const entry = this.#entries.get(name);
       // A changed width gets a new semaphore on the next spawn; spawns already queued keep the old one.

@@ -31,7 +31,7 @@ export function startOrchestratorTimers(d: {
   const sweepTimer = startPendingSweep(opts, () => {
     scaler?.sweepStale();
     void scaler?.withdrawEnded();
-    if (scaler) scaler.state.tally.redispatch.sweep++;
+    scaler?.state.tally.redispatched('sweep');
     void dispatcher.requestPump();
   });
   // A job that ends while its provision is still starting frees that provision at once; the
