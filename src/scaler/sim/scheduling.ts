@@ -1,4 +1,3 @@
-import { decide } from '../core/decide.js';
 import type { Agent, Group } from './model.js';
 import type { SimWorld } from './world.js';
 
@@ -26,7 +25,6 @@ export function warmPass(w: SimWorld, now: number): void {
 }
 
 export function dispatch(w: SimWorld, now: number): void {
-  w.ds.now = now;
   // The dispatcher serves the whole queue in order (priority, then submission), not group by group.
   const order = w.groupOrder.filter((g) => g.queue.size > 0);
   if (order.length > 1) {
@@ -49,9 +47,8 @@ export function dispatch(w: SimWorld, now: number): void {
       w.start(a, g, now);
     }
     let need = g.queue.size - g.inflight;
-    w.current = g;
     while (need > 0) {
-      const d = decide({ labels: g.labels }, w.ds);
+      const d = w.decideFor(g, now);
       if (d.action !== 'spawn' || !w.spawn(p, d.requests!, now, g)) {
         // Queues are served oldest first, so the jobs already counted are the first `blocked` of them.
         if (need > g.blocked) {

@@ -1,7 +1,5 @@
-import { canonicalizeLabels, normalizeLabelSet, type ScalerConfig } from '../../config/index.js';
-import { findLabelSet } from '../core/routing.js';
+import type { ScalerConfig } from '../../config/index.js';
 import { WARM_TICK_MS } from '../warm-pool.js';
-import { EventQueue } from './event-queue.js';
 import type { SimOptions, SimRaw } from './model.js';
 import { dispatch, registered, warmPass } from './scheduling.js';
 import type { TraceJob } from './trace.js';
@@ -23,30 +21,9 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
   const hasWarm = [...pools.values()].some((p) => p.warmTarget.everWarm);
 
   const addJob = (i: number): void => {
-    const j = trace[i]!;
-    if (j.runMs === null) {
-      skipped++;
-      return;
-    }
-    const labels = canonicalizeLabels(j.labels);
-    const key = `${normalizeLabelSet(labels)}|${j.resources ? JSON.stringify(j.resources) : ''}`;
-    let g = w.groups.get(key);
-    if (!g) {
-      const match = findLabelSet({ labels }, w.table);
-      const pool = match && w.poolOf(match);
-      g = { labels, resources: j.resources, match, pool, queue: new EventQueue(), inflight: 0, blocked: 0 };
-      pool?.groups.push(g);
-      w.groups.set(key, g);
-      w.groupOrder.push(g);
-    }
-    if (!g.pool) {
-      unserved++;
-      return;
-    }
-    w.submit[i] = j.submitMs;
-    w.runMs[i] = j.runMs;
-    g.queue.push(-(j.priority ?? 0), i);
-    w.waiting++;
+    const queued = w.enqueue(i);
+    if (queued === 'skipped') skipped++;
+    else if (queued === 'unserved') unserved++;
   };
   const hasPendingSpawns = (): boolean => w.groupOrder.some((g) => g.inflight > 0);
 
@@ -63,16 +40,12 @@ export function simulate(config: ScalerConfig, trace: readonly TraceJob[], opts:
     while (events.peekTime() === t) {
       const e = events.pop()!.item;
       if (e.k === 'registered') registered(w, e.a, t);
-      else if (e.k === 'done') {
-        w.running--;
-        const release = w.releaseAt(e.a.pool.entry, t);
-        if (release > 0) events.push(t + release, { k: 'gone', a: e.a });
-        else w.leave(e.a, t);
-      } else if (e.k === 'gone') w.leave(e.a, t);
+      else if (e.k === 'done') w.finish(e.a, t);
+      else if (e.k === 'gone') w.leave(e.a, t);
       else if (e.k === 'idle-exit') {
         if (e.a.pool.idle.delete(e.a)) w.leave(e.a, t);
       } else {
-        if (!e.tick) w.warmAsked = false;
+        if (!e.tick) w.warmAnswered();
         warmPass(w, t);
         // Ticks stop once nothing else can happen: jobs a cap never admits must not spin forever.
         if (e.tick && (next < trace.length || w.running > 0 || events.size > 0)) {

@@ -1,9 +1,15 @@
-import { warmSkipReason, type ScalerConfig, type ScalerEntry } from '../../config/index.js';
+import {
+  canonicalizeLabels,
+  normalizeLabelSet,
+  warmSkipReason,
+  type ScalerConfig,
+  type ScalerEntry,
+} from '../../config/index.js';
 import { ProvisionBackoff } from '../core/backoff.js';
 import { CapBook } from '../core/caps.js';
-import type { DecideState } from '../core/decide.js';
+import { decide, type DecideState, type Decision } from '../core/decide.js';
 import { resolveResources, type ResourceAmount } from '../core/resources.js';
-import { buildRoutingTable, type RoutableLabelSet } from '../core/routing.js';
+import { buildRoutingTable, findLabelSet, type RoutableLabelSet } from '../core/routing.js';
 import { ScalerState } from '../state.js';
 import { EventQueue } from './event-queue.js';
 import type { Agent, Ev, Group, Pool, SimOptions } from './model.js';
@@ -19,19 +25,19 @@ import { WarmTarget } from './warm-target.js';
  * job, leave). What decides when those moves happen is in `scheduling.ts`.
  */
 export class SimWorld {
-  readonly table: RoutableLabelSet[];
+  private readonly table: readonly RoutableLabelSet[];
   readonly caps: CapBook;
-  readonly entries: Map<string, ScalerEntry>;
-  readonly pools = new Map<string, Pool>();
+  private readonly entries: ReadonlyMap<string, ScalerEntry>;
+  readonly #pools = new Map<string, Pool>();
   readonly events = new EventQueue<Ev>();
-  readonly groups = new Map<string, Group>();
-  readonly groupOrder: Group[] = [];
-  readonly submit: Float64Array;
-  readonly runMs: Float64Array;
+  private readonly groups = new Map<string, Group>();
+  readonly #groupOrder: Group[] = [];
+  private readonly submit: Float64Array;
+  private readonly runMs: Float64Array;
   readonly timeline: Timeline;
-  readonly alive = new Set<Agent>();
+  readonly #alive = new Set<Agent>();
   readonly usage = new UsageBook();
-  readonly ds: DecideState;
+  private readonly ds: DecideState;
   readonly startMs: number;
   readonly idleMs: number;
   readonly releaseMs: number;
@@ -42,11 +48,11 @@ export class SimWorld {
   private agentSeq = 0;
   /** Spawns started and not registered yet, over all scalers: they share the host's time. */
   private spawning = 0;
-  waiting = 0;
-  running = 0;
-  warmAsked = false;
+  #waiting = 0;
+  #running = 0;
+  private warmAsked = false;
   /** The group whose jobs `decide()` is asked about (its requests depend on the job's resources). */
-  current: Group | undefined;
+  private current: Group | undefined;
 
   constructor(
     readonly config: ScalerConfig,
@@ -87,9 +93,64 @@ export class SimWorld {
     for (const m of this.table) this.poolOf(m);
   }
 
+  get pools(): ReadonlyMap<string, Pool> {
+    return this.#pools;
+  }
+  /** The job groups in the order they were first seen. */
+  get groupOrder(): readonly Group[] {
+    return this.#groupOrder;
+  }
+  get alive(): ReadonlySet<Agent> {
+    return this.#alive;
+  }
+  /** Jobs queued and not started. */
+  get waiting(): number {
+    return this.#waiting;
+  }
+  /** Jobs started and not done. */
+  get running(): number {
+    return this.#running;
+  }
+
+  /** Trace job `i` joins its group's queue: not when it never ran, nor when no label set serves it. */
+  enqueue(i: number): 'queued' | 'skipped' | 'unserved' {
+    const j = this.trace[i]!;
+    if (j.runMs === null) return 'skipped';
+    const g = this.groupOf(j);
+    if (!g.pool) return 'unserved';
+    this.submit[i] = j.submitMs;
+    this.runMs[i] = j.runMs;
+    g.queue.push(-(j.priority ?? 0), i);
+    this.#waiting++;
+    return 'queued';
+  }
+
+  /** The group of jobs with this job's labels and resources, made (and routed) when first seen. */
+  private groupOf(j: TraceJob): Group {
+    const labels = canonicalizeLabels(j.labels);
+    const key = `${normalizeLabelSet(labels)}|${j.resources ? JSON.stringify(j.resources) : ''}`;
+    let g = this.groups.get(key);
+    if (!g) {
+      const match = findLabelSet({ labels }, this.table);
+      const pool = match && this.poolOf(match);
+      g = { labels, resources: j.resources, match, pool, queue: new EventQueue(), inflight: 0, blocked: 0 };
+      pool?.groups.push(g);
+      this.groups.set(key, g);
+      this.#groupOrder.push(g);
+    }
+    return g;
+  }
+
+  /** The scaler's own decision for a job of `g` at `now`, over the world as it stands. */
+  decideFor(g: Group, now: number): Decision {
+    this.ds.now = now;
+    this.current = g;
+    return decide({ labels: g.labels }, this.ds);
+  }
+
   poolOf(m: RoutableLabelSet): Pool {
     const key = `${m.scalerName}/${m.key}`;
-    let p = this.pools.get(key);
+    let p = this.#pools.get(key);
     if (!p) {
       const entry = this.entries.get(m.scalerName)!;
       const ls = entry.labelSets[m.index]!;
@@ -109,7 +170,7 @@ export class SimWorld {
         warmTarget,
         groups: [],
       };
-      this.pools.set(key, p);
+      this.#pools.set(key, p);
     }
     return p;
   }
@@ -138,7 +199,7 @@ export class SimWorld {
     if (!res.ok) return false;
     const a: Agent = { id, pool: p, group: g, warm: !g, requests, bornMs: now };
     this.live++;
-    this.alive.add(a);
+    this.#alive.add(a);
     this.perScaler.set(name, (this.perScaler.get(name) ?? 0) + 1);
     this.usage.add(name, requests, 1);
     const c = p.c;
@@ -177,7 +238,7 @@ export class SimWorld {
 
   leave(a: Agent, now: number): void {
     this.caps.release(a.id);
-    this.alive.delete(a);
+    this.#alive.delete(a);
     this.live--;
     const name = a.pool.entry.name;
     this.usage.add(name, a.requests, -1);
@@ -193,8 +254,8 @@ export class SimWorld {
   /** The agent takes the oldest job of the highest priority in `g`; it starts after the hand-over. */
   start(a: Agent, g: Group, now: number): void {
     const j = g.queue.pop()!.item;
-    this.waiting--;
-    this.running++;
+    this.#waiting--;
+    this.#running++;
     const at = now + this.dispatchMs;
     const wait = at - this.submit[j]!;
     a.pool.c.waits.push(wait);
@@ -202,10 +263,23 @@ export class SimWorld {
     this.events.push(at + this.runMs[j]!, { k: 'done', a });
   }
 
+  /** The agent's job is done: its capacity is free again after the release time. */
+  finish(a: Agent, now: number): void {
+    this.#running--;
+    const release = this.releaseAt(a.pool.entry, now);
+    if (release > 0) this.events.push(now + release, { k: 'gone', a });
+    else this.leave(a, now);
+  }
+
   askWarm(now: number): void {
     if (this.warmAsked) return;
     this.warmAsked = true;
     this.events.push(now, { k: 'warm', tick: false });
+  }
+
+  /** The pass `askWarm` asked for runs now: a later ask queues another. */
+  warmAnswered(): void {
+    this.warmAsked = false;
   }
 
   private launch(a: Agent, now: number): void {
