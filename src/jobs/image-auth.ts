@@ -71,7 +71,7 @@ export function registryOf(image: string): string {
 }
 
 export class ImageAuthError extends Error {
-  override name = 'ImageAuthError';
+  override readonly name = 'ImageAuthError';
 }
 
 /** Reads `<context>:<name>` from the secret store; the message names the reference, never a value. */

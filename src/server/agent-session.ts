@@ -41,6 +41,9 @@ export interface AgentSessionDeps {
   claimStore?: ClaimStore | undefined;
 }
 
+/** Why a connection was refused: the kind, the close code it got and the reason it was given. */
+export type Refusal = Readonly<{ kind: RefusalKind; code: number; reason: string }>;
+
 /** Marks a frame that is not a JSON text frame (binary, or text that does not parse). */
 export const NOT_JSON = Symbol('not-json');
 
@@ -49,11 +52,10 @@ export const NOT_JSON = Symbol('not-json');
  * ⇄ busy → leaving → closed (see session-table.ts). Frames are handled strictly in arrival order.
  */
 export class AgentSession {
-  state: SessionState = 'hello';
-  agent: ConnectedAgent | undefined;
-  refusal: { kind: RefusalKind; code: number; reason: string } | undefined;
-  /** The scaler's answer for a scaler agent; null for a static one. */
-  registration: RegistrationResult | null = null;
+  #state: SessionState = 'hello';
+  #agent: ConnectedAgent | undefined;
+  #refusal: Refusal | undefined;
+  #registration: RegistrationResult | null = null;
   private chain: Promise<void> = Promise.resolve();
   private readonly registerTimer: NodeJS.Timeout;
   private readonly log: Logger;
@@ -106,8 +108,8 @@ export class AgentSession {
         this.move('register');
       },
       registered: (agent, scaled) => {
-        this.agent = agent;
-        this.registration = scaled;
+        this.#agent = agent;
+        this.#registration = scaled;
         this.move('register.ok');
       },
       resumed: () => {
@@ -115,6 +117,26 @@ export class AgentSession {
       },
       bookkeep: (issue) => this.bookkeeping.write(issue),
     };
+  }
+
+  /** Where the connection is in its life (session-table.ts). */
+  get state(): SessionState {
+    return this.#state;
+  }
+
+  /** The registered agent, once registration went through. */
+  get agent(): ConnectedAgent | undefined {
+    return this.#agent;
+  }
+
+  /** Why the connection was refused, when it was. */
+  get refusal(): Refusal | undefined {
+    return this.#refusal;
+  }
+
+  /** The scaler's answer for a scaler agent; null for a static one. */
+  get registration(): RegistrationResult | null {
+    return this.#registration;
   }
 
   /**
@@ -161,13 +183,13 @@ export class AgentSession {
   private move(event: SessionEvent): boolean {
     const next = nextState(this.state, event);
     if (!next) return false;
-    this.state = next;
+    this.#state = next;
     return true;
   }
 
   private refuse(kind: RefusalKind, reason: string, fields: Record<string, unknown> = {}): void {
     const code = REFUSAL_CODES[kind];
-    this.refusal = { kind, code, reason };
+    this.#refusal = { kind, code, reason };
     clearTimeout(this.registerTimer);
     this.log.warn({ ...fields, code, reason }, 'agent refused');
     if (announcesRefusal(kind)) this.port.send({ type: 'register.rejected', code, reason });
@@ -188,7 +210,7 @@ export class AgentSession {
       this.log.error({ err: errorMessage(err), agentId: this.agent?.id }, 'agent message handling failed');
       // A registration that failed half-way (the store, say) must not leave an open, unregistered socket.
       if (!this.agent) {
-        this.refusal = {
+        this.#refusal = {
           kind: 'store-unavailable',
           code: CloseCodes.internal,
           reason: 'registration failed',

@@ -22,15 +22,30 @@ export type AgentSessionWiring = Omit<AgentSocketDeps, 'onRegistered'> & {
  * reload, and the agent-only listeners on the agent networks' gateways.
  */
 export class OrchestratorListeners {
-  url = '';
-  wsUrl = '';
-  server: Server | undefined;
+  #url = '';
+  #wsUrl = '';
+  #server: Server | undefined;
   private wss: WebSocketServer | undefined;
   private endpoint: AgentEndpoint | undefined;
   private gateways: GatewayListeners | undefined;
   private tlsReload: (() => Promise<void>) | undefined;
 
   constructor(private readonly deps: { tls: TlsFiles | undefined; clock: Clock; log: Logger }) {}
+
+  /** The API's URL; empty until `listen` resolves. */
+  get url(): string {
+    return this.#url;
+  }
+
+  /** The agent WebSocket's URL; empty until `listen` resolves. */
+  get wsUrl(): string {
+    return this.#wsUrl;
+  }
+
+  /** The HTTP(S) server, once listening. */
+  get server(): Server | undefined {
+    return this.#server;
+  }
 
   /** Serve the API and `/ws` on host:port; the URLs are known once this resolves. */
   async listen(host: string, port: number, api: HttpApiDeps, agents: AgentSessionWiring): Promise<void> {
@@ -66,9 +81,9 @@ export class OrchestratorListeners {
     const addr = server.address() as AddressInfo;
     const shownHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
     const secure = tls ? 's' : '';
-    this.url = `http${secure}://${shownHost}:${addr.port}`;
-    this.wsUrl = `ws${secure}://${shownHost}:${addr.port}/ws`;
-    this.server = server;
+    this.#url = `http${secure}://${shownHost}:${addr.port}`;
+    this.#wsUrl = `ws${secure}://${shownHost}:${addr.port}/ws`;
+    this.#server = server;
     this.wss = endpoint.wss;
   }
 

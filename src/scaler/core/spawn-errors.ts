@@ -39,7 +39,7 @@ export interface SpawnErrorOptions {
  * on its own; `deterministic` marks failures that arm the provision backoff immediately.
  */
 export class SpawnError extends Error {
-  override name = 'SpawnError';
+  override readonly name: string = 'SpawnError';
   readonly kind: SpawnErrorKind;
   readonly retryable: boolean;
   readonly deterministic: boolean;
@@ -54,7 +54,7 @@ export class SpawnError extends Error {
 
 /** The host refused the launch outright (missing binary, bad batch path, spawn() threw). */
 export class DeterministicSpawnError extends SpawnError {
-  override name = 'DeterministicSpawnError';
+  override readonly name = 'DeterministicSpawnError';
 
   constructor(kind: SpawnErrorKind, message: string, opts: { cause?: unknown } = {}) {
     super(kind, message, { cause: opts.cause, deterministic: true, retryable: false });

@@ -165,7 +165,9 @@ export class EventScalerBackend implements ScalerBackend {
     this.agents.get(agentId)?.markActive();
   }
 
-  markRegistered = (agentId: string): void => this.markActive(agentId);
+  markRegistered(agentId: string): void {
+    this.markActive(agentId);
+  }
 
   /**
    * Redeem a claim code (the HTTP route for a workflow that delivers the token itself). Rejects with
