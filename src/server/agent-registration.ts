@@ -1,6 +1,6 @@
 import { canonicalizeLabels } from '../config/index.js';
 import { newConnectedAgent, type ConnectedAgent } from '../dispatch/agent-registry.js';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { ActiveJob, Dispatcher } from '../dispatch/dispatcher.js';
 import { CloseCodes, SELF_REPORTED_PREFIXES, type OrchestratorMessage } from '../protocol/messages.js';
 import { RegistrationRefused, type RegistrationResult } from '../scaler/manager.js';
 import type { Store } from '../store/index.js';
@@ -106,21 +106,25 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
       alsoOnThrow?.();
       throw err;
     });
-  const adopted = await stamping(adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId, scaled !== null));
+  // A read or write below threw (the moved job's takeover, the session write): the connection is
+  // closed with a request to dial again. A plain close ends the scaler's entry at once (undo); here
+  // the agent was asked back, so its entry and its moved job, if taken over, wait for it through the
+  // reconnect grace, and end as that close would if it is not back.
+  const askedBack = (moved: ActiveJob | undefined) => {
+    const grace = deps.dispatcher.reconnectGraceMs;
+    if (scaled) scaler?.onRegistrationFailed(agentId, scaled.boundJobId, grace);
+    if (moved) deps.dispatcher.active.orphan(moved, 'agent disconnected', grace);
+  };
+  // A takeover that threw took nothing over: only the scaler's entry waits.
+  const adopted = await stamping(adoptMovedJob(deps.dispatcher, agentId, msg.activeJobId), () =>
+    askedBack(undefined),
+  );
   const undo = async () => {
     issueStamps();
     if (scaled) await scaler?.onAgentDisconnected(agentId);
     if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected');
   };
   if (!host.port.isOpen()) return undo();
-  // The session write threw: the connection is closed with a request to dial again. A plain close
-  // ends the scaler's entry at once (undo); here the agent was asked back, so its entry and its moved
-  // job wait for it through the reconnect grace, and end as that close would if it is not back.
-  const askedBack = () => {
-    const grace = deps.dispatcher.reconnectGraceMs;
-    if (scaled) scaler?.onRegistrationFailed(agentId, scaled.boundJobId, grace);
-    if (adopted) deps.dispatcher.active.orphan(adopted, 'agent disconnected', grace);
-  };
   let secret: string | undefined;
   if (!session.decision.resume) {
     secret = newSessionSecret();
@@ -129,7 +133,7 @@ export async function onRegister(host: RegistrationHost, raw: unknown): Promise<
       deps.store.sessions.open(agentId, hashSecret(secret), session.decision.replacing, {
         syncedByNext: scaled?.boundJobId !== undefined,
       }),
-      askedBack,
+      () => askedBack(adopted),
     );
     if (!opened || !host.port.isOpen()) {
       // The agent never learns this secret: it must be able to open a session again.

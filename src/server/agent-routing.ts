@@ -69,22 +69,17 @@ export function reattach(
 
 /**
  * Clustering: the registering agent runs a job another instance dispatched (that instance died,
- * or the agent's link moved here); take it over. The held job, when taken. A store error is
- * thrown (the connection is closed and the agent retries) after undoing a scaler registration.
+ * or the agent's link moved here); take it over. The held job, when taken. A store error is thrown:
+ * the connection is closed and the agent asked to retry, and the registration keeps its scaler
+ * entry for that retry (agent-registration.ts), so nothing is undone here.
  */
 export async function adoptMovedJob(
   d: Dispatcher,
   agentId: string,
   jobId: string | undefined,
-  scaled: boolean,
 ): Promise<ActiveJob | undefined> {
   if (!jobId) return undefined;
-  try {
-    return (await d.active.adoptFromPeer(agentId, jobId)) ? d.active.get(jobId) : undefined;
-  } catch (err) {
-    if (scaled) await d.scaler?.onAgentDisconnected(agentId);
-    throw err;
-  }
+  return (await d.active.adoptFromPeer(agentId, jobId)) ? d.active.get(jobId) : undefined;
 }
 
 /** One checked message from a registered agent. */

@@ -6,16 +6,15 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import type { OpenedDatabase } from '../../src/store/open.js';
-import type { ScalerBackend } from '../../src/scaler/types.js';
 import { memoryDatabase } from '../helpers/data-dir.js';
 import {
   bareMetalConfig,
   eventually,
-  scalerIdle,
   startTestOrchestrator,
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
-import { failing, recording, SESSION_INSERT } from '../helpers/statement-fault.js';
+import { noteDestroys, settled } from '../helpers/scaler-teardowns.js';
+import { failing, recording, SESSION_INSERT, SPAWN_ROW } from '../helpers/statement-fault.js';
 
 let t: TestOrchestrator | undefined;
 let opened: OpenedDatabase | undefined;
@@ -24,20 +23,6 @@ afterEach(async () => {
   await opened?.close();
   t = opened = undefined;
 });
-
-const SPAWN_ROW = /^with "spawning" as \(insert into "scaler_spawning_agents"/;
-
-/** The bare-metal scaler's backend, each destroy it is asked for noted (by agent id) before it runs. */
-function noteDestroys(orch: TestOrchestrator): string[] {
-  const destroyed: string[] = [];
-  const backend: ScalerBackend = orch.orch.scaler!.state.backends.get('bm')!;
-  const destroy = backend.destroy.bind(backend);
-  backend.destroy = (agentId, ctx) => {
-    destroyed.push(agentId);
-    return destroy(agentId, ctx);
-  };
-  return destroyed;
-}
 
 /** The one agent the scaler holds while the job's registration is under way. */
 function registeringAgent(orch: TestOrchestrator): string {
@@ -53,10 +38,6 @@ async function submit(orch: TestOrchestrator, run = 'true'): Promise<string> {
   expect(status).toBe(201);
   return body.jobs[0]!.id;
 }
-
-/** Every teardown finished: no entry left, no destroy still running. */
-const settled = (orch: TestOrchestrator) => () =>
-  scalerIdle(orch.orch.scaler!) && orch.orch.scaler!.teardownsInFlight === 0;
 
 describe('a registration whose session write fails', () => {
   it('lets the agent back in on its retry, with its bound job, and tears it down once', async () => {

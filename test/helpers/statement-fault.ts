@@ -8,6 +8,12 @@ import type { OpenedDatabase } from '../../src/store/open.js';
 /** The agent's session row, written once a registration has proved the agent. */
 export const SESSION_INSERT = /^insert into "?agent_sessions"?/;
 
+/** A scaler's spawn row, written as it starts an agent. */
+export const SPAWN_ROW = /^with "spawning" as \(insert into "scaler_spawning_agents"/;
+
+/** One job's row read by its id (the store's `jobs.get`). */
+export const JOB_READ = /^select \* from "jobs" where "id" = \$1$/;
+
 /** A statement's SQL text as sent, on one line. */
 function sqlOf(db: OpenedDatabase, node: Parameters<KyselyPlugin['transformQuery']>[0]): string {
   return db.db.getExecutor().compileQuery(node.node, node.queryId).sql.replace(/\s+/g, ' ').trim();
