@@ -108,8 +108,9 @@ export async function registerThroughStore(
     return completeRegistration(host, agentId, later);
   // Already registered here (a replaced connection): the row is ours already.
   if (m && !isPending(m.phase)) return completeRegistration(host, agentId, later);
-  // An adopted agent back after a failed registration: its grace stops while this one runs.
-  host.returns.back(agentId);
+  // An adopted agent back after a failed registration: its grace stops while this one runs, and
+  // the job its failed registration was handed is its own (below).
+  const waited = host.returns.back(agentId);
   const out = await host.adoption.adopt(agentId);
   if (out.kind === 'refused') {
     host.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');
@@ -126,7 +127,9 @@ export async function registerThroughStore(
       'adopted an event agent spawned by another orchestrator',
     );
   if (out.configured) return completeRegistration(host, agentId, later);
-  const bound = out.row.registeredBefore ? undefined : (out.row.boundJobId ?? undefined);
+  // A retry's row says it registered before (the failed attempt's adoption stamped it), so the row
+  // names no job: the one its failed registration was handed comes from the wait.
+  const bound = waited ?? (out.row.registeredBefore ? undefined : (out.row.boundJobId ?? undefined));
   return {
     scalerName: out.row.scalerName,
     boundJobId: bound,
