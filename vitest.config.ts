@@ -1,15 +1,11 @@
 import { configDefaults, defineConfig } from 'vitest/config';
-import {
-  engineExclude,
-  SERIAL_E2E,
-  sharedModuleUnitFiles,
-  systemPart,
-} from './test/helpers/test-projects.js';
+import { engineFiles, SERIAL_E2E, sharedModuleUnitFiles, systemPart } from './test/helpers/test-projects.js';
 
 const globalSetup = ['test/helpers/global-setup.ts'];
 const sharedModules = sharedModuleUnitFiles(import.meta.dirname);
 const tempDirs = ['test/helpers/temp-dirs-cleanup.ts'];
 const processGuard = [...tempDirs, 'test/helpers/process-state-guard.ts'];
+const engine = engineFiles(process.env.KICI_TEST_ENGINE, process.env.KICI_ENGINE_PART);
 
 /**
  * `npm test` runs the first four projects. The first three run side by side, two files at a time
@@ -93,14 +89,14 @@ export default defineConfig({
         },
       },
       {
-        // Run once per engine by scripts/system-test.sh, with KICI_TEST_ENGINE and DOCKER_HOST set.
+        // Run per engine by scripts/system-test.sh, with KICI_TEST_ENGINE, DOCKER_HOST and KICI_ENGINE_PART set.
         test: {
           name: 'system-engine',
           globalSetup,
           isolate: false,
           setupFiles: [...processGuard, 'test/helpers/engine-setup.ts'],
-          include: ['test/system/engine/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, ...engineExclude(process.env.KICI_TEST_ENGINE)],
+          include: engine.include,
+          exclude: [...configDefaults.exclude, ...engine.exclude],
           testTimeout: 300_000,
           hookTimeout: 300_000,
           fileParallelism: false,

@@ -35,18 +35,14 @@ run_suite() {
 
 # One engine's suite, whole or in part, in that engine's namespace. Its chaos file, the suite's one
 # long file, is a part of its own: its cells stop the engine's service, so no other part of the same
-# engine may run beside it.
-CHAOS=test/system/engine/chaos-container.test.ts
+# engine may run beside it (KICI_ENGINE_PART, ENGINE_CHAOS in test/helpers/test-projects.ts).
 engine_suite() {
-  local engine=$1 part=$2 ns sock name
+  local engine=$1 part=$2 ns sock name=engine-$1
   shift 2
   if [[ $engine == docker ]]; then ns=$KICI_SYS_DOCKER_NETNS sock=$KICI_TEST_DOCKER_SOCK; else ns=$KICI_SYS_PODMAN_NETNS sock=$KICI_TEST_PODMAN_SOCK; fi
-  case $part in
-    chaos) name=engine-$engine-chaos && set -- "$CHAOS" ;;
-    rest) name=engine-$engine-rest && set -- --exclude "$CHAOS" ;;
-    *) name=engine-$engine ;;
-  esac
-  KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" run_suite "$name" "$ns" "${VITEST[@]}" --project system-engine "$@"
+  [[ -z $part ]] || name+=-$part
+  KICI_ENGINE_PART=$part KICI_TEST_ENGINE=$engine DOCKER_HOST="unix://$sock" \
+    run_suite "$name" "$ns" "${VITEST[@]}" --project system-engine "$@"
 }
 
 # One half of the system suite (KICI_SYSTEM_PART, test/helpers/test-projects.ts), under a name.
@@ -78,10 +74,10 @@ reap() {
 if (($# > 0)); then
   # File filters: the system suite whole, and each engine's whole suite, one engine after the other.
   launch system run_suite system "$KICI_SYS_NETNS" "${VITEST[@]}" --project system "$@"
-  launch engine-docker engine_suite docker whole "$@"
+  launch engine-docker engine_suite docker "" "$@"
   while ((${#name_of[@]})); do
     reap
-    [[ $ended == engine-docker ]] && launch engine-podman engine_suite podman whole "$@"
+    [[ $ended == engine-docker ]] && launch engine-podman engine_suite podman "" "$@"
   done
 else
   # The system suite is the longest, and most of its time is spent waiting (QEMU guests booting,
@@ -100,7 +96,7 @@ else
   while ((${#name_of[@]})); do
     reap
     case $ended in
-      engine-podman-rest) podman_rest_done=1 && launch engine-docker engine_suite docker whole ;;
+      engine-podman-rest) podman_rest_done=1 && launch engine-docker engine_suite docker "" ;;
       system-vm | system) half_done=1 ;;
     esac
     if [[ $podman_rest_done && $half_done && ! $podman_chaos ]]; then

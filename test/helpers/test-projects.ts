@@ -74,9 +74,27 @@ export const DOCKER_ONLY_ENGINE = [
   'test/system/engine/docker-tls.test.ts',
 ];
 
-/** The engine suite's files to leave out for `engine` (KICI_TEST_ENGINE). */
-export function engineExclude(engine: string | undefined): string[] {
-  return engine === 'podman' ? DOCKER_ONLY_ENGINE : [];
+/**
+ * The engine suite's one long file. Its cells stop the engine's service, so no other part of the
+ * same engine's suite may run beside it: scripts/system-test.sh runs it as a part of its own
+ * (KICI_ENGINE_PART=chaos) after the rest of that engine's suite (KICI_ENGINE_PART=rest).
+ */
+export const ENGINE_CHAOS = 'test/system/engine/chaos-container.test.ts';
+
+/**
+ * The engine suite's include and exclude for `engine` (KICI_TEST_ENGINE) and `part`
+ * (KICI_ENGINE_PART: `chaos`, `rest`, or unset: the whole suite).
+ */
+export function engineFiles(
+  engine: string | undefined,
+  part: string | undefined,
+): { include: string[]; exclude: string[] } {
+  const only = engine === 'podman' ? DOCKER_ONLY_ENGINE : [];
+  if (part === 'chaos') return { include: [ENGINE_CHAOS], exclude: only };
+  const include = ['test/system/engine/**/*.test.ts'];
+  if (part === 'rest') return { include, exclude: [...only, ENGINE_CHAOS] };
+  if (part) throw new Error(`KICI_ENGINE_PART: expected chaos or rest, got "${part}"`);
+  return { include, exclude: only };
 }
 
 /** The system project's include and exclude for KICI_SYSTEM_PART (`vm`, `rest`, or unset: all). */

@@ -6,7 +6,13 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { SYSTEM_PART_VM, systemPart } from '../../helpers/test-projects.js';
+import {
+  DOCKER_ONLY_ENGINE,
+  ENGINE_CHAOS,
+  engineFiles,
+  SYSTEM_PART_VM,
+  systemPart,
+} from '../../helpers/test-projects.js';
 
 const ROOT = join(import.meta.dirname, '../../..');
 const BOOTS_GUESTS = /helpers\/vm\.js|chaos\/vm-cell\.js/;
@@ -27,5 +33,22 @@ describe('the system suite halves', () => {
     const rest = systemPart('rest');
     expect(rest.exclude).toEqual(expect.arrayContaining(SYSTEM_PART_VM));
     expect(systemPart('vm').include).toEqual(SYSTEM_PART_VM);
+  });
+});
+
+describe('the engine suite parts', () => {
+  it('runs the chaos file alone, the rest without it, and the whole suite with it', () => {
+    expect(readdirSync(join(ROOT, 'test/system/engine')).map((f) => `test/system/engine/${f}`)).toContain(
+      ENGINE_CHAOS,
+    );
+    for (const engine of ['docker', 'podman']) {
+      expect(engineFiles(engine, 'chaos').include).toEqual([ENGINE_CHAOS]);
+      expect(engineFiles(engine, 'rest').exclude).toContain(ENGINE_CHAOS);
+      expect(engineFiles(engine, undefined).exclude).not.toContain(ENGINE_CHAOS);
+      expect(engineFiles(engine, 'rest').include).toEqual(engineFiles(engine, undefined).include);
+    }
+    expect(engineFiles('podman', 'rest').exclude).toEqual(expect.arrayContaining(DOCKER_ONLY_ENGINE));
+    expect(engineFiles('docker', 'rest').exclude).toEqual([ENGINE_CHAOS]);
+    expect(() => engineFiles('docker', 'half')).toThrow(/KICI_ENGINE_PART/);
   });
 });
