@@ -24,18 +24,20 @@ const broken = () => new Error('Connection terminated unexpectedly');
 
 /** The real store, with a switch that fails every statement and every result write while on. */
 function breakableStore() {
-  const down = { on: false };
+  // `refused` counts what the outage turned away: a test waits on it rather than on the clock.
+  const down = { on: false, refused: 0 };
+  const refuse = () => (down.refused++, broken());
   const plugin: KyselyPlugin = {
     transformQuery(args) {
-      if (down.on) throw broken();
+      if (down.on) throw refuse();
       return args.node;
     },
     transformResult: async (args) => args.result,
   };
   const jobs = Object.create(fresh.store.jobs) as Store['jobs'];
-  jobs.finish = (...a) => (down.on ? Promise.reject(broken()) : fresh.store.jobs.finish(...a));
-  jobs.claimMany = (...a) => (down.on ? Promise.reject(broken()) : fresh.store.jobs.claimMany(...a));
-  jobs.requeue = (...a) => (down.on ? Promise.reject(broken()) : fresh.store.jobs.requeue(...a));
+  jobs.finish = (...a) => (down.on ? Promise.reject(refuse()) : fresh.store.jobs.finish(...a));
+  jobs.claimMany = (...a) => (down.on ? Promise.reject(refuse()) : fresh.store.jobs.claimMany(...a));
+  jobs.requeue = (...a) => (down.on ? Promise.reject(refuse()) : fresh.store.jobs.requeue(...a));
   const store: Store = { ...fresh.store, db: fresh.store.db.withPlugin(plugin), jobs };
   return { store, down };
 }
@@ -105,7 +107,12 @@ describe('hot path: acks follow the group commit', () => {
     expect((await fresh.store.logs.steps(first)).map((s) => s.name)).toEqual(['s']);
 
     // The second job, finished while the database is away: no ack until it is stored.
-    await eventually(() => a.agent.busyJobId !== undefined, 5_000, 'the second job assigned');
+    // Not the first job still held: its result again would be acked from memory, stored already.
+    await eventually(
+      () => a.agent.busyJobId !== undefined && a.agent.busyJobId !== first,
+      5_000,
+      'the second job assigned',
+    );
     const second = a.agent.busyJobId!;
     down.on = true;
     sent.length = 0;
@@ -115,7 +122,10 @@ describe('hot path: acks follow the group commit', () => {
       { type: 'job.finished', jobId: second, result: 'failed', exitCode: 2, message: 'boom' },
       send,
     );
-    await new Promise((r) => setTimeout(r, 400));
+    // The write was turned away, then tried again and turned away again: still no ack.
+    const refusedAtFinish = down.refused;
+    expect(refusedAtFinish).toBeGreaterThan(0);
+    await eventually(() => down.refused > refusedAtFinish, 10_000, 'a retry during the outage');
     expect(sent.filter((m) => m.type === 'job.finished.ack')).toEqual([]);
     expect((await fresh.store.jobs.get(second))!.state).toBe('dispatched');
     down.on = false;
@@ -206,7 +216,9 @@ describe('hot path: acks follow the group commit', () => {
       { type: 'job.finished', jobId: first, result: 'succeeded', exitCode: 0 },
       send,
     );
-    await new Promise((r) => setTimeout(r, 300));
+    const refusedAtFinish = down.refused;
+    expect(refusedAtFinish).toBeGreaterThan(0);
+    await eventually(() => down.refused > refusedAtFinish, 10_000, 'a retry during the outage');
     expect(a.messages).toEqual([]);
     expect(a.agent.busyJobId).toBe(first); // still busy with its unstored result
     down.on = false;
