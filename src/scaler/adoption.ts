@@ -7,6 +7,7 @@ import type { ManagedEntry } from './agent-book.js';
 import { agentLabelsFor } from './core/routing.js';
 import type { ScaleDownReason, ScalerEventEmitterLike } from './events/payloads.js';
 import type { AgentLifecycle } from './lifecycle-port.js';
+import type { ReturnWatch } from './registration-return.js';
 import type { DestroyReason } from './types.js';
 
 /** The store could not say whether this instance may adopt the agent: refuse it, reclaim nothing. */
@@ -24,6 +25,8 @@ export interface AdoptionHost extends AgentLifecycle {
   noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;
   /** Counted as `kici_orch_scaler_adoption_lookup_failures_total`. */
   onAdoptionLookupFailed(): void;
+  /** Agents whose registration failed here: an adopted agent's end is the end of its record there. */
+  readonly returns: Pick<ReturnWatch, 'drop'>;
 }
 
 export type AdoptionOutcome =
@@ -119,6 +122,9 @@ export class Adoptions {
     const spec = this.specs.get(agentId);
     if (!spec) return;
     this.specs.delete(agentId);
+    // A configured agent's record goes with its entry (the manager's `forget`); this is the one end
+    // of an unconfigured one, and a record kept past it would stay for the life of the process.
+    this.host.returns.drop(agentId);
     const { store, clock } = this.host.opts;
     const log = this.host.log;
     const emitter = this.host.opts.scaleEvents;

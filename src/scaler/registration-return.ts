@@ -52,6 +52,8 @@ export class ReturnWatch {
   /**
    * The agent is registering again: its grace stops while that is under way (a failure there sets
    * it again, to the same deadline). The job its failed registration was handed, if any, is its.
+   * The record stays until the agent's end, so that a retry failing later does not move the
+   * deadline either.
    */
   back(agentId: string): string | undefined {
     const w = this.waiting.get(agentId);
@@ -71,6 +73,16 @@ export class ReturnWatch {
     w.timer?.cancel();
     if (w.boundJobId) this.host.state.releaseJob(w.boundJobId, agentId);
     this.waiting.delete(agentId);
+  }
+
+  /** Whether anything of the agent is kept: waited for, or back with its deadline kept for a retry. */
+  has(agentId: string): boolean {
+    return this.waiting.has(agentId);
+  }
+
+  /** How many agents have something kept here. */
+  get size(): number {
+    return this.waiting.size;
   }
 
   private notBack(agentId: string): void {

@@ -68,3 +68,20 @@ describe('an adopted event agent back after its registration failed', () => {
     expect((await b.m.registerAgent(id))?.boundJobId).toBeUndefined();
   });
 });
+
+describe("the return watch at an agent's end", () => {
+  for (const configured of [false, true]) {
+    const where = configured ? 'with its scaler configured here' : 'without its scaler configured here';
+    it(`${where}: an agent that came back and then left leaves nothing in it`, async () => {
+      const id = `scaler-event-retry02${configured ? 1 : 0}`;
+      const b = await failedAfterAdoption(id, 'j-10', configured);
+      await b.m.registerAgent(id);
+      // Back, it is still kept: a retry failing later does not move the deadline either.
+      expect(b.m.returns.has(id)).toBe(true);
+      await b.m.onAgentDisconnected(id, 'job-complete');
+      expect(b.emitter.downs(id)).toHaveLength(1);
+      expect(b.m.returns.has(id)).toBe(false);
+      expect(b.m.returns.size).toBe(0);
+    });
+  }
+});
