@@ -36,24 +36,31 @@ export class ReturnWatch {
 
   /** The agent's registration failed after the scaler counted it: it has `graceMs` to be back. */
   expect(agentId: string, boundJobId: string | undefined, graceMs: number): void {
-    const now = monoNow(this.host.opts.clock);
     const w = this.waiting.get(agentId) ?? {
-      deadline: now + graceMs,
+      deadline: monoNow(this.host.opts.clock) + graceMs,
       boundJobId: undefined,
       timer: undefined,
     };
     this.waiting.set(agentId, w);
-    w.timer?.cancel();
-    w.boundJobId ??= boundJobId;
-    if (w.boundJobId) this.host.state.bindJob(w.boundJobId, agentId);
-    w.timer = this.host.opts.clock.setTimer(w.deadline - now, () => this.notBack(agentId));
+    this.wait(agentId, w, boundJobId);
+  }
+
+  /**
+   * The agent's retry failed in the scaler's own part, before the server got to count it (its
+   * adoption threw or was refused): the server asks nothing of the scaler then, so the wait `back`
+   * stopped resumes here, to the same deadline, with the job `back` gave out. An agent that was
+   * ended meanwhile (a stop) is not waited for again.
+   */
+  retryFailed(agentId: string, boundJobId: string | undefined): void {
+    const w = this.waiting.get(agentId);
+    if (w) this.wait(agentId, w, boundJobId);
   }
 
   /**
    * The agent is registering again: its grace stops while that is under way (a failure there sets
-   * it again, to the same deadline). The job its failed registration was handed, if any, is its.
-   * The record stays until the agent's end, so that a retry failing later does not move the
-   * deadline either.
+   * it again, to the same deadline: `expect` or `retryFailed`). The job its failed registration was
+   * handed, if any, is its. The record stays until the agent's end, so that a retry failing later
+   * does not move the deadline either.
    */
   back(agentId: string): string | undefined {
     const w = this.waiting.get(agentId);
@@ -83,6 +90,15 @@ export class ReturnWatch {
   /** How many agents have something kept here. */
   get size(): number {
     return this.waiting.size;
+  }
+
+  /** (Re)arms the grace to the record's deadline, whenever it is asked, and holds the job for the agent. */
+  private wait(agentId: string, w: Expected, boundJobId: string | undefined): void {
+    w.timer?.cancel();
+    w.boundJobId ??= boundJobId;
+    if (w.boundJobId) this.host.state.bindJob(w.boundJobId, agentId);
+    const left = w.deadline - monoNow(this.host.opts.clock);
+    w.timer = this.host.opts.clock.setTimer(left, () => this.notBack(agentId));
   }
 
   private notBack(agentId: string): void {

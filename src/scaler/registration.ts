@@ -109,10 +109,16 @@ export async function registerThroughStore(
   // Already registered here (a replaced connection): the row is ours already.
   if (m && !isPending(m.phase)) return completeRegistration(host, agentId, later);
   // An adopted agent back after a failed registration: its grace stops while this one runs, and
-  // the job its failed registration was handed is its own (below).
+  // the job its failed registration was handed is its own (below). Should the adoption fail, the
+  // server refuses the agent without telling the scaler, so the wait resumes here: were it left
+  // stopped, an agent that then never came back would never be ended.
   const waited = host.returns.back(agentId);
-  const out = await host.adoption.adopt(agentId);
+  const out = await host.adoption.adopt(agentId).catch((err: unknown) => {
+    host.returns.retryFailed(agentId, waited);
+    throw err;
+  });
   if (out.kind === 'refused') {
+    host.returns.retryFailed(agentId, waited);
     host.log.warn({ agentId, reason: out.reason }, 'scaler agent refused');
     throw new RegistrationRefused(out.reason);
   }

@@ -7,22 +7,25 @@ import { afterEach } from 'vitest';
 import type { ScalerConfig } from '../../src/config/index.js';
 import { EventScalerBackend } from '../../src/scaler/backends/event/backend.js';
 import { ScalerManager } from '../../src/scaler/manager.js';
-import type { Store } from '../../src/store/index.js';
+import { createStore, type OpenedDatabase, type Store } from '../../src/store/index.js';
 import { ManualClock } from '../../src/util/clock.js';
 import { freshStore } from './data-dir.js';
 import { CountingEmitter, eventEntry, FakeClaims, silent } from './event-backend.js';
 import { scalerConfig } from './scaler-config.js';
 
-/** A fresh store for the test that calls it, closed after the test. */
-export function storePerTest(): () => Promise<Store> {
+/**
+ * A fresh store for the test that calls it, closed after the test. `through` puts plugins between
+ * the store and its database (a statement fault, say: statement-fault.ts).
+ */
+export function storePerTest(): (through?: (db: OpenedDatabase) => OpenedDatabase) => Promise<Store> {
   let open: Awaited<ReturnType<typeof freshStore>> | undefined;
   afterEach(async () => {
     await open?.close();
     open = undefined;
   });
-  return async () => {
+  return async (through) => {
     open = await freshStore();
-    return open.store;
+    return through ? createStore(through(open.db).db) : open.store;
   };
 }
 

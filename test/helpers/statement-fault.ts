@@ -11,6 +11,9 @@ export const SESSION_INSERT = /^insert into "?agent_sessions"?/;
 /** A scaler's spawn row, written as it starts an agent. */
 export const SPAWN_ROW = /^with "spawning" as \(insert into "scaler_spawning_agents"/;
 
+/** An event agent's spawn row taken by the orchestrator it registers with (adoption-repo.ts). */
+export const SPAWN_ADOPT = /^update "scaler_spawning_agents" set "adopted_by"/;
+
 /** One job's row read by its id (the store's `jobs.get`). */
 export const JOB_READ = /^select \* from "jobs" where "id" = \$1$/;
 
@@ -53,10 +56,31 @@ export function failing(
   onFault: () => void = () => {},
 ): { database: OpenedDatabase; failed: { n: number } } {
   const failed = { n: 0 };
+  const database = failingWhile(
+    db,
+    re,
+    () => failed.n < times,
+    () => {
+      failed.n++;
+      onFault();
+    },
+  );
+  return { database, failed };
+}
+
+/**
+ * The database, where statements matching `re` throw before they reach the store while `down()`
+ * says so (a test fails a later statement, after the same one has gone through before it).
+ */
+export function failingWhile(
+  db: OpenedDatabase,
+  re: RegExp,
+  down: () => boolean,
+  onFault: () => void = () => {},
+): OpenedDatabase {
   const plugin: KyselyPlugin = {
     transformQuery: (args) => {
-      if (failed.n < times && re.test(sqlOf(db, args))) {
-        failed.n++;
+      if (down() && re.test(sqlOf(db, args))) {
         onFault();
         throw new Error('store unavailable (injected)');
       }
@@ -64,5 +88,5 @@ export function failing(
     },
     transformResult: async (args) => args.result,
   };
-  return { database: { ...db, db: db.db.withPlugin(plugin) }, failed };
+  return { ...db, db: db.db.withPlugin(plugin) };
 }
