@@ -4,7 +4,6 @@
  * webhook, and kills the process group of an agent it is told to scale down); B only has an empty
  * scaler file.
  */
-import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -15,8 +14,8 @@ import { stringify } from 'yaml';
 import { afterAll, beforeAll } from 'vitest';
 import { eventually, ROOT, runNode } from './orchestrator.js';
 import { pidsWithEnv } from './processes.js';
+import { freshTestDatabase } from './pg-database.js';
 
-const ADMIN_URL = process.env.KICI_TEST_DATABASE_URL;
 const SECRET = 'event-adoption-secret';
 export const SCALER = 'adoptsys';
 export const SPAWN_TIMEOUT_MS = 8_000;
@@ -52,18 +51,8 @@ export interface AdoptionPair {
   downsFor(agentId: string): Hook[];
 }
 
-async function freshDatabaseUrl(): Promise<string> {
-  if (!ADMIN_URL)
-    throw new Error('KICI_TEST_DATABASE_URL is not set: run the system tier (see common brief)');
-  const name = `kici_evadopt_${randomBytes(4).toString('hex')}`;
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  await client.query(`create database ${name}`);
-  await client.end();
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
+/** A database of its own on the system tier's PostgreSQL (pg-database.ts), by its URL. */
+const freshDatabaseUrl = async (): Promise<string> => (await freshTestDatabase('kici_evadopt')).url;
 
 /** One orchestrator as its own process, in `dir`, on the shared database. */
 async function startOrchestrator(

@@ -4,7 +4,6 @@
  * by concurrent callers in two processes.
  */
 import { spawn as spawnChild } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -16,22 +15,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MARKER } from '../helpers/leftover-processes.js';
 import { AGENT_BIN, eventually, NODE, ROOT, runNode } from '../helpers/orchestrator.js';
 import { pidsWithEnv } from '../helpers/processes.js';
+import { freshTestDatabase } from '../helpers/pg-database.js';
 
-const ADMIN_URL = process.env.KICI_TEST_DATABASE_URL;
 const SECRET = 'event-cluster-secret';
 
-async function freshDatabaseUrl(): Promise<string> {
-  if (!ADMIN_URL)
-    throw new Error('KICI_TEST_DATABASE_URL is not set: run the system tier (see common brief)');
-  const name = `kici_evcluster_${randomBytes(4).toString('hex')}`;
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  await client.query(`create database ${name}`);
-  await client.end();
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
+/** A database of its own on the system tier's PostgreSQL (pg-database.ts), by its URL. */
+const freshDatabaseUrl = async (): Promise<string> => (await freshTestDatabase('kici_evcluster')).url;
 
 let dir = '';
 beforeAll(async () => {

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createStore, openDatabase } from '../../src/store/index.js';
@@ -10,25 +9,13 @@ import {
   type TestOrchestrator,
 } from '../helpers/orchestrator.js';
 import { describeStoreContract } from '../helpers/store-contract.js';
+import { freshTestDatabase } from '../helpers/pg-database.js';
 
 const ADMIN_URL = process.env.KICI_TEST_DATABASE_URL;
 
 /** A fresh database per test, on the system tier's PostgreSQL. */
-async function freshDatabaseUrl(): Promise<string> {
-  if (!ADMIN_URL) {
-    throw new Error(
-      'KICI_TEST_DATABASE_URL is not set: run the system tier with `npm run test:system` (as root)',
-    );
-  }
-  const name = `kici_${randomBytes(5).toString('hex')}`;
-  const client = new pg.Client({ connectionString: ADMIN_URL });
-  await client.connect();
-  await client.query(`create database ${name}`);
-  await client.end();
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
+/** A database of its own on the system tier's PostgreSQL (pg-database.ts), by its URL. */
+const freshDatabaseUrl = async (): Promise<string> => (await freshTestDatabase('kici')).url;
 
 beforeAll(async () => {
   // Fail loudly (never skip) when the service is missing.
