@@ -207,13 +207,16 @@ export class Claims {
     let pairs = taken;
     const alts = this.alternates?.reserve(taken) ?? [];
     const claims = ClaimAlternates.requests(taken, alts);
+    let durable = () => {};
     try {
       const ride = this.deps.writes.claimWith(claims, this.now(), this.deps.instanceId);
       if (ride) specs = await ride;
       else if (pairs.length === 1 && !claims[0]!.alts) {
         const { job, agent } = pairs[0]!;
-        const spec = await jobs.claimSpec(job.id, agent.id, this.now(), this.deps.instanceId);
-        if (spec !== undefined) specs.set(job.id, spec);
+        // Its sync is held until the job has left (sync-gate.ts).
+        const held = await jobs.claimSpecHeld(job.id, agent.id, this.now(), this.deps.instanceId);
+        durable = held.durable;
+        if (held.value !== undefined) specs.set(job.id, held.value);
       } else specs = await jobs.claimMany(claims, this.now(), this.deps.instanceId);
       if (this.alternates) pairs = this.alternates.settle(taken, alts, specs);
     } catch (err) {
@@ -226,7 +229,14 @@ export class Claims {
         this.settleUncertainClaim(job, agent.id);
       }
     }
-    return this.sendWon(pairs, specs);
+    const sent = await this.sendWon(pairs, specs);
+    try {
+      durable();
+    } catch (err) {
+      // The disk refused the claim's sync: the store fails every write from now on (sync-gate.ts).
+      this.deps.log.error({ err: errorMessage(err) }, 'could not make a claim durable');
+    }
+    return sent;
   }
 
   /** Send each won claim to its agent; a lost one frees its agent again. True per pair when sent. */

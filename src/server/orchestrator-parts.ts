@@ -53,7 +53,7 @@ export async function assembleParts(d: {
   gatewayUrlFor: (scalerName: string) => string | undefined;
 }): Promise<OrchestratorParts> {
   const { opts, database, dataDir, clock, log } = d;
-  const store = createStore(database.db, database.engine);
+  const store = createStore(database.db, database.engine, database.syncGate);
   const instanceId = await resolveInstanceId(opts.instanceId, process.env.KICI_INSTANCE_ID, () =>
     loadInstanceId(dataDir),
   );

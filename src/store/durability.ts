@@ -1,5 +1,6 @@
 import { fdatasyncSync } from 'node:fs';
 import { UserError } from '../util/errors.js';
+import { SyncGate } from './sync-gate.js';
 
 /**
  * Whether the embedded database makes each commit reach stable storage before it returns.
@@ -43,7 +44,7 @@ export function startParamsFor(defaults: readonly string[], mode: DataSync): str
   ];
 }
 
-/** The part of the database's file layer the hook needs. */
+/** The part of the database's file layer the hooks need. */
 export interface NodeFileLayer {
   NODEFS: {
     stream_ops: Record<string, unknown>;
@@ -51,17 +52,31 @@ export interface NodeFileLayer {
   };
 }
 
+type Stream = { nfd?: number };
+
 /**
  * Give the database's on-disk file layer the sync it lacks: a sync of an open file becomes
  * fdatasync(2) of the real descriptor (enough for the log, whose segments are written at full
- * size, and for data files, whose size change it carries too). A failure reaches the database
- * as an I/O error, which it treats as fatal rather than carry on with data it cannot trust.
+ * size, and for data files, whose size change it carries too), through `gate`, which may hold it
+ * back for a moment (sync-gate.ts). A file is closed only once a sync held for it is done. A
+ * failure reaches the database as an I/O error, which it treats as fatal rather than carry on with
+ * data it cannot trust.
  */
-export function installFileSync(layer: NodeFileLayer, sync: (fd: number) => void = fdatasyncSync): void {
+export function installFileSync(
+  layer: NodeFileLayer,
+  gate: SyncGate = new SyncGate(fdatasyncSync),
+): SyncGate {
   const fsLayer = layer.NODEFS;
-  fsLayer.stream_ops.fsync = (stream: { nfd?: number }) => {
+  const ops = fsLayer.stream_ops;
+  ops.fsync = (stream: Stream) => {
     if (typeof stream.nfd !== 'number') return 0;
-    fsLayer.tryFSOperation(() => sync(stream.nfd as number));
+    fsLayer.tryFSOperation(() => gate.onSync(stream.nfd as number));
     return 0;
   };
+  const close = ops.close as (this: unknown, stream: Stream) => unknown;
+  ops.close = function (this: unknown, stream: Stream) {
+    if (typeof stream.nfd === 'number') fsLayer.tryFSOperation(() => gate.onClose(stream.nfd as number));
+    return close.call(this, stream);
+  };
+  return gate;
 }

@@ -9,6 +9,7 @@ import { SpawnsRepo } from './spawns-repo.js';
 import { TokensRepo } from './tokens-repo.js';
 import type { Database } from './schema.js';
 import type { StoreEngine } from './open.js';
+import { HeldSync, type SyncGate } from './sync-gate.js';
 
 /** How long the embedded store keeps a live access token between checks. */
 const KEEP_LIVE_TOKENS_MS = 10_000;
@@ -29,10 +30,15 @@ export interface Store {
  * `engine`: on the embedded store this process is the database's one writer, so live access tokens
  * can be kept between calls (AccessTokensRepo); on PostgreSQL each check reads the row.
  */
-export function createStore(db: Kysely<Database>, engine: StoreEngine = 'postgres'): Store {
+export function createStore(
+  db: Kysely<Database>,
+  engine: StoreEngine = 'postgres',
+  /** The embedded database's syncs (OpenedDatabase.syncGate): the job-start writes hold theirs. */
+  syncGate?: SyncGate,
+): Store {
   return {
     db,
-    jobs: new JobsRepo(db),
+    jobs: new JobsRepo(db, new HeldSync(db, syncGate)),
     logs: new LogsRepo(db),
     agents: new AgentsRepo(db),
     tokens: new TokensRepo(db),
@@ -47,4 +53,5 @@ export { openDatabase, type OpenedDatabase, type StoreEngine } from './open.js';
 export type * from './schema.js';
 export { JOB_STATES, TERMINAL_JOB_STATES } from './schema.js';
 export type { JobRow } from './jobs-repo.js';
+export type { HeldWrite } from './sync-gate.js';
 export { hashSecret } from './tokens-repo.js';

@@ -5,16 +5,32 @@ import { insertRetry, insertRun } from './jobs-insert.js';
 import { ACTIVE, OPEN, type JobRow, type NewJob } from './jobs-row.js';
 import { claimMany, claimSpec, finish, markRunning, requeue, type FinishFields } from './jobs-transitions.js';
 import type { Database, JobState } from './schema.js';
+import { HeldSync, type HeldWrite } from './sync-gate.js';
 
 // Other modules and tests import the row types from here, where they were first declared.
 export type { JobRow, NewJob } from './jobs-row.js';
 
 /** Every job state change is one conditional UPDATE: a job can move only from the state we expect. */
 export class JobsRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly held: HeldSync = new HeldSync(db),
+  ) {}
 
   insertRun(run: { id: string; name: string | null }, jobs: NewJob[], now: Date): Promise<JobRow[]> {
     return insertRun(this.db, run, jobs, now);
+  }
+
+  /**
+   * `insertRun` whose commit's sync is held until `durable()`: for a submit some of whose jobs are
+   * claimed in it, so that their assignments leave before the sync and the answer after it.
+   */
+  insertRunHeld(
+    run: { id: string; name: string | null },
+    jobs: NewJob[],
+    now: Date,
+  ): Promise<HeldWrite<JobRow[]>> {
+    return this.held.run((db) => insertRun(db, run, jobs, now));
   }
 
   /**
@@ -110,6 +126,11 @@ export class JobsRepo {
   /** Like `claim`, returning the job's full spec (steps, env) in the same statement. */
   claimSpec(jobId: string, agentId: string, now: Date, owner?: string): Promise<unknown> {
     return claimSpec(this.db, jobId, agentId, now, owner);
+  }
+
+  /** `claimSpec` whose commit's sync is held until `durable()`, so the job can leave before it. */
+  claimSpecHeld(jobId: string, agentId: string, now: Date, owner?: string): Promise<HeldWrite<unknown>> {
+    return this.held.run((db) => claimSpec(db, jobId, agentId, now, owner));
   }
 
   /**

@@ -1,3 +1,4 @@
+import { fdatasyncSync } from 'node:fs';
 import { defaultDataDir } from '../util/default-data-dir.js';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
@@ -14,6 +15,7 @@ import {
   type DataSync,
   type NodeFileLayer,
 } from './durability.js';
+import { SyncGate } from './sync-gate.js';
 
 export type StoreEngine = 'pglite' | 'postgres';
 
@@ -28,6 +30,8 @@ export interface OpenedDatabase {
    * transactions while the server keeps serving; absent on PostgreSQL (use pg_dump).
    */
   snapshot?: () => Promise<Uint8Array>;
+  /** The embedded database's syncs, when each commit is synced: some can be held back (sync-gate.ts). */
+  syncGate?: SyncGate | undefined;
 }
 
 export interface OpenDatabaseOptions {
@@ -64,10 +68,15 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   await prepareDataDir(dataDir);
   const sync = opts.dataSync ?? dataSyncFromEnv();
   let pglite: PGlite;
+  let gate: SyncGate | undefined;
   try {
     pglite = new PGlite(pgDir, { startParams: startParamsFor(PGlite.defaultStartParams, sync) });
     await pglite.waitReady;
-    if (sync === 'on') installFileSync(pglite.Module as unknown as NodeFileLayer, opts.fileSync);
+    if (sync === 'on')
+      gate = installFileSync(
+        pglite.Module as unknown as NodeFileLayer,
+        new SyncGate(opts.fileSync ?? fdatasyncSync),
+      );
   } catch (err) {
     // PGlite's own message ("failed to initialize properly") names neither the path nor the cause.
     throw new UserError(
@@ -77,7 +86,7 @@ export async function openDatabase(opts: OpenDatabaseOptions): Promise<OpenedDat
   }
   const opened = await openPGlite(pglite, pgDir);
   await tightenModes(dataDir);
-  return opened;
+  return { ...opened, syncGate: gate };
 }
 
 /**

@@ -6,10 +6,11 @@
  */
 import { fdatasyncSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type OpenedDatabase } from '../../src/store/open.js';
 import { freshDataDir, memoryDatabase } from '../helpers/data-dir.js';
-import { failing, recording, SESSION_INSERT } from '../helpers/statement-fault.js';
+import { failing, recording, SESSION_INSERT, SPAWN_ROW } from '../helpers/statement-fault.js';
 import { AgentUserPool } from '../../src/scaler/backends/bare-metal/users.js';
 import {
   AGENT_BIN,
@@ -86,8 +87,9 @@ describe("a scaled agent's registration writes", () => {
     expect(stamp).toBeGreaterThan(claim);
   });
 
-  it("lets the bound job's synced claim carry the session's commit to disk", async () => {
-    // On disk with each commit synced, every sync recorded among the statements and their answers.
+  it("lets the bound job's claim, synced once the job has left, carry the session's commit to disk", async () => {
+    // On disk with each commit synced, every sync recorded among the statements and their answers,
+    // and the server's log line for the job sent to the agent (written as it is sent).
     dir = await freshDataDir();
     const events: string[] = [];
     const fileSync = (fd: number) => {
@@ -96,25 +98,33 @@ describe("a scaled agent's registration writes", () => {
     };
     opened = await openDatabase({ dataDir: dir, dataSync: 'on', fileSync });
     const { database } = recording(opened, events);
-    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), database });
+    const logger = pino(
+      { level: 'info' },
+      { write: (line: string) => void (line.includes('"msg":"job dispatched"') && events.push('SENT')) },
+    );
+    t = await startTestOrchestrator({ config: bareMetalConfig({ maxAgents: 1 }), database, logger });
     const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
     });
     expect((await t.waitForJob(body.jobs[0]!.id)).state).toBe('succeeded');
-    const at = (re: RegExp, from = 0) => events.findIndex((e, i) => i >= from && re.test(e));
+    const at = (re: RegExp | string, from = 0) =>
+      events.findIndex((e, i) => i >= from && (typeof re === 'string' ? e === re : re.test(e)));
     const session = at(SESSION_INSERT);
     const sessionDone = at(/^done: insert into "?agent_sessions"?/, session);
     const claim = at(CLAIM, session);
     const claimDone = at(/^done: update "jobs" set "state" = \$1, "agent_id"/, claim);
-    for (const [what, i] of Object.entries({ session, sessionDone, claim, claimDone }))
+    const sent = at('SENT', claimDone);
+    const synced = at('SYNC', claimDone);
+    for (const [what, i] of Object.entries({ session, sessionDone, claim, claimDone, sent, synced }))
       expect(i, `${what} not seen`).toBeGreaterThanOrEqual(0);
-    // The session's commit returns without a sync of its own. The claim's comes back only once the
-    // log up to it, the session's commit included, is on disk: before the job is sent.
-    expect(events.slice(session, sessionDone).filter((e) => e === 'SYNC')).toEqual([]);
-    expect(events.slice(claim, claimDone)).toContain('SYNC');
-    // Every other commit on the way keeps its own sync: the submit's, before its answer.
+    // Neither the session's commit nor the claim's syncs on its own. The job leaves, and then the
+    // log up to the claim, the session's commit included, is synced (src/store/sync-gate.ts).
+    expect(events.slice(session, claimDone).filter((e) => e === 'SYNC')).toEqual([]);
+    expect(synced).toBeGreaterThan(sent);
+    // Every other commit on the way keeps its own sync: the submit's (no agent took it at once),
+    // before the spawn's record is written.
     const submit = at(/^insert into jobs /);
-    expect(events.slice(submit, at(/^done: insert into jobs /, submit))).toContain('SYNC');
+    expect(events.slice(submit, at(SPAWN_ROW, submit))).toContain('SYNC');
   });
 
   it("still stamps the spawn row when the session's write fails and the agent registers again", async () => {

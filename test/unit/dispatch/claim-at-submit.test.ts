@@ -69,7 +69,7 @@ describe('dispatcher: idle agents take new jobs in the submit’s commit', () =>
 
   it('a failed insert leaves the agent idle and stores nothing', async () => {
     const jobs = Object.create(fresh.store.jobs) as Store['jobs'];
-    jobs.insertRun = () => Promise.reject(new Error('Connection terminated unexpectedly'));
+    jobs.insertRunHeld = () => Promise.reject(new Error('Connection terminated unexpectedly'));
     const d = setup({ ...fresh.store, jobs });
     const a = connect(d, 'idle-3');
     await expect(d.submit(spec(1))).rejects.toThrow(/terminated/);
@@ -83,10 +83,10 @@ describe('dispatcher: idle agents take new jobs in the submit’s commit', () =>
     const jobs = Object.create(fresh.store.jobs) as Store['jobs'];
     const d = setup({ ...fresh.store, jobs });
     const a = connect(d, 'leaves-1');
-    jobs.insertRun = async (...args) => {
-      const rows = await fresh.store.jobs.insertRun(...args);
+    jobs.insertRunHeld = async (...args) => {
+      const held = await fresh.store.jobs.insertRunHeld(...args);
       d.registry.remove(a.agent.id, a.agent); // its socket closed meanwhile
-      return rows;
+      return held;
     };
     const { jobs: ids } = await d.submit(spec(1));
     const id = ids[0]!.id;

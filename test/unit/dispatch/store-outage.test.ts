@@ -38,15 +38,18 @@ describe('dispatcher: store answers lost around a commit', () => {
   it('a claim that committed but whose answer was lost is undone, and the job runs once on a later pass', async () => {
     const d = setup();
     const jobs = fresh.store.jobs;
-    const real = jobs.claimSpec.bind(jobs);
+    const real = jobs.claimSpecHeld.bind(jobs);
     let failures = 1;
-    jobs.claimSpec = async (...args) => {
+    jobs.claimSpecHeld = async (...args) => {
       const r = await real(...args);
-      if (failures-- > 0) throw broken(); // committed, answer lost
+      if (failures-- > 0) {
+        r.durable();
+        throw broken(); // committed, answer lost
+      }
       return r;
     };
     stops.push(async () => {
-      jobs.claimSpec = real;
+      jobs.claimSpecHeld = real;
     });
     const a = connect(d, 'outage-a');
     const { jobs: ids } = await d.submit(spec);
@@ -63,13 +66,13 @@ describe('dispatcher: store answers lost around a commit', () => {
   it('a claim that never reached the store leaves the job queued and it is assigned once the store is back', async () => {
     const d = setup();
     const jobs = fresh.store.jobs;
-    const real = jobs.claimSpec.bind(jobs);
+    const real = jobs.claimSpecHeld.bind(jobs);
     let down = true;
-    jobs.claimSpec = (...args) => (down ? Promise.reject(broken()) : real(...args));
+    jobs.claimSpecHeld = (...args) => (down ? Promise.reject(broken()) : real(...args));
     const realRequeue = jobs.requeue.bind(jobs);
     jobs.requeue = (...args) => (down ? Promise.reject(broken()) : realRequeue(...args));
     stops.push(async () => {
-      jobs.claimSpec = real;
+      jobs.claimSpecHeld = real;
       jobs.requeue = realRequeue;
     });
     const a = connect(d, 'outage-b');
