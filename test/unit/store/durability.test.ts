@@ -43,22 +43,26 @@ describe('KICI_DATA_SYNC', () => {
   });
 });
 
+/** An embedded database of its own with sync on, each sync's file path recorded. */
+async function syncedDatabase() {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-durability-'));
+  dirs.push(dir);
+  const pg = new PGlite(join(dir, 'pg'), { startParams: startParamsFor(PGlite.defaultStartParams, 'on') });
+  await pg.waitReady;
+  const synced: string[] = [];
+  const gate = installFileSync(
+    pg.Module as unknown as NodeFileLayer,
+    new SyncGate((fd) => {
+      fdatasyncSync(fd);
+      synced.push(readlinkSync(`/proc/self/fd/${fd}`));
+    }),
+  );
+  return { pg, synced, gate };
+}
+
 describe('the embedded database with sync on', () => {
   it('syncs the write-ahead log before a commit returns', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-durability-'));
-    dirs.push(dir);
-    const pg = new PGlite(join(dir, 'pg'), {
-      startParams: startParamsFor(PGlite.defaultStartParams, 'on'),
-    });
-    await pg.waitReady;
-    const synced: string[] = [];
-    installFileSync(
-      pg.Module as unknown as NodeFileLayer,
-      new SyncGate((fd) => {
-        fdatasyncSync(fd);
-        synced.push(readlinkSync(`/proc/self/fd/${fd}`));
-      }),
-    );
+    const { pg, synced } = await syncedDatabase();
     await pg.exec('create table t (x int)');
     for (let i = 0; i < 5; i++) {
       const before = synced.length;
@@ -70,20 +74,7 @@ describe('the embedded database with sync on', () => {
   });
 
   it("holds a commit's sync while asked, then syncs the log at the flush", async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'kici-durability-'));
-    dirs.push(dir);
-    const pg = new PGlite(join(dir, 'pg'), {
-      startParams: startParamsFor(PGlite.defaultStartParams, 'on'),
-    });
-    await pg.waitReady;
-    const synced: string[] = [];
-    const gate = installFileSync(
-      pg.Module as unknown as NodeFileLayer,
-      new SyncGate((fd) => {
-        fdatasyncSync(fd);
-        synced.push(readlinkSync(`/proc/self/fd/${fd}`));
-      }),
-    );
+    const { pg, synced, gate } = await syncedDatabase();
     await pg.exec('create table t (x int)');
     const before = synced.length;
     await gate.holdDuring(() => pg.query('insert into t values (1)'));
