@@ -207,7 +207,7 @@ export class Claims {
     let pairs = taken;
     const alts = this.alternates?.reserve(taken) ?? [];
     const claims = ClaimAlternates.requests(taken, alts);
-    let durable = () => {};
+    let durable = () => Promise.resolve();
     try {
       const ride = this.deps.writes.claimWith(claims, this.now(), this.deps.instanceId);
       if (ride) specs = await ride;
@@ -230,12 +230,10 @@ export class Claims {
       }
     }
     const sent = await this.sendWon(pairs, specs);
-    try {
-      durable();
-    } catch (err) {
-      // The disk refused the claim's sync: the store fails every write from now on (sync-gate.ts).
-      this.deps.log.error({ err: errorMessage(err) }, 'could not make a claim durable');
-    }
+    // The disk refused the claim's sync: the store fails every write from now on (sync-gate.ts).
+    durable().catch((err: unknown) =>
+      this.deps.log.error({ err: errorMessage(err) }, 'could not make a claim durable'),
+    );
     return sent;
   }
 

@@ -74,18 +74,16 @@ export class RunSubmit {
     const claimOf = new Map(taken.map((t) => [t.job.id, t.agent.id]));
     const owner = this.deps.instanceId;
     let rows: JobRow[];
-    let durable = () => {};
+    let durable: () => Promise<void>;
     try {
       const toInsert = jobs.map((j) => {
         const agentId = claimOf.get(j.id);
         return agentId ? { ...j, claim: { agentId, owner } } : j;
       });
       const run = { id: runId, name: spec.name ?? null };
-      // With jobs claimed in it, the commit's sync waits until they have left, and the answer
-      // until it is done (sync-gate.ts).
-      if (taken.length)
-        ({ value: rows, durable } = await this.deps.store.jobs.insertRunHeld(run, toInsert, now));
-      else rows = await this.deps.store.jobs.insertRun(run, toInsert, now);
+      // The commit's sync waits until the jobs taken at once have left and a pass has been asked
+      // for the others (a cold start's spawn among them); the answer waits for it (sync-gate.ts).
+      ({ value: rows, durable } = await this.deps.store.jobs.insertRunHeld(run, toInsert, now));
     } catch (err) {
       this.deps.claims.untake(taken);
       throw err;
@@ -101,9 +99,9 @@ export class RunSubmit {
     this.deps.queue.addMany(toQueue);
     for (const t of taken) t.job.seq = seqOf.get(t.job.id) ?? t.job.seq;
     if (taken.length) await this.deps.claims.sendNew(taken, specs);
-    durable();
     this.deps.log.info({ runId, jobs: rows.length, dispatchedAtOnce: taken.length }, 'run submitted');
     if (rows.length > taken.length) this.deps.pump();
+    await durable();
     return { runId, jobs: rows.map((r) => ({ id: r.id, name: r.name })) };
   }
 }

@@ -131,7 +131,17 @@ export async function provisionAgent(
       ttlMs: tokenTtlMs(host.opts),
       now: new Date(now),
     });
-    await host.opts.store.spawns.insertSpawnAndToken(record, reservation, minted.row);
+    const held = await host.opts.store.spawns.insertSpawnAndToken(record, reservation, minted.row);
+    // Compute on this host whose backend finds it again without its record (a power loss would end
+    // both) is launched while the record's sync runs; anything else waits until it is on disk.
+    const { localCompute, cleansOrphans } = backend.capabilities;
+    if (localCompute && cleansOrphans)
+      held
+        .durable()
+        .catch((err: unknown) =>
+          host.log.error({ err: errorMessage(err), agentId }, 'could not make a spawn record durable'),
+        );
+    else await held.durable();
     token = minted.token;
   } catch (err) {
     host.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');

@@ -36,13 +36,14 @@ export function createStore(
   /** The embedded database's syncs (OpenedDatabase.syncGate): the job-start writes hold theirs. */
   syncGate?: SyncGate,
 ): Store {
+  const held = new HeldSync(db, syncGate);
   return {
     db,
-    jobs: new JobsRepo(db, new HeldSync(db, syncGate)),
+    jobs: new JobsRepo(db, held),
     logs: new LogsRepo(db),
     agents: new AgentsRepo(db),
     tokens: new TokensRepo(db),
-    spawns: new SpawnsRepo(db),
+    spawns: new SpawnsRepo(db, held),
     sessions: new SessionsRepo(db),
     accessTokens: new AccessTokensRepo(db, { keepLiveMs: engine === 'pglite' ? KEEP_LIVE_TOKENS_MS : 0 }),
     audit: new AuditRepo(db),

@@ -5,6 +5,7 @@ import type {
   ScalerSpawnTimesTable,
 } from './scaler-tables.js';
 import type { AgentTokensTable, Database } from './schema.js';
+import { HeldSync, type HeldWrite } from './sync-gate.js';
 
 export type SpawnRow = Selectable<ScalerSpawningAgentsTable>;
 export type ReservationRow = Selectable<ScalerReservationsTable>;
@@ -35,7 +36,10 @@ export interface SpawnRecord {
  * and to rebuild its cap usage. Usage is always derived from reservation rows, never stored.
  */
 export class SpawnsRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly held: HeldSync = new HeldSync(db),
+  ) {}
 
   async insertSpawn(r: SpawnRecord, reservation: { cpus: number; memBytes: number }): Promise<void> {
     await insertSpawnRows(this.db, r, reservation);
@@ -44,20 +48,15 @@ export class SpawnsRepo {
   /**
    * The spawn record and the agent's token, in one statement: one commit and one call into the
    * store on the way to a cold agent's start, and never a token without the record that lets a
-   * restarted orchestrator find and reap its agent.
+   * restarted orchestrator find and reap its agent. The commit's sync is held until `durable()`
+   * (sync-gate.ts), which runs it off the main thread: the caller decides whether the launch waits.
    */
-  async insertSpawnAndToken(
+  insertSpawnAndToken(
     r: SpawnRecord,
     reservation: { cpus: number; memBytes: number },
     token: Insertable<AgentTokensTable>,
-  ): Promise<void> {
-    await withSpawnRow(this.db, r)
-      .with('reserved', (db) =>
-        db.insertInto('scaler_reservations').values(reservationValues(r, reservation)),
-      )
-      .insertInto('agent_tokens')
-      .values(token)
-      .execute();
+  ): Promise<HeldWrite<void>> {
+    return this.held.run((db) => spawnAndToken(db, r, reservation, token));
   }
 
   async setBackendRef(agentId: string, ref: string): Promise<void> {
@@ -193,5 +192,19 @@ export async function insertSpawnRows(
   await withSpawnRow(db, r)
     .insertInto('scaler_reservations')
     .values(reservationValues(r, reservation))
+    .execute();
+}
+
+/** The spawn record and the agent's token, in one statement. */
+async function spawnAndToken(
+  db: Kysely<Database>,
+  r: SpawnRecord,
+  reservation: { cpus: number; memBytes: number },
+  token: Insertable<AgentTokensTable>,
+): Promise<void> {
+  await withSpawnRow(db, r)
+    .with('reserved', (db) => db.insertInto('scaler_reservations').values(reservationValues(r, reservation)))
+    .insertInto('agent_tokens')
+    .values(token)
     .execute();
 }

@@ -10,7 +10,7 @@ import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type OpenedDatabase } from '../../src/store/open.js';
 import { freshDataDir, memoryDatabase } from '../helpers/data-dir.js';
-import { failing, recording, SESSION_INSERT, SPAWN_ROW } from '../helpers/statement-fault.js';
+import { failing, recording, SESSION_INSERT } from '../helpers/statement-fault.js';
 import { AgentUserPool } from '../../src/scaler/backends/bare-metal/users.js';
 import {
   AGENT_BIN,
@@ -106,6 +106,7 @@ describe("a scaled agent's registration writes", () => {
     const { body } = await t.api<{ jobs: { id: string }[] }>('POST', '/api/v1/runs', {
       jobs: { one: { runsOn: ['linux', 'small'], steps: [{ run: 'true' }] } },
     });
+    events.push('ANSWERED');
     expect((await t.waitForJob(body.jobs[0]!.id)).state).toBe('succeeded');
     const at = (re: RegExp | string, from = 0) =>
       events.findIndex((e, i) => i >= from && (typeof re === 'string' ? e === re : re.test(e)));
@@ -121,10 +122,9 @@ describe("a scaled agent's registration writes", () => {
     // log up to the claim, the session's commit included, is synced (src/store/sync-gate.ts).
     expect(events.slice(session, claimDone).filter((e) => e === 'SYNC')).toEqual([]);
     expect(synced).toBeGreaterThan(sent);
-    // Every other commit on the way keeps its own sync: the submit's (no agent took it at once),
-    // before the spawn's record is written.
+    // The submit's commit is on disk before its answer.
     const submit = at(/^insert into jobs /);
-    expect(events.slice(submit, at(SPAWN_ROW, submit))).toContain('SYNC');
+    expect(events.slice(submit, at('ANSWERED', submit))).toContain('SYNC');
   });
 
   it("still stamps the spawn row when the session's write fails and the agent registers again", async () => {

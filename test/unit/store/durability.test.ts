@@ -50,12 +50,13 @@ async function syncedDatabase() {
   const pg = new PGlite(join(dir, 'pg'), { startParams: startParamsFor(PGlite.defaultStartParams, 'on') });
   await pg.waitReady;
   const synced: string[] = [];
+  const record = (fd: number) => {
+    fdatasyncSync(fd);
+    synced.push(readlinkSync(`/proc/self/fd/${fd}`));
+  };
   const gate = installFileSync(
     pg.Module as unknown as NodeFileLayer,
-    new SyncGate((fd) => {
-      fdatasyncSync(fd);
-      synced.push(readlinkSync(`/proc/self/fd/${fd}`));
-    }),
+    new SyncGate(record, async (fd) => record(fd)),
   );
   return { pg, synced, gate };
 }
@@ -80,7 +81,7 @@ describe('the embedded database with sync on', () => {
     await gate.holdDuring(() => pg.query('insert into t values (1)'));
     expect(synced.slice(before)).toEqual([]);
     expect(gate.pending).toBeGreaterThan(0);
-    gate.flush();
+    await gate.flush();
     expect(synced.slice(before).some((p) => p.includes('/pg_wal/'))).toBe(true);
     expect(gate.pending).toBe(0);
     await pg.close();
