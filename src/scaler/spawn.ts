@@ -142,6 +142,7 @@ export async function provisionAgent(
           host.log.error({ err: errorMessage(err), agentId }, 'could not make a spawn record durable'),
         );
     else await held.durable();
+    host.opts.store.tokens.stored(minted.row, new Date(now));
     token = minted.token;
   } catch (err) {
     host.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');

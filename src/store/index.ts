@@ -42,7 +42,7 @@ export function createStore(
     jobs: new JobsRepo(db, held),
     logs: new LogsRepo(db),
     agents: new AgentsRepo(db),
-    tokens: new TokensRepo(db),
+    tokens: new TokensRepo(db, { keepUnused: engine === 'pglite' }),
     spawns: new SpawnsRepo(db, held),
     sessions: new SessionsRepo(db),
     accessTokens: new AccessTokensRepo(db, { keepLiveMs: engine === 'pglite' ? KEEP_LIVE_TOKENS_MS : 0 }),

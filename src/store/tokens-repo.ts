@@ -2,6 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Insertable, Kysely, Selectable } from 'kysely';
 import type { AgentTokensTable, Database } from './schema.js';
 import type { SessionRecord } from './sessions-repo.js';
+import { UnusedTokens } from './unused-tokens.js';
 
 export type TokenKind = 'static' | 'ephemeral';
 
@@ -100,7 +101,20 @@ function judge(row: Selectable<AgentTokensTable> | undefined, now: Date): TokenC
  * A token is bound to one agent id and its full label set, and may expire.
  */
 export class TokensRepo {
-  constructor(private readonly db: Kysely<Database>) {}
+  private readonly unused: UnusedTokens;
+
+  /** `keepUnused`: this process is the store's one writer (the embedded database; see unused-tokens.ts). */
+  constructor(
+    private readonly db: Kysely<Database>,
+    opts: { keepUnused?: boolean } = {},
+  ) {
+    this.unused = new UnusedTokens(opts.keepUnused ?? false);
+  }
+
+  /** A token stored by a caller that writes the row with others (a spawn's): its first check needs no read. */
+  stored(row: Insertable<AgentTokensTable>, now: Date): void {
+    this.unused.keep(row, now);
+  }
 
   /** The stored row (with the token's hash) stays here: callers get the token and its facts only. */
   async mint(spec: TokenSpec): Promise<Omit<MintedToken, 'row'>> {
@@ -126,6 +140,9 @@ export class TokensRepo {
     token: string,
     now: Date,
   ): Promise<{ check: TokenCheck; session: SessionRecord | undefined }> {
+    // A kept token was never checked, so no session can have been opened with it.
+    const kept = this.unused.take(hashSecret(token));
+    if (kept) return { check: judge(kept, now), session: undefined };
     const row = await this.db
       .selectFrom('agent_tokens as t')
       .leftJoin('agent_sessions as s', 's.agent_id', 't.agent_id')
@@ -149,6 +166,7 @@ export class TokensRepo {
    */
   async prolong(agentIds: readonly string[], until: Date): Promise<number> {
     if (!agentIds.length) return 0;
+    this.unused.drop({ agentIds });
     const res = await this.db
       .updateTable('agent_tokens')
       .set({ expires_at: until })
@@ -183,6 +201,7 @@ export class TokensRepo {
 
   /** Revoke one token by id. Undefined when no such agent token exists; revoking twice keeps the first time. */
   async revoke(id: string, now: Date): Promise<TokenInfo | undefined> {
+    this.unused.drop({ ids: [id] });
     await this.db
       .updateTable('agent_tokens')
       .set({ revoked_at: now })
@@ -258,6 +277,7 @@ export class TokensRepo {
   }
 
   async revokeForAgent(agentId: string, now: Date): Promise<void> {
+    this.unused.drop({ agentIds: [agentId] });
     await this.db
       .updateTable('agent_tokens')
       .set({ revoked_at: now })
