@@ -43,7 +43,7 @@ describe('dispatcher: store answers lost around a commit', () => {
     jobs.claimSpecHeld = async (...args) => {
       const r = await real(...args);
       if (failures-- > 0) {
-        r.durable();
+        await r.durable();
         throw broken(); // committed, answer lost
       }
       return r;
