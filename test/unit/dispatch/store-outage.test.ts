@@ -70,7 +70,11 @@ describe('dispatcher: store answers lost around a commit', () => {
     let down = true;
     jobs.claimSpecHeld = (...args) => (down ? Promise.reject(broken()) : real(...args));
     const realRequeue = jobs.requeue.bind(jobs);
-    jobs.requeue = (...args) => (down ? Promise.reject(broken()) : realRequeue(...args));
+    let requeueTries = 0;
+    jobs.requeue = (...args) => {
+      requeueTries++;
+      return down ? Promise.reject(broken()) : realRequeue(...args);
+    };
     stops.push(async () => {
       jobs.claimSpecHeld = real;
       jobs.requeue = realRequeue;
@@ -78,7 +82,8 @@ describe('dispatcher: store answers lost around a commit', () => {
     const a = connect(d, 'outage-b');
     const { jobs: ids } = await d.submit(spec);
     await d.requestPump();
-    await new Promise((r) => setTimeout(r, 600));
+    // The undo has failed and been retried at least once.
+    await eventually(() => requeueTries >= 2, 10_000, 'the undo retried');
     // Neither queued in memory nor active while its fate is unknown: no second agent could take it.
     expect(d.queue.get(ids[0]!.id)).toBeUndefined();
     expect(d.active.has(ids[0]!.id)).toBe(false);
