@@ -22,8 +22,8 @@ export class JobsRepo {
   }
 
   /**
-   * `insertRun` whose commit's sync is held until `durable()`: for a submit some of whose jobs are
-   * claimed in it, so that their assignments leave before the sync and the answer after it.
+   * `insertRun` whose commit's sync is held until `durable()`: a submit's, so that the jobs claimed
+   * in it leave, and a pass is asked for the others, before the sync; the answer comes after it.
    */
   insertRunHeld(
     run: { id: string; name: string | null },

@@ -46,8 +46,4 @@ export class UnusedTokens {
     for (const [hash, r] of this.byHash)
       if (match.ids?.includes(r.id) || match.agentIds?.includes(r.agent_id)) this.byHash.delete(hash);
   }
-
-  get size(): number {
-    return this.byHash.size;
-  }
 }
