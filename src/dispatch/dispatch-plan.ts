@@ -65,44 +65,46 @@ class IdsOf implements IterableIterator<string> {
 const PLAN_VIEW = {};
 
 function viewOf(g: QueueGroup): DispatchGroup {
-  return g.remember(PLAN_VIEW, () => {
-    const spec = g.first.spec; // shared by every job of the group (it is part of the group key)
-    const exclude = spec.excludeLabels ? canonicalizeLabels(spec.excludeLabels) : undefined;
-    // The routing of the group's label combination, worked out once per routing table (a reload
-    // builds a new table, and with it new resource defaults), not once per pass.
-    let routedIn: readonly RoutableLabelSet[] | undefined;
-    let routed: Routed = { match: undefined };
-    return {
-      key: g.key,
-      source: g,
-      labels: g.labels,
-      role: spec.role,
-      exclude,
-      image: spec.container?.image,
-      get size() {
-        return g.size;
-      },
-      get sample() {
-        return g.first;
-      },
-      jobIds: () => new IdsOf(g.jobs()[Symbol.iterator]()),
-      jobs: g.jobs,
-      routed(table, scaler) {
-        if (routedIn !== table) {
-          const match = findLabelSet(
-            { labels: g.labels, role: spec.role, exclude, image: spec.container?.image },
-            table,
-          );
-          routed = {
-            match,
-            requests: match && scaler?.resourcesFor(match, toScaleJob(g.first)).requests,
-          };
-          routedIn = table;
-        }
-        return routed;
-      },
-    };
-  });
+  return g.remember(PLAN_VIEW, makeView);
+}
+
+function makeView(g: QueueGroup): DispatchGroup {
+  const spec = g.first.spec; // shared by every job of the group (it is part of the group key)
+  const exclude = spec.excludeLabels ? canonicalizeLabels(spec.excludeLabels) : undefined;
+  // The routing of the group's label combination, worked out once per routing table (a reload
+  // builds a new table, and with it new resource defaults), not once per pass.
+  let routedIn: readonly RoutableLabelSet[] | undefined;
+  let routed: Routed = { match: undefined };
+  return {
+    key: g.key,
+    source: g,
+    labels: g.labels,
+    role: spec.role,
+    exclude,
+    image: spec.container?.image,
+    get size() {
+      return g.size;
+    },
+    get sample() {
+      return g.first;
+    },
+    jobIds: () => new IdsOf(g.jobs()[Symbol.iterator]()),
+    jobs: g.jobs,
+    routed(table, scaler) {
+      if (routedIn !== table) {
+        const match = findLabelSet(
+          { labels: g.labels, role: spec.role, exclude, image: spec.container?.image },
+          table,
+        );
+        routed = {
+          match,
+          requests: match && scaler?.resourcesFor(match, toScaleJob(g.first)).requests,
+        };
+        routedIn = table;
+      }
+      return routed;
+    },
+  };
 }
 
 /**

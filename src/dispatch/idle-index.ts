@@ -95,7 +95,17 @@ export class IdleIndex<ConnectedAgent extends IndexedAgent> {
   free(isFree: (a: ConnectedAgent) => boolean): FreeAgents<ConnectedAgent> {
     const taken = new Set<ConnectedAgent>();
     const open = (a: ConnectedAgent) => isFree(a) && !taken.has(a);
+    // Counted once, on the first ask, then kept by the picks: a pass asks once per group.
+    let left: number | undefined;
     return {
+      none: () => {
+        if (left === undefined) {
+          left = 0;
+          for (const b of this.shapes.values()) for (const a of b.agents.keys()) if (open(a)) left++;
+          for (const a of this.scaled.keys()) if (open(a)) left++;
+        }
+        return left === 0;
+      },
       matching: (fits) => {
         // One walker per shape that fits; each walker only moves forward (taken agents stay taken).
         const walkers: {
@@ -128,7 +138,10 @@ export class IdleIndex<ConnectedAgent extends IndexedAgent> {
                 best = a;
                 break;
               }
-          if (best !== undefined) taken.add(best);
+          if (best !== undefined) {
+            taken.add(best);
+            if (left !== undefined) left--;
+          }
           return best;
         };
       },

@@ -43,11 +43,11 @@ export interface QueueGroup {
   /** Its jobs in dispatch order. */
   jobs: () => Iterable<QueuedJob>;
   /**
-   * A value kept with the group until it empties: `compute()` the first time `slot` is asked for,
-   * the stored value after. For facts that depend only on what makes the group (its labels and
+   * A value kept with the group until it empties: `compute(group)` the first time `slot` is asked
+   * for, the stored value after (a function that needs nothing else need not be a new closure per ask). For facts that depend only on what makes the group (its labels and
    * routing spec), so a planner works them out once per group instead of once per pass.
    */
-  remember<T>(slot: object, compute: () => T): T;
+  remember<T>(slot: object, compute: (group: QueueGroup) => T): T;
 }
 
 export function newGroup(
@@ -77,10 +77,10 @@ export function newGroup(
         return ordered(g).next().value as QueuedJob;
       },
       jobs: () => ordered(g),
-      remember<T>(slot: object, compute: () => T): T {
+      remember<T>(slot: object, compute: (group: QueueGroup) => T): T {
         const memo = (g.memo ??= new Map());
         if (memo.has(slot)) return memo.get(slot) as T;
-        const v = compute();
+        const v = compute(g.view);
         memo.set(slot, v);
         return v;
       },

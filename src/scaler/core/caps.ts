@@ -17,7 +17,9 @@ export interface Reservation {
 export type CapBlocker =
   'global-count' | 'scaler-count' | 'scaler-cpu' | 'scaler-memory' | 'global-cpu' | 'global-memory';
 
-export type CapCheck = { ok: true } | { ok: false; blocker: CapBlocker; reason: string };
+/** Read-only: a refusal may be handed to several callers. */
+export type CapCheck =
+  { readonly ok: true } | { readonly ok: false; readonly blocker: CapBlocker; readonly reason: string };
 
 /**
  * Count and resource caps over reservations. Pure and synchronous: a reservation is taken and
@@ -29,6 +31,8 @@ export class CapBook {
   private readonly byAgent = new Map<string, Reservation>();
   private readonly perScaler = new Map<string, { count: number; cpus: number; memBytes: number }>();
   private global = { cpus: 0, memBytes: 0 };
+  /** The last global-count refusal, handed out again while the count and the cap are the same. */
+  private globalFull: { count: number; max: number; check: CapCheck } | undefined;
 
   constructor(private limits: CapLimits) {}
 
@@ -47,11 +51,17 @@ export class CapBook {
     const l = this.limits;
     const globalCount = Math.max(live.global, this.byAgent.size);
     if (globalCount >= l.globalMaxAgents) {
-      return {
+      // Once the global count is full, every group a pass looks at gets this same answer: one
+      // object per count, not one per group.
+      const last = this.globalFull;
+      if (last?.count === globalCount && last.max === l.globalMaxAgents) return last.check;
+      const check: CapCheck = {
         ok: false,
         blocker: 'global-count',
         reason: `globalMaxAgents reached (${globalCount}/${l.globalMaxAgents})`,
       };
+      this.globalFull = { count: globalCount, max: l.globalMaxAgents, check };
+      return check;
     }
     const s = l.scalers.get(scalerName);
     if (!s) return { ok: false, blocker: 'scaler-count', reason: `scaler "${scalerName}" is not configured` };

@@ -82,40 +82,48 @@ const SKIP_DRAINING = 'orchestrator is draining';
 /** The dispatcher recognises this reason: another pass already provisions the job. */
 export const PROVISION_IN_FLIGHT = 'provision-in-flight';
 
+/** The trace of a quiet decision: one shared, frozen empty list (nothing reads or extends it). */
+const NO_TRACE: string[] = Object.freeze([]) as unknown as string[];
+
+function verdict(
+  trace: string[] | undefined,
+  action: DecisionAction,
+  reason: string,
+  match?: RoutableLabelSet,
+  requests?: ResourceAmount,
+  retryAfterMs?: number,
+): Decision {
+  return { action, reason, trace: trace ?? NO_TRACE, match, requests, retryAfterMs };
+}
+
 export function decide(job: DecideJob, s: DecideState): Decision {
   // `trace?.push(…)` does not even build the line when quiet.
   const trace: string[] | undefined = s.quiet ? undefined : [];
-  const stop = (
-    action: DecisionAction,
-    reason: string,
-    match?: RoutableLabelSet,
-    requests?: ResourceAmount,
-    retryAfterMs?: number,
-  ): Decision => ({ action, reason, trace: trace ?? [], match, requests, retryAfterMs });
   if (s.draining) {
     trace?.push(`draining: ${SKIP_DRAINING}`);
-    return stop('skip', SKIP_DRAINING);
+    return verdict(trace, 'skip', SKIP_DRAINING);
   }
   if (job.id !== undefined && s.isProvisioning(job.id)) {
     trace?.push('in flight: an agent is already being provisioned for this job');
-    return stop('skip', PROVISION_IN_FLIGHT);
+    return verdict(trace, 'skip', PROVISION_IN_FLIGHT);
   }
 
-  const query: RouteQuery = { labels: job.labels, role: job.role, exclude: job.exclude, image: job.image };
+  // The job is its own route query (labels, role, exclusions, image): nothing to copy per decision.
+  const query: RouteQuery = job;
   const match = s.route ? s.route(query) : findLabelSet(query, s.table);
   const unmatched = traceRouting(query, match, s.table, trace);
-  if (!match) return stop('no-backend', unmatched!);
+  if (!match) return verdict(trace, 'no-backend', unmatched!);
   if (!s.hasBackend(match.scalerName)) {
     const reason = `scaler "${match.scalerName}" has no running backend`;
     trace?.push(`backend: ${reason}`);
-    return stop('no-backend', reason, match);
+    return verdict(trace, 'no-backend', reason, match);
   }
 
   const key = backoffKeyOf(match);
   const held = s.backoff(key, s.now);
   if (held.blocked) {
     trace?.push(`backoff: ${held.reason}`);
-    return stop('backoff', held.reason, match, undefined, held.retryAfterMs);
+    return verdict(trace, 'backoff', held.reason, match, undefined, held.retryAfterMs);
   }
   const streak = trace && s.streak?.(key);
   trace?.push(
@@ -131,7 +139,7 @@ export function decide(job: DecideJob, s: DecideState): Decision {
   const cap = s.caps.check(match.scalerName, requests, s.live(match.scalerName));
   if (!cap.ok) {
     trace?.push(`caps: blocked by ${cap.blocker}: ${cap.reason}`);
-    return stop('at-capacity', cap.reason, match, requests);
+    return verdict(trace, 'at-capacity', cap.reason, match, requests);
   }
   trace?.push('caps: room for one more agent (scaler and global counts and resources)');
 
@@ -143,12 +151,12 @@ export function decide(job: DecideJob, s: DecideState): Decision {
     } else if ('error' in view) {
       const reason = `machine pool "${poolName}": ledger unavailable: ${view.error}`;
       trace?.push(reason);
-      return stop('at-capacity', reason, match, requests);
+      return verdict(trace, 'at-capacity', reason, match, requests);
     } else {
       const fit = poolFit(poolName, view, requests.cpus, requests.memBytes);
       if (!fit.ok) {
         trace?.push(fit.reason);
-        return stop('at-capacity', fit.reason, match, requests);
+        return verdict(trace, 'at-capacity', fit.reason, match, requests);
       }
       trace?.push(
         `machine pool "${poolName}": room (${view.usedCpu} cpu, ${view.usedMemoryBytes} bytes in use)`,
@@ -157,7 +165,7 @@ export function decide(job: DecideJob, s: DecideState): Decision {
   }
   const reason = `spawn an agent on scaler "${match.scalerName}" label set [${match.key}]`;
   trace?.push(`decision: ${reason}`);
-  return stop('spawn', reason, match, requests);
+  return verdict(trace, 'spawn', reason, match, requests);
 }
 
 /**

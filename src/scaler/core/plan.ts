@@ -35,12 +35,15 @@ export interface PlanAgent {
  */
 export interface FreeAgents<A> {
   matching(fits: (agent: A) => boolean): () => A | undefined;
+  /** True when no agent is free at all, so no group need ask (optional: asked when absent). */
+  none?(): boolean;
 }
 
 /** Free agents from a list in preference order (the list is scanned for each pick). */
 export function freeList<A>(agents: readonly A[]): FreeAgents<A> {
   const free = new Set(agents);
   return {
+    none: () => free.size === 0,
     matching: (fits) => () => {
       for (const a of free)
         if (fits(a)) {
@@ -88,12 +91,52 @@ export interface GroupDecision {
   /** Jobs left waiting after this pass (not counting those already being provisioned). */
   waiting: number;
   /** Why the waiting jobs wait. */
-  reason?: string;
+  reason?: string | undefined;
   /** Set when no label set can ever serve the group. */
-  noBackend?: string;
-  match?: RoutableLabelSet;
+  noBackend?: string | undefined;
+  match?: RoutableLabelSet | undefined;
   /** The decision for the group's first job that needs an agent (unset when idle agents took all). */
-  action?: DecisionAction;
+  action?: DecisionAction | undefined;
+}
+
+/**
+ * The empty list every decision starts with, replaced by its own list on the first push: a pass
+ * decides for thousands of groups and most hand out nothing. Frozen, so a push to it throws.
+ */
+const NONE: never[] = Object.freeze([]) as unknown as never[];
+
+/**
+ * Walks one group's jobs at a time, skipping those already being provisioned; one per pass, so a
+ * group costs no closures.
+ */
+class GroupCursor {
+  private it: Iterator<string> | undefined;
+  private group: PlanGroup | undefined;
+  private decided = 0;
+
+  constructor(private readonly isProvisioning: (jobId: string) => boolean) {}
+
+  /** The group's first job that needs an agent, if any. */
+  start(g: PlanGroup): string | undefined {
+    this.it = g.jobIds()[Symbol.iterator]();
+    this.group = g;
+    this.decided = 0;
+    return this.next();
+  }
+
+  next(): string | undefined {
+    const it = this.it!;
+    for (let r = it.next(); !r.done; r = it.next()) {
+      this.decided++;
+      if (!this.isProvisioning(r.value)) return r.value;
+    }
+    return undefined;
+  }
+
+  /** How many jobs are left undecided, the one just returned by `next` among them. */
+  rest(): number {
+    return this.group!.size - this.decided + 1;
+  }
 }
 
 export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
@@ -106,6 +149,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
   let synthetic = 0;
   const out: GroupDecision[] = [];
   let current: G | undefined;
+  const liveView = { global: 0, scaler: 0 };
   const state: DecideState = {
     now: input.now ?? 0,
     draining: input.draining ?? false,
@@ -117,46 +161,54 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
     hasBackend: input.hasBackend ?? (() => true),
     requests: (m) => input.requestsFor(m, current!),
     caps,
-    live: (name) => ({ global: live, scaler: perScaler.get(name) ?? 0 }),
+    // One view, filled on each ask: the cap check reads it at once and keeps nothing.
+    live: (name) => {
+      liveView.global = live;
+      liveView.scaler = perScaler.get(name) ?? 0;
+      return liveView;
+    },
     machinePool: input.machinePool ?? (() => undefined),
     pool: input.pool,
     quiet: true,
   };
+  const cursor = new GroupCursor(input.isProvisioning);
   for (const g of input.groups) {
     current = g;
-    const d: GroupDecision = { key: g.key, assign: [], spawn: [], waiting: 0 };
-    out.push(d);
-    const it = g.jobIds()[Symbol.iterator]();
-    let decided = 0;
-    /** Next job of the group that is not already being provisioned. */
-    const next = (): string | undefined => {
-      for (let r = it.next(); !r.done; r = it.next()) {
-        decided++;
-        if (!input.isProvisioning(r.value)) return r.value;
-      }
-      return undefined;
+    // Every field set from the start: one shape for all decisions, no growth per field.
+    const d: GroupDecision = {
+      key: g.key,
+      assign: NONE,
+      spawn: NONE,
+      waiting: 0,
+      reason: undefined,
+      noBackend: undefined,
+      match: undefined,
+      action: undefined,
     };
-    let pending = next();
+    out.push(d);
+    let pending = cursor.start(g);
     // Idle agents first: a warm or static agent starts the job with no spawn at all.
-    const pick = pending === undefined ? undefined : free.matching((a) => input.canRun(a, g));
-    while (pending !== undefined) {
-      const a = pick!();
-      if (a === undefined) break;
-      d.assign.push({ jobId: pending, agentId: a.id });
-      pending = next();
+    if (pending !== undefined && !free.none?.()) {
+      const pick = free.matching((a) => input.canRun(a, g));
+      while (pending !== undefined) {
+        const a = pick();
+        if (a === undefined) break;
+        if (d.assign === NONE) d.assign = [];
+        d.assign.push({ jobId: pending, agentId: a.id });
+        pending = cursor.next();
+      }
     }
     if (pending === undefined) continue;
-    const rest = () => g.size - decided + 1;
     if (!input.scaling) {
-      d.waiting = rest();
+      d.waiting = cursor.rest();
       d.noBackend = 'no scaler is configured';
       continue;
     }
-    const dec = decide({ labels: g.labels, role: g.role, exclude: g.exclude, image: g.image }, state);
+    const dec = decide(g, state);
     d.action = dec.action;
     if (dec.match) d.match = dec.match;
     if (dec.action !== 'spawn') {
-      d.waiting = rest();
+      d.waiting = cursor.rest();
       if (dec.action === 'no-backend' && !dec.match) d.noBackend = dec.reason;
       else d.reason = dec.reason;
       continue;
@@ -172,13 +224,14 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
       );
       if (!res.ok) {
         d.reason = res.reason;
-        d.waiting = rest();
+        d.waiting = cursor.rest();
         break;
       }
       live++;
       perScaler.set(match.scalerName, scalerLive + 1);
+      if (d.spawn === NONE) d.spawn = [];
       d.spawn.push({ jobId: pending, scalerName: match.scalerName, labelSetIndex: match.index });
-      pending = next();
+      pending = cursor.next();
     }
   }
   return out;

@@ -240,6 +240,32 @@ describe('CapBook bookkeeping', () => {
     expect(book.usage()).toEqual({ cpus: 0, memBytes: 0 });
   });
 
+  it('names the global count and cap of the moment in each refusal, also when the last was the same', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ live: fc.nat({ max: 9 }), max: fc.integer({ min: 1, max: 6 }) }), {
+          minLength: 1,
+          maxLength: 30,
+        }),
+        (asks) => {
+          const book = new CapBook(limits());
+          for (const { live, max } of asks) {
+            book.setLimits(limits({ globalMaxAgents: max }));
+            const out = book.check('b', { cpus: 0, memBytes: 0 }, { global: live, scaler: 0 });
+            if (live < max) expect(out.ok).toBe(true);
+            else
+              expect(out).toEqual({
+                ok: false,
+                blocker: 'global-count',
+                reason: `globalMaxAgents reached (${live}/${max})`,
+              });
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
   it('applies new limits at the next decision', () => {
     const book = new CapBook(limits());
     book.reserve(res('a'), noLive);

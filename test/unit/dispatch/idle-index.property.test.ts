@@ -129,6 +129,29 @@ describe('idle-agent index', () => {
     );
   });
 
+  it('says no agent is free exactly when no pick in the pass could return one', () => {
+    fc.assert(
+      fc.property(
+        fc.array(opArb, { minLength: 4, maxLength: 60 }),
+        fc.array(fc.subarray(LABELS.slice(0, 4), { minLength: 1 }), { maxLength: 30 }),
+        fc.boolean(),
+        (ops, wants, askFirst) => {
+          const r = fleet(ops);
+          const free = r.free();
+          const left = new Set(r.idle());
+          // Asked before the first pick or only after some: the count starts wherever it is asked.
+          if (askFirst) expect(free.none!()).toBe(left.size === 0);
+          for (const want of wants) {
+            const a = free.matching((x) => want.every((l) => x.labels.has(l)))();
+            if (a) left.delete(a);
+            expect(free.none!()).toBe(left.size === 0);
+          }
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
   it('keeps a reconnected agent in its place in line, as the registry list does', () => {
     const r = new AgentRegistry();
     const mk = (id: string) =>
