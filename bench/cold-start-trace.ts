@@ -3,8 +3,10 @@
  * the client, over N starts (confined by default, `--host` for trust: host). The hops are read by
  * wrapping the built classes' methods in this process, so the orchestrator runs unchanged.
  * `--agent` adds the agent's own hops (agent-marks.mjs, preloaded through the label set's env), and
- * then times N starts of the floor by hand (the same confined launch from a small process, as the
- * cold-start bench does) with the same marks, in ms after its spawn.
+ * times N starts of the floor by hand (the same confined launch from a small process, as the
+ * cold-start bench does) with the same marks, in ms after its spawn: one after each of ours, since
+ * the host's speed drifts within a minute (run after all of ours, the hand-made boots had read
+ * 2.5-4 ms faster than ours; interleaved, the two are the same).
  *   node bench/cold-start-trace.ts [N] [--host] [--agent]
  */
 import { chmod, copyFile, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -124,6 +126,15 @@ orch.events.on('job.settled', ({ jobId }) => {
 });
 // The submits come from a process of their own, as a CI front end's would (submitter.ts).
 const client = await submitClient();
+// The floor by hand with the same marks: the confined launch from a small process.
+const floor: Record<string, number[]> = {};
+let floorAt = 0;
+const byHand = agentMarks
+  ? await confinedLaunch(benchEntry(host), dir, 'trace-floor').then(async (launch) => ({
+      launch,
+      rig: await rawRig('floor', launch, { env: traceEnv, at: (t) => (floorAt = t) }),
+    }))
+  : undefined;
 try {
   for (let i = 0; i < n; i++) {
     marks = {};
@@ -147,28 +158,17 @@ try {
       await new Promise((r) => setTimeout(r, 5));
     Object.assign(marks, await takeAgentMarks(res.at));
     for (const [k, v] of Object.entries(marks)) (all[k] ??= []).push(v);
+    if (byHand) {
+      const took = await byHand.rig.once(i);
+      const hand = { ...(await takeAgentMarks(floorAt)), 'registration read': took };
+      for (const [k, v] of Object.entries(hand)) (floor[k] ??= []).push(v);
+    }
   }
 } finally {
   await client.close();
   await orch.stop();
-}
-
-// The floor by hand with the same marks: the confined launch from a small process.
-const floor: Record<string, number[]> = {};
-if (agentMarks) {
-  const launch = await confinedLaunch(benchEntry(host), dir, 'trace-floor');
-  let at = 0;
-  const rig = await rawRig('floor', launch, { env: traceEnv, at: (t) => (at = t) });
-  try {
-    for (let i = 0; i < n; i++) {
-      const took = await rig.once(i);
-      const marks = { ...(await takeAgentMarks(at)), 'registration read': took };
-      for (const [k, v] of Object.entries(marks)) (floor[k] ??= []).push(v);
-    }
-  } finally {
-    await rig.close();
-    await launch.release();
-  }
+  await byHand?.rig.close();
+  await byHand?.launch.release();
 }
 await rm(dir, { recursive: true, force: true });
 await rm(shared, { recursive: true, force: true });
