@@ -246,8 +246,12 @@ if (process.argv.includes('--rss')) {
   const size = { jobs: jobs!, sets: sets! };
   console.log(JSON.stringify(mode === '--plans' ? timePlans(size) : await timePasses(size)));
 } else if (process.argv.includes('--pass')) {
-  // Only the pass figures: `node bench/reconcile.ts --pass` (also against another build's dist).
-  for (const size of SIZES) console.log(JSON.stringify({ ...size, ...(await timePasses(size)) }));
+  // Only the pass figures: `node bench/reconcile.ts --pass` (also against another build's dist),
+  // each size timed as the bench times it, in a settled child of its own.
+  for (const size of SIZES)
+    console.log(
+      JSON.stringify({ ...size, ...inChild<Awaited<ReturnType<typeof timePasses>>>('--passes', size) }),
+    );
 } else if (import.meta.url === pathToFileURL(process.argv[1]!).href) {
   console.log(JSON.stringify(await benchReconcile(), null, 2));
 }

@@ -44,8 +44,9 @@ export interface QueueGroup {
   jobs: () => Iterable<QueuedJob>;
   /**
    * A value kept with the group until it empties: `compute(group)` the first time `slot` is asked
-   * for, the stored value after (a function that needs nothing else need not be a new closure per ask). For facts that depend only on what makes the group (its labels and
-   * routing spec), so a planner works them out once per group instead of once per pass.
+   * for, the stored value after (so `compute` need not be a new closure on each ask). For facts
+   * that depend only on what makes the group (its labels and routing spec), so a planner works
+   * them out once per group instead of once per pass.
    */
   remember<T>(slot: object, compute: (group: QueueGroup) => T): T;
 }
