@@ -30,6 +30,11 @@ export interface ManagedEntry {
   abort: AbortController;
   /** Aborted at registration: a registered agent's spawn can no longer time out. */
   registeredSignal?: AbortController;
+  /**
+   * Set while its spawn record may still be unwritten (a provisional launch, spawn.ts): writes it
+   * if not asked for yet, and resolves once it is written.
+   */
+  record?: () => Promise<void>;
 }
 
 export type { AgentPhase };

@@ -20,6 +20,13 @@ export interface BackendCapabilities {
    * `adopt` (with the recorded targets) and `forget`.
    */
   peerAdoptable: boolean;
+  /**
+   * It may start an agent while the spawn's record is still being written (SpawnContext.record):
+   * its launcher removes such a start by itself should the orchestrator die before the record
+   * exists, so a crash in between leaks nothing, and the record's write comes off the way from a
+   * job's submit to its agent's start. Absent: the record is written before `spawn` is called.
+   */
+  provisionalLaunch?: boolean;
 }
 
 /**

@@ -6,6 +6,8 @@ import type { AgentLifecycle } from './lifecycle-port.js';
 import type { ReturnWatch } from './registration-return.js';
 import type { LaterWork } from './types.js';
 
+/** Why a registered agent's spawn deadline is disarmed (nothing reads it). */
+const REGISTERED = 'the agent registered';
 /**
  * A spawned agent says who it is: the manager's record gives its gate, labels and bound job, and
  * the first registration ends the spawn (backoff cleared, latency reported). An event agent is
@@ -60,7 +62,8 @@ export function completeRegistration(
     // An adopted agent that had registered before the restart may already hold a job.
     host.move(m, m.origin.recovered?.registeredBefore ? 'busy' : 'registered');
     m.registeredAtMs = host.opts.clock.now();
-    (m.registeredSignal ??= new AbortController()).abort();
+    // A reason given: abort() without one builds a DOMException and its stack, on the way to the job.
+    (m.registeredSignal ??= new AbortController()).abort(REGISTERED);
     if (m.boundJobId) host.state.releaseJob(m.boundJobId, agentId);
     host.state.backends.get(m.scalerName)?.markRegistered?.(agentId, later);
     // Adopted agents were spawned before the restart: their wait says nothing about this run.
@@ -103,6 +106,10 @@ export async function registerThroughStore(
   later: LaterWork = atOnce,
 ): Promise<RegistrationResult | null> {
   const m = host.state.agents.get(agentId);
+  // Started while its record was being written: not taken in before the record exists, since its
+  // launcher would undo it should this process die first (a write that fails tears it down, and
+  // the state read below then refuses it).
+  if (m?.record) await m.record().catch(() => undefined);
   const shared = m && host.state.backends.get(m.scalerName)?.capabilities.peerAdoptable;
   if (!agentId.startsWith('scaler-') || (m && (!shared || m.phase === 'reserved')))
     return completeRegistration(host, agentId, later);

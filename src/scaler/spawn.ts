@@ -12,6 +12,7 @@ import { agentLabelsFor, type RoutableLabelSet } from './core/routing.js';
 import { withSlot } from './core/semaphore.js';
 import { armsBackoff, classifySpawnError, type ClassifiedSpawnError } from './core/spawn-errors.js';
 import { claimEventSlot } from './event-cap.js';
+import { recordWhenAsked } from './provisional-record.js';
 import { PROVISION_IN_FLIGHT } from './core/decide.js';
 import type { SpawnHost } from './lifecycle-port.js';
 import type { ScaleJob, ScaleResult, ScalerBackend, ScalerEventType } from './types.js';
@@ -131,18 +132,31 @@ export async function provisionAgent(
       ttlMs: tokenTtlMs(host.opts),
       now: new Date(now),
     });
-    const held = await host.opts.store.spawns.insertSpawnAndToken(record, reservation, minted.row);
+    const tokens = host.opts.store.tokens;
+    const { localCompute, cleansOrphans, provisionalLaunch } = backend.capabilities;
     // Compute on this host whose backend finds it again without its record (a power loss would end
     // both) is launched while the record's sync runs; anything else waits until it is on disk.
-    const { localCompute, cleansOrphans } = backend.capabilities;
-    if (localCompute && cleansOrphans)
-      held
-        .durable()
-        .catch((err: unknown) =>
-          host.log.error({ err: errorMessage(err), agentId }, 'could not make a spawn record durable'),
-        );
-    else await held.durable();
-    host.opts.store.tokens.stored(minted.row, new Date(now));
+    const write = async () => {
+      const held = await host.opts.store.spawns.insertSpawnAndToken(record, reservation, minted.row);
+      if (localCompute && cleansOrphans)
+        held
+          .durable()
+          .catch((err: unknown) =>
+            host.log.error({ err: errorMessage(err), agentId }, 'could not make a spawn record durable'),
+          );
+      else await held.durable();
+    };
+    if (provisionalLaunch && localCompute && cleansOrphans && tokens.keepsUnused) {
+      // The backend starts the agent while the record is written (SpawnContext.record). The token
+      // is known here first, so the agent's check can never come before it.
+      tokens.stored(minted.row, new Date(now));
+      const recordNow = recordWhenAsked(host, m, write);
+      m.record = recordNow;
+      void runSpawn(host, m, backend, entry, minted.token, job?.container, recordNow);
+      return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
+    }
+    await write();
+    tokens.stored(minted.row, new Date(now));
     token = minted.token;
   } catch (err) {
     host.log.error({ err: errorMessage(err), agentId }, 'could not record a spawn; not spawning');
@@ -163,6 +177,8 @@ async function runSpawn(
   entry: ScalerEntry,
   token: string,
   container: ScaleJob['container'],
+  /** The spawn's record, written when the backend asks (SpawnContext.record); absent: written already. */
+  record?: () => Promise<void>,
 ): Promise<void> {
   const timeoutMs = host.opts.spawnTimeoutMs ?? DEFAULT_SPAWN_TIMEOUT_MS;
   const limits = m.limits.cpus > 0 || m.limits.memBytes > 0 ? m.limits : undefined;
@@ -194,6 +210,7 @@ async function runSpawn(
               imageAuth: container?.auth,
               signal,
               onEvent: (type, detail) => onBackendEvent(host, m, type, detail),
+              record,
             }),
           m.abort.signal,
           (m.registeredSignal ??= new AbortController()).signal,
@@ -201,6 +218,9 @@ async function runSpawn(
       },
       m.abort.signal,
     );
+    // A backend that started the agent without asking for its record still gets it written (a
+    // no-op when it asked): nothing may run on without one.
+    await record?.();
     if (m.phase === 'spawning') host.move(m, 'starting');
     m.backendRef = agent.backendRef;
     if (m.phase === 'destroying') {

@@ -62,6 +62,15 @@ export interface SpawnContext {
   /** Aborted on the spawn deadline, on destroy and on shutdown: the backend must then leave no compute. */
   signal: AbortSignal;
   onEvent: (type: ScalerEventType, detail: string) => void;
+  /**
+   * Present when the spawn's record (with the agent's token) is not yet written, which happens only
+   * for a backend whose capabilities say `provisionalLaunch`. The backend calls it once, before it
+   * starts anything, or, where its launcher undoes a start by itself should this process die before
+   * the record exists, right after asking for that start (a spawn that fails before starting
+   * anything need not call it). It resolves once the record is written and rejects when it cannot
+   * be; nothing the backend started may outlive a rejection.
+   */
+  record?: (() => Promise<void>) | undefined;
 }
 
 /** Older name of SpawnContext. */

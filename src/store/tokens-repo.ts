@@ -116,6 +116,11 @@ export class TokensRepo {
     this.unused.keep(row, now);
   }
 
+  /** Read-only: a token given to `stored` is answered from memory (the embedded store's one writer). */
+  get keepsUnused(): boolean {
+    return this.unused.enabled;
+  }
+
   /** The stored row (with the token's hash) stays here: callers get the token and its facts only. */
   async mint(spec: TokenSpec): Promise<Omit<MintedToken, 'row'>> {
     const { row, ...minted } = newToken(spec);

@@ -15,7 +15,7 @@ type TokenRow = Selectable<AgentTokensTable>;
 export class UnusedTokens {
   private readonly byHash = new Map<string, TokenRow>();
 
-  constructor(private readonly enabled: boolean) {}
+  constructor(readonly enabled: boolean) {}
 
   keep(row: Insertable<AgentTokensTable>, now: Date): void {
     if (!this.enabled) return;

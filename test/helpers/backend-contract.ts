@@ -214,6 +214,40 @@ export const contractChecks = {
     } else check(!has('forget'), 'forget is implemented but peerAdoptable is false');
   }),
 
+  // Only for a backend that may start an agent while its record is written: it asks for the
+  // record exactly once, and when the record cannot be written nothing it started may remain.
+  'a spawn asks once for its record, and a refused one leaves no compute': withFixture(async (fx) => {
+    if (!fx.backend.capabilities.provisionalLaunch) return; // optional part: records come first
+    const spawnWith = async (write: () => Promise<void>) => {
+      const id = newId();
+      let asked = 0;
+      const ctx = await fx.context(id, new AbortController().signal);
+      const outcome = await fx.backend
+        .spawn({
+          ...ctx,
+          record: () => {
+            asked++;
+            return write();
+          },
+        })
+        .then(
+          () => 'resolved' as const,
+          () => 'rejected' as const,
+        );
+      return { id, asked, outcome };
+    };
+    const ok = await spawnWith(() => Promise.resolve());
+    check(ok.outcome === 'resolved', 'a spawn whose record was written failed');
+    check(ok.asked === 1, `a spawn asked for its record ${ok.asked} times`);
+    check(await fx.computeExists(ok.id), 'a spawn whose record was written left no compute');
+    await fx.backend.destroy(ok.id, { reason: 'job-complete' });
+    const refused = await spawnWith(() => Promise.reject(new Error('the store refused the write')));
+    check(refused.outcome === 'rejected', 'a spawn whose record could not be written resolved an agent');
+    check(refused.asked === 1, `a spawn asked for its refused record ${refused.asked} times`);
+    check(!(await fx.computeExists(refused.id)), 'compute is left after its record could not be written');
+    check(fx.backend.getActiveCount() === 0, 'getActiveCount counts a spawn whose record was refused');
+  }),
+
   'a reload check refuses bad label sets': withFixture(async (fx) => {
     const first = fx.entry.labelSets[0]!;
     const withLabels = (...sets: string[][]): ScalerEntry => ({

@@ -36,6 +36,7 @@ export const SERIAL_E2E = [
   'test/e2e/reap-orphans.test.ts',
   'test/e2e/adversarial/recycled-pid.test.ts',
   'test/e2e/adversarial/teardown-tree.test.ts',
+  'test/e2e/provisional-start.test.ts',
   // Servers as processes whose agents must all be gone from the host at the end.
   'test/e2e/cli.test.ts',
   'test/e2e/readme-walkthrough.test.ts',

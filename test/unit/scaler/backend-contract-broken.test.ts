@@ -138,6 +138,9 @@ const capabilityLies: RecordingVariant[] = [
   Forgets,
 ];
 
+/** Says it may start agents before their records exist, and never asks for a record. */
+const IgnoresItsRecord = claiming('IgnoresItsRecord', { provisionalLaunch: true });
+
 /** Accepts any label sets at all. */
 class AcceptsBadLabelSets extends RecordingBackend {
   override checkReload(): ValidationResult {
@@ -156,6 +159,7 @@ const broken: Record<ContractCheck, RecordingVariant> = {
   'getActiveCount matches what exists': CountLies,
   'its capabilities say what it implements': ClaimsLogCapture,
   'a reload check refuses bad label sets': AcceptsBadLabelSets,
+  'a spawn asks once for its record, and a refused one leaves no compute': IgnoresItsRecord,
 };
 
 const store = sharedStore();

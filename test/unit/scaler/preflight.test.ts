@@ -127,6 +127,7 @@ describe('preflight', () => {
       cleansOrphans: true,
       capturesLogs: true,
       peerAdoptable: false,
+      provisionalLaunch: true,
     });
     expect(backend.getRequiredTools(entry).every((t) => t.severity === 'fatal')).toBe(true);
   });

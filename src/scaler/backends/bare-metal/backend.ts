@@ -34,13 +34,16 @@ import { spawnAgent, type SpawnHost } from './spawn.js';
 
 export type { BareMetalBackendOptions } from './options.js';
 
+const BARE_METAL_CAPABILITIES = Object.freeze({ ...HOST_COMPUTE, provisionalLaunch: true });
+
 /**
  * Agents as host processes. Each agent runs in its own process group so destroy reaches everything
  * it started. This mode has no network isolation: agents share the host's network and filesystem.
  */
 export class BareMetalScalerBackend implements ScalerBackend {
   readonly type = 'bare-metal' as const;
-  readonly capabilities = HOST_COMPUTE;
+  /** Its spawner undoes a start whose record was never written (spawner-main.ts). */
+  readonly capabilities = BARE_METAL_CAPABILITIES;
   readonly name: string;
   /** The config in force for new spawns; replaced whole by applyReload. */
   private entry: ScalerEntry;

@@ -49,10 +49,12 @@ export const AGENT_ENV_PREFIX = 'KICI_AGENT_ENV_';
 /** `KICI_AGENT_ENV_<X>=v` on the orchestrator becomes `<X>=v` on every agent. */
 export function forwardedAgentEnv(hostEnv: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(hostEnv)) {
-    if (k.startsWith(AGENT_ENV_PREFIX) && k.length > AGENT_ENV_PREFIX.length && v !== undefined) {
-      out[k.slice(AGENT_ENV_PREFIX.length)] = v;
-    }
+  // Names first, values only of the matches: every read of process.env is a call into the
+  // runtime, and this runs on each cold start.
+  for (const k of Object.keys(hostEnv)) {
+    if (!k.startsWith(AGENT_ENV_PREFIX) || k.length === AGENT_ENV_PREFIX.length) continue;
+    const v = hostEnv[k];
+    if (v !== undefined) out[k.slice(AGENT_ENV_PREFIX.length)] = v;
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import type { LabelSetConfig } from '../../../config/index.js';
-import { DeterministicSpawnError } from '../../core/spawn-errors.js';
+import { errorMessage } from '../../../util/errors.js';
+import { DeterministicSpawnError, SpawnError } from '../../core/spawn-errors.js';
 import type { SpawnContext } from '../../types.js';
 import type { AgentLimits } from './agent-limits.js';
 import { spawnDirect, type AgentChild } from './spawner/agent-child.js';
@@ -86,8 +87,11 @@ export async function launchAgentProcess(
   Object.assign(env, placementEnv(tracked.placement));
   const { user, sandbox } = tracked.placement;
   let launch;
+  // Cgroup dirs of ours exist for it (the spawner could not remove those after a crash).
+  let cgroupDirs: boolean;
   try {
     const held = await deps.limits.prepare(id, req.limits);
+    cgroupDirs = !!held.procsFiles?.length;
     // The scope's tools find the user manager through these; an agent that was not given them
     // (the default profile) must not reach the manager and start work outside its own limits.
     const added = Object.keys(held.env ?? {}).filter((k) => env[k] === undefined);
@@ -111,19 +115,42 @@ export async function launchAgentProcess(
     if (statSync(binary).isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     if (launch.file !== binary) accessSync(binary, constants.X_OK);
     const agentLaunch = { file: launch.file, args: launch.args, env, token, ...launch.as };
-    const relayed = deps.spawner?.spawn(agentLaunch);
-    if (!relayed) return await spawnDirect(agentLaunch);
+    // Its record is still being written (req.record): the spawner may start it now if it undoes
+    // the start should this process die before the record exists. It can undo what it can remove
+    // (the process, its home, its uid claim), not a cgroup of ours.
+    const undo = req.record && !cgroupDirs ? undoPaths(tracked.placement, deps.users) : undefined;
+    if (req.record && !undo) await req.record().catch(recordFailed);
+    const relayed = deps.spawner?.spawn(agentLaunch, undo && { undo });
+    // Asked once the start is under way, so the record's write runs while the spawner forks; with
+    // no spawner to undo it, written before the start below.
+    const recorded = undo ? req.record!() : undefined;
+    recorded?.catch(() => {}); // awaited below; a start that fails first must not leave it unheard
+    if (!relayed) {
+      await recorded?.catch(recordFailed);
+      return await spawnDirect(agentLaunch);
+    }
+    let child: AgentChild;
     try {
-      return await relayed;
+      child = await relayed;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ESPAWNER') throw err;
       // The spawner went away with this request in flight: its agent may have started. Nothing of
       // it may outlive this answer, and the start is made here instead.
       await stopAgentTree(id, undefined, 0);
+      await recorded?.catch(recordFailed);
       return await spawnDirect(agentLaunch);
     }
+    if (recorded) {
+      await recorded.catch(async (err: unknown) => {
+        await stopAgentTree(id, child.pid, 0);
+        recordFailed(err);
+      });
+      child.keep?.();
+    }
+    return child;
   } catch (err) {
     await undo();
+    if (err instanceof SpawnError) throw err;
     const failure = launchError(binary, err);
     req.onEvent('scaler.failed', failure.message);
     throw failure;
@@ -143,4 +170,19 @@ async function sealedRuntimeFor(
   const node = findOnPath('node', env.PATH);
   if (!node || !(await runsOnNode(binary))) return undefined;
   return runtime.for(node);
+}
+
+/** The scaler could not write the spawn's record: nothing of the start may remain. */
+function recordFailed(err: unknown): never {
+  throw new SpawnError('transient', `the spawn's record could not be written: ${errorMessage(err)}`, {
+    cause: err,
+  });
+}
+
+/** What the spawner removes after a provisional agent it killed: its home, then its uid claim. */
+function undoPaths(placement: Placement, users: AgentUserPool): string[] {
+  const paths: string[] = [];
+  if (placement.workDir) paths.push(placement.workDir);
+  if (placement.user) paths.push(users.claimPathOf(placement.user.uid));
+  return paths;
 }

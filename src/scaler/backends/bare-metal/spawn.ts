@@ -33,7 +33,11 @@ export interface SpawnHost extends ProcessParts {
 
 export async function spawnAgent(host: SpawnHost, req: SpawnContext): Promise<ManagedAgent> {
   const { key, ls } = admittedLabelSet(host.entry(), host.scaler, req.labelSet, () => host.activeCount());
-  if (isJobImageSet(ls)) return spawnJobImageAgent(host.jobImage, host.scaler, req, ls, key);
+  if (isJobImageSet(ls)) {
+    // A container is not something the spawner could undo: its record comes first.
+    await req.record?.();
+    return spawnJobImageAgent(host.jobImage, host.scaler, req, ls, key);
+  }
   const binary = host.binaryPathFor(ls);
   if (!binary) {
     throw new DeterministicSpawnError(

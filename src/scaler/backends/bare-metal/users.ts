@@ -47,6 +47,11 @@ export class AgentUserPool {
     return join(this.root, agentId);
   }
 
+  /** The directory whose existence claims `uid` (removing it frees the uid). */
+  claimPathOf(uid: number): string {
+    return join(this.claims, String(uid));
+  }
+
   acquire(agentId: string): Promise<AgentUser> {
     const run = this.chain.then(async () => {
       // Taken off the field before anything awaits: a spare is handed to one agent only.

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -15,8 +15,10 @@ import { TOKEN_FD } from '../../../../src/scaler/backends/bare-metal/env.js';
  * Readiness is awaited on the spawner's own answer (its pid appears), never on time.
  */
 const open: AgentSpawner[] = [];
-afterEach(() => {
+const made: string[] = [];
+afterEach(async () => {
   for (const s of open.splice(0)) s.close();
+  for (const d of made.splice(0)) await rm(d, { recursive: true, force: true });
 });
 
 /** Starts `s` and resolves with its pid once it said it is ready (looked at every turn). */
@@ -68,6 +70,52 @@ async function statOf(pid: number): Promise<{ ppid: number; pgid: number }> {
   const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
   const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return { ppid: Number(rest[1]), pgid: Number(rest[2]) };
+}
+
+/** Resolves once the spawner's /proc entry is gone (its exit is the class's to hear, not ours). */
+function spawnerGone(pid: number): Promise<void> {
+  return new Promise<void>((ok) => {
+    const look = (): void =>
+      void statOf(pid).then(
+        () => setTimeout(look, 20),
+        () => ok(),
+      );
+    look();
+  });
+}
+
+/** Two directories with a file each, as an agent's home and uid claim would be. */
+async function undoPaths(): Promise<{ paths: string[]; exist(): Promise<boolean[]> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'kici-undo-'));
+  made.push(dir);
+  const paths = [join(dir, 'home'), join(dir, 'claim')];
+  for (const p of paths) {
+    await mkdir(p);
+    await writeFile(join(p, 'f'), 'x');
+  }
+  return {
+    paths,
+    exist: () =>
+      Promise.all(
+        paths.map((p) =>
+          stat(p).then(
+            () => true,
+            () => false,
+          ),
+        ),
+      ),
+  };
+}
+
+/** A ready spawner with one provisional start of a sleeping shell, and whether its two paths exist. */
+async function provisionalSleeper() {
+  const s = await readySpawner();
+  const { paths, exist } = await undoPaths();
+  const child = await s.spawn(
+    { file: '/bin/sh', args: ['-c', 'sleep 60'], env: { PATH: '/usr/bin:/bin' }, token: 't' },
+    { undo: paths },
+  )!;
+  return { s, pid: s.pid!, child, exist };
 }
 
 describe('agent spawner', () => {
@@ -149,6 +197,28 @@ describe('agent spawner', () => {
     await gone;
     expect((await statOf(child.pid)).ppid).not.toBe(pid);
     expect(s.spawn({ file: '/bin/true', args: [], env: {}, token: 't' })).toBeUndefined();
+    process.kill(-child.pid, 'SIGKILL');
+  });
+
+  it('a provisional start not kept when the spawner ends is killed, then its paths are removed', async () => {
+    const { s, pid, child, exist } = await provisionalSleeper();
+    const ended = spawnerGone(pid);
+    // What the orchestrator's death does to the spawner: its input ends.
+    s.close();
+    await ended;
+    // The spawner waited for the agent's exit before it removed anything and exited itself.
+    await expect(statOf(child.pid)).rejects.toThrow();
+    expect(await exist()).toEqual([false, false]);
+  });
+
+  it('a provisional start kept before the spawner ends runs on, its paths untouched', async () => {
+    const { s, pid, child, exist } = await provisionalSleeper();
+    child.keep!();
+    const ended = spawnerGone(pid);
+    s.close();
+    await ended;
+    expect((await statOf(child.pid)).ppid).not.toBe(pid);
+    expect(await exist()).toEqual([true, true]);
     process.kill(-child.pid, 'SIGKILL');
   });
 

@@ -11,6 +11,11 @@ export interface AgentChild {
   onClose(cb: (code: number | null, signal: NodeJS.Signals | null) => void): void;
   /** Its pipes no longer keep the orchestrator's event loop alive. */
   unref(): void;
+  /**
+   * A provisional start (see AgentSpawner.spawn) whose record is now written: kept from here on.
+   * Absent where the start was never provisional.
+   */
+  keep?(): void;
 }
 
 /** What an agent is started with: the command, its whole environment, and its token (fd 3). */

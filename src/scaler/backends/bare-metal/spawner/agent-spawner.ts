@@ -15,6 +15,8 @@ type Reply =
 interface Pending {
   ok(child: AgentChild): void;
   failed(err: Error): void;
+  /** Set for a provisional start: tells its spawner to keep it. */
+  keep: (() => void) | undefined;
 }
 
 /** One agent the spawner started: its output and exit as the spawner reports them. */
@@ -23,7 +25,15 @@ export class RelayedChild implements AgentChild {
   readonly stderr = new PassThrough();
   private closed?: [number | null, NodeJS.Signals | null];
   private readonly waiters: ((code: number | null, signal: NodeJS.Signals | null) => void)[] = [];
-  constructor(readonly pid: number) {}
+  constructor(
+    readonly pid: number,
+    private readonly kept: () => void = () => {},
+  ) {}
+
+  /** A provisional start's record is written: the spawner no longer undoes it when we go. */
+  keep(): void {
+    this.kept();
+  }
 
   onClose(cb: (code: number | null, signal: NodeJS.Signals | null) => void): void {
     // Never before the caller is done with its start: a child process's 'close' always comes on a
@@ -147,15 +157,25 @@ export class AgentSpawner {
     return this.ready ? this.proc?.pid : undefined;
   }
 
-  /** Starts one agent, or answers undefined when the spawner cannot (the caller starts it itself). */
-  spawn(l: AgentLaunch): Promise<AgentChild> | undefined {
-    const stdin = this.proc?.stdin;
+  /**
+   * Starts one agent, or answers undefined when the spawner cannot (the caller starts it itself).
+   * With `undo`, the start is provisional until the child's `keep()`: should this process die or
+   * close the spawner first, the spawner kills the agent's group and removes those paths.
+   */
+  spawn(l: AgentLaunch, provisional?: { undo: string[] }): Promise<AgentChild> | undefined {
+    const proc = this.proc;
+    const stdin = proc?.stdin;
     if (!this.ready || !stdin?.writable) return undefined;
     const n = this.next++;
     return new Promise<AgentChild>((ok, failed) => {
-      this.pending.set(n, { ok, failed });
-      stdin.write(`${JSON.stringify({ n, ...l })}\n`);
+      this.pending.set(n, { ok, failed, keep: provisional ? () => this.kept(proc!, n) : undefined });
+      stdin.write(`${JSON.stringify({ n, ...l, ...provisional })}\n`);
     });
+  }
+
+  /** Tells the spawner that started it that a provisional agent is kept (a later spawner never knew it). */
+  private kept(proc: ChildProcess, n: number): void {
+    if (this.proc === proc && proc.stdin?.writable) proc.stdin.write(`${JSON.stringify({ keep: n })}\n`);
   }
 
   /** Ends the spawner; the agents it started run on (their teardown is the backend's). */
@@ -180,7 +200,7 @@ export class AgentSpawner {
       return;
     }
     if ('pid' in r) {
-      const child = new RelayedChild(r.pid);
+      const child = new RelayedChild(r.pid, this.pending.get(r.n)?.keep);
       this.children.set(r.n, child);
       this.pending.get(r.n)?.ok(child);
       this.pending.delete(r.n);

@@ -5,15 +5,29 @@
  * cold start. Of ours it loads only the launch itself (agent-child.ts, which the orchestrator's own
  * fallback uses too): its start and size stay those of a bare Node.
  *
- * Protocol (one JSON object per line): requests on stdin `{n, file, args, env, token}`; on stdout
- * `{ready}` once, then per request `{n, pid}` or `{n, err}`, its output `{n, o: 1|2, d}` and at the
- * end `{n, c: [code, signal]}` (after its output). It exits when stdin ends, leaving its agents
- * running, as the orchestrator's own death would: they are re-adopted or reaped by the next one.
+ * Protocol (one JSON object per line): requests on stdin `{n, file, args, env, token, undo?}`;
+ * `{keep: n}` once a provisional start's record is written; on stdout `{ready}` once, then per
+ * request `{n, pid}` or `{n, err}`, its output `{n, o: 1|2, d}` and at the end `{n, c: [code,
+ * signal]}` (after its output). It exits when stdin ends, leaving its agents running, as the
+ * orchestrator's own death would: they are re-adopted or reaped by the next one through their
+ * records. A start asked with `undo` is provisional (its record is still being written): should
+ * stdin end before its `keep`, no record names it, so its group is killed here and the paths in
+ * `undo` (its home, its uid claim) are removed once it has exited.
  */
+import { rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { spawnDirect, type AgentLaunch } from './agent-child.js';
 
-type Request = AgentLaunch & { n: number };
+type Request = AgentLaunch & { n: number; undo?: string[] };
+
+/**
+ * Provisional starts not yet kept, from their request on: the started agent (its pid and exit) once
+ * known, undefined when it did not start, and what to remove after it.
+ */
+const provisional = new Map<
+  number,
+  { started: Promise<{ pid: number; exited: Promise<void> } | undefined>; undo: string[] }
+>();
 
 function send(msg: object): void {
   process.stdout.write(`${JSON.stringify(msg)}\n`);
@@ -21,8 +35,17 @@ function send(msg: object): void {
 
 /** The same launch as the orchestrator's own (token on its descriptor), its output and exit relayed. */
 function start(r: Request): void {
-  const { n, ...launch } = r;
-  spawnDirect(launch).then(
+  const { n, undo, ...launch } = r;
+  const starting = spawnDirect(launch);
+  if (undo)
+    provisional.set(n, {
+      undo,
+      started: starting.then(
+        (child) => ({ pid: child.pid, exited: new Promise<void>((ok) => child.onClose(() => ok())) }),
+        () => undefined,
+      ),
+    });
+  starting.then(
     (child) => {
       send({ n, pid: child.pid });
       for (const [o, s] of [
@@ -39,16 +62,50 @@ function start(r: Request): void {
   );
 }
 
+let ending: Promise<void> | undefined;
+/** The orchestrator is gone or closed us: undo what may have no record, then exit. Once. */
+function end(): void {
+  ending ??= undoProvisional().finally(() => process.exit(0));
+}
+
 // Terminal signals meant for the orchestrator's group do not reach this one (it runs in its own);
-// the end of stdin is its only way out.
-process.stdout.on('error', () => process.exit(0));
+// the end of stdin, or of the orchestrator's reading end, is its only way out.
+process.stdout.on('error', end);
+/**
+ * The orchestrator is gone (or closed us) with starts whose records may not exist: nothing would
+ * find those agents again, so they go, with their home and uid claim. SIGKILL: an agent this young
+ * has nothing to finish.
+ */
+async function undoProvisional(): Promise<void> {
+  await Promise.all(
+    [...provisional.values()].map(async (p) => {
+      const agent = await p.started;
+      if (agent) {
+        try {
+          process.kill(-agent.pid, 'SIGKILL');
+        } catch {
+          // the group is gone already
+        }
+        // Its output pipes close with it, unless something outside its group holds them: the
+        // paths go after a few seconds regardless.
+        await Promise.race([agent.exited, new Promise((ok) => setTimeout(ok, 5_000))]);
+      }
+      for (const path of p.undo) rmSync(path, { recursive: true, force: true });
+    }),
+  );
+}
+
 const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {
-  let r: Request;
+  let r: Request | { keep: number };
   try {
-    r = JSON.parse(line) as Request;
+    r = JSON.parse(line) as Request | { keep: number };
   } catch {
     return; // not a request of ours: without its number there is no one to answer
+  }
+  if ('keep' in r) {
+    provisional.delete(r.keep);
+    return;
   }
   try {
     start(r);
@@ -57,5 +114,5 @@ lines.on('line', (line) => {
     send({ n: r.n, err: { code: err.code, message: err.message } });
   }
 });
-lines.on('close', () => process.exit(0));
+lines.on('close', end);
 send({ ready: true });
