@@ -87,6 +87,8 @@ export async function launchAgentProcess(
   Object.assign(env, placementEnv(tracked.placement));
   const { user, sandbox } = tracked.placement;
   let launch;
+  /** Started provisionally and not yet settled with the spawner. */
+  let provisional: AgentChild | undefined;
   // Cgroup dirs of ours exist for it (the spawner could not remove those after a crash).
   let cgroupDirs: boolean;
   try {
@@ -118,12 +120,12 @@ export async function launchAgentProcess(
     // Its record is still being written (req.record): the spawner may start it now if it undoes
     // the start should this process die before the record exists. It can undo what it can remove
     // (the process, its home, its uid claim), not a cgroup of ours.
-    const undo = req.record && !cgroupDirs ? undoPaths(tracked.placement, deps.users) : undefined;
-    if (req.record && !undo) await req.record().catch(recordFailed);
-    const relayed = deps.spawner?.spawn(agentLaunch, undo && { undo });
+    const spawnerUndo = req.record && !cgroupDirs ? undoPaths(tracked.placement, deps.users) : undefined;
+    if (req.record && !spawnerUndo) await req.record().catch(recordFailed);
+    const relayed = deps.spawner?.spawn(agentLaunch, spawnerUndo && { undo: spawnerUndo });
     // Asked once the start is under way, so the record's write runs while the spawner forks; with
     // no spawner to undo it, written before the start below.
-    const recorded = undo ? req.record!() : undefined;
+    const recorded = spawnerUndo ? req.record!() : undefined;
     recorded?.catch(() => {}); // awaited below; a start that fails first must not leave it unheard
     if (!relayed) {
       await recorded?.catch(recordFailed);
@@ -141,15 +143,20 @@ export async function launchAgentProcess(
       return await spawnDirect(agentLaunch);
     }
     if (recorded) {
+      provisional = child;
       await recorded.catch(async (err: unknown) => {
         await stopAgentTree(id, child.pid, 0);
         recordFailed(err);
       });
-      child.keep?.();
+      provisional = undefined;
+      child.settle?.();
     }
     return child;
   } catch (err) {
     await undo();
+    // Undone here, its process stopped and its placement released: not the spawner's to undo (the
+    // uid may be claimed again by the time the spawner would).
+    provisional?.settle?.();
     if (err instanceof SpawnError) throw err;
     const failure = launchError(binary, err);
     req.onEvent('scaler.failed', failure.message);

@@ -200,7 +200,7 @@ describe('agent spawner', () => {
     process.kill(-child.pid, 'SIGKILL');
   });
 
-  it('a provisional start not kept when the spawner ends is killed, then its paths are removed', async () => {
+  it('a provisional start not settled when the spawner ends is killed, then its paths are removed', async () => {
     const { s, pid, child, exist } = await provisionalSleeper();
     const ended = spawnerGone(pid);
     // What the orchestrator's death does to the spawner: its input ends.
@@ -211,15 +211,30 @@ describe('agent spawner', () => {
     expect(await exist()).toEqual([false, false]);
   });
 
-  it('a provisional start kept before the spawner ends runs on, its paths untouched', async () => {
+  it('a provisional start settled before the spawner ends runs on, its paths untouched', async () => {
     const { s, pid, child, exist } = await provisionalSleeper();
-    child.keep!();
+    child.settle!();
     const ended = spawnerGone(pid);
     s.close();
     await ended;
     expect((await statOf(child.pid)).ppid).not.toBe(pid);
     expect(await exist()).toEqual([true, true]);
     process.kill(-child.pid, 'SIGKILL');
+  });
+
+  it("a provisional start that exited on its own is not undone later: its paths may be another agent's by then", async () => {
+    const s = await readySpawner();
+    const pid = s.pid!;
+    const { paths, exist } = await undoPaths();
+    const child = await s.spawn(
+      { file: '/bin/sh', args: ['-c', 'exit 0'], env: { PATH: '/usr/bin:/bin' }, token: 't' },
+      { undo: paths },
+    )!;
+    await closed(child);
+    const ended = spawnerGone(pid);
+    s.close();
+    await ended;
+    expect(await exist()).toEqual([true, true]);
   });
 
   it('a spawner killed with a request in flight fails it with ESPAWNER and says why once', async () => {

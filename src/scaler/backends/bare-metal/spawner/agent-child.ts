@@ -12,10 +12,10 @@ export interface AgentChild {
   /** Its pipes no longer keep the orchestrator's event loop alive. */
   unref(): void;
   /**
-   * A provisional start (see AgentSpawner.spawn) whose record is now written: kept from here on.
-   * Absent where the start was never provisional.
+   * A provisional start (see AgentSpawner.spawn) that its launcher need no longer undo: its record
+   * is written, or the orchestrator undid it itself. Absent where the start was never provisional.
    */
-  keep?(): void;
+  settle?(): void;
 }
 
 /** What an agent is started with: the command, its whole environment, and its token (fd 3). */

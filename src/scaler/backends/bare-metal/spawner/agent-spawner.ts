@@ -15,8 +15,8 @@ type Reply =
 interface Pending {
   ok(child: AgentChild): void;
   failed(err: Error): void;
-  /** Set for a provisional start: tells its spawner to keep it. */
-  keep: (() => void) | undefined;
+  /** Set for a provisional start: tells its spawner it is settled. */
+  settle: (() => void) | undefined;
 }
 
 /** One agent the spawner started: its output and exit as the spawner reports them. */
@@ -27,12 +27,12 @@ export class RelayedChild implements AgentChild {
   private readonly waiters: ((code: number | null, signal: NodeJS.Signals | null) => void)[] = [];
   constructor(
     readonly pid: number,
-    private readonly kept: () => void = () => {},
+    private readonly settled: () => void = () => {},
   ) {}
 
-  /** A provisional start's record is written: the spawner no longer undoes it when we go. */
-  keep(): void {
-    this.kept();
+  /** A provisional start needs no undoing by the spawner any more (see AgentChild.settle). */
+  settle(): void {
+    this.settled();
   }
 
   onClose(cb: (code: number | null, signal: NodeJS.Signals | null) => void): void {
@@ -159,7 +159,7 @@ export class AgentSpawner {
 
   /**
    * Starts one agent, or answers undefined when the spawner cannot (the caller starts it itself).
-   * With `undo`, the start is provisional until the child's `keep()`: should this process die or
+   * With `undo`, the start is provisional until the child's `settle()`: should this process die or
    * close the spawner first, the spawner kills the agent's group and removes those paths.
    */
   spawn(l: AgentLaunch, provisional?: { undo: string[] }): Promise<AgentChild> | undefined {
@@ -168,14 +168,14 @@ export class AgentSpawner {
     if (!this.ready || !stdin?.writable) return undefined;
     const n = this.next++;
     return new Promise<AgentChild>((ok, failed) => {
-      this.pending.set(n, { ok, failed, keep: provisional ? () => this.kept(proc!, n) : undefined });
+      this.pending.set(n, { ok, failed, settle: provisional ? () => this.settled(proc!, n) : undefined });
       stdin.write(`${JSON.stringify({ n, ...l, ...provisional })}\n`);
     });
   }
 
-  /** Tells the spawner that started it that a provisional agent is kept (a later spawner never knew it). */
-  private kept(proc: ChildProcess, n: number): void {
-    if (this.proc === proc && proc.stdin?.writable) proc.stdin.write(`${JSON.stringify({ keep: n })}\n`);
+  /** Tells the spawner that started it that a provisional start is settled (a later one never knew it). */
+  private settled(proc: ChildProcess, n: number): void {
+    if (this.proc === proc && proc.stdin?.writable) proc.stdin.write(`${JSON.stringify({ settled: n })}\n`);
   }
 
   /** Ends the spawner; the agents it started run on (their teardown is the backend's). */
@@ -200,7 +200,7 @@ export class AgentSpawner {
       return;
     }
     if ('pid' in r) {
-      const child = new RelayedChild(r.pid, this.pending.get(r.n)?.keep);
+      const child = new RelayedChild(r.pid, this.pending.get(r.n)?.settle);
       this.children.set(r.n, child);
       this.pending.get(r.n)?.ok(child);
       this.pending.delete(r.n);

@@ -5,14 +5,18 @@
  * cold start. Of ours it loads only the launch itself (agent-child.ts, which the orchestrator's own
  * fallback uses too): its start and size stay those of a bare Node.
  *
- * Protocol (one JSON object per line): requests on stdin `{n, file, args, env, token, undo?}`;
- * `{keep: n}` once a provisional start's record is written; on stdout `{ready}` once, then per
- * request `{n, pid}` or `{n, err}`, its output `{n, o: 1|2, d}` and at the end `{n, c: [code,
- * signal]}` (after its output). It exits when stdin ends, leaving its agents running, as the
+ * Protocol (one JSON object per line): requests on stdin `{n, file, args, env, token, undo?}`, and
+ * `{settled: n}` once a provisional start no longer needs undoing here; on stdout `{ready}` once,
+ * then per request `{n, pid}` or `{n, err}`, its output `{n, o: 1|2, d}` and at the end `{n, c:
+ * [code, signal]}` (after its output). It exits when stdin ends, leaving its agents running, as the
  * orchestrator's own death would: they are re-adopted or reaped by the next one through their
  * records. A start asked with `undo` is provisional (its record is still being written): should
- * stdin end before its `keep`, no record names it, so its group is killed here and the paths in
- * `undo` (its home, its uid claim) are removed once it has exited.
+ * stdin end before it is settled, no record names it, so its group is killed here and the paths
+ * in `undo` (its home, its uid claim) are removed once it has exited. It is settled by the
+ * orchestrator (the record is written, or the orchestrator undid the start itself), or here when
+ * it did not start or has exited (the orchestrator hears of both and undoes the rest): a uid claim
+ * outlives neither its agent's record nor its agent's life here, so that a later agent's is never
+ * removed in its place, nor a recycled pid's group killed.
  */
 import { rmSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -41,8 +45,19 @@ function start(r: Request): void {
     provisional.set(n, {
       undo,
       started: starting.then(
-        (child) => ({ pid: child.pid, exited: new Promise<void>((ok) => child.onClose(() => ok())) }),
-        () => undefined,
+        (child) => ({
+          pid: child.pid,
+          exited: new Promise<void>((ok) =>
+            child.onClose(() => {
+              provisional.delete(n);
+              ok();
+            }),
+          ),
+        }),
+        () => {
+          provisional.delete(n);
+          return undefined;
+        },
       ),
     });
   starting.then(
@@ -97,14 +112,14 @@ async function undoProvisional(): Promise<void> {
 
 const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {
-  let r: Request | { keep: number };
+  let r: Request | { settled: number };
   try {
-    r = JSON.parse(line) as Request | { keep: number };
+    r = JSON.parse(line) as Request | { settled: number };
   } catch {
     return; // not a request of ours: without its number there is no one to answer
   }
-  if ('keep' in r) {
-    provisional.delete(r.keep);
+  if ('settled' in r) {
+    provisional.delete(r.settled);
     return;
   }
   try {
