@@ -34,8 +34,9 @@ export interface SpawnHost extends ProcessParts {
 export async function spawnAgent(host: SpawnHost, req: SpawnContext): Promise<ManagedAgent> {
   const { key, ls } = admittedLabelSet(host.entry(), host.scaler, req.labelSet, () => host.activeCount());
   if (isJobImageSet(ls)) {
-    // A container is not something the spawner could undo: its record comes first.
-    await req.record?.();
+    // A container is not something the spawner could undo: its record comes first. Without one to
+    // write, no await: the job-image agents must know this spawn before a destroy can come.
+    if (req.record) await req.record();
     return spawnJobImageAgent(host.jobImage, host.scaler, req, ls, key);
   }
   const binary = host.binaryPathFor(ls);
