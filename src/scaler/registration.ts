@@ -107,8 +107,9 @@ export async function registerThroughStore(
 ): Promise<RegistrationResult | null> {
   const m = host.state.agents.get(agentId);
   // Started while its record was being written: not taken in before the record exists, since its
-  // launcher would undo it should this process die first (a write that fails tears it down, and
-  // the state read below then refuses it).
+  // launcher would undo it should this process die first. A write that fails is logged where it
+  // fails (provisional-record.ts) and tears the spawn down, so the state read below refuses the
+  // agent: nothing is left to do with the error here.
   if (m?.record) await m.record().catch(() => undefined);
   const shared = m && host.state.backends.get(m.scalerName)?.capabilities.peerAdoptable;
   if (!agentId.startsWith('scaler-') || (m && (!shared || m.phase === 'reserved')))

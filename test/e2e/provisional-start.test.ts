@@ -153,7 +153,17 @@ async function nothingLeftOf(agentId: string): Promise<void> {
   expect(last).toEqual(none);
 }
 
-async function jobState(api: (m: string, p: string) => Promise<Record<string, unknown>>, id: string) {
+type Api = (method: string, path: string, body?: unknown) => Promise<Record<string, unknown>>;
+
+/** One job on this test's scaler, which no agent serves until one is started for it; its id. */
+async function submitCold(api: Api): Promise<string> {
+  const run = await api('POST', '/api/v1/runs', {
+    jobs: { cold: { runsOn: [scaler], steps: [{ run: 'echo ran' }] } },
+  });
+  return (run.jobs as { id: string }[])[0]!.id;
+}
+
+async function jobState(api: Api, id: string) {
   return (await api('GET', `/api/v1/jobs/${id}`)).state as string;
 }
 
@@ -163,17 +173,14 @@ describe.runIf(process.platform === 'linux' && process.getuid?.() === 0)(
     it('an orchestrator killed before the record exists leaves no agent, home or uid claim; the job runs after the restart', async () => {
       const { dir, dataDir } = await setUp();
       const first = await orchestrator(dir, dataDir, 'hold');
-      const run = await first.api('POST', '/api/v1/runs', {
-        jobs: { cold: { runsOn: [scaler], steps: [{ run: 'echo ran' }] } },
-      });
-      const jobId = (run.jobs as { id: string }[])[0]!.id;
+      const jobId = await submitCold(first.api);
       const agentId = await first.faultFor();
       // The agent is started but not registered: its registration waits for the record.
       const pid = first.child.pid!;
       process.kill(pid, 'SIGKILL');
       await first.exited;
       expect(alive(pid)).toBe(false);
-      // The spawner saw its orchestrator go with the start unkept: the agent, its home and its uid go.
+      // The spawner saw its orchestrator go with the start unsettled: the agent, its home and uid go.
       await nothingLeftOf(agentId);
       const second = await orchestrator(dir, dataDir);
       await eventually(
@@ -186,10 +193,7 @@ describe.runIf(process.platform === 'linux' && process.getuid?.() === 0)(
     it('a record that cannot be written stops its agent and leaves nothing; the job runs on the next start', async () => {
       const { dir, dataDir } = await setUp();
       const orch = await orchestrator(dir, dataDir, 'fail-once');
-      const run = await orch.api('POST', '/api/v1/runs', {
-        jobs: { cold: { runsOn: [scaler], steps: [{ run: 'echo ran' }] } },
-      });
-      const jobId = (run.jobs as { id: string }[])[0]!.id;
+      const jobId = await submitCold(orch.api);
       const agentId = await orch.faultFor();
       await nothingLeftOf(agentId);
       await eventually(

@@ -131,7 +131,7 @@ export class AgentUserPool {
    * thread pool on a busy host.
    */
   private handOver(spare: AgentUser, agentId: string): AgentUser {
-    const claim = join(this.claims, String(spare.uid));
+    const claim = this.claimPathOf(spare.uid);
     writeFileSync(join(claim, 'agent.part'), agentId);
     renameSync(join(claim, 'agent.part'), join(claim, 'agent'));
     rmSync(join(claim, 'holder'), { force: true });
@@ -143,7 +143,7 @@ export class AgentUserPool {
 
   private async dropSpare(spare: AgentUser): Promise<void> {
     await rm(spare.home, { recursive: true, force: true });
-    await rm(join(this.claims, String(spare.uid)), { recursive: true, force: true });
+    await rm(this.claimPathOf(spare.uid), { recursive: true, force: true });
   }
 
   /** Free the spares whose holder process is gone (an orchestrator that crashed or was killed). */
@@ -165,14 +165,14 @@ export class AgentUserPool {
     for (let uid = this.first; uid < this.first + this.count; uid++) {
       if (busy.has(uid)) continue;
       try {
-        await mkdir(join(this.claims, String(uid)));
+        await mkdir(this.claimPathOf(uid));
       } catch {
         continue; // claimed by someone else
       }
       const owner = agentId ?? spareOwner(uid);
       // The holder before the owner: a claim naming a spare always says whose it is.
-      if (agentId === undefined) await writeFile(join(this.claims, String(uid), 'holder'), thisHolder());
-      await writeFile(join(this.claims, String(uid), 'agent'), owner);
+      if (agentId === undefined) await writeFile(join(this.claimPathOf(uid), 'holder'), thisHolder());
+      await writeFile(join(this.claimPathOf(uid), 'agent'), owner);
       const home = this.homeOf(owner);
       await rm(home, { recursive: true, force: true });
       await mkdir(home, { mode: 0o700 });
@@ -201,7 +201,7 @@ export class AgentUserPool {
     if (claimed === undefined) return;
     // A crash in the middle of a hand-over leaves the spare's home under its old name.
     await rm(this.homeOf(spareOwner(claimed)), { recursive: true, force: true });
-    await rm(join(this.claims, String(claimed)), { recursive: true, force: true });
+    await rm(this.claimPathOf(claimed), { recursive: true, force: true });
   }
 
   /**

@@ -25,7 +25,7 @@ import { spawnDirect, type AgentLaunch } from './agent-child.js';
 type Request = AgentLaunch & { n: number; undo?: string[] };
 
 /**
- * Provisional starts not yet kept, from their request on: the started agent (its pid and exit) once
+ * Provisional starts not yet settled, from their request on: the started agent (its pid and exit) once
  * known, undefined when it did not start, and what to remove after it.
  */
 const provisional = new Map<
