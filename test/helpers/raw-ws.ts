@@ -45,6 +45,20 @@ export function frame(spec: FrameSpec): Buffer {
   return Buffer.concat([header, key, body]);
 }
 
+/**
+ * The close code a client frame of ours carries (a close frame whose payload starts with one), so a
+ * test can tell the server's echo of it from a close the server chose.
+ */
+export function sentCloseCode(item: Buffer): number | undefined {
+  if (item.length < 2 || (item[0]! & 0x0f) !== 0x8) return undefined;
+  const masked = (item[1]! & 0x80) !== 0;
+  const len = item[1]! & 0x7f;
+  const at = masked ? 6 : 2;
+  if (len < 2 || len > 125 || item.length < at + 2) return undefined;
+  const b = (i: number) => item[at + i]! ^ (masked ? item[2 + i]! : 0);
+  return (b(0) << 8) | b(1);
+}
+
 export const textFrame = (value: unknown) =>
   frame({ payload: typeof value === 'string' ? value : JSON.stringify(value) });
 
