@@ -128,6 +128,7 @@ export class Adoptions {
     const { store, clock } = this.host.opts;
     const log = this.host.log;
     const emitter = this.host.opts.scaleEvents;
+    let emitted = false;
     if (!emitter || !spec.targets.length) {
       log.error(
         { agentId, scaler: spec.scalerName },
@@ -144,14 +145,21 @@ export class Adoptions {
           { agentId, scaler: spec.scalerName, reason: down },
           'scale-down emitted for an adopted agent',
         );
-        await store.spawns.deleteAgent(agentId);
+        emitted = true;
       } catch (err) {
         log.warn({ agentId, err: errorMessage(err) }, 'scale-down of an adopted agent failed; record kept');
       }
     }
+    // The token goes before the record does (teardown.ts says why).
     await store.tokens
       .revokeForAgent(agentId, new Date(clock.now()))
       .catch((e: unknown) => this.host.noteSwallowed('scaler.token-revoke', e, { agentId }));
+    if (emitted)
+      await store.spawns
+        .deleteAgent(agentId)
+        .catch((err: unknown) =>
+          log.warn({ agentId, err: errorMessage(err) }, 'could not delete the record of an adopted agent'),
+        );
     await new ClaimsRepo(store.db)
       .invalidate(agentId)
       .catch((e: unknown) => this.host.noteSwallowed('scaler.claim-invalidate', e, { agentId }));

@@ -10,6 +10,8 @@ export interface RecoveryCounts {
   dropped: number;
   /** Agents whose backend could not say whether their compute survived (present only when some). */
   uncertain?: number;
+  /** Tokens revoked because no spawn record backed them (present only when some). */
+  revokedTokens?: number;
 }
 
 /** How often a backend that could not tell is asked again. */
@@ -52,10 +54,11 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
         })) ?? false;
       if (reclaimed) counts.reclaimed++;
       else counts.dropped++;
-      await store.spawns.deleteAgent(row.agent_id);
+      // Token first, as in a teardown (teardown.ts).
       await store.tokens
         .revokeForAgent(row.agent_id, new Date(clock.now()))
         .catch((err: unknown) => m.noteSwallowed('scaler.token-revoke', err, { agentId: row.agent_id }));
+      await store.spawns.deleteAgent(row.agent_id);
       continue;
     }
     const r = reservations.get(row.agent_id);
@@ -102,6 +105,13 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
     }
     if (adopted === 'unknown') uncertain.set(e.agentId, e);
     else counts.adopted++;
+  }
+  // A teardown cut short between its two writes (by an older build, or a store that failed the
+  // revocation) left a token with no record behind it: nothing would ever reap its agent.
+  const unbacked = await store.tokens.revokeUnbacked(new Date(clock.now()));
+  if (unbacked.length) {
+    counts.revokedTokens = unbacked.length;
+    m.log.warn({ agentIds: unbacked.slice(0, 20) }, 'revoked scaler-agent tokens that no spawn record backs');
   }
   if (counts.adopted > 0) armReconnectWindow(m, reconnectWindowMs, (e) => !uncertain.has(e.agentId));
   if (uncertain.size) {

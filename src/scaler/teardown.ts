@@ -35,14 +35,16 @@ export async function teardownAgent(
   } catch (err) {
     host.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'destroy failed');
   }
+  // The token goes before the record: a crash between the two leaves a record, which the next
+  // start's recovery finds and finishes, not a live token with nothing behind it.
+  await host.opts.store.tokens
+    .revokeForAgent(m.agentId, new Date(host.opts.clock.now()))
+    .catch((e: unknown) => host.noteSwallowed('scaler.token-revoke', e, { agentId: m.agentId }));
   // Compute and records are gone: the latest moment a trace takes as the end of the release.
   const goneAt = new Date(host.opts.clock.now());
   await host.opts.store.spawns.deleteAgent(m.agentId, goneAt).catch((err: unknown) => {
     host.log.warn({ err: errorMessage(err), agentId: m.agentId }, 'could not delete spawn record');
   });
-  await host.opts.store.tokens
-    .revokeForAgent(m.agentId, new Date(host.opts.clock.now()))
-    .catch((e: unknown) => host.noteSwallowed('scaler.token-revoke', e, { agentId: m.agentId }));
   host.sweepRetired();
   host.notifyCapacityFreed();
 }

@@ -281,6 +281,35 @@ export class TokensRepo {
     return Number(row.n);
   }
 
+  /**
+   * Revoke every live scaler-agent token that no spawn record backs (any instance's). A token is
+   * only ever written with its record, so one without is a teardown cut short between its two
+   * writes: nothing can reap its agent, and the token would let it back in until it expired.
+   * Returns the agents whose tokens went.
+   */
+  async revokeUnbacked(now: Date): Promise<string[]> {
+    const rows = await this.db
+      .updateTable('agent_tokens')
+      .set({ revoked_at: now })
+      .where('kind', '=', 'ephemeral')
+      .where('revoked_at', 'is', null)
+      .where('agent_id', 'like', 'scaler-%')
+      .where(({ not, exists, selectFrom }) =>
+        not(
+          exists(
+            selectFrom('scaler_spawning_agents')
+              .select('scaler_spawning_agents.agent_id')
+              .whereRef('scaler_spawning_agents.agent_id', '=', 'agent_tokens.agent_id'),
+          ),
+        ),
+      )
+      .returning('agent_id')
+      .execute();
+    const agentIds = [...new Set(rows.map((r) => r.agent_id))];
+    if (agentIds.length) this.unused.drop({ agentIds });
+    return agentIds;
+  }
+
   async revokeForAgent(agentId: string, now: Date): Promise<void> {
     this.unused.drop({ agentIds: [agentId] });
     await this.db

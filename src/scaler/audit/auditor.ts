@@ -152,13 +152,12 @@ export class ScalerAuditor {
       await b.reapUnowned(id, d.ref);
       return;
     }
-    if (d.kind === 'missing-compute') {
-      const m = this.scaler.state.agents.get(id);
-      // Tracked: the manager's own teardown releases its capacity and every record.
-      if (m) return this.scaler.teardown(m, 'orphan');
-      await this.store.spawns.deleteAgent(id);
-    }
+    const m = d.kind === 'missing-compute' ? this.scaler.state.agents.get(id) : undefined;
+    // Tracked: the manager's own teardown releases its capacity and every record.
+    if (m) return this.scaler.teardown(m, 'orphan');
+    // The token before the record, as in a teardown (teardown.ts).
     await this.store.tokens.revokeForAgent(id, now);
+    if (d.kind === 'missing-compute') await this.store.spawns.deleteAgent(id);
   }
 
   private async snapshot(): Promise<AuditResult> {

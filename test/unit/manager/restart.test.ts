@@ -159,4 +159,84 @@ describe('restart recovery', () => {
     expect((await other.spawnRows()).map((r) => r.agent_id).sort()).toEqual([bound, warm].sort());
     expect(other.manager.capBook().count()).toBe(0);
   });
+
+  it('revokes, on recovery, scaler-agent tokens that no spawn record backs, and only those', async () => {
+    const { h, bound, warm, tokens } = await before();
+    // A teardown that deleted the record and died before the revocation (the old order).
+    await h.store.spawns.deleteAgent(warm);
+    const lookalike = await h.store.tokens.mint({
+      agentId: 'scaler-an-operators-static',
+      labels: ['linux'],
+      kind: 'static',
+      now: new Date(),
+    });
+    const h2 = await hs.make({ instanceId: 'orch-1', config, dispatcher: false, configureBackend: adoptAll });
+    expect(await h2.manager.recover(60_000)).toEqual({
+      adopted: 1,
+      reclaimed: 0,
+      dropped: 0,
+      revokedTokens: 1,
+    });
+    expect(await liveTokenAgents(h2)).toEqual([bound, 'scaler-an-operators-static'].sort());
+    expect(await h2.registerAgent(warm, { token: tokens.get(warm)! })).toMatchObject({ ok: false });
+    expect((await h2.store.tokens.check(lookalike.token, new Date())).ok).toBe(true);
+    // A second start finds nothing more to revoke.
+    const h3 = await hs.make({ instanceId: 'orch-1', config, dispatcher: false, configureBackend: adoptAll });
+    expect((await h3.manager.recover(60_000)).revokedTokens).toBeUndefined();
+  });
+
+  for (const crashAfter of [0, 1]) {
+    it(`a teardown killed after ${crashAfter} of its two writes leaves no live token once restarted`, async () => {
+      const { h, warm } = await before();
+      // The process "dies" at the chosen write: that write and every later one never happen.
+      let writes = 0;
+      let died!: () => void;
+      const dead = new Promise<void>((resolve) => (died = resolve));
+      const dieAt =
+        <A extends unknown[]>(f: (...a: A) => Promise<void>) =>
+        (...a: A): Promise<void> => {
+          if (writes++ < crashAfter) return f(...a);
+          died();
+          return new Promise<void>(() => undefined);
+        };
+      const { tokens, spawns } = h.store;
+      const [revoke, remove] = [tokens.revokeForAgent, spawns.deleteAgent];
+      tokens.revokeForAgent = dieAt(revoke.bind(tokens));
+      spawns.deleteAgent = dieAt(remove.bind(spawns));
+      void h.manager.teardown(
+        h.manager.entries().find((e) => e.agentId === warm)!,
+        'orphan',
+      );
+      await dead;
+      expect(writes).toBe(crashAfter + 1);
+      // The next process shares the store (the same objects here), not the dead one's fate.
+      [tokens.revokeForAgent, spawns.deleteAgent] = [revoke, remove];
+      const h2 = await hs.make({
+        instanceId: 'orch-1',
+        config,
+        dispatcher: false,
+        configureBackend: (b) => {
+          b.adoptResult = (id) => id !== warm;
+        },
+      });
+      await h2.manager.recover(60_000);
+      const recorded = new Set((await h2.spawnRows()).map((r) => r.agent_id));
+      expect(recorded.has(warm)).toBe(false);
+      for (const id of await liveTokenAgents(h2)) expect(recorded.has(id), id).toBe(true);
+    });
+  }
 });
+
+function adoptAll(b: { adoptResult: boolean | ((id: string) => boolean) }): void {
+  b.adoptResult = true;
+}
+
+/** Agents with a live ephemeral token, sorted. */
+async function liveTokenAgents(h: ManagerHarness): Promise<string[]> {
+  const rows = await h.store.db
+    .selectFrom('agent_tokens')
+    .select('agent_id')
+    .where('revoked_at', 'is', null)
+    .execute();
+  return rows.map((r) => r.agent_id).sort();
+}
