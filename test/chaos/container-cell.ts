@@ -183,7 +183,13 @@ export async function runContainerCell(fault: Fault, name: string): Promise<Cell
       // cell's agents lose their rules: map elements gone, chains emptied. The whole table going is
       // the micro-VM cell's fault, and the unit tests'.
       const ips = [...isolation.ruled];
-      if (ips.length !== JOBS) throw new Error(`expected ${JOBS} agents with rules, saw ${ips.length}`);
+      if (ips.length !== JOBS)
+        // What the backend asked of the firewall, so a failure says where the rules went.
+        throw new Error(
+          `expected ${JOBS} agents with rules, saw ${ips.length}; applied ${JSON.stringify(
+            isolation.applied.map((r) => [r.agentId, r.ip]),
+          )}, removed ${JSON.stringify(isolation.removed)}, reaped ${JSON.stringify(isolation.reaped)}; ${states(await read())}`,
+        );
       await flushAddresses(DEFAULT_AGENT_TABLE, ips);
       const t0 = Date.now();
       await eventually(

@@ -41,6 +41,8 @@ export async function removeScalerContainers(...names: string[]): Promise<void> 
 export class RecordingIsolation implements AgentIsolation {
   readonly applied: AgentRuleRequest[] = [];
   readonly removed: string[] = [];
+  /** Addresses a sweep judged stale, with the live set it was given. */
+  readonly reaped: { ip: string; live: string[] }[] = [];
   readonly ruled = new Set<string>();
   private readonly real = new NftAgentIsolation({ runner: createNftRunner() });
   prepare(): Promise<void> {
@@ -60,6 +62,7 @@ export class RecordingIsolation implements AgentIsolation {
     let n = 0;
     for (const ip of [...this.ruled])
       if (!live.has(ip)) {
+        this.reaped.push({ ip, live: [...live] });
         await this.real.remove(ip);
         this.ruled.delete(ip);
         n++;
