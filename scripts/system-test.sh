@@ -12,13 +12,20 @@ fi
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export KICI_SYS_WORK=${KICI_SYS_WORK:-/tmp/kici-sys}
 export KICI_SYS_NETNS=${KICI_SYS_NETNS:-kici-sys}
-trap 'bash "$ROOT/scripts/system/teardown.sh"' EXIT
+made_template=
+trap 'bash "$ROOT/scripts/system/teardown.sh"; [[ -z $made_template ]] || rm -rf "$made_template"' EXIT
 if [[ ${KICI_SYS_PREPARED:-} != 1 ]]; then
   bash "$ROOT/scripts/system/setup.sh"
 fi
 # shellcheck disable=SC1091
 source "$KICI_SYS_WORK/env"
 VITEST=("$ROOT/node_modules/.bin/node" "$ROOT/node_modules/vitest/vitest.mjs" run)
+# Every suite below starts from one migrated database (scripts/test-template.ts), made here unless
+# the caller made one for its whole run.
+if [[ -z ${KICI_TEST_TEMPLATE_DIR:-} ]]; then
+  made_template=$("$ROOT/node_modules/.bin/node" "$ROOT/scripts/test-template.ts")
+  export KICI_TEST_TEMPLATE_DIR=$made_template
+fi
 report() { [[ -n ${KICI_SYS_REPORT_DIR:-} ]] && echo "--reporter=default --reporter=json --outputFile.json=$KICI_SYS_REPORT_DIR/$1.json"; }
 
 # Each suite runs in its own namespace and its own vitest process, several at once: the system suite

@@ -11,10 +11,13 @@
  * lane prints as it goes; the serial lane's output is kept and printed whole when both are done,
  * so the log reads as two blocks. Arguments are given to both lanes (a file filter selects within
  * each). KICI_TEST_REPORT_DIR=<dir> adds a JSON report per lane there (`.ci/run` reads them).
+ * Both lanes start from one migrated database made here (test-template.ts), not one each.
  * The exit code is the first failing lane's.
  */
 import { spawn } from 'node:child_process';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { makeTestTemplate, TEMPLATE_ENV } from './test-template.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const VITEST = join(ROOT, 'node_modules/vitest/vitest.mjs');
@@ -41,6 +44,12 @@ function vitestArgs(lane: (typeof lanes)[number]): string[] {
   ];
 }
 
+// Named by a caller (a run that makes one for more than these lanes) or made here for both.
+const madeTemplate = process.env[TEMPLATE_ENV]
+  ? undefined
+  : await makeTestTemplate((await import('../dist/store/open.js')).openDatabase);
+const env = madeTemplate ? { ...process.env, [TEMPLATE_ENV]: madeTemplate } : process.env;
+
 const children = new Set<ReturnType<typeof spawn>>();
 for (const sig of ['SIGINT', 'SIGTERM'] as const)
   process.on(sig, () => {
@@ -51,6 +60,7 @@ const runs = lanes.map(async (lane) => {
   const kept: Buffer[] = [];
   const child = spawn(process.execPath, vitestArgs(lane), {
     cwd: ROOT,
+    env,
     stdio: lane.live ? 'inherit' : ['ignore', 'pipe', 'pipe'],
   });
   children.add(child);
@@ -63,6 +73,7 @@ const runs = lanes.map(async (lane) => {
 });
 
 const results = await Promise.all(runs);
+if (madeTemplate) await rm(madeTemplate, { recursive: true, force: true });
 for (const r of results.filter((x) => !x.lane.live)) {
   process.stdout.write(`\n==== ${r.lane.name} lane (${r.lane.projects.join(', ')}) ====\n`);
   process.stdout.write(r.output);

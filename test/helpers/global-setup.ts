@@ -1,21 +1,23 @@
-import { PGlite } from '@electric-sql/pglite';
 import { mkdtempSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { makeTestTemplate, TEMPLATE_ENV } from '../../scripts/test-template.ts';
 import { openDatabase } from '../../src/store/open.js';
 import { checkNoLeftovers, markTestRun } from './leftover-processes.js';
 
 /**
  * A fresh PGlite data directory costs ~5 s (initdb). Make one migrated template per test run, and
  * one uncompressed dump of it: on-disk tests copy the template, in-memory stores load the dump
- * (no initdb, no copy). Every project names this file, and vitest runs each project's global
- * set-up in the same runner process: the template is made by the first and shared, and the last
- * teardown removes it and fails the run when any process the tests started is still alive.
+ * (no initdb, no copy). A runner that starts several vitest processes makes one for all of them
+ * (scripts/test-template.ts). Every project names this file, and vitest runs each project's global
+ * set-up in the same runner process: the template is made (or found) by the first and shared, and
+ * the last teardown removes one made here and fails the run when any process the tests started is
+ * still alive.
  */
 interface Shared {
-  ready: Promise<{ dir: string; dump: string }>;
+  ready: Promise<{ dir: string; dump: string; own: boolean }>;
   users: number;
   runId: string;
   tokenDir: string | undefined;
@@ -23,18 +25,11 @@ interface Shared {
 const KEY = Symbol.for('kici.test.template');
 const shared = globalThis as typeof globalThis & { [KEY]?: Shared };
 
-async function makeTemplate(): Promise<{ dir: string; dump: string }> {
-  const dir = await mkdtemp(join(tmpdir(), 'kici-template-'));
-  const db = await openDatabase({ dataDir: dir });
-  await db.close();
-  const pg = new PGlite(join(dir, 'pg'));
-  // dumpDataDir on a PGlite that has not finished starting never settles.
-  await pg.waitReady;
-  const blob = await pg.dumpDataDir('none');
-  await pg.close();
-  const dump = join(dir, 'dump.tar');
-  await writeFile(dump, Buffer.from(await blob.arrayBuffer()));
-  return { dir, dump };
+/** The run's template: the one its runner made, else one made here (and removed at the end). */
+async function template(): Promise<{ dir: string; dump: string; own: boolean }> {
+  const named = process.env[TEMPLATE_ENV];
+  const dir = named || (await makeTestTemplate(openDatabase));
+  return { dir, dump: join(dir, 'dump.tar'), own: !named };
 }
 
 /**
@@ -51,19 +46,19 @@ function useTestTokenFile(): string | undefined {
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const s = (shared[KEY] ??= {
-    ready: makeTemplate(),
+    ready: template(),
     users: 0,
     runId: markTestRun(),
     tokenDir: useTestTokenFile(),
   });
   s.users++;
-  const { dir, dump } = await s.ready;
+  const { dir, dump, own } = await s.ready;
   project.provide('templateDataDir', dir);
   project.provide('templateDump', dump);
   return async () => {
     if (--s.users > 0) return;
     delete shared[KEY];
-    await rm(dir, { recursive: true, force: true });
+    if (own) await rm(dir, { recursive: true, force: true });
     if (s.tokenDir) await rm(s.tokenDir, { recursive: true, force: true });
     await checkNoLeftovers(s.runId);
   };
