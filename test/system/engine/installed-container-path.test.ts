@@ -9,7 +9,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, realpath, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
@@ -65,12 +65,32 @@ const PROBE = `for (const u of process.argv.slice(2)) {
   catch (e) { console.log('probe ' + u + ' ' + (e.cause?.code ?? e.message)); }
 }`;
 
-/** `npm pack` and the docs' offline install into a fresh prefix; returns the prefix's bin dir. */
-async function installFromTarball(): Promise<string> {
-  const pack = await run('npm', ['run', '--silent', 'pack', '--', work]).exited;
+/**
+ * The installed package's bin dir. A system run names a place for it (KICI_TEST_INSTALL_DIR,
+ * scripts/system-test.sh), so this file installs once for both engines: each engine's run then
+ * follows the same operator's path from the same install, and the run's slowest lane pays one
+ * offline install, not two. Run alone, it installs into its own work dir.
+ */
+async function installedBin(): Promise<string> {
+  const shared = process.env.KICI_TEST_INSTALL_DIR;
+  if (!shared) return installFromTarball(work);
+  const named = join(shared, 'bin-path');
+  const made = await readFile(named, 'utf8').catch(() => undefined);
+  if (made) return made;
+  const bin = await installFromTarball(await mkdtemp(join(shared, 'install-')));
+  // Named only once whole: a run that failed half-way leaves no name to follow.
+  await writeFile(`${named}.tmp`, bin);
+  await rename(`${named}.tmp`, named);
+  return bin;
+}
+
+/** `npm pack` and the docs' offline install into a fresh prefix under `into`; returns its bin dir. */
+async function installFromTarball(into: string): Promise<string> {
+  await chmod(into, 0o755);
+  const pack = await run('npm', ['run', '--silent', 'pack', '--', into]).exited;
   expect(pack.code, pack.stderr).toBe(0);
   const tarball = pack.stdout.trim().split('\n').at(-1)!;
-  const opt = join(work, 'opt');
+  const opt = join(into, 'opt');
   await mkdir(opt);
   const untar = await run('tar', ['-xzf', tarball, '-C', opt]).exited;
   expect(untar.code, untar.stderr).toBe(0);
@@ -95,7 +115,7 @@ describe(`the container path from the installed package on ${ENGINE}`, () => {
   it('builds the agent image with the installed command, then runs a container job with the API on loopback only', async () => {
     work = await mkdtemp(join(tmpdir(), 'kici-inst-ctr-'));
     await chmod(work, 0o755);
-    const bin = await installFromTarball();
+    const bin = await installedBin();
     // Only the pinned Node ahead of the system's tools (nft lives in /usr/sbin).
     const env = {
       PATH: `${dirname(await realpath(NODE))}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
