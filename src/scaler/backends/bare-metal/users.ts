@@ -164,15 +164,16 @@ export class AgentUserPool {
     const busy = await uidsWithProcesses();
     for (let uid = this.first; uid < this.first + this.count; uid++) {
       if (busy.has(uid)) continue;
+      const claim = this.claimPathOf(uid);
       try {
-        await mkdir(this.claimPathOf(uid));
+        await mkdir(claim);
       } catch {
         continue; // claimed by someone else
       }
       const owner = agentId ?? spareOwner(uid);
       // The holder before the owner: a claim naming a spare always says whose it is.
-      if (agentId === undefined) await writeFile(join(this.claimPathOf(uid), 'holder'), thisHolder());
-      await writeFile(join(this.claimPathOf(uid), 'agent'), owner);
+      if (agentId === undefined) await writeFile(join(claim, 'holder'), thisHolder());
+      await writeFile(join(claim, 'agent'), owner);
       const home = this.homeOf(owner);
       await rm(home, { recursive: true, force: true });
       await mkdir(home, { mode: 0o700 });
