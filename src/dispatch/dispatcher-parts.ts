@@ -4,6 +4,7 @@ import { ActiveJobs } from './active-jobs.js';
 import type { AgentRegistry } from './agent-registry.js';
 import { Claims } from './claims.js';
 import { DispatchPass } from './dispatch-pass.js';
+import { EarlyProvision } from './early-provision.js';
 import type { planDispatch } from './dispatch-plan.js';
 import type { DispatcherOptions } from './dispatcher-options.js';
 import type { JobQueue } from './job-queue.js';
@@ -101,6 +102,17 @@ export function assembleDispatcherParts(opts: DispatcherOptions, core: Dispatche
     pump: core.pump,
   });
   writes.rideOnResults((finished) => claims.rideOnResults(finished));
+  const pump = new Pump({ pass: core.pass, held: core.halted, ending: core.ending, log });
+  const early = new EarlyProvision({
+    queue,
+    registry,
+    scaler: opts.scaler,
+    clock: opts.clock,
+    log,
+    clustered: opts.instanceId !== undefined || opts.scaleClaim !== undefined,
+    halted: core.halted,
+    passing: () => pump.busy,
+  });
   const submits = new RunSubmit({
     store: opts.store,
     clock: opts.clock,
@@ -111,8 +123,8 @@ export function assembleDispatcherParts(opts: DispatcherOptions, core: Dispatche
     instanceId: opts.instanceId,
     claimAtSubmit: opts.claimAtSubmit,
     pump: core.pump,
+    early,
   });
-  const pump = new Pump({ pass: core.pass, held: core.halted, ending: core.ending, log });
   const passes = new DispatchPass({
     store: opts.store,
     clock: opts.clock,

@@ -22,6 +22,11 @@ export class Pump {
 
   constructor(private readonly deps: PumpDeps) {}
 
+  /** A pass is asked for or under way. */
+  get busy(): boolean {
+    return this.pumping;
+  }
+
   /** Settles once the pass in progress (and the ones asked for during it) has ended. */
   get idle(): Promise<void> {
     return this.running;

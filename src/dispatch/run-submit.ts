@@ -7,6 +7,7 @@ import type { Claims } from './claims.js';
 import { routingSpec, type JobQueue, type QueuedJob } from './job-queue.js';
 import { newId, toQueued } from './job-rows.js';
 import type { Sealed, SealedEnv } from './sealed-env.js';
+import type { EarlyProvision } from './early-provision.js';
 
 export interface RunSubmitDeps {
   store: Store;
@@ -22,6 +23,8 @@ export interface RunSubmitDeps {
   claimAtSubmit?: boolean | undefined;
   /** Ask for a dispatch pass (jobs were queued). */
   pump: () => void;
+  /** A cold start's spawn asked for before the insert, when nothing else is queued (early-provision.ts). */
+  early?: Pick<EarlyProvision, 'provision' | 'stored' | 'undo'> | undefined;
 }
 
 /**
@@ -72,6 +75,11 @@ export class RunSubmit {
     }));
     const taken = this.deps.claimAtSubmit === false ? [] : this.deps.claims.takeNew(queued);
     const claimOf = new Map(taken.map((t) => [t.job.id, t.agent.id]));
+    // The jobs no idle agent took: where the planner would start an agent for one, it is asked for
+    // now, so the agent boots while the run is stored.
+    const early = this.deps.early
+      ? await this.deps.early.provision(queued.filter((q) => !claimOf.has(q.id)))
+      : [];
     const owner = this.deps.instanceId;
     let rows: JobRow[];
     let durable: () => Promise<void>;
@@ -86,6 +94,7 @@ export class RunSubmit {
       ({ value: rows, durable } = await this.deps.store.jobs.insertRunHeld(run, toInsert, now));
     } catch (err) {
       this.deps.claims.untake(taken);
+      await this.deps.early?.undo(early);
       throw err;
     }
     const specs = new Map<string, unknown>();
@@ -97,6 +106,7 @@ export class RunSubmit {
       seqOf.set(row.id, Number(row.seq));
     }
     this.deps.queue.addMany(toQueue);
+    this.deps.early?.stored(early);
     for (const t of taken) t.job.seq = seqOf.get(t.job.id) ?? t.job.seq;
     if (taken.length) await this.deps.claims.sendNew(taken, specs);
     this.deps.log.info({ runId, jobs: rows.length, dispatchedAtOnce: taken.length }, 'run submitted');

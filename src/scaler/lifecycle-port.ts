@@ -76,12 +76,20 @@ export interface SpawnHost extends AgentLifecycle {
   readonly hooks:
     | {
         onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
-        onSpawnFailed(jobId: string, error: ClassifiedSpawnError): void;
+        onSpawnFailed(
+          jobId: string,
+          error: ClassifiedSpawnError,
+          source?: { scalerName: string; backendType: string },
+        ): void;
         onCapLockFailure?(reason: 'contended' | 'unreachable'): void;
       }
     | undefined;
   /** Forget an agent in memory and give its capacity back (synchronously). */
   forget(m: ManagedEntry): void;
+  /** Tell the orchestrator something about a job now, or once its run is stored (job-reports.ts). */
+  reportFor(jobId: string, report: () => void): void;
+  /** The scaler's agents start before their records are written (ScalerManagerViews). */
+  launchesProvisionally(scalerName: string): boolean;
   /** A phase change, through the lifecycle table. */
   move(m: ManagedEntry, to: AgentPhase): void;
   noteSwallowed(site: string, err: unknown, context?: Record<string, unknown>): void;

@@ -19,8 +19,15 @@ export interface ScalerHooks {
   onCapacityFreed(): void;
   /** A lifecycle note for the job a spawn is bound to. */
   onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
-  /** A spawn bound to this job failed; the classified reason belongs on the waiting job. */
-  onSpawnFailed(jobId: string, error: ClassifiedSpawnError): void;
+  /**
+   * A spawn bound to this job failed; the classified reason belongs on the waiting job. `source`:
+   * the scaler and backend type that failed (the spawn may be gone by the time this is told).
+   */
+  onSpawnFailed(
+    jobId: string,
+    error: ClassifiedSpawnError,
+    source?: { scalerName: string; backendType: string },
+  ): void;
   /**
    * An error the manager logged and carried on from (cleanup that may fail without harm), by site;
    * for a counter. The manager logs it either way.

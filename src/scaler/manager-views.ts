@@ -104,6 +104,22 @@ export class ScalerManagerViews {
   capBook() {
     return this.state.caps;
   }
+  /**
+   * Does this scaler start its agents before their records are written (the record is written when
+   * the backend asks, and an unrecorded start is undone by the launcher itself)? Compute on this
+   * host, found again without its record, whose launcher undoes a start, over a store that keeps a
+   * new agent's token in memory until its first check.
+   */
+  launchesProvisionally(scalerName: string): boolean {
+    const caps = this.state.backends.get(scalerName)?.capabilities;
+    return (
+      !!caps?.provisionalLaunch &&
+      caps.localCompute &&
+      caps.cleansOrphans &&
+      this.opts.store.tokens.keepsUnused
+    );
+  }
+
   backendList(): ScalerBackend[] {
     return [...this.state.backends.values()];
   }

@@ -23,7 +23,8 @@ import { SwallowedErrors } from './swallowed-errors.js';
 import { teardownAgent } from './teardown.js';
 import type { DestroyReason, LaterWork, ScaleJob, ScaleResult } from './types.js';
 import { WarmPools, type RegistryView } from './warm-pool.js';
-import { withdrawEndedProvisions } from './withdrawal.js';
+import { withdrawEndedProvisions, withdrawProvisionsFor } from './withdrawal.js';
+import { JobReports } from './job-reports.js';
 
 export { ScalerAdoptionLookupError } from './adoption.js';
 export type { ScalerHooks, ScalerManagerOptions } from './manager-options.js';
@@ -53,6 +54,8 @@ export class ScalerManager
   readonly log: Logger;
   /** Teardowns under way: an agent's capacity is given back when one starts, its compute and records later. */
   private readonly tearing = new Set<Promise<void>>();
+  /** Reports about jobs whose run is still being stored wait here (job-reports.ts). */
+  private readonly reports = new JobReports();
   readonly returns: ReturnWatch;
 
   constructor(opts: ScalerManagerOptions) {
@@ -260,6 +263,25 @@ export class ScalerManager
   /** Tear down unregistered provisions whose job ended meanwhile (run with the periodic sweep). */
   withdrawEnded(): Promise<string[]> {
     return withdrawEndedProvisions(this);
+  }
+
+  /** Reports about this job (its spawn's notes and failure) wait until `jobStored`. */
+  holdReports(jobId: string): void {
+    this.reports.hold(jobId);
+  }
+
+  /** The held job's run was stored (its reports go out now) or was not (they are dropped). */
+  jobStored(jobId: string, stored: boolean): void {
+    this.reports.release(jobId, stored);
+  }
+
+  reportFor(jobId: string, report: () => void): void {
+    this.reports.send(jobId, report);
+  }
+
+  /** Tear down unregistered provisions bound to these jobs, which were never stored. */
+  withdrawFor(jobIds: readonly string[]): Promise<void> {
+    return withdrawProvisionsFor(this, jobIds);
   }
 
   /** Graceful stop: no more spawns, warm pools stop refilling; agents already there keep running. */

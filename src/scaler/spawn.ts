@@ -133,7 +133,7 @@ export async function provisionAgent(
       now: new Date(now),
     });
     const tokens = host.opts.store.tokens;
-    const { localCompute, cleansOrphans, provisionalLaunch } = backend.capabilities;
+    const { localCompute, cleansOrphans } = backend.capabilities;
     // Compute on this host whose backend finds it again without its record (a power loss would end
     // both) is launched while the record's sync runs; anything else waits until it is on disk.
     const write = async () => {
@@ -146,14 +146,17 @@ export async function provisionAgent(
           );
       else await held.durable();
     };
-    if (provisionalLaunch && localCompute && cleansOrphans && tokens.keepsUnused) {
+    if (host.launchesProvisionally(entry.name)) {
       // The backend starts the agent while the record is written (SpawnContext.record). The token
       // is known here first, so the agent's check can never come before it.
       tokens.stored(minted.row, new Date(now));
       const recordNow = recordWhenAsked(host, m, write);
       m.record = recordNow;
-      void runSpawn(host, m, backend, entry, minted.token, job?.container, recordNow);
-      return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type };
+      let asked!: () => void;
+      const launched = new Promise<void>((r) => (asked = r));
+      const askRecord = () => (asked(), recordNow());
+      void runSpawn(host, m, backend, entry, minted.token, job?.container, askRecord).finally(asked);
+      return { action: 'spawning', agentId, scalerName: entry.name, backendType: entry.type, launched };
     }
     await write();
     tokens.stored(minted.row, new Date(now));
@@ -239,7 +242,8 @@ async function runSpawn(
 }
 
 function onBackendEvent(host: SpawnHost, m: ManagedEntry, type: ScalerEventType, detail: string): void {
-  if (m.boundJobId) host.hooks?.onJobEvent(m.boundJobId, type, detail);
+  const jobId = m.boundJobId;
+  if (jobId) host.reportFor(jobId, () => host.hooks?.onJobEvent(jobId, type, detail));
   if (type === 'scaler.failed' && m.phase === 'starting') {
     void failAgentSpawn(host, m, { kind: 'exited-before-register', message: detail, deterministic: false });
   }
@@ -294,7 +298,9 @@ export async function failAgentSpawn(
         '`kici-admin diagnose` shows the cause',
     );
   }
-  if (m.boundJobId) host.hooks?.onSpawnFailed(m.boundJobId, error);
+  const jobId = m.boundJobId;
+  const source = { scalerName: m.scalerName, backendType: m.type };
+  if (jobId) host.reportFor(jobId, () => host.hooks?.onSpawnFailed(jobId, error, source));
   m.abort.abort(new Error('spawn failed'));
   await host.teardown(m, error.kind === 'spawn-timeout' ? 'spawn-timeout' : 'spawn-failed');
 }

@@ -287,7 +287,18 @@ export interface DeliveryProblem {
 }
 
 export type ScaleResult =
-  | { action: 'spawning'; agentId: string; scalerName: string; backendType: ScalerType }
+  | {
+      action: 'spawning';
+      agentId: string;
+      scalerName: string;
+      backendType: ScalerType;
+      /**
+       * A provisional launch (BackendCapabilities.provisionalLaunch): settles once the backend has
+       * asked for the agent's start, or the spawn has ended. A caller with store writes of its own
+       * waits for it, so they do not come between the request and the start.
+       */
+      launched?: Promise<void>;
+    }
   | { action: 'at-capacity'; reason: string }
   | { action: 'no-backend'; reason: string }
   | { action: 'skipped'; reason: string; retryAfterMs?: number };

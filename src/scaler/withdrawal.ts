@@ -83,3 +83,22 @@ function isClusterOwned(mgr: WithdrawalHost, m: ManagedEntry): boolean {
 function stillWaiting(mgr: WithdrawalHost, m: ManagedEntry): boolean {
   return mgr.state.agents.get(m.agentId) === m && m.phase === 'starting';
 }
+
+/**
+ * Provisions for jobs that were never stored (their run's insert failed after the spawn was asked
+ * for it, dispatch/early-provision.ts): torn down at once, as a job ended before its agent came.
+ */
+export async function withdrawProvisionsFor(mgr: WithdrawalHost, jobIds: readonly string[]): Promise<void> {
+  const ids = new Set(jobIds);
+  const gone = mgr.entries().filter((m) => m.boundJobId !== undefined && ids.has(m.boundJobId));
+  for (const m of gone) {
+    // Still being started, or started and not registered (an agent that came has nothing to take).
+    if (mgr.state.agents.get(m.agentId) !== m || (m.phase !== 'spawning' && m.phase !== 'starting')) continue;
+    mgr.log.info(
+      { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId },
+      'withdrawing a provision whose run was not stored',
+    );
+    m.abort.abort(new Error('bound job was not stored'));
+    await mgr.teardown(m, 'job-complete');
+  }
+}

@@ -86,13 +86,12 @@ export function scalerHooks(d: {
           ts: new Date(clock.now()),
         },
       ]),
-    onSpawnFailed: (jobId, err) => {
-      // The entry is still tracked while its failure is reported: it names the backend type.
-      const backend = scaler.entries().find((e) => e.boundJobId === jobId)?.type ?? 'unknown';
-      const entry = scaler.entries().find((e) => e.boundJobId === jobId);
+    onSpawnFailed: (jobId, err, source) => {
+      // Without a source, the entry is still tracked while its failure is reported.
+      const entry = source ? undefined : scaler.entries().find((e) => e.boundJobId === jobId);
       metrics.spawnFailures.inc({
-        scaler: entry?.scalerName ?? '',
-        backend,
+        scaler: source?.scalerName ?? entry?.scalerName ?? '',
+        backend: source?.backendType ?? entry?.type ?? 'unknown',
         bound: 'true',
         kind: err.kind,
       });

@@ -64,24 +64,27 @@ describe("a scaled agent's registration writes", () => {
     const registeredStamp = first(
       /^with "spawning" as \(update "scaler_spawning_agents" set "registered_at".*update "scaler_spawn_times"/,
     );
-    // Before the agent exists: from the submit's insert to the spawn record, no other write (the
-    // admin call's audit row comes after the spawn record).
+    // Nothing else was queued, so the agent was asked for before the run was stored
+    // (early-provision.ts): its spawn record, then the submit's insert, and no other write
+    // between them (the admin call's audit row comes after the insert).
+    const runInsert = first(/^insert into "runs"/);
     const jobsInsert = first(/^insert into jobs /);
     // The spawn record, its reservation, its decision time and the agent's token: one statement.
     const spawnRow = first(/^with "spawning" as \(insert into "scaler_spawning_agents"/);
     const audit = first(/^insert into "admin_audit"/);
-    expect(jobsInsert).toBeGreaterThanOrEqual(0);
-    expect(spawnRow).toBeGreaterThan(jobsInsert);
+    expect(spawnRow).toBeGreaterThanOrEqual(0);
+    expect(runInsert).toBeGreaterThan(spawnRow);
+    expect(jobsInsert).toBeGreaterThan(runInsert);
     for (const table of ['scaler_spawn_times', 'scaler_reservations', 'agent_tokens'])
       expect(sent[spawnRow]).toContain(`insert into "${table}"`);
     expect(sent.filter((s) => /^insert into "agent_tokens"/.test(s))).toEqual([]);
     expect(sent.filter((s) => /^select .* from "agent_sessions"/.test(s))).toEqual([]);
     expect(
       sent
-        .slice(jobsInsert + 1, spawnRow)
+        .slice(spawnRow + 1, runInsert)
         .filter((s) => /^(insert|update|delete|with)\b/.test(s) && !s.includes('job_log_chunks')),
     ).toEqual([]);
-    expect(audit).toBeGreaterThan(spawnRow);
+    expect(audit).toBeGreaterThan(jobsInsert);
     // The bookkeeping still happens, after the claim.
     expect(registeredStamp).toBeGreaterThan(claim);
     expect(agentsRow).toBeGreaterThan(claim);

@@ -92,6 +92,11 @@ export class RecordingBackend implements ScalerBackend {
   extraActive = 0;
   /** Resolve every spawn on the next microtask (for tests that do not care about spawn timing). */
   autoResolve = false;
+  /**
+   * A provisional launch asks for its record as soon as its start is asked for, as bare metal's does
+   * (SpawnContext.record); the record's write, and whether it failed, is then the manager's.
+   */
+  recordOnSpawn = false;
   /** Hold every destroy() until releaseDestroys() (a teardown that takes its time). */
   holdDestroys = false;
   private held: (() => void)[] = [];
@@ -141,6 +146,7 @@ export class RecordingBackend implements ScalerBackend {
     });
     this.inFlight += 1;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    if (this.recordOnSpawn) void req.record?.().catch(() => undefined);
     return new Promise<ManagedAgent>((resolve, reject) => {
       /** The first settlement wins; it leaves the in-flight count and the pending map. */
       const first = (): boolean => {
