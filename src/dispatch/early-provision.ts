@@ -51,8 +51,8 @@ export interface EarlySpawn {
  * start that was never recorded is asked (`launchesProvisionally`), and what the spawn reports of
  * its job waits until the job is stored (`stored`; scaler/job-reports.ts). If the insert fails,
  * `undo` withdraws the spawn and drops its reports; if the orchestrator dies first, the spawn's
- * record names a job that was never stored, and the agent, finding no job, leaves like any agent
- * whose job ended before it came.
+ * record names a job that was never stored, and the next start reclaims its agent instead of
+ * adopting it (scaler/recovery.ts).
  */
 export class EarlyProvision {
   constructor(private readonly deps: EarlyProvisionDeps) {}

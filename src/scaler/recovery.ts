@@ -29,14 +29,17 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
   const uncertain = new Map<string, ManagedEntry>();
   const rows = await store.spawns.listOwned(instanceId);
   const reservations = new Map((await store.spawns.listReservations(instanceId)).map((r) => [r.agent_id, r]));
+  const unstored = await jobsNeverStored(m, rows);
   for (const row of rows) {
     const backend = s.backends.get(row.scaler_name);
     const entry = s.entries.get(row.scaler_name);
-    // `false` is evidence the compute is gone; a rejection (engine unreachable, say) is no evidence.
+    // `false` is evidence the compute is gone (or of no use: its job was never stored); a rejection
+    // (engine unreachable, say) is no evidence.
     let adopted: boolean | 'unknown';
     try {
-      adopted =
-        backend && entry
+      adopted = unstored.has(row.agent_id)
+        ? false
+        : backend && entry
           ? ((await backend.adopt?.(row.agent_id, row.label_set, row.backend_ref)) ?? false)
           : false;
     } catch (err) {
@@ -119,6 +122,28 @@ export async function recoverAgents(m: RecoveryHost, reconnectWindowMs: number):
     recheckUncertain(m, uncertain, reconnectWindowMs);
   }
   return counts;
+}
+
+/**
+ * Spawns that never registered, bound to a job the store does not hold: asked for before their run
+ * was stored (dispatch/early-provision.ts), and the orchestrator died before the run was. No job
+ * will ever come for their agents, so they are reclaimed rather than adopted (an adopted one would
+ * register and wait out its bound job's timeout).
+ */
+async function jobsNeverStored(
+  m: RecoveryHost,
+  rows: readonly { agent_id: string; bound_job_id: string | null; registered_at: Date | null }[],
+): Promise<Set<string>> {
+  const waiting = rows.filter((r) => r.bound_job_id !== null && r.registered_at === null);
+  if (!waiting.length) return new Set();
+  const held = await m.opts.store.jobs.existing(waiting.map((r) => r.bound_job_id!));
+  const unstored = waiting.filter((r) => !held.has(r.bound_job_id!));
+  for (const r of unstored)
+    m.log.info(
+      { agentId: r.agent_id, jobId: r.bound_job_id },
+      'reclaiming an agent started for a job that was never stored',
+    );
+  return new Set(unstored.map((r) => r.agent_id));
 }
 
 /** Recovered agents (those `which` picks) still not back after the window are reclaimed. */

@@ -45,6 +45,17 @@ export class JobsRepo {
     return insertRetry(this.db, jobId, newId, now);
   }
 
+  /** Which of these job ids the store holds, in any state. */
+  async existing(ids: readonly string[]): Promise<Set<string>> {
+    if (!ids.length) return new Set();
+    const rows = await this.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('id', 'in', [...ids])
+      .execute();
+    return new Set(rows.map((r) => r.id));
+  }
+
   get(id: string): Promise<JobRow | undefined> {
     return this.db.selectFrom('jobs').selectAll().where('id', '=', id).executeTakeFirst();
   }
