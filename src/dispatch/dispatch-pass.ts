@@ -43,6 +43,9 @@ export interface DispatchPassDeps {
   again: () => void;
 }
 
+/** No job of the group keeps a reason of its own (shared: never written to). */
+const NO_IDS: readonly string[] = Object.freeze([]);
+
 /**
  * The applying half of a reconcile: the pure planner's decisions for the whole queue turned into
  * claims, scale requests and each group's waiting reason, and a job no one could ever run settled
@@ -122,30 +125,39 @@ export class DispatchPass {
         }
       }
       // Jobs being provisioned keep their own reason; the rest of the group shares one, set once.
-      const keep = (provisioning.get(group.key) ?? []).filter((id) => scaler?.isProvisioning(id));
-      const firstLeft = firstWhere(group.jobs(), (j) => !scaler?.isProvisioning(j.id));
+      const inFlight = provisioning.get(group.key);
+      const keep = inFlight ? inFlight.filter((id) => scaler?.isProvisioning(id)) : NO_IDS;
+      // The group's first job not in flight, read only where it is needed: most groups of a long
+      // queue need none of their jobs read.
+      const firstLeft = () =>
+        inFlight ? firstWhere(group.jobs(), (j) => !scaler?.isProvisioning(j.id)) : group.sample;
       // Held by a cap (not backoff or a missing backend): idle warm stock of another label set
       // may give its room up (warm-pool.ts).
       const capped = d.action === 'at-capacity' || d.action === 'spawn';
-      if (scaler && capped && d.match && firstLeft) scaler.yieldWarmFor(toScaleJob(firstLeft), d.match);
-      if (d.noBackend && firstLeft) {
-        const hint = firstLeft.spec.container ? `; ${CONTAINER_JOB_HINT}` : '';
+      if (scaler && capped && d.match) {
+        const first = firstLeft();
+        if (first) scaler.yieldWarmFor(toScaleJob(first), d.match);
+      }
+      // Where no job of the group is in flight, the group's routing facts stand for its first job.
+      const left = d.noBackend && (inFlight ? firstLeft() : group.size ? group.facts : undefined);
+      if (left) {
+        const hint = left.spec.container ? `; ${CONTAINER_JOB_HINT}` : '';
         // An agent that is not bound to one job fits every job of the group alike: one look for all.
-        if (this.groupCould(firstLeft)) {
+        if (this.groupCould(left)) {
           this.deps.queue.setGroupReason(group.source, `waiting for a matching agent${hint}`, keep);
           continue;
         }
-        const left = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
+        const jobsLeft = [...group.jobs()].filter((j) => !scaler?.isProvisioning(j.id));
         const why = scaler
           ? `${d.noBackend}; ${describeTable(scaler.routingTable())}`
           : 'no scaler is configured and no agent token matches these labels';
         // In a cluster a peer may have issued a token, or started with a scaler for these labels,
         // since we last read them: read both again first.
-        if (this.deps.instanceId && left.some((j) => !this.someoneCould(j))) {
+        if (this.deps.instanceId && jobsLeft.some((j) => !this.someoneCould(j))) {
           await this.deps.refreshStaticScopes();
           await this.deps.refreshPeers?.();
         }
-        for (const job of left) {
+        for (const job of jobsLeft) {
           if (this.someoneCould(job)) job.waiting = `waiting for a matching agent${hint}`;
           else await this.settleNoBackend(job, `${why}${hint}`);
         }
@@ -154,7 +166,7 @@ export class DispatchPass {
   }
 
   /** Could an agent that takes any job of the job's group run it? Then every job of the group could. */
-  private groupCould(job: QueuedJob): boolean {
+  private groupCould(job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
     const scaler = this.deps.scaler;
     return (
       this.deps.registry.anyCould(job, (a) => a.kind !== 'scaler' || !scaler) ||

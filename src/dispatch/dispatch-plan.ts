@@ -37,6 +37,8 @@ export interface DispatchGroup {
   jobs: () => Iterable<QueuedJob>;
   /** The job the group hands out first; every job of a group routes and fits alike. */
   readonly sample: QueuedJob;
+  /** What every job of the group shares for routing and fit: read without reading a job. */
+  readonly facts: Pick<QueuedJob, 'runsOn' | 'spec'>;
   /** Where the group routes in `table`, and what one of its agents requests there. */
   routed(table: readonly RoutableLabelSet[], scaler: ScalerManager | undefined): Routed;
 }
@@ -88,6 +90,7 @@ function makeView(g: QueueGroup): DispatchGroup {
     get sample() {
       return g.first;
     },
+    facts: { runsOn: g.labels, spec },
     jobIds: () => new IdsOf(g.jobs()[Symbol.iterator]()),
     jobs: g.jobs,
     routed(table, scaler) {
@@ -135,6 +138,7 @@ export function planDispatch(
     live: { global: scaler?.globalActiveCount() ?? 0, perScaler },
     backoff: (key) => facts?.backoff(key, now) ?? { blocked: false },
     isProvisioning: (id) => scaler?.isProvisioning(id) ?? false,
+    noneProvisioning: !scaler || scaler.provisioningCount() === 0,
     requestsFor: (m, g) => {
       const r = g.routed(table, scaler);
       return r.match === m && r.requests

@@ -21,6 +21,10 @@ import { SeqMap } from './seq-map.js';
 export type { QueueGroup } from './queue-group.js';
 export { routingSpec, type QueuedJob, type QueuedJobSpec } from './queued-job.js';
 
+/** No job of a group is spared its group's reason (shared; never written to). */
+const NO_KEEP: readonly string[] = Object.freeze([]);
+const NO_SPARED: readonly [Slot, string | undefined][] = Object.freeze([]);
+
 /** Where a queued job sits, and the reason it was given itself (and when: a later group reason wins). */
 interface Slot {
   list: OwnerList;
@@ -49,8 +53,6 @@ export class JobQueue {
   private said = 0;
   /** Moves whenever what the queue shows may have changed (see `changes`). */
   private shown = 0;
-  /** The latest write of a job's own reason in each group: a group reason said again may hide it. */
-  private readonly ownAt = new WeakMap<Group, number>();
   /** How a queued job's `waiting` reads and writes: shared by every job, so nothing is made per job. */
   private readonly waitingProp: PropertyDescriptor;
 
@@ -67,7 +69,7 @@ export class JobQueue {
           if (queue.waitingOf(this.id) !== text) queue.shown++;
           slot.text = text;
           slot.at = ++queue.said;
-          queue.ownAt.set(slot.list.group, slot.at);
+          slot.list.group.ownAt = slot.at;
         }
       },
       enumerable: true,
@@ -118,23 +120,25 @@ export class JobQueue {
    * Every job of the group waits for `reason` now, except `keep` (jobs whose own reason stands, such
    * as those being provisioned): O(keep), not a write per job.
    */
-  setGroupReason(group: QueueGroup, reason: string, keep: Iterable<string> = []): void {
+  setGroupReason(group: QueueGroup, reason: string, keep: Iterable<string> = NO_KEEP): void {
     const g = this.groups.get(group.key);
     if (!g || g.view !== group) return;
-    // The spared keep what they show now, said after the group's reason so theirs wins.
-    const spared: [Slot, string | undefined][] = [];
-    for (const id of keep) {
-      const slot = this.byId.get(id);
-      if (slot?.list.group === g) spared.push([slot, this.waitingOf(id)]);
-    }
+    // The spared keep what they show now, said after the group's reason so theirs wins. Most
+    // groups spare none, and make no list for it.
+    let spared: [Slot, string | undefined][] | undefined;
+    if (keep !== NO_KEEP && !(Array.isArray(keep) && keep.length === 0))
+      for (const id of keep) {
+        const slot = this.byId.get(id);
+        if (slot?.list.group === g) (spared ??= []).push([slot, this.waitingOf(id)]);
+      }
     // Shown differently if the text is new, or if a job's own reason said since the last one yields.
-    if (g.reason !== reason || (this.ownAt.get(g) ?? -1) > g.reasonAt) this.shown++;
+    if (g.reason !== reason || g.ownAt > g.reasonAt) this.shown++;
     g.reason = reason;
     g.reasonAt = ++this.said;
-    for (const [slot, text] of spared) {
+    for (const [slot, text] of spared ?? NO_SPARED) {
       slot.text = text;
       slot.at = ++this.said;
-      this.ownAt.set(g, slot.at);
+      g.ownAt = slot.at;
     }
   }
 
@@ -182,7 +186,7 @@ export class JobQueue {
     pushInOrder(fifo, job, late);
     // The reason it brings (a requeue's, say) is its own, said now: its group's older one yields.
     this.byId.set(job.id, { list: fifo, text: job.waiting, at: ++this.said });
-    this.ownAt.set(g, this.said);
+    g.ownAt = this.said;
     this.shown++;
     Object.defineProperty(job, 'waiting', this.waitingProp);
   }

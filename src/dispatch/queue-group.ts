@@ -25,6 +25,8 @@ export interface Group {
   /** Why its jobs wait, and when that was said (a job's own reason said later wins). */
   reason?: string | undefined;
   reasonAt: number;
+  /** The latest write of a job's own reason in it: a group reason said again may hide it. */
+  ownAt: number;
   /** Sort keys, written by `orderedGroups` just before it sorts. */
   top: number;
   oldest: number;
@@ -65,6 +67,7 @@ export function newGroup(
     levels: new Map(),
     priorities: [],
     reasonAt: -1,
+    ownAt: -1,
     top: 0,
     oldest: 0,
     born,

@@ -20,7 +20,7 @@ export class StaticScopes {
   }
 
   /** Could a known static agent (connected or not) ever take this job? */
-  could(job: QueuedJob, nowMs: number): boolean {
+  could(job: Pick<QueuedJob, 'runsOn'>, nowMs: number): boolean {
     for (const s of this.scopes.values()) {
       if (s.expiresAtMs !== null && s.expiresAtMs <= nowMs) continue;
       if (job.runsOn.every((l) => s.labels.has(l))) return true;

@@ -57,6 +57,11 @@ export class ScalerManagerViews {
     return this.state.jobToAgent.has(jobId);
   }
 
+  /** How many jobs a spawn is in flight for. */
+  provisioningCount(): number {
+    return this.state.jobToAgent.size;
+  }
+
   /** The jobs a spawn is in flight for: few (bounded by the caps), so a pass may list them. */
   provisioningJobs(): Iterable<string> {
     return this.state.jobToAgent.keys();

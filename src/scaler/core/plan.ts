@@ -71,6 +71,8 @@ export interface PlanInput<A extends PlanAgent, G extends PlanGroup = PlanGroup>
   backoff: (key: string) => BackoffCheck;
   /** Jobs that already have an agent being provisioned. */
   isProvisioning: (jobId: string) => boolean;
+  /** True when no job at all is being provisioned (`isProvisioning` would answer false for all). */
+  noneProvisioning?: boolean | undefined;
   /** What one agent of this group would bill against the caps once routed to `match`. */
   requestsFor: (match: RoutableLabelSet, group: G) => ResourceAmount;
   /** False when no scaler is configured at all. */
@@ -105,27 +107,54 @@ export interface GroupDecision {
  */
 const NONE: never[] = Object.freeze([]) as unknown as never[];
 
+/** Stands for a group's first job before it is read: with nothing in flight, it needs an agent. */
+const FIRST: unique symbol = Symbol("the group's first job");
+type Pending = string | typeof FIRST | undefined;
+
 /**
  * Walks one group's jobs at a time, skipping those already being provisioned; one per pass, so a
- * group costs no closures.
+ * group costs no closures. With no job in flight anywhere, a group's jobs are not read until one is
+ * handed out: most groups of a long queue only wait, and reading their first job is a pass's
+ * largest cost per group.
  */
 class GroupCursor {
   private it: Iterator<string> | undefined;
   private group: PlanGroup | undefined;
   private decided = 0;
 
-  constructor(private readonly isProvisioning: (jobId: string) => boolean) {}
+  constructor(
+    private readonly isProvisioning: (jobId: string) => boolean,
+    private readonly noneInFlight: boolean,
+  ) {}
 
-  /** The group's first job that needs an agent, if any. */
-  start(g: PlanGroup): string | undefined {
-    this.it = g.jobIds()[Symbol.iterator]();
+  /** The group's first job that needs an agent, if any (`FIRST` until `id` reads it). */
+  start(g: PlanGroup): Pending {
     this.group = g;
     this.decided = 0;
+    this.it = undefined;
+    if (this.noneInFlight) {
+      if (g.size === 0) return undefined;
+      this.decided = 1;
+      return FIRST;
+    }
+    this.it = g.jobIds()[Symbol.iterator]();
     return this.next();
   }
 
+  /** The id `start` or `next` stands for. */
+  id(p: string | typeof FIRST): string {
+    if (p !== FIRST) return p;
+    this.it = this.group!.jobIds()[Symbol.iterator]();
+    return this.it.next().value as string;
+  }
+
   next(): string | undefined {
-    const it = this.it!;
+    // The first job was counted but not read: read past it.
+    if (!this.it) {
+      this.it = this.group!.jobIds()[Symbol.iterator]();
+      this.it.next();
+    }
+    const it = this.it;
     for (let r = it.next(); !r.done; r = it.next()) {
       this.decided++;
       if (!this.isProvisioning(r.value)) return r.value;
@@ -171,7 +200,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
     pool: input.pool,
     quiet: true,
   };
-  const cursor = new GroupCursor(input.isProvisioning);
+  const cursor = new GroupCursor(input.isProvisioning, input.noneProvisioning ?? false);
   for (const g of input.groups) {
     current = g;
     // Every field set from the start: one shape for all decisions, no growth per field.
@@ -186,7 +215,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
       action: undefined,
     };
     out.push(d);
-    let pending = cursor.start(g);
+    let pending: Pending = cursor.start(g);
     // Idle agents first: a warm or static agent starts the job with no spawn at all.
     if (pending !== undefined && !free.none?.()) {
       const pick = free.matching((a) => input.canRun(a, g));
@@ -194,7 +223,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
         const a = pick();
         if (a === undefined) break;
         if (d.assign === NONE) d.assign = [];
-        d.assign.push({ jobId: pending, agentId: a.id });
+        d.assign.push({ jobId: cursor.id(pending), agentId: a.id });
         pending = cursor.next();
       }
     }
@@ -230,7 +259,7 @@ export function planReconcile<A extends PlanAgent, G extends PlanGroup>(
       live++;
       perScaler.set(match.scalerName, scalerLive + 1);
       if (d.spawn === NONE) d.spawn = [];
-      d.spawn.push({ jobId: pending, scalerName: match.scalerName, labelSetIndex: match.index });
+      d.spawn.push({ jobId: cursor.id(pending), scalerName: match.scalerName, labelSetIndex: match.index });
       pending = cursor.next();
     }
   }
