@@ -79,6 +79,8 @@ export class DispatchPass {
   }
 
   private async passOver(t0: number): Promise<void> {
+    // One reading for the pass: a token that expires during it is judged on the next.
+    const now = this.deps.clock.now();
     const scaler = this.deps.scaler;
     const { groups, plan } = this.deps.plan();
     this.cost.planMs += performance.now() - t0;
@@ -143,7 +145,7 @@ export class DispatchPass {
       if (left) {
         const hint = left.spec.container ? `; ${CONTAINER_JOB_HINT}` : '';
         // An agent that is not bound to one job fits every job of the group alike: one look for all.
-        if (this.groupCould(left)) {
+        if (this.groupCould(left, now)) {
           this.deps.queue.setGroupReason(group.source, `waiting for a matching agent${hint}`, keep);
           continue;
         }
@@ -166,11 +168,11 @@ export class DispatchPass {
   }
 
   /** Could an agent that takes any job of the job's group run it? Then every job of the group could. */
-  private groupCould(job: Pick<QueuedJob, 'runsOn' | 'spec'>): boolean {
+  private groupCould(job: Pick<QueuedJob, 'runsOn' | 'spec'>, now: number): boolean {
     const scaler = this.deps.scaler;
     return (
       this.deps.registry.anyCould(job, (a) => a.kind !== 'scaler' || !scaler) ||
-      this.deps.staticScopes.could(job, this.deps.clock.now()) ||
+      this.deps.staticScopes.could(job, now) ||
       (this.deps.peersCould?.(job.runsOn) ?? false)
     );
   }
