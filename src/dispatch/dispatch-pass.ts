@@ -1,4 +1,5 @@
 import type { ScalerManager } from '../scaler/manager.js';
+import { PROVISION_IN_FLIGHT } from '../scaler/core/decide.js';
 import { describeTable } from '../scaler/core/routing.js';
 import type { Store } from '../store/index.js';
 import type { Clock } from '../util/clock.js';
@@ -42,9 +43,6 @@ export interface DispatchPassDeps {
   /** The pass left work behind (a claim lost to another orchestrator): run it once more. */
   again: () => void;
 }
-
-/** No job of the group keeps a reason of its own (shared: never written to). */
-const NO_IDS: readonly string[] = Object.freeze([]);
 
 /**
  * The applying half of a reconcile: the pure planner's decisions for the whole queue turned into
@@ -121,14 +119,14 @@ export class DispatchPass {
         if (r.action === 'spawning') {
           job.waiting = `provisioning agent ${r.agentId} (scaler "${r.scalerName}")`;
           noteProvisioning(job.id);
-        } else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') {
+        } else if (r.action !== 'skipped' || r.reason !== PROVISION_IN_FLIGHT) {
           reason = r.reason;
           break;
         }
       }
       // Jobs being provisioned keep their own reason; the rest of the group shares one, set once.
       const inFlight = provisioning.get(group.key);
-      const keep = inFlight ? inFlight.filter((id) => scaler?.isProvisioning(id)) : NO_IDS;
+      const keep = inFlight?.filter((id) => scaler?.isProvisioning(id));
       // The group's first job not in flight, read only where it is needed: most groups of a long
       // queue need none of their jobs read.
       const firstLeft = () =>

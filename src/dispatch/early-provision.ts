@@ -1,3 +1,4 @@
+import { PROVISION_IN_FLIGHT } from '../scaler/core/decide.js';
 import type { ScalerManager } from '../scaler/manager.js';
 import type { Clock } from '../util/clock.js';
 import type { Logger } from '../util/logger.js';
@@ -83,15 +84,18 @@ export class EarlyProvision {
           );
           return undefined;
         });
-        if (r?.action !== 'spawning') scaler.jobStored(job.id, false);
-        if (!r) return asked;
-        if (r.action === 'spawning') {
-          // The run's insert waits until the agent's start is asked for: its statement would
-          // otherwise run between the backend's preparation and the start. Not for long: the
-          // submit's answer must not hang on a backend that is slow to ask.
-          await launchedOrLater(r.launched, this.deps.launchWaitMs ?? LAUNCH_WAIT_MS);
-          asked.push({ jobId: job.id, agentId: r.agentId, scalerName: r.scalerName });
-        } else if (r.action !== 'skipped' || r.reason !== 'provision-in-flight') break;
+        if (r?.action !== 'spawning') {
+          // No spawn, so nothing of it to report.
+          scaler.jobStored(job.id, false);
+          if (!r) return asked;
+          if (r.action !== 'skipped' || r.reason !== PROVISION_IN_FLIGHT) break;
+          continue;
+        }
+        // The run's insert waits until the agent's start is asked for: its statement would
+        // otherwise run between the backend's preparation and the start. Not for long: the
+        // submit's answer must not hang on a backend that is slow to ask.
+        await launchedOrLater(r.launched, this.deps.launchWaitMs ?? LAUNCH_WAIT_MS);
+        asked.push({ jobId: job.id, agentId: r.agentId, scalerName: r.scalerName });
       }
     }
     return asked;

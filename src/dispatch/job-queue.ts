@@ -23,7 +23,6 @@ export { routingSpec, type QueuedJob, type QueuedJobSpec } from './queued-job.js
 
 /** No job of a group is spared its group's reason (shared; never written to). */
 const NO_KEEP: readonly string[] = Object.freeze([]);
-const NO_SPARED: readonly [Slot, string | undefined][] = Object.freeze([]);
 
 /** Where a queued job sits, and the reason it was given itself (and when: a later group reason wins). */
 interface Slot {
@@ -126,7 +125,7 @@ export class JobQueue {
     // The spared keep what they show now, said after the group's reason so theirs wins. Most
     // groups spare none, and make no list for it.
     let spared: [Slot, string | undefined][] | undefined;
-    if (keep !== NO_KEEP && !(Array.isArray(keep) && keep.length === 0))
+    if (!(Array.isArray(keep) && keep.length === 0))
       for (const id of keep) {
         const slot = this.byId.get(id);
         if (slot?.list.group === g) (spared ??= []).push([slot, this.waitingOf(id)]);
@@ -135,11 +134,12 @@ export class JobQueue {
     if (g.reason !== reason || g.ownAt > g.reasonAt) this.shown++;
     g.reason = reason;
     g.reasonAt = ++this.said;
-    for (const [slot, text] of spared ?? NO_SPARED) {
-      slot.text = text;
-      slot.at = ++this.said;
-      g.ownAt = slot.at;
-    }
+    if (spared)
+      for (const [slot, text] of spared) {
+        slot.text = text;
+        slot.at = ++this.said;
+        g.ownAt = slot.at;
+      }
   }
 
   add(job: QueuedJob): void {

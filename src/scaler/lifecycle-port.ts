@@ -79,7 +79,7 @@ export interface SpawnHost extends AgentLifecycle {
         onSpawnFailed(
           jobId: string,
           error: ClassifiedSpawnError,
-          source?: { scalerName: string; backendType: string },
+          source: { scalerName: string; backendType: string },
         ): void;
         onCapLockFailure?(reason: 'contended' | 'unreachable'): void;
       }

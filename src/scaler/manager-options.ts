@@ -21,12 +21,13 @@ export interface ScalerHooks {
   onJobEvent(jobId: string, type: ScalerEventType, detail: string): void;
   /**
    * A spawn bound to this job failed; the classified reason belongs on the waiting job. `source`:
-   * the scaler and backend type that failed (the spawn may be gone by the time this is told).
+   * the scaler and backend type that failed (the spawn may be gone by the time this is told, see
+   * job-reports.ts).
    */
   onSpawnFailed(
     jobId: string,
     error: ClassifiedSpawnError,
-    source?: { scalerName: string; backendType: string },
+    source: { scalerName: string; backendType: string },
   ): void;
   /**
    * An error the manager logged and carried on from (cleanup that may fail without harm), by site;

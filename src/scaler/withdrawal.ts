@@ -65,13 +65,8 @@ export async function withdrawEndedProvisions(mgr: WithdrawalHost): Promise<stri
       mgr.notifyCapacityFreed();
       continue;
     }
-    mgr.log.info(
-      { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId },
-      'withdrawing a provision whose job ended before its agent registered',
-    );
-    m.abort.abort(new Error('bound job ended'));
     withdrawn.push(m.agentId);
-    await mgr.teardown(m, 'job-complete');
+    await withdraw(mgr, m, 'withdrawing a provision whose job ended before its agent registered');
   }
   return withdrawn;
 }
@@ -94,11 +89,13 @@ export async function withdrawProvisionsFor(mgr: WithdrawalHost, jobIds: readonl
   for (const m of gone) {
     // Still being started, or started and not registered (an agent that came has nothing to take).
     if (mgr.state.agents.get(m.agentId) !== m || (m.phase !== 'spawning' && m.phase !== 'starting')) continue;
-    mgr.log.info(
-      { agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId },
-      'withdrawing a provision whose run was not stored',
-    );
-    m.abort.abort(new Error('bound job was not stored'));
-    await mgr.teardown(m, 'job-complete');
+    await withdraw(mgr, m, 'withdrawing a provision whose run was not stored');
   }
+}
+
+/** A provision its job no longer needs: its start called off, its agent torn down (no failure). */
+async function withdraw(mgr: WithdrawalHost, m: ManagedEntry, why: string): Promise<void> {
+  mgr.log.info({ agentId: m.agentId, scaler: m.scalerName, jobId: m.boundJobId }, why);
+  m.abort.abort(new Error(why));
+  await mgr.teardown(m, 'job-complete');
 }

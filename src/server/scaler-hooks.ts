@@ -57,7 +57,7 @@ export function wireScalerSide(d: {
   });
   d.probe.whenRecovered(() => void dispatcher.resyncQueued().catch(swallow(log, 'store.resync-queued')));
   scaler?.setHooks(
-    scalerHooks({ scaler, dispatcher, store, metrics, events: d.events, clock, log }),
+    scalerHooks({ dispatcher, store, metrics, events: d.events, clock, log }),
     dispatcher.registryView(),
   );
   return { auditor, reaper };
@@ -65,7 +65,6 @@ export function wireScalerSide(d: {
 
 /** What the scaler tells the rest of the orchestrator: freed capacity, job notes, failed spawns. */
 export function scalerHooks(d: {
-  scaler: ScalerManager;
   dispatcher: Dispatcher;
   store: Store;
   metrics: Metrics;
@@ -73,7 +72,7 @@ export function scalerHooks(d: {
   clock: Clock;
   log: Logger;
 }): ScalerHooks {
-  const { scaler, dispatcher, store, metrics, events, clock, log } = d;
+  const { dispatcher, store, metrics, events, clock, log } = d;
   return {
     onCapacityFreed: () => void dispatcher.requestPump(),
     onJobEvent: (jobId, type, detail) =>
@@ -87,11 +86,9 @@ export function scalerHooks(d: {
         },
       ]),
     onSpawnFailed: (jobId, err, source) => {
-      // Without a source, the entry is still tracked while its failure is reported.
-      const entry = source ? undefined : scaler.entries().find((e) => e.boundJobId === jobId);
       metrics.spawnFailures.inc({
-        scaler: source?.scalerName ?? entry?.scalerName ?? '',
-        backend: source?.backendType ?? entry?.type ?? 'unknown',
+        scaler: source.scalerName,
+        backend: source.backendType,
         bound: 'true',
         kind: err.kind,
       });

@@ -150,11 +150,8 @@ class GroupCursor {
 
   next(): string | undefined {
     // The first job was counted but not read: read past it.
-    if (!this.it) {
-      this.it = this.group!.jobIds()[Symbol.iterator]();
-      this.it.next();
-    }
-    const it = this.it;
+    if (!this.it) this.id(FIRST);
+    const it = this.it!;
     for (let r = it.next(); !r.done; r = it.next()) {
       this.decided++;
       if (!this.isProvisioning(r.value)) return r.value;
